@@ -1,0 +1,35 @@
+# The two commands a newcomer needs: `make run` and `make test`. Each builds .venv on first use.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PORT ?= 8501
+
+.PHONY: run test test-fast bench clean
+
+$(VENV)/.runtime: requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+run: $(VENV)/.runtime
+	$(PY) -m streamlit run app.py --server.port $(PORT)
+
+test: $(VENV)/.dev
+	bash tests/e2e/setup_browser.sh
+	HF_HUB_OFFLINE=1 $(PY) -m pytest
+
+test-fast: $(VENV)/.dev
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -m "not e2e and not slow"
+
+bench: $(VENV)/.dev
+	$(PY) benchmarks/attention_kernel.py --quick
+	$(PY) benchmarks/app_speed.py --quick
+
+clean:
+	rm -rf $(VENV) .pytest_cache artifacts

@@ -1,0 +1,192 @@
+"""Where Streamlit meets the core: caches, the shared sidebar and session keys.
+
+Pages call :func:`active_model` and :func:`active_run`; both show their own message on the page
+and return ``None`` when there is nothing to show, so a page never has to catch a traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+import streamlit as st
+
+from models.capture import AttentionRun, PromptError, capture
+from models.loading import LoadedModel, ModelLoadError, boot, check_fits, preflight
+from models.spec import BUNDLED, MINILM, ModelSpec
+from viz.view_state import ViewState, from_query, to_query
+
+EXAMPLE_PROMPTS = {
+    "Repeated sentence (induction)": (
+        "The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy dog."),
+    "Python code": "def add(a, b):\n    return a + b\n\nprint(add(2, 3))\n",
+    "Names (duplicate tokens)": (
+        "When Mary and John went to the store, John gave a drink to Mary."),
+    "Random letters, twice": "q x f k z m w p q x f k z m w p",
+}
+SOURCES = {
+    "Bundled GPT-2 (offline)": BUNDLED,
+    "all-MiniLM-L6-v2 (encoder)": MINILM,
+    "Hugging Face name": "hub",
+    "Local directory": "local",
+}
+MAX_LINK_PROMPT = 2000
+K_SOURCE, K_NAME, K_DEVICE, K_DTYPE = "atlas_source", "atlas_name", "atlas_device", "atlas_dtype"
+K_TRUST, K_PROMPT, K_GOOD, K_FAILED = "atlas_trust", "atlas_prompt", "atlas_good", "atlas_failed"
+K_LINK, K_NOTES = "atlas_link", "atlas_link_notes"
+
+
+def devices() -> list[str]:
+    return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
+
+
+@st.cache_resource(max_entries=3, show_spinner=False)
+def get_model(spec: ModelSpec) -> LoadedModel:
+    """One loaded model per spec, shared by every session (forward passes take its lock)."""
+    return boot(spec)
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def model_size(spec: ModelSpec) -> int | None:
+    """Parameter count from the configuration alone (raises ModelLoadError, never cached)."""
+    return preflight(spec)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def get_run(spec: ModelSpec, prompt: str) -> AttentionRun:
+    """Patterns of ``prompt`` on ``spec``, cached per (spec, prompt)."""
+    return capture(get_model(spec), prompt)
+
+
+def _init_from_link() -> None:
+    """Seed the sidebar from the URL once per session."""
+    if K_LINK in st.session_state:
+        return
+    link, notes = from_query(st.query_params.to_dict())
+    st.session_state[K_LINK] = link
+    st.session_state[K_NOTES] = notes
+    model = link.model or BUNDLED
+    if model in (BUNDLED, MINILM):
+        st.session_state[K_SOURCE] = next(k for k, v in SOURCES.items() if v == model)
+    else:
+        is_dir = model.startswith(("/", ".", "~"))
+        st.session_state[K_SOURCE] = "Local directory" if is_dir else "Hugging Face name"
+        st.session_state[K_NAME] = model
+    st.session_state[K_PROMPT] = link.prompt if link.prompt is not None else next(
+        iter(EXAMPLE_PROMPTS.values()))
+
+
+def link_state() -> ViewState:
+    """The view the page was opened with (layer/head/token from the URL)."""
+    return st.session_state.get(K_LINK, ViewState())
+
+
+def _use_example() -> None:
+    choice = st.session_state.get("atlas_example")
+    if choice in EXAMPLE_PROMPTS:
+        st.session_state[K_PROMPT] = EXAMPLE_PROMPTS[choice]
+
+
+def sidebar() -> None:
+    """Model picker, device, dtype and prompt; shared by every page."""
+    _init_from_link()
+    with st.sidebar:
+        st.subheader("Model")
+        source = st.selectbox("Source", list(SOURCES), key=K_SOURCE)
+        kind = SOURCES[source]
+        if kind == "hub":
+            st.text_input("Hugging Face name", key=K_NAME, placeholder="gpt2, EleutherAI/pythia-70m")
+        elif kind == "local":
+            st.text_input("Directory (Hugging Face format)", key=K_NAME,
+                          placeholder="/path/to/model")
+        cols = st.columns(2)
+        cols[0].selectbox("Device", devices(), key=K_DEVICE)
+        cols[1].selectbox("Dtype", ["float32", "bfloat16", "float16"], key=K_DTYPE)
+        if kind in ("hub", "local"):
+            st.checkbox("Trust remote code", key=K_TRUST, value=False,
+                        help="Runs Python code from the model's repository. Only for repos you trust.")
+        st.subheader("Prompt")
+        st.selectbox("Examples", ["—"] + list(EXAMPLE_PROMPTS), key="atlas_example",
+                      on_change=_use_example)
+        st.text_area("Prompt", key=K_PROMPT, height=150)
+
+
+def requested_spec() -> ModelSpec | None:
+    kind = SOURCES[st.session_state.get(K_SOURCE, next(iter(SOURCES)))]
+    name = kind if kind in (BUNDLED, MINILM) else (st.session_state.get(K_NAME) or "").strip()
+    if not name:
+        return None
+    trust = bool(st.session_state.get(K_TRUST, False)) and kind in ("hub", "local")
+    return ModelSpec(name=name, device=st.session_state.get(K_DEVICE, "cpu"),
+                     dtype=st.session_state.get(K_DTYPE, "float32"), trust_remote_code=trust)
+
+
+def _load_with_progress(spec: ModelSpec) -> LoadedModel:
+    box = st.empty()
+    try:
+        box.progress(0.05, text=f"Reading the configuration of {spec.label}…")
+        n_params = model_size(spec)
+        box.progress(0.2, text="Checking free memory…")
+        check_fits(n_params, spec)
+        box.progress(0.35, text=f"Loading {spec.label} on {spec.device} (cached after the first time)…")
+        return get_model(spec)
+    finally:
+        box.empty()
+
+
+def active_model() -> LoadedModel | None:
+    """The model the sidebar asks for, or the last one that loaded, with a message on failure."""
+    spec = requested_spec()
+    if spec is None:
+        st.info("Type a Hugging Face name or a directory in the sidebar to load a model.")
+    failed = st.session_state.get(K_FAILED)
+    if spec is not None and failed and failed[0] == spec:
+        st.error(failed[1])
+        spec = None
+    elif spec is not None:
+        try:
+            model = _load_with_progress(spec)
+            st.session_state[K_GOOD] = spec
+            st.session_state.pop(K_FAILED, None)
+            return model
+        except ModelLoadError as err:
+            st.session_state[K_FAILED] = (spec, str(err))
+            st.error(str(err))
+    good = st.session_state.get(K_GOOD)
+    if good is None:
+        return None
+    st.caption(f"Still showing the last model that loaded: **{good.label}**.")
+    return _load_with_progress(good)
+
+
+def current_prompt() -> str:
+    return st.session_state.get(K_PROMPT, "")
+
+
+def active_run(model: LoadedModel) -> AttentionRun | None:
+    """Patterns for the sidebar prompt on ``model``, with notices for empty or cut prompts."""
+    prompt = current_prompt()
+    try:
+        with st.spinner("Running the prompt through the model…"):
+            run = get_run(model.spec, prompt)
+    except PromptError as err:
+        st.info(str(err))
+        return None
+    if run.truncated:
+        st.warning(f"The prompt has {run.n_prompt_tokens:,} tokens; {model.facts.name} reads at "
+                   f"most {model.facts.n_ctx:,}, so only the first {run.n_tokens:,} are shown.")
+    return run
+
+
+def write_link(view: ViewState) -> None:
+    """Put the current view in the URL so it can be shared."""
+    spec = st.session_state.get(K_GOOD)
+    prompt = current_prompt()
+    params = to_query(replace(view, model=spec.name if spec else None,
+                              prompt=prompt if len(prompt) <= MAX_LINK_PROMPT else None))
+    if st.query_params.to_dict() != params:
+        st.query_params.from_dict(params)
+
+
+def link_notes() -> list[str]:
+    return st.session_state.get(K_NOTES, [])

@@ -1,0 +1,199 @@
+"""Train the bundled default model: a small GPT-2 that grows induction heads.
+
+Corpus: the ``.py`` sources of the running Python's standard library (present on every machine
+with Python), read in sorted path order, test suites excluded. A byte-level BPE tokenizer is
+trained on the same text. Batches mix plain text windows with sequences that repeat one span over
+and over (half random-token spans, half text spans): in-context copying is what makes induction
+heads form within a few thousand CPU steps.
+
+Run from the repository root::
+
+    python -m models.bundled.train --out models/bundled
+
+Everything is seeded; the same Python version gives the same corpus and the same weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sysconfig
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+BOS = "<|endoftext|>"
+
+
+def read_corpus(max_chars: int) -> str:
+    """Standard-library Python source, sorted by path, test packages skipped."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    parts: list[str] = []
+    total = 0
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).parts
+        if "site-packages" in rel or "test" in rel or "tests" in rel or "idle_test" in rel:
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        parts.append(text)
+        total += len(text)
+        if total >= max_chars:
+            break
+    return "\n".join(parts)[:max_chars]
+
+
+def train_tokenizer(text: str, vocab_size: int) -> PreTrainedTokenizerFast:
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[BOS],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    chunks = (text[i : i + 100_000] for i in range(0, len(text), 100_000))
+    tok.train_from_iterator(chunks, trainer=trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token=BOS, eos_token=BOS, unk_token=BOS, model_max_length=10**6
+    )
+
+
+class Batches:
+    """Seeded batches: plain windows of the corpus, or BOS + one span repeated to the end."""
+
+    def __init__(self, ids: torch.Tensor, vocab: int, seq: int, batch: int, repeat_frac: float,
+                 seed: int):
+        self.ids, self.vocab, self.seq, self.batch = ids, vocab, seq, batch
+        self.repeat_frac = repeat_frac
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def _randint(self, low: int, high: int) -> int:
+        return int(torch.randint(low, high, (1,), generator=self.gen))
+
+    def _text(self, n: int) -> torch.Tensor:
+        start = self._randint(0, len(self.ids) - n)
+        return self.ids[start : start + n]
+
+    def _repeated(self, n: int) -> torch.Tensor:
+        span_len = self._randint(6, 49)
+        if self._randint(0, 2) == 0:
+            span = torch.randint(1, self.vocab, (span_len,), generator=self.gen)
+        else:
+            span = self._text(span_len)
+        reps = math.ceil(n / span_len)
+        return span.repeat(reps)[:n]
+
+    def next(self) -> torch.Tensor:
+        rows = []
+        for _ in range(self.batch):
+            body_len = self.seq - 1
+            is_repeat = torch.rand(1, generator=self.gen).item() < self.repeat_frac
+            body = self._repeated(body_len) if is_repeat else self._text(body_len)
+            rows.append(torch.cat([torch.zeros(1, dtype=torch.long), body]))
+        return torch.stack(rows)
+
+
+@torch.no_grad()
+def head_scores(model: GPT2LMHeadModel, vocab: int, text_ids: torch.Tensor, span: int = 50,
+                batch: int = 8, seed: int = 1234) -> dict[str, list[list[float]]]:
+    """Induction (second-half queries of [BOS, r, r]) and previous-token scores per head."""
+    gen = torch.Generator().manual_seed(seed)
+    rand = torch.randint(1, vocab, (batch, span), generator=gen)
+    seq = torch.cat([torch.zeros(batch, 1, dtype=torch.long), rand, rand], dim=1)
+    att = torch.stack(model(seq, output_attentions=True).attentions)  # layer batch head q k
+    q = torch.arange(span + 1, 2 * span + 1)
+    induction = att[:, :, :, q, q - span + 1].mean(dim=(1, 3))
+    n = min(128, model.config.n_positions - 1)
+    starts = torch.randint(0, len(text_ids) - n, (batch,), generator=gen)
+    text = torch.stack([torch.cat([torch.zeros(1, dtype=torch.long), text_ids[s : s + n]])
+                        for s in starts.tolist()])
+    att = torch.stack(model(text, output_attentions=True).attentions)
+    i = torch.arange(1, n + 1)
+    previous = att[:, :, :, i, i - 1].mean(dim=(1, 3))
+    return {"induction": induction.tolist(), "previous_token": previous.tolist()}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, default=Path(__file__).parent)
+    p.add_argument("--layers", type=int, default=3)
+    p.add_argument("--heads", type=int, default=6)
+    p.add_argument("--d-model", type=int, default=192)
+    p.add_argument("--ctx", type=int, default=256)
+    p.add_argument("--vocab", type=int, default=2048)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--steps", type=int, default=4500)
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--repeat-frac", type=float, default=0.6)
+    p.add_argument("--max-chars", type=int, default=12_000_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--eval-every", type=int, default=500)
+    args = p.parse_args()
+
+    torch.manual_seed(args.seed)
+    text = read_corpus(args.max_chars)
+    tokenizer = train_tokenizer(text, args.vocab)
+    ids = torch.tensor(tokenizer(text)["input_ids"], dtype=torch.long)
+    n_val = len(ids) // 50
+    train_ids, val_ids = ids[:-n_val], ids[-n_val:]
+    print(f"corpus: {len(text):,} chars, {len(ids):,} tokens", flush=True)
+
+    config = GPT2Config(
+        vocab_size=len(tokenizer), n_positions=args.ctx, n_embd=args.d_model,
+        n_layer=args.layers, n_head=args.heads, resid_pdrop=0.0, embd_pdrop=0.0,
+        attn_pdrop=0.0, bos_token_id=0, eos_token_id=0, tie_word_embeddings=True,
+    )
+    model = GPT2LMHeadModel(config)
+    model.config._attn_implementation = "eager"
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.95))
+    warmup = 200
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup) * (
+        0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, s / args.steps)))))
+    batches = Batches(train_ids, len(tokenizer), args.ctx, args.batch, args.repeat_frac, args.seed)
+    history = []
+    t0 = time.time()
+    for step in range(1, args.steps + 1):
+        x = batches.next()
+        logits = model(x).logits
+        loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)), x[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        if step % args.eval_every == 0 or step == args.steps:
+            model.eval()
+            scores = head_scores(model, len(tokenizer), val_ids)
+            with torch.no_grad():
+                vx = torch.cat([torch.zeros(1, dtype=torch.long), val_ids[: args.ctx - 1]])[None]
+                vl = model(vx, labels=vx).loss.item()
+            model.train()
+            best_ind = max(max(r) for r in scores["induction"])
+            best_prev = max(max(r) for r in scores["previous_token"])
+            history.append({"step": step, "train_loss": loss.item(), "val_loss": vl,
+                            "best_induction": best_ind, "best_previous_token": best_prev})
+            print(f"step {step} loss {loss.item():.3f} val {vl:.3f} induction {best_ind:.3f} "
+                  f"prev {best_prev:.3f} ({time.time() - t0:.0f}s)", flush=True)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    tokenizer.model_max_length = args.ctx
+    model.save_pretrained(args.out, safe_serialization=True)
+    tokenizer.save_pretrained(args.out)
+    report = {"args": {k: str(v) for k, v in vars(args).items()},
+              "corpus_chars": len(text), "corpus_tokens": len(ids),
+              "seconds": round(time.time() - t0), "history": history,
+              "final_scores": head_scores(model, len(tokenizer), val_ids)}
+    (args.out / "training_log.json").write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()

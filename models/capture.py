@@ -1,0 +1,130 @@
+"""Run a prompt through a loaded model and keep every head's attention pattern.
+
+The result, :class:`AttentionRun`, holds only NumPy arrays and plain Python values, so it can be
+cached and shared between sessions without holding the model or an ActivationCache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+import torch
+
+from models.facts import ModelFacts
+from models.loading import LoadedModel
+from models.tokens import readable_tokens
+
+MAX_PROMPT_CHARS = 200_000
+
+
+class PromptError(ValueError):
+    """The prompt cannot be run; ``str(err)`` is a message for the user."""
+
+
+@dataclass(frozen=True)
+class AttentionRun:
+    """Every head's attention on one prompt.
+
+    Attributes:
+        prompt: the text as typed.
+        token_ids: ids fed to the model, special tokens included.
+        tokens: readable label of each position.
+        patterns: ``layer head_index query_pos key_pos`` float32; each row sums to 1.
+        facts: the model's shape and attention behaviour.
+        first_is_special: position 0 is a BOS / [CLS] token the tokenizer added.
+        n_prompt_tokens: how many tokens the full prompt had before truncation.
+    """
+
+    prompt: str
+    token_ids: tuple[int, ...]
+    tokens: tuple[str, ...]
+    patterns: np.ndarray
+    facts: ModelFacts
+    first_is_special: bool
+    n_prompt_tokens: int
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def truncated(self) -> bool:
+        return self.n_prompt_tokens > self.n_tokens
+
+    def pattern(self, layer: int, head: int) -> np.ndarray:
+        """``query_pos key_pos`` pattern of one head."""
+        return self.patterns[layer, head]
+
+    def labels(self) -> list[str]:
+        """Axis labels ``(i) token`` that stay distinct when a token repeats."""
+        return [f"({i}) {tok}" for i, tok in enumerate(self.tokens)]
+
+
+def tokenize(model: LoadedModel, prompt: str, max_tokens: int | None = None
+             ) -> tuple[torch.Tensor, int]:
+    """Token ids ``(1, pos)`` for ``prompt``, cut to the model's context, and the uncut length.
+
+    An encoder's closing special token ([SEP]) is kept at the end when the text is cut.
+    """
+    if not prompt or not prompt.strip():
+        raise PromptError("The prompt is empty: type some text to see its attention.")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise PromptError(f"The prompt has {len(prompt):,} characters; the limit is "
+                          f"{MAX_PROMPT_CHARS:,}. Paste a shorter passage.")
+    ids = model.bridge.to_tokens(prompt).cpu()
+    n_full = ids.shape[1]
+    limit = min(model.facts.n_ctx, max_tokens or model.facts.n_ctx)
+    if n_full > limit:
+        sep = getattr(model.tokenizer, "sep_token_id", None)
+        if sep is not None and int(ids[0, -1]) == sep:
+            ids = torch.cat([ids[:, : limit - 1], ids[:, -1:]], dim=1)
+        else:
+            ids = ids[:, :limit]
+    return ids, n_full
+
+
+def run_hooks(model: LoadedModel, ids: torch.Tensor, hook_names: Iterable[str]
+              ) -> dict[str, torch.Tensor]:
+    """Forward ``ids`` once under the model's lock; return the named activations on CPU, fp32."""
+    wanted = set(hook_names)
+    device = model.bridge.cfg.device or "cpu"
+    with model.lock, torch.no_grad():
+        _, cache = model.bridge.run_with_cache(ids.to(device), names_filter=lambda n: n in wanted)
+        out = {name: cache[name].detach().to("cpu", torch.float32) for name in wanted}
+    return out
+
+
+def pattern_hooks(n_layers: int) -> list[str]:
+    return [f"blocks.{layer}.attn.hook_pattern" for layer in range(n_layers)]
+
+
+def capture(model: LoadedModel, prompt: str, max_tokens: int | None = None) -> AttentionRun:
+    """Every head's pattern on ``prompt``.
+
+    Args:
+        model: a loaded model.
+        prompt: the text; special tokens are added as the model's tokenizer does.
+        max_tokens: an optional cap below the model's context length.
+
+    Returns:
+        An :class:`AttentionRun` with ``patterns`` of shape ``layer head_index query_pos key_pos``.
+
+    Raises:
+        PromptError: for an empty or oversized prompt.
+    """
+    ids, n_full = tokenize(model, prompt, max_tokens)
+    acts = run_hooks(model, ids, pattern_hooks(model.facts.n_layers))
+    patterns = np.stack([acts[name][0].numpy() for name in pattern_hooks(model.facts.n_layers)])
+    id_list = [int(i) for i in ids[0]]
+    special = set(getattr(model.tokenizer, "all_special_ids", []) or [])
+    return AttentionRun(
+        prompt=prompt,
+        token_ids=tuple(id_list),
+        tokens=tuple(readable_tokens(model.tokenizer, id_list)),
+        patterns=patterns.astype(np.float32, copy=False),
+        facts=model.facts,
+        first_is_special=id_list[0] in special,
+        n_prompt_tokens=n_full,
+    )

@@ -1,0 +1,61 @@
+"""Facts about a loaded model that every analysis needs, read once from the bridge config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """Shape and behaviour of a model's attention.
+
+    ``n_kv_heads`` equals ``n_heads`` for multi-head attention and is smaller for GQA/MQA.
+    ``positional`` is TransformerLens's scheme name: ``standard`` (learned absolute),
+    ``rotary``, ``alibi``, ``shortformer`` or ``none``.
+    """
+
+    name: str
+    architecture: str
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    d_head: int
+    d_model: int
+    n_ctx: int
+    causal: bool
+    positional: str
+    prepends_bos: bool
+    n_params: int
+
+    @property
+    def n_total_heads(self) -> int:
+        return self.n_layers * self.n_heads
+
+    @property
+    def attention_kind(self) -> str:
+        if self.n_kv_heads == self.n_heads:
+            return "MHA"
+        return "MQA" if self.n_kv_heads == 1 else "GQA"
+
+
+def facts_from_bridge(bridge: Any, name: str) -> ModelFacts:
+    """Read :class:`ModelFacts` off a ``TransformerBridge``; nothing here assumes causal or MHA."""
+    cfg = bridge.cfg
+    n_heads = int(cfg.n_heads)
+    n_kv = getattr(cfg, "n_key_value_heads", None) or n_heads
+    n_params = sum(p.numel() for p in bridge.original_model.parameters())
+    return ModelFacts(
+        name=name,
+        architecture=str(getattr(cfg, "architecture", None) or type(bridge.original_model).__name__),
+        n_layers=int(cfg.n_layers),
+        n_heads=n_heads,
+        n_kv_heads=int(n_kv),
+        d_head=int(cfg.d_head),
+        d_model=int(cfg.d_model),
+        n_ctx=int(cfg.n_ctx),
+        causal=getattr(cfg, "attention_dir", "causal") != "bidirectional",
+        positional=str(getattr(cfg, "positional_embedding_type", "standard")),
+        prepends_bos=bool(getattr(cfg, "default_prepend_bos", True)),
+        n_params=int(n_params),
+    )
