@@ -1,14 +1,23 @@
 """Attention Atlas: explore the attention heads of pretrained transformers."""
 
+from pathlib import Path
+
 import streamlit as st
 
 import app_state
 
 st.set_page_config(page_title="Attention Atlas", page_icon="🔭", layout="wide")
 
-PAGES = [
-    st.Page("pages/explorer.py", title="Explorer", icon="🔍", default=True),
+ROOT = Path(__file__).resolve().parent
+PAGE_FILES = [
+    ("pages/explorer.py", "Explorer", "🔍"),
+    ("pages/heads.py", "Head finder", "🧭"),
+    ("pages/scaling.py", "Scaling sweep", "🌡️"),
+    ("pages/kernel.py", "Kernel check", "⚙️"),
+    ("pages/classroom.py", "Classroom", "🎓"),
 ]
+PAGES = [st.Page(path, title=title, icon=icon, default=(i == 0))
+         for i, (path, title, icon) in enumerate(PAGE_FILES) if (ROOT / path).exists()]
 
 navigation = st.navigation(PAGES)
 app_state.sidebar()

@@ -7,6 +7,7 @@ and return ``None`` when there is nothing to show, so a page never has to catch 
 from __future__ import annotations
 
 from dataclasses import replace
+from urllib.parse import urlencode
 
 import torch
 import streamlit as st
@@ -178,14 +179,17 @@ def active_run(model: LoadedModel) -> AttentionRun | None:
     return run
 
 
-def write_link(view: ViewState) -> None:
-    """Put the current view in the URL so it can be shared."""
+def link_query(view: ViewState) -> dict[str, str]:
+    """Query parameters of ``view`` for the current model and prompt (long prompts left out)."""
     spec = st.session_state.get(K_GOOD)
     prompt = current_prompt()
-    params = to_query(replace(view, model=spec.name if spec else None,
-                              prompt=prompt if len(prompt) <= MAX_LINK_PROMPT else None))
-    if st.query_params.to_dict() != params:
-        st.query_params.from_dict(params)
+    return to_query(replace(view, model=spec.name if spec else None,
+                            prompt=prompt if len(prompt) <= MAX_LINK_PROMPT else None))
+
+
+def explorer_link(layer: int, head: int, token: int | None = None) -> str:
+    """Relative URL that opens the explorer on ``layer.head`` for the current model and prompt."""
+    return "./?" + urlencode(link_query(ViewState(layer=layer, head=head, token=token)))
 
 
 def link_notes() -> list[str]:

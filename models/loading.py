@@ -97,6 +97,8 @@ def check_fits(n_params: int | None, spec: ModelSpec, free: int | None = None) -
 
 
 def _check_source(spec: ModelSpec) -> None:
+    if spec.device == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError("No CUDA GPU is available on this server; choose the cpu device.")
     if spec.kind in ("local", "bundled", "minilm"):
         path = Path(spec.path_or_name)
         if not path.is_dir():
@@ -104,8 +106,6 @@ def _check_source(spec: ModelSpec) -> None:
         if not (path / "config.json").is_file():
             raise ModelLoadError(
                 f"{path} is not a Hugging Face model directory: it has no config.json.")
-    if spec.device == "cuda" and not torch.cuda.is_available():
-        raise ModelLoadError("No CUDA GPU is available on this server; choose the cpu device.")
 
 
 def _read_config(spec: ModelSpec) -> Any:

@@ -26,7 +26,7 @@ export default function(component) {
   let root = parentElement.querySelector('.grid');
   if (!root) { root = document.createElement('div'); root.className = 'grid';
                parentElement.appendChild(root); }
-  root.style.gridTemplateColumns = `2.2em repeat(${data.n_heads}, minmax(28px, 72px))`;
+  root.style.gridTemplateColumns = `2em repeat(${data.n_heads}, minmax(0, 72px))`;
   root.replaceChildren();
   const label = (text) => { const d = document.createElement('div'); d.className = 'lab';
                             d.textContent = text; root.appendChild(d); };
@@ -67,8 +67,27 @@ export default function(component) {
 }
 """
 
+_URL_JS = """
+export default function(component) {
+  const wanted = new URLSearchParams(component.data.query).toString();
+  window.__atlasWantedQuery = wanted;
+  const apply = () => {
+    if (window.__atlasWantedQuery !== wanted) return;  // a newer view has taken over
+    const url = new URL(window.location.href);
+    if (url.searchParams.toString() !== wanted) {
+      url.search = wanted;
+      window.history.replaceState(window.history.state, '', url);
+    }
+  };
+  apply();
+  // Streamlit restores the query string it started the rerun with once the run ends.
+  [300, 1000, 2500].forEach((ms) => setTimeout(apply, ms));
+}
+"""
+
 _head_grid = st.components.v2.component("atlas_head_grid", css=_GRID_CSS, js=_GRID_JS)
 _token_strip = st.components.v2.component("atlas_token_strip", css=_TOKENS_CSS, js=_TOKENS_JS)
+_url_sync = st.components.v2.component("atlas_url_sync", js=_URL_JS)
 
 
 def clicked_value(key: str):
@@ -89,3 +108,12 @@ def head_grid(cells: list[dict], n_heads: int, selected: str, key: str,
 def token_strip(spans_html: str, key: str, on_click: Callable[[], None]) -> None:
     """The prompt as clickable tokens; ``spans_html`` must already be escaped."""
     _token_strip(data={"html": spans_html}, key=key, on_clicked_change=on_click)
+
+
+def sync_url(query: dict[str, str], key: str = "atlas_url") -> None:
+    """Show ``query`` in the browser's address bar (replaceState), so the view can be shared.
+
+    Done in the page rather than through ``st.query_params``: at the end of a rerun the frontend
+    puts back the query string the rerun started with, so those writes show one rerun late.
+    """
+    _url_sync(data={"query": query}, key=key)

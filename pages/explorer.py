@@ -105,4 +105,4 @@ if run is not None:
     st.caption(f"Click a token to select it. Selected: {labels[token]}.")
     _widgets.token_strip(token_spans(run.tokens, weights, token, DIRECTIONS[direction]),
                          K_TOKENS, on_token_click)
-    app_state.write_link(ViewState(layer=layer, head=head, token=token))
+    _widgets.sync_url(app_state.link_query(ViewState(layer=layer, head=head, token=token)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import io
+import warnings
 
 import numpy as np
 from PIL import Image
@@ -26,8 +27,9 @@ def pool(pattern: np.ndarray, size: int) -> np.ndarray:
     pad = np.full((fq * -(-n_q // fq), fk * -(-n_k // fk)), np.nan, dtype=np.float32)
     pad[:n_q, :n_k] = pattern
     blocks = pad.reshape(pad.shape[0] // fq, fq, pad.shape[1] // fk, fk)
-    with np.errstate(invalid="ignore"):
-        return np.nanmean(blocks, axis=(1, 3)) if not np.isnan(blocks).all() else blocks[:, 0, :, 0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-masked blocks stay NaN
+        return np.nanmean(blocks, axis=(1, 3))
 
 
 def pattern_png(pattern: np.ndarray, causal: bool, size: int = 72) -> bytes:
@@ -37,8 +39,7 @@ def pattern_png(pattern: np.ndarray, causal: bool, size: int = 72) -> bytes:
         n_q, n_k = shown.shape
         rows, cols = np.triu_indices(n=n_q, k=1 + n_k - n_q, m=n_k)
         shown[rows, cols] = np.nan
-    with np.errstate(invalid="ignore"):
-        small = pool(shown, size)
+    small = pool(shown, size)
     weights = np.clip(np.nan_to_num(small, nan=0.0), 0.0, 1.0) ** 0.5
     rgb = (LOW + (HIGH - LOW) * weights[..., None]).astype(np.uint8)
     rgb[np.isnan(small)] = MASKED

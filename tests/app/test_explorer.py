@@ -1,0 +1,87 @@
+"""The explorer page, run headless through Streamlit's AppTest."""
+
+import json
+
+import pytest
+
+from tests.app_helpers import open_app, texts
+
+
+def figure(at) -> dict:
+    charts = at.get("plotly_chart")
+    assert charts, "no heatmap on the page"
+    return json.loads(charts[0].proto.spec)
+
+
+@pytest.mark.parametrize("model", ["bundled", "minilm"])
+def test_explorer_renders_heatmap_for_each_model(model):
+    at = open_app(model=model)
+    assert not at.exception
+    assert at.selectbox(key="explorer_layer").value == 0
+    fig = figure(at)
+    labels = fig["data"][0]["x"]
+    assert labels[0] == ("(0) &lt;|endoftext|&gt;" if model == "bundled" else "(0) [CLS]")
+    assert "layers ×" in texts(at)
+
+
+def test_link_opens_the_exact_view():
+    at = open_app(model="bundled", prompt="one two three four", layer=1, head=2, token=3)
+    assert not at.exception
+    assert at.selectbox(key="explorer_layer").value == 1
+    assert at.selectbox(key="explorer_head").value == 2
+    assert at.selectbox(key="explorer_token").value == 3
+    assert at.text_area(key="atlas_prompt").value == "one two three four"
+    assert "Head 1.2" in texts(at)
+
+
+def test_out_of_range_and_garbage_link_values_are_fixed_with_a_note():
+    at = open_app(model="bundled", prompt="a b c", layer=99, head="x", token=-5)
+    assert not at.exception
+    assert at.selectbox(key="explorer_layer").value == len(at.selectbox(key="explorer_layer").options) - 1
+    assert at.selectbox(key="explorer_head").value == 0
+    assert at.selectbox(key="explorer_token").value == 0
+    notes = texts(at)
+    assert "layer 99" in notes and "head='x'" in notes.replace('"', "'")
+
+
+def test_changing_head_updates_heatmap_and_url():
+    at = open_app(model="bundled", prompt="the cat and the cat")
+    at.selectbox(key="explorer_head").set_value(3).run()
+    assert not at.exception
+    assert at.query_params["head"] == ["3"] or at.query_params["head"] == "3"
+    assert "Head 0.3" in texts(at)
+
+
+def test_empty_prompt_gives_a_message():
+    at = open_app(model="bundled")
+    at.text_area(key="atlas_prompt").set_value("   ").run()
+    assert not at.exception
+    assert "empty" in texts(at)
+    assert not at.get("plotly_chart")
+
+
+def test_long_prompt_is_cut_with_a_notice():
+    at = open_app(model="bundled")
+    at.text_area(key="atlas_prompt").set_value("x = 1\n" * 900).run()  # 5,400 characters
+    assert not at.exception
+    assert "only the first 256" in texts(at)
+    assert len(figure(at)["data"][0]["x"]) == 256
+
+
+def test_unknown_model_keeps_previous_model_working():
+    at = open_app(model="bundled", prompt="hello there")
+    at.selectbox(key="atlas_source").set_value("Hugging Face name").run()
+    at.text_input(key="atlas_name").set_value("no-such-user/no-such-model").run()
+    assert not at.exception
+    said = texts(at)
+    assert "Could not find 'no-such-user/no-such-model'" in said
+    assert "Still showing the last model that loaded" in said
+    assert figure(at)["data"][0]["x"][0] == "(0) &lt;|endoftext|&gt;"
+    assert at.text_input(key="atlas_name").value == "no-such-user/no-such-model"
+
+
+def test_script_prompt_is_escaped_in_the_figure():
+    at = open_app(model="bundled", prompt="<script>alert(1)</script>")
+    assert not at.exception
+    spec = at.get("plotly_chart")[0].proto.spec
+    assert "<script>" not in spec and "&lt;" in spec

@@ -1,0 +1,75 @@
+import csv
+import io
+
+import numpy as np
+import pytest
+
+from viz.export import pattern_csv
+from viz.heatmap import head_heatmap, masked
+from viz.thumbnails import pattern_png, pool
+from viz.token_view import token_spans
+
+PAYLOAD = "<script>alert(1)</script>"
+
+
+def test_token_spans_escape_the_prompt():
+    html = token_spans([PAYLOAD, '"><img src=x onerror=alert(1)>'], np.array([0.2, 0.8]), 1,
+                       "from")
+    assert "<script>" not in html and "<img" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert html.count('class="tok') == 2 and 'class="tok sel" data-pos="1"' in html
+
+
+def test_token_spans_mark_masked_tokens():
+    html = token_spans(["a", "b"], np.array([1.0, np.nan]), 0, "from")
+    assert "masked" in html and "opacity" in html
+
+
+def test_heatmap_labels_are_escaped_and_masked_cells_blank():
+    pattern = np.array([[1.0, 0.0], [0.25, 0.75]], dtype=np.float32)
+    fig = head_heatmap(pattern, ["(0) " + PAYLOAD, "(1) b"], causal=True, title=PAYLOAD)
+    trace = fig.data[0]
+    assert all("<script>" not in label for label in trace.x)
+    assert "<script>" not in fig.layout.title.text
+    z = np.array(trace.z, dtype=float)
+    assert np.isnan(z[0, 1]) and z[1, 0] == 0.25 and z[1, 1] == 0.75
+
+
+def test_masked_leaves_bidirectional_patterns_whole():
+    pattern = np.full((3, 3), 1 / 3, dtype=np.float32)
+    assert not np.isnan(masked(pattern, causal=False)).any()
+
+
+def test_pattern_csv_round_trip_and_formula_safety():
+    pattern = np.array([[1.0, 0.0], [0.3, 0.7]])
+    text = pattern_csv(pattern, ["=SUM(A1)", "b"])
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[0] == ["query \\ key", "(0) =SUM(A1)", "(1) b"]
+    assert [float(x) for x in rows[2][1:]] == [0.3, 0.7]
+    text = pattern_csv(pattern, ["a", "b"])
+    assert "'(" not in text
+    text = pattern_csv(np.eye(1), ["-1"])
+    assert list(csv.reader(io.StringIO(text)))[1][0] == "(0) -1"
+
+
+def test_spreadsheet_prefix():
+    from viz.export import spreadsheet_safe
+    assert spreadsheet_safe("=cmd") == "'=cmd" and spreadsheet_safe("ok") == "ok"
+
+
+def test_pool_averages_blocks():
+    a = np.arange(16, dtype=np.float32).reshape(4, 4)
+    pooled = pool(a, 2)
+    assert pooled.shape == (2, 2)
+    assert pooled[0, 0] == pytest.approx((0 + 1 + 4 + 5) / 4)
+    assert pooled[1, 1] == pytest.approx((10 + 11 + 14 + 15) / 4)
+
+
+def test_pool_ignores_masked_cells():
+    a = np.array([[1.0, np.nan], [0.5, 0.5]], dtype=np.float32)
+    assert pool(a, 1)[0, 0] == pytest.approx((1.0 + 0.5 + 0.5) / 3)
+
+
+def test_pattern_png_is_a_png():
+    png = pattern_png(np.tril(np.ones((5, 5))) / np.arange(1, 6)[:, None], causal=True, size=20)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
