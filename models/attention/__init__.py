@@ -1,0 +1,20 @@
+"""The app's own attention kernel: Triton on a GPU, an exact tiled PyTorch path elsewhere.
+
+``attention`` returns the output and the per-row log-sum-exp; ``rebuild_pattern`` turns the LSE
+back into any window of the pattern; ``reference.naive_attention`` is the materialising yardstick.
+Triton is imported only when the Triton backend actually runs.
+"""
+
+from models.attention.api import (
+    BACKENDS,
+    Backend,
+    BackendName,
+    attention,
+    choose_backend,
+    triton_available,
+)
+from models.attention.pattern import rebuild_pattern
+from models.attention.reference import naive_attention
+
+__all__ = ["BACKENDS", "Backend", "BackendName", "attention", "choose_backend",
+           "naive_attention", "rebuild_pattern", "triton_available"]

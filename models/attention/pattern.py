@@ -1,0 +1,77 @@
+"""Rebuild any window of an attention pattern from q, k and the kernel's LSE.
+
+With ``lse = log sum_j exp(s_ij)`` per row, ``P_ij = exp(s_ij - lse_i)`` exactly, where
+``s = q k^T * scale + bias`` (masked entries are 0). So a page can show a 200 x 200 corner of
+a 16k-token pattern without ever holding the 16k x 16k matrix.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence, Union
+
+import torch
+
+from models.attention.masking import allowed_keys, key_distance
+from models.attention.validate import check_lse, check_options, check_qk
+
+Index = Union[slice, torch.Tensor, Sequence[int]]
+
+
+def _positions(index: Index, n: int, device: torch.device, name: str) -> torch.Tensor:
+    """Absolute positions picked by a slice, an index tensor or a list of ints."""
+    if isinstance(index, torch.Tensor):
+        if index.dim() != 1 or index.is_floating_point() or index.dtype == torch.bool:
+            raise ValueError(f"{name} must be a slice or a 1-D integer index; got {index.dtype} "
+                             f"with {index.dim()} dims")
+        index = index.to(device=device, dtype=torch.long)
+    elif not isinstance(index, slice):
+        index = torch.as_tensor(list(index), dtype=torch.long, device=device)
+    try:
+        return torch.arange(n, device=device)[index]  # also resolves negative indices
+    except IndexError as err:
+        raise ValueError(f"{name} indexes outside 0..{n - 1}: {err}") from err
+
+
+def rebuild_pattern(q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rows: Index,
+                    cols: Index, *, causal: bool = False, scale: float | None = None,
+                    alibi_slopes: torch.Tensor | None = None, window: int | None = None,
+                    key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """A window of the attention pattern, ``exp(q k^T * scale + bias - lse)``, masked to 0.
+
+    Pass the same options that produced ``lse`` with :func:`models.attention.attention`.
+
+    Args:
+        q: ``batch head_index query_pos d_head``.
+        k: ``batch kv_head_index key_pos d_head``.
+        lse: ``batch head_index query_pos`` float32 LSE from :func:`attention`.
+        rows: query positions: a slice, a 1-D integer tensor or a list of ints.
+        cols: key positions, likewise.
+        causal, scale, alibi_slopes, window, key_padding_mask: as for :func:`attention`.
+
+    Returns:
+        ``batch head_index len(rows) len(cols)`` float32 pattern entries.
+
+    Raises:
+        ValueError: for inconsistent shapes, dtypes, options or out-of-range indices.
+    """
+    check_qk(q, k)
+    check_lse(q, lse)
+    scale = check_options(q, k, scale=scale, alibi_slopes=alibi_slopes, window=window,
+                          key_padding_mask=key_padding_mask)
+    b, n_heads, n_q, d = q.shape
+    n_kv, n_k = k.shape[1], k.shape[2]
+    q_pos = _positions(rows, n_q, q.device, "rows")
+    k_pos = _positions(cols, n_k, q.device, "cols")
+    group = n_heads // n_kv
+    q_sel = q[:, :, q_pos].to(torch.float32).reshape(b, n_kv, group, len(q_pos), d)
+    k_sel = k[:, :, k_pos].to(torch.float32)[:, :, None]             # b kv 1 cols d
+    s = (q_sel @ k_sel.transpose(-1, -2)).reshape(b, n_heads, len(q_pos), len(k_pos)) * scale
+    if alibi_slopes is not None:
+        dist = key_distance(q_pos, k_pos, n_q, n_k, causal=causal)
+        s = s - alibi_slopes.to(torch.float32)[:, None, None] * dist
+    valid = allowed_keys(q_pos, k_pos, n_q, n_k, causal=causal, window=window)[None, None]
+    if key_padding_mask is not None:
+        valid = valid & key_padding_mask[:, None, None, k_pos]
+    lse_sel = lse[:, :, q_pos, None]
+    valid = valid & (lse_sel > float("-inf"))
+    return torch.where(valid, torch.exp(s - lse_sel), 0.0)

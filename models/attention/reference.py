@@ -1,0 +1,97 @@
+"""Naive attention that materialises the full pattern: the yardstick for the fast paths.
+
+Written independently of :mod:`models.attention.masking` (masks come from ``tril``/``triu`` and
+GQA from ``repeat_interleave``), so a shared bug cannot hide in both. Same semantics as
+:func:`models.attention.attention`; computes in float64 unless another ``compute_dtype`` is asked
+for (the same-dtype baseline of the FlashAttention error rule).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def _mask(n_q: int, n_k: int, causal: bool, window: int | None, device) -> torch.Tensor:
+    """``query_pos key_pos`` bool mask: True where a key is visible."""
+    full = torch.ones(n_q, n_k, dtype=torch.bool, device=device)
+    if causal:  # bottom-right: query i sees keys j <= i + (n_k - n_q)
+        mask = full.tril(diagonal=n_k - n_q)
+        if window is not None:
+            mask = mask & full.triu(diagonal=n_k - n_q - window + 1)
+        return mask
+    if window is not None:
+        return full.tril(diagonal=window - 1) & full.triu(diagonal=-(window - 1))
+    return full
+
+
+def _alibi(slopes: torch.Tensor, n_q: int, n_k: int, causal: bool,
+           dtype: torch.dtype) -> torch.Tensor:
+    """``head_index query_pos key_pos`` bias ``-slope * distance``."""
+    i = torch.arange(n_q, dtype=dtype, device=slopes.device)[:, None]
+    j = torch.arange(n_k, dtype=dtype, device=slopes.device)[None, :]
+    dist = (i + (n_k - n_q) - j) if causal else (i - j).abs()
+    return -slopes.to(dtype)[:, None, None] * dist
+
+
+def naive_scores(q: torch.Tensor, k: torch.Tensor, *, causal: bool = False,
+                 scale: float | None = None, alibi_slopes: torch.Tensor | None = None,
+                 window: int | None = None, key_padding_mask: torch.Tensor | None = None,
+                 compute_dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled, biased logits and the visibility mask, fully materialised.
+
+    Args:
+        q: ``batch head_index query_pos d_head``.
+        k: ``batch kv_head_index key_pos d_head``.
+        causal: bottom-right aligned causal mask.
+        scale: logit multiplier; None = ``1 / sqrt(d_head)``.
+        alibi_slopes: ``head_index`` slopes, or None.
+        window: sliding-window width, or None.
+        key_padding_mask: ``batch key_pos`` bool, True = valid key, or None.
+        compute_dtype: dtype of every operation.
+
+    Returns:
+        ``scores`` (``batch head_index query_pos key_pos``, -inf where masked) and ``mask``
+        (same shape, bool, True = visible).
+    """
+    n_heads, n_q, d = q.shape[1], q.shape[2], q.shape[3]
+    n_k = k.shape[2]
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    k_full = k.repeat_interleave(n_heads // k.shape[1], dim=1).to(compute_dtype)
+    scores = q.to(compute_dtype) @ k_full.transpose(-1, -2) * scale
+    if alibi_slopes is not None:
+        scores = scores + _alibi(alibi_slopes, n_q, n_k, causal, compute_dtype)
+    mask = _mask(n_q, n_k, causal, window, q.device)[None, None]
+    if key_padding_mask is not None:
+        mask = mask & key_padding_mask[:, None, None, :]
+    mask = mask.expand(scores.shape)
+    return scores.masked_fill(~mask, float("-inf")), mask
+
+
+def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
+                    scale: float | None = None, alibi_slopes: torch.Tensor | None = None,
+                    window: int | None = None, key_padding_mask: torch.Tensor | None = None,
+                    compute_dtype: torch.dtype = torch.float64
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Output, LSE and pattern of attention, all in ``compute_dtype``.
+
+    Args:
+        q: ``batch head_index query_pos d_head``.
+        k: ``batch kv_head_index key_pos d_head``.
+        v: ``batch kv_head_index key_pos d_head``.
+        causal, scale, alibi_slopes, window, key_padding_mask: as :func:`naive_scores`.
+        compute_dtype: dtype of every operation (float64 for a reference).
+
+    Returns:
+        ``out`` (``batch head_index query_pos d_head``), ``lse`` (``batch head_index
+        query_pos``, natural log, -inf for a row with no visible key) and ``pattern``
+        (``batch head_index query_pos key_pos``, rows sum to 1, or 0 when nothing is visible).
+    """
+    scores, mask = naive_scores(q, k, causal=causal, scale=scale, alibi_slopes=alibi_slopes,
+                                window=window, key_padding_mask=key_padding_mask,
+                                compute_dtype=compute_dtype)
+    lse = torch.logsumexp(scores, dim=-1)
+    pattern = torch.where(mask, torch.exp(scores - lse[..., None]), 0.0).to(compute_dtype)
+    v_full = v.repeat_interleave(q.shape[1] // v.shape[1], dim=1).to(compute_dtype)
+    return pattern @ v_full, lse, pattern
