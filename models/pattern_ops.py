@@ -2,24 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from models.capture import AttentionRun
 
 Scope = Literal["head", "layer", "all"]
 
 
-def scoped_pattern(patterns: np.ndarray, scope: Scope, layer: int, head: int) -> np.ndarray:
+def scoped_pattern(run: "AttentionRun", scope: Scope, layer: int, head: int) -> np.ndarray:
     """``query_pos key_pos`` pattern of one head, the mean over a layer's heads, or over all.
 
-    Args:
-        patterns: ``layer head_index query_pos key_pos``.
+    The mean over all heads is accumulated layer by layer, so a long prompt never needs the
+    whole stack in memory.
     """
     if scope == "head":
-        return patterns[layer, head]
+        return run.pattern(layer, head)
     if scope == "layer":
-        return patterns[layer].mean(axis=0)
-    return patterns.mean(axis=(0, 1))
+        return run.layer_patterns(layer).mean(axis=0)
+    total = np.zeros((run.n_tokens, run.n_tokens), dtype=np.float64)
+    for patterns in run.iter_layers():
+        total += patterns.sum(axis=0)
+    return (total / (run.facts.n_layers * run.facts.n_heads)).astype(np.float32)
 
 
 def token_weights(pattern: np.ndarray, token: int, direction: Literal["from", "to"],

@@ -15,6 +15,8 @@ from viz.view_state import ViewState, clamp
 
 K_LAYER, K_HEAD, K_TOKEN = "explorer_layer", "explorer_head", "explorer_token"
 K_GRID, K_TOKENS, K_SCOPE, K_DIR = "explorer_grid", "explorer_tokens", "explorer_scope", "explorer_dir"
+K_ROW0, K_COL0 = "explorer_row0", "explorer_col0"
+WINDOW = 160
 SCOPES = {"This head": "head", "Mean over the layer's heads": "layer", "Mean over all heads": "all"}
 DIRECTIONS = {"What the token attends to": "from", "Which tokens attend to it": "to"}
 
@@ -38,6 +40,26 @@ def on_token_click() -> None:
     clicked = _widgets.clicked_value(K_TOKENS)
     if clicked is not None:
         st.session_state[K_TOKEN] = int(clicked)
+
+
+def heatmap_window(n_tokens: int, token: int) -> tuple[slice, slice]:
+    """Rows and columns of the heatmap: everything, or a movable window for long prompts."""
+    if n_tokens <= WINDOW:
+        return slice(0, n_tokens), slice(0, n_tokens)
+    last = n_tokens - WINDOW
+    moved = st.session_state.get("explorer_window_token") != token
+    st.session_state["explorer_window_token"] = token
+    for key in (K_ROW0, K_COL0):  # bring a newly selected query into view
+        start = min(st.session_state.get(key, 0), last)
+        if moved and not start <= token < start + WINDOW:
+            start = min(max(token - WINDOW // 2, 0), last)
+        st.session_state[key] = start
+    st.caption(f"The prompt has {n_tokens} tokens: the heatmap shows {WINDOW} queries by "
+               f"{WINDOW} keys at a time. Move the window with the sliders.")
+    c = st.columns(2)
+    row0 = c[0].slider("First query shown", 0, last, key=K_ROW0)
+    col0 = c[1].slider("First key shown", 0, last, key=K_COL0)
+    return slice(row0, row0 + WINDOW), slice(col0, col0 + WINDOW)
 
 
 def seed_view(n_layers: int, n_heads: int, n_tokens: int) -> None:
@@ -88,19 +110,20 @@ if run is not None:
         _widgets.head_grid(cells, facts.n_heads, f"{layer}.{head}", K_GRID, on_head_click)
     with right:
         st.subheader(f"Head {layer}.{head}")
-        fig = head_heatmap(run.pattern(layer, head), labels, causal=facts.causal,
-                           title=f"Head {layer}.{head}", selected=token)
+        rows, cols = heatmap_window(run.n_tokens, token)
+        fig = head_heatmap(run.window(layer, head, rows, cols), labels, causal=facts.causal,
+                           title=f"Head {layer}.{head}", selected=token, rows=rows, cols=cols)
         fmt = st.segmented_control("Image format", ["png", "svg"], default="png",
                                    key="explorer_img_fmt") or "png"
         st.plotly_chart(fig, width="stretch", config={
             "toImageButtonOptions": {"format": fmt, "filename": f"head_{layer}_{head}"}})
         st.download_button("Download this head's pattern (CSV)",
-                           pattern_csv(run.pattern(layer, head), run.tokens),
+                           lambda: pattern_csv(run.pattern(layer, head), run.tokens),
                            file_name=f"pattern_L{layer}_H{head}.csv", mime="text/csv")
 
     st.subheader("Tokens")
     direction = st.radio("Show", list(DIRECTIONS), key=K_DIR, horizontal=True)
-    pattern = scoped_pattern(run.patterns, SCOPES[st.session_state[K_SCOPE]], layer, head)
+    pattern = scoped_pattern(run, SCOPES[st.session_state[K_SCOPE]], layer, head)
     weights = token_weights(pattern, token, DIRECTIONS[direction], facts.causal)
     st.caption(f"Click a token to select it. Selected: {labels[token]}.")
     _widgets.token_strip(token_spans(run.tokens, weights, token, DIRECTIONS[direction]),

@@ -19,38 +19,47 @@ def safe_labels(labels: Sequence[str]) -> list[str]:
     return [html.escape(label, quote=True) for label in labels]
 
 
-def masked(pattern: np.ndarray, causal: bool) -> np.ndarray:
-    """A copy of ``query_pos key_pos`` with positions the model cannot see set to NaN (blank)."""
+def masked(pattern: np.ndarray, causal: bool, row0: int = 0, col0: int = 0) -> np.ndarray:
+    """A copy of ``query_pos key_pos`` with positions the model cannot see set to NaN (blank).
+
+    ``row0`` and ``col0`` are the absolute positions of the first row and column when
+    ``pattern`` is a window of a larger one.
+    """
     shown = np.array(pattern, dtype=np.float32, copy=True)
     if causal:
-        n_q, n_k = shown.shape
-        offset = n_k - n_q
-        rows, cols = np.triu_indices(n=n_q, k=1 + offset, m=n_k)
-        shown[rows, cols] = np.nan
+        rows = row0 + np.arange(shown.shape[0])[:, None]
+        cols = col0 + np.arange(shown.shape[1])[None, :]
+        shown[cols > rows] = np.nan
     return shown
 
 
 def head_heatmap(pattern: np.ndarray, labels: Sequence[str], *, causal: bool, title: str,
-                 zmax: float | None = 1.0, selected: int | None = None) -> go.Figure:
+                 zmax: float | None = 1.0, selected: int | None = None,
+                 rows: slice = slice(None), cols: slice = slice(None)) -> go.Figure:
     """One head's pattern: rows are queries, columns keys, masked cells left blank.
 
     Args:
-        pattern: ``query_pos key_pos`` weights.
-        labels: ``(i) token`` label per position.
+        pattern: ``query_pos key_pos`` weights, or the window ``rows`` x ``cols`` of them.
+        labels: ``(i) token`` label of every position of the prompt.
         causal: blank the cells above the diagonal.
         title: figure title (escaped here).
         zmax: top of the colour scale; ``None`` scales to the data.
-        selected: a query row to outline.
+        selected: the absolute position of a query row to outline.
+        rows, cols: which part of the whole pattern ``pattern`` is (default: all of it).
     """
-    text = safe_labels(labels)
+    row_labels = safe_labels(labels[rows])
+    col_labels = safe_labels(labels[cols])
+    row0 = rows.start or 0
     fig = go.Figure(go.Heatmap(
-        z=masked(pattern, causal), x=text, y=text, colorscale=COLORSCALE, zmin=0.0, zmax=zmax,
+        z=masked(pattern, causal, row0, cols.start or 0), x=col_labels, y=row_labels,
+        colorscale=COLORSCALE, zmin=0.0, zmax=zmax,
         hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>",
         colorbar={"title": "weight"}, hoverongaps=False,
     ))
-    n = len(labels)
-    if selected is not None and 0 <= selected < n:
-        fig.add_shape(type="rect", x0=-0.5, x1=n - 0.5, y0=selected - 0.5, y1=selected + 0.5,
+    n = max(len(row_labels), len(col_labels))
+    if selected is not None and 0 <= selected - row0 < len(row_labels):
+        at = selected - row0
+        fig.add_shape(type="rect", x0=-0.5, x1=len(col_labels) - 0.5, y0=at - 0.5, y1=at + 0.5,
                       line={"color": "#e4572e", "width": 2})
     size = min(900, max(360, 18 * n + 160))
     fig.update_layout(

@@ -1,0 +1,113 @@
+"""Capture a long prompt without holding its patterns: q, k and each row's log-sum-exp.
+
+One forward pass with hooks on ``hook_q``, ``hook_k`` and ``hook_pattern``; the pattern hook keeps
+only a few sample rows. The log-sum-exp of ``q k^T * scale`` is then computed one layer at a time,
+and the sample rows are rebuilt from it and compared with the model's own pattern: if q and k do
+not reproduce it (RoPE applied after the hook, an unusual scale), the caller falls back to a
+dense capture. (Some adapters, BERT's among them, fire ``hook_attn_scores`` after the softmax,
+so the pattern, not the scores hook, is the ground truth here.)
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from models.loading import LoadedModel
+from models.pattern_store import FactoredPatterns, read_only
+
+CHECK_TOLERANCE = 1e-5
+
+
+def layer_scales(cfg, n_layers: int, d_head: int) -> tuple[float, ...]:
+    """The factor each layer multiplies q . k by, from the bridge config."""
+    if not getattr(cfg, "use_attn_scale", True):
+        return (1.0,) * n_layers
+    base = getattr(cfg, "attn_scale", -1.0)
+    base = base if base and base > 0 else math.sqrt(d_head)
+    by_layer = getattr(cfg, "scale_attn_by_inverse_layer_idx", False)
+    return tuple(1.0 / base / ((layer + 1) if by_layer else 1) for layer in range(n_layers))
+
+
+def sample_rows(n: int) -> torch.Tensor:
+    return torch.unique(torch.tensor([0, n // 3, (2 * n) // 3, n - 1]))
+
+
+def layer_scores(q: torch.Tensor, k: torch.Tensor, scale: float, causal: bool,
+                 rows: torch.Tensor | None = None) -> torch.Tensor:
+    """``q k^T * scale`` with masked keys at -inf.
+
+    Args:
+        q: ``head_index query_pos d_head``; k: ``kv_head_index key_pos d_head``.
+        rows: query positions to compute (all when ``None``).
+
+    Returns:
+        ``head_index len(rows) key_pos`` float32.
+    """
+    rows = torch.arange(q.shape[1]) if rows is None else rows
+    group = q.shape[0] // k.shape[0]
+    q_rows = q[:, rows].unflatten(0, (k.shape[0], group))  # kv_head group rows d_head
+    scores = torch.einsum("hgqd,hkd->hgqk", q_rows, k).flatten(0, 1) * scale
+    if causal:
+        n_k = k.shape[1]
+        masked = torch.arange(n_k)[None, :] > rows[:, None] + (n_k - q.shape[1])
+        scores = scores.masked_fill(masked, float("-inf"))
+    return scores
+
+
+def layer_lse(q: torch.Tensor, k: torch.Tensor, scale: float, causal: bool,
+              block: int = 512) -> torch.Tensor:
+    """``head_index query_pos`` log-sum-exp of each row, ``block`` queries at a time."""
+    n = q.shape[1]
+    parts = [torch.logsumexp(layer_scores(q, k, scale, causal, torch.arange(i, min(i + block, n))),
+                             dim=-1) for i in range(0, n, block)]
+    return torch.cat(parts, dim=-1)
+
+
+def capture_factored(model: LoadedModel, ids: torch.Tensor) -> FactoredPatterns | None:
+    """q, k and LSE of every layer for ``ids`` ``(1, pos)``; ``None`` if they can't rebuild it."""
+    facts = model.facts
+    n_layers, n = facts.n_layers, ids.shape[1]
+    rows = sample_rows(n)
+    qs: list = [None] * n_layers
+    ks: list = [None] * n_layers
+    samples: list = [None] * n_layers
+
+    def keep(store: list, layer: int):
+        def hook(tensor, hook):  # batch pos head d_head -> head pos d_head
+            store[layer] = tensor.detach()[0].transpose(0, 1).to("cpu", torch.float32)
+        return hook
+
+    def pattern_hook(layer: int):
+        def hook(tensor, hook):  # batch head query_pos key_pos: keep a few rows only
+            samples[layer] = tensor.detach()[0][:, rows.to(tensor.device)].to("cpu", torch.float32)
+        return hook
+
+    hooks = []
+    for layer in range(n_layers):
+        prefix = f"blocks.{layer}.attn."
+        hooks += [(prefix + "hook_q", keep(qs, layer)), (prefix + "hook_k", keep(ks, layer)),
+                  (prefix + "hook_pattern", pattern_hook(layer))]
+    device = model.bridge.cfg.device or "cpu"
+    with model.lock, torch.no_grad():
+        model.bridge.run_with_hooks(ids.to(device), return_type=None, fwd_hooks=hooks)
+    if any(item is None for item in qs + ks + samples):
+        return None
+    scales = layer_scales(model.bridge.cfg, n_layers, facts.d_head)
+    lses = []
+    for layer in range(n_layers):
+        lse = layer_lse(qs[layer], ks[layer], scales[layer], facts.causal)
+        rebuilt = torch.exp(layer_scores(qs[layer], ks[layer], scales[layer], facts.causal, rows)
+                            - lse[:, rows, None])
+        if not (rebuilt - samples[layer]).abs().max() <= CHECK_TOLERANCE:
+            return None
+        lses.append(lse)
+    return FactoredPatterns(
+        q=read_only(torch.stack(qs).numpy()),
+        k=read_only(torch.stack(ks).numpy()),
+        lse=read_only(torch.stack(lses).numpy()),
+        scales=scales,
+        causal=facts.causal,
+    )

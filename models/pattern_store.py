@@ -1,0 +1,93 @@
+"""Two ways to hold every head's attention: the full stack, or what rebuilds any window of it.
+
+A prompt of a few hundred tokens keeps the whole ``layer head_index query_pos key_pos`` stack
+(:class:`DensePatterns`). Past that the stack outgrows memory (GPT-2 small at 2,048 tokens would
+need 2.4 GB in fp32), so :class:`FactoredPatterns` keeps each layer's q and k and the per-row
+log-sum-exp of the model's own scores: ``P = exp(q k^T * scale - lse)``, masked to 0, gives any
+head, row or window exactly, on demand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from models.attention import rebuild_pattern
+
+
+def read_only(array: np.ndarray) -> np.ndarray:
+    """Cached arrays are shared by every session: make accidental writes fail loudly."""
+    array.flags.writeable = False
+    return array
+
+
+@dataclass(frozen=True)
+class DensePatterns:
+    """Every pattern held at once: ``layer head_index query_pos key_pos`` float32."""
+
+    stack: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.stack.nbytes)
+
+    def layer(self, layer: int) -> np.ndarray:
+        return self.stack[layer]
+
+    def window(self, layer: int, head: int, rows: slice, cols: slice) -> np.ndarray:
+        return self.stack[layer, head, rows, cols]
+
+
+@dataclass(frozen=True)
+class FactoredPatterns:
+    """Patterns rebuilt on demand from q, k and the log-sum-exp of each row.
+
+    Attributes:
+        q: ``layer head_index query_pos d_head`` float32.
+        k: ``layer kv_head_index key_pos d_head`` float32 (fewer heads for GQA/MQA).
+        lse: ``layer head_index query_pos`` float32, natural log.
+        scales: the model's logit scale for each layer.
+        causal: whether keys after the query are masked.
+    """
+
+    q: np.ndarray
+    k: np.ndarray
+    lse: np.ndarray
+    scales: tuple[float, ...]
+    causal: bool
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.q.nbytes + self.k.nbytes + self.lse.nbytes)
+
+    def _rebuild(self, layer: int, heads: slice, rows: slice, cols: slice) -> np.ndarray:
+        n_heads, n_kv = self.q.shape[1], self.k.shape[1]
+        group = n_heads // n_kv
+        head_ids = range(n_heads)[heads]
+        kv_lo, kv_hi = head_ids[0] // group, head_ids[-1] // group + 1
+        q = torch.from_numpy(np.array(self.q[layer, heads]))[None]  # copies: cached arrays are
+        k = torch.from_numpy(np.array(self.k[layer, kv_lo:kv_hi]))  # read-only
+        if group > 1:  # the rebuilt heads must line up with their shared key head
+            k = k[torch.tensor([h // group - kv_lo for h in head_ids])]
+        lse = torch.from_numpy(np.array(self.lse[layer, heads]))[None]
+        out = rebuild_pattern(q, k[None], lse, rows, cols, causal=self.causal,
+                              scale=self.scales[layer])
+        return out[0].numpy()
+
+    def layer(self, layer: int) -> np.ndarray:
+        return self._rebuild(layer, slice(None), slice(None), slice(None))
+
+    def window(self, layer: int, head: int, rows: slice, cols: slice) -> np.ndarray:
+        return self._rebuild(layer, slice(head, head + 1), rows, cols)[0]
+
+
+PatternStore = DensePatterns | FactoredPatterns
+
+
+def iter_layers(store: PatternStore, n_layers: int) -> Iterator[np.ndarray]:
+    """Each layer's ``head_index query_pos key_pos`` patterns in turn (one layer in memory)."""
+    for layer in range(n_layers):
+        yield store.layer(layer)

@@ -1,0 +1,43 @@
+"""Property tests: nothing a user types or puts in a link lets an exception escape."""
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from models.capture import PromptError, capture
+from tests.app_helpers import open_app
+from viz.view_state import clamp, from_query
+
+query_values = st.one_of(st.none(), st.text(max_size=12),
+                         st.integers(-10**6, 10**6).map(str))
+queries = st.fixed_dictionaries({}, optional={k: query_values.filter(lambda v: v is not None)
+                                              for k in ("model", "prompt", "layer", "head",
+                                                        "token")})
+
+
+@given(queries, st.integers(1, 48), st.integers(1, 32), st.integers(1, 600))
+def test_any_query_string_parses_into_range(query, n_layers, n_heads, n_tokens):
+    view, _ = from_query(query)
+    fixed, _ = clamp(view, n_layers, n_heads, n_tokens)
+    assert 0 <= fixed.layer < n_layers and 0 <= fixed.head < n_heads
+    assert fixed.token is None or 0 <= fixed.token < n_tokens
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(max_size=300))
+def test_any_prompt_gives_patterns_or_a_message(bundled, prompt):
+    try:
+        run = capture(bundled, prompt)
+    except PromptError as err:
+        assert str(err)
+        return
+    assert run.n_tokens >= 1 and len(run.tokens) == run.n_tokens
+    np.testing.assert_allclose(run.patterns.sum(-1), 1.0, atol=1e-5)
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.text(max_size=80), queries)
+def test_app_survives_any_prompt_and_link(prompt, query):
+    query = {**query, "model": "bundled", "prompt": prompt}
+    at = open_app(**query)
+    assert not at.exception
