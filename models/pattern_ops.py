@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -12,36 +13,71 @@ if TYPE_CHECKING:
 Scope = Literal["head", "layer", "all"]
 
 
-def scoped_pattern(run: "AttentionRun", scope: Scope, layer: int, head: int) -> np.ndarray:
-    """``query_pos key_pos`` pattern of one head, the mean over a layer's heads, or over all.
+def scoped_weights(run: "AttentionRun", scope: Scope, layer: int, head: int, token: int,
+                   direction: Literal["from", "to"]) -> np.ndarray:
+    """Weights to colour the prompt with, reading only row (or column) ``token`` of each head.
 
-    The mean over all heads is accumulated layer by layer, so a long prompt never needs the
-    whole stack in memory.
+    ``from``: how much ``token`` attends to each key; ``to``: how much each query attends to
+    ``token``. Means over a layer or over all heads are plain averages of the heads' weights.
+    NaN marks positions the query cannot see.
     """
+    one = slice(token, token + 1)
+    rows, cols = (one, slice(None)) if direction == "from" else (slice(None), one)
     if scope == "head":
-        return run.pattern(layer, head)
-    if scope == "layer":
-        return run.layer_patterns(layer).mean(axis=0)
-    total = np.zeros((run.n_tokens, run.n_tokens), dtype=np.float64)
-    for patterns in run.iter_layers():
-        total += patterns.sum(axis=0)
-    return (total / (run.facts.n_layers * run.facts.n_heads)).astype(np.float32)
-
-
-def token_weights(pattern: np.ndarray, token: int, direction: Literal["from", "to"],
-                  causal: bool) -> np.ndarray:
-    """Weights to colour the prompt with, NaN where attention is impossible.
-
-    ``from``: row ``token`` — how much the selected query attends to each key.
-    ``to``: column ``token`` — how much each query attends to the selected key.
-    """
-    n = pattern.shape[0]
-    if direction == "from":
-        weights = pattern[token].astype(np.float64)
-        if causal:
-            weights[token + 1:] = np.nan
+        weights = run.window(layer, head, rows, cols).astype(np.float64)
+    elif scope == "layer":
+        weights = run.store.layer_window(layer, rows, cols).astype(np.float64).mean(axis=0)
     else:
-        weights = pattern[:, token].astype(np.float64)
-        if causal:
+        total = sum(run.store.layer_window(li, rows, cols).astype(np.float64).sum(axis=0)
+                    for li in range(run.facts.n_layers))
+        weights = total / (run.facts.n_layers * run.facts.n_heads)
+    weights = weights.reshape(-1)
+    if run.facts.causal:
+        if direction == "from":
+            weights[token + 1:] = np.nan
+        else:
             weights[:token] = np.nan
-    return weights[:n]
+    return weights
+
+
+def pool(pattern: np.ndarray, size: int) -> np.ndarray:
+    """Average-pool ``... query_pos key_pos`` to at most ``size`` x ``size``; NaN cells (masked)
+    are left out of each average, and all-masked blocks stay NaN."""
+    return pool_rows(pattern, -(-pattern.shape[-2] // size), size)
+
+
+def pooled_layer(run: "AttentionRun", layer: int, size: int) -> np.ndarray:
+    """``head_index q_pixel k_pixel`` thumbnails of one layer, masked cells NaN.
+
+    Rows are rebuilt a band at a time (bands aligned to the pooling blocks), so a long prompt
+    never holds a whole layer.
+    """
+    n = run.n_tokens
+    factor = -(-n // size)
+    band = factor * max(1, 256 // factor)
+    parts = []
+    for start in range(0, n, band):
+        rows = slice(start, min(start + band, n))
+        chunk = run.store.layer_window(layer, rows, slice(None)).astype(np.float32, copy=True)
+        if run.facts.causal:
+            above = np.arange(n)[None, :] > np.arange(rows.start, rows.stop)[:, None]
+            chunk[:, above] = np.nan
+        parts.append(pool_rows(chunk, factor, size))
+    return np.concatenate(parts, axis=1)
+
+
+def pool_rows(chunk: np.ndarray, factor: int, size: int) -> np.ndarray:
+    """Pool a band of rows with the block height of the whole pattern."""
+    n_k = chunk.shape[-1]
+    fk = -(-n_k // size)
+    if factor == 1 and fk == 1:
+        return chunk
+    n_rows = chunk.shape[-2]
+    pad = np.full(chunk.shape[:-2] + (-(-n_rows // factor) * factor, -(-n_k // fk) * fk), np.nan,
+                  dtype=np.float32)
+    pad[..., :n_rows, :n_k] = chunk
+    blocks = pad.reshape(chunk.shape[:-2] + (pad.shape[-2] // factor, factor,
+                                             pad.shape[-1] // fk, fk))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-masked blocks stay NaN
+        return np.nanmean(blocks, axis=(-3, -1))

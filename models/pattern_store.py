@@ -40,6 +40,9 @@ class DensePatterns:
     def window(self, layer: int, head: int, rows: slice, cols: slice) -> np.ndarray:
         return self.stack[layer, head, rows, cols]
 
+    def layer_window(self, layer: int, rows: slice, cols: slice) -> np.ndarray:
+        return self.stack[layer, :, rows, cols]
+
 
 @dataclass(frozen=True)
 class FactoredPatterns:
@@ -82,6 +85,9 @@ class FactoredPatterns:
 
     def window(self, layer: int, head: int, rows: slice, cols: slice) -> np.ndarray:
         return self._rebuild(layer, slice(head, head + 1), rows, cols)[0]
+
+    def layer_window(self, layer: int, rows: slice, cols: slice) -> np.ndarray:
+        return self._rebuild(layer, slice(None), rows, cols)
 
 
 PatternStore = DensePatterns | FactoredPatterns

@@ -5,11 +5,11 @@ from dataclasses import replace
 import streamlit as st
 
 import app_state
-from models.pattern_ops import scoped_pattern, token_weights
+from models.pattern_ops import pooled_layer, scoped_weights
 from pages import _widgets
 from viz.export import pattern_csv
 from viz.heatmap import head_heatmap
-from viz.thumbnails import data_uri, pattern_png
+from viz.thumbnails import data_uri, pooled_png
 from viz.token_view import token_spans
 from viz.view_state import ViewState, clamp
 
@@ -17,6 +17,7 @@ K_LAYER, K_HEAD, K_TOKEN = "explorer_layer", "explorer_head", "explorer_token"
 K_GRID, K_TOKENS, K_SCOPE, K_DIR = "explorer_grid", "explorer_tokens", "explorer_scope", "explorer_dir"
 K_ROW0, K_COL0 = "explorer_row0", "explorer_col0"
 WINDOW = 160
+THUMB = 72
 SCOPES = {"This head": "head", "Mean over the layer's heads": "layer", "Mean over all heads": "all"}
 DIRECTIONS = {"What the token attends to": "from", "Which tokens attend to it": "to"}
 
@@ -24,9 +25,12 @@ DIRECTIONS = {"What the token attends to": "from", "Which tokens attend to it": 
 @st.cache_data(max_entries=16, show_spinner=False)
 def thumbnails(spec, prompt: str) -> list[dict]:
     run = app_state.get_run(spec, prompt)
-    return [{"id": f"{layer}.{head}", "src": data_uri(pattern_png(run.pattern(layer, head),
-                                                                  run.facts.causal))}
-            for layer in range(run.facts.n_layers) for head in range(run.facts.n_heads)]
+    cells = []
+    for layer in range(run.facts.n_layers):
+        pooled = pooled_layer(run, layer, THUMB)
+        cells += [{"id": f"{layer}.{head}", "src": data_uri(pooled_png(pooled[head], THUMB))}
+                  for head in range(run.facts.n_heads)]
+    return cells
 
 
 def on_head_click() -> None:
@@ -123,8 +127,8 @@ if run is not None:
 
     st.subheader("Tokens")
     direction = st.radio("Show", list(DIRECTIONS), key=K_DIR, horizontal=True)
-    pattern = scoped_pattern(run, SCOPES[st.session_state[K_SCOPE]], layer, head)
-    weights = token_weights(pattern, token, DIRECTIONS[direction], facts.causal)
+    weights = scoped_weights(run, SCOPES[st.session_state[K_SCOPE]], layer, head, token,
+                             DIRECTIONS[direction])
     st.caption(f"Click a token to select it. Selected: {labels[token]}.")
     _widgets.token_strip(token_spans(run.tokens, weights, token, DIRECTIONS[direction]),
                          K_TOKENS, on_token_click)

@@ -71,8 +71,9 @@ class Batches:
     """Seeded batches: plain windows of the corpus, or BOS + one span repeated to the end."""
 
     def __init__(self, ids: torch.Tensor, vocab: int, seq: int, batch: int, repeat_frac: float,
-                 seed: int):
+                 seed: int, n_positions: int):
         self.ids, self.vocab, self.seq, self.batch = ids, vocab, seq, batch
+        self.n_positions = n_positions
         self.repeat_frac = repeat_frac
         self.gen = torch.Generator().manual_seed(seed)
 
@@ -84,13 +85,19 @@ class Batches:
         return self.ids[start : start + n]
 
     def _repeated(self, n: int) -> torch.Tensor:
-        span_len = self._randint(6, 49)
+        span_len = self._randint(6, 41)
         if self._randint(0, 2) == 0:
             span = torch.randint(1, self.vocab, (span_len,), generator=self.gen)
         else:
             span = self._text(span_len)
         reps = math.ceil(n / span_len)
         return span.repeat(reps)[:n]
+
+    def positions(self, rows: int) -> torch.Tensor:
+        """Position ids starting at a random offset, so that every position of the model's
+        context is trained although each sequence is shorter than the context."""
+        offsets = torch.randint(0, self.n_positions - self.seq + 1, (rows, 1), generator=self.gen)
+        return offsets + torch.arange(self.seq)
 
     def next(self) -> torch.Tensor:
         rows = []
@@ -178,10 +185,11 @@ def main() -> None:
     p.add_argument("--d-model", type=int, default=128)
     p.add_argument("--ctx", type=int, default=256)
     p.add_argument("--vocab", type=int, default=2048)
-    p.add_argument("--batch", type=int, default=12)
-    p.add_argument("--steps", type=int, default=3500)
+    p.add_argument("--seq", type=int, default=128, help="training sequence length")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--repeat-frac", type=float, default=0.6)
+    p.add_argument("--repeat-frac", type=float, default=0.7)
     p.add_argument("--max-chars", type=int, default=12_000_000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--eval-every", type=int, default=250)
@@ -210,12 +218,13 @@ def main() -> None:
     warmup = 200
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup) * (
         0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, s / args.steps)))))
-    batches = Batches(train_ids, len(tokenizer), args.ctx, args.batch, args.repeat_frac, args.seed)
+    batches = Batches(train_ids, len(tokenizer), args.seq, args.batch, args.repeat_frac, args.seed,
+                      args.ctx)
     history = []
     t0 = time.time()
     for step in range(1, args.steps + 1):
         x = batches.next()
-        logits = model(x).logits
+        logits = model(x, position_ids=batches.positions(x.shape[0])).logits
         loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)), x[:, 1:].reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -226,7 +235,7 @@ def main() -> None:
             model.eval()
             scores = head_scores(model, len(tokenizer), val_ids)
             with torch.no_grad():
-                vx = torch.cat([torch.zeros(1, dtype=torch.long), val_ids[: args.ctx - 1]])[None]
+                vx = torch.cat([torch.zeros(1, dtype=torch.long), val_ids[: args.seq - 1]])[None]
                 vl = model(vx, labels=vx).loss.item()
             model.train()
             best_ind = max(max(r) for r in scores["induction"])

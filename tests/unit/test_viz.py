@@ -6,7 +6,7 @@ import pytest
 
 from viz.export import pattern_csv
 from viz.heatmap import head_heatmap, masked
-from viz.thumbnails import pattern_png, pool
+from viz.thumbnails import pooled_png
 from viz.token_view import token_spans
 
 PAYLOAD = "<script>alert(1)</script>"
@@ -57,19 +57,13 @@ def test_spreadsheet_prefix():
     assert spreadsheet_safe("=cmd") == "'=cmd" and spreadsheet_safe("ok") == "ok"
 
 
-def test_pool_averages_blocks():
-    a = np.arange(16, dtype=np.float32).reshape(4, 4)
-    pooled = pool(a, 2)
-    assert pooled.shape == (2, 2)
-    assert pooled[0, 0] == pytest.approx((0 + 1 + 4 + 5) / 4)
-    assert pooled[1, 1] == pytest.approx((10 + 11 + 14 + 15) / 4)
-
-
-def test_pool_ignores_masked_cells():
-    a = np.array([[1.0, np.nan], [0.5, 0.5]], dtype=np.float32)
-    assert pool(a, 1)[0, 0] == pytest.approx((1.0 + 0.5 + 0.5) / 3)
-
-
 def test_pattern_png_is_a_png():
-    png = pattern_png(np.tril(np.ones((5, 5))) / np.arange(1, 6)[:, None], causal=True, size=20)
+    pooled = np.array([[1.0, np.nan], [0.5, 0.5]])
+    png = pooled_png(pooled, size=20)
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    from PIL import Image
+    import io
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    assert image.size == (20, 20)
+    assert image.getpixel((15, 2)) == (225, 225, 225)  # masked cell is grey
+    assert image.getpixel((2, 2)) == (8, 48, 107)  # weight 1 is the darkest blue
