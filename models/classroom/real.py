@@ -1,0 +1,153 @@
+"""The classroom's steps for one head of a loaded model, from the model's own q, k and v.
+
+:func:`layer_activations` runs one forward pass and keeps the hooks of one layer; the result holds
+only NumPy arrays, so it can be cached. :func:`head_steps` then recomputes ``Q K^T / sqrt(d_head)``,
+the softmax and ``A V`` for one head and measures how far they are from what the model itself
+produced (``hook_attn_scores``, ``hook_pattern``, ``hook_z``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from models.capture import run_hooks, tokenize
+from models.classroom.steps import AttentionSteps, attention_steps
+from models.loading import LoadedModel
+from models.tokens import readable_tokens
+
+HOOKS = ("hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_pattern", "hook_z")
+ROTATED = {"hook_q": "hook_rot_q", "hook_k": "hook_rot_k"}
+MASKED_BELOW = -1e9
+
+
+@dataclass(frozen=True)
+class LayerActivations:
+    """One layer's attention hooks on one prompt (batch dimension dropped, float32).
+
+    Attributes:
+        tokens: readable label per position.
+        q: ``pos head_index d_head``.
+        k, v: ``pos kv_head d_head`` (``kv_head`` = ``n_heads`` for MHA, fewer for GQA/MQA).
+        scores: ``head_index query_pos key_pos`` the model's ``hook_attn_scores``.
+        pattern: ``head_index query_pos key_pos`` the model's ``hook_pattern``.
+        z: ``pos head_index d_head`` the model's ``hook_z``.
+        causal: the model hides later keys.
+        rotated: q and k come from ``hook_rot_q`` / ``hook_rot_k`` (after the rotary rotation).
+    """
+
+    tokens: tuple[str, ...]
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    scores: np.ndarray
+    pattern: np.ndarray
+    z: np.ndarray
+    causal: bool
+    rotated: bool = False
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def scores_are_weights(self) -> bool:
+        """Some bridges fire ``hook_attn_scores`` with the post-softmax weights (BERT does)."""
+        return bool(np.allclose(self.scores, self.pattern, atol=1e-7))
+
+
+@dataclass(frozen=True)
+class HeadCheck:
+    """One head recomputed by the classroom and compared with the model.
+
+    Attributes:
+        steps: every intermediate over all positions (``query_pos key_pos`` matrices).
+        kv_head: the key/value head this query head reads.
+        score_error: largest |recomputed - hook_attn_scores| on visible entries, or ``None``
+            when the model's hook does not hold pre-softmax scores.
+        pattern_error: largest |recomputed - hook_pattern|.
+        z_error: largest |recomputed A V - hook_z|.
+    """
+
+    steps: AttentionSteps
+    kv_head: int
+    score_error: float | None
+    pattern_error: float
+    z_error: float
+
+
+def layer_activations(model: LoadedModel, prompt: str, layer: int) -> LayerActivations:
+    """Run ``prompt`` once and keep layer ``layer``'s q, k, v, scores, pattern and z.
+
+    Rotary models expose q and k before the rotation as ``hook_q``/``hook_k``; when the bridge
+    also has ``hook_rot_q``/``hook_rot_k`` those (what the scores are made from) are used instead.
+
+    Raises:
+        PromptError: for an empty or oversized prompt.
+    """
+    ids, _ = tokenize(model, prompt)
+    names = {hook: f"blocks.{layer}.attn.{hook}" for hook in HOOKS}
+    hook_dict = getattr(model.bridge, "hook_dict", {})
+    rotated = all(f"blocks.{layer}.attn.{rot}" in hook_dict for rot in ROTATED.values())
+    if rotated:
+        names.update({hook: f"blocks.{layer}.attn.{rot}" for hook, rot in ROTATED.items()})
+    acts = run_hooks(model, ids, names.values())
+    arr = {hook: acts[name][0].numpy() for hook, name in names.items()}
+    id_list = [int(i) for i in ids[0]]
+    return LayerActivations(
+        tokens=tuple(readable_tokens(model.tokenizer, id_list)),
+        q=arr["hook_q"], k=arr["hook_k"], v=arr["hook_v"], scores=arr["hook_attn_scores"],
+        pattern=arr["hook_pattern"], z=arr["hook_z"], causal=model.facts.causal, rotated=rotated)
+
+
+def token_count(model: LoadedModel, prompt: str) -> int:
+    """How many positions the model reads for ``prompt`` (raises PromptError when empty)."""
+    return int(tokenize(model, prompt)[0].shape[1])
+
+
+def kv_head_for(head: int, n_heads: int, n_kv_heads: int) -> int:
+    """The key/value head that query ``head`` reads (consecutive query heads share one)."""
+    if n_kv_heads <= 0 or n_heads % n_kv_heads:
+        raise ValueError(f"{n_heads} query heads cannot be split into {n_kv_heads} groups.")
+    return head // (n_heads // n_kv_heads)
+
+
+def head_steps(acts: LayerActivations, head: int) -> HeadCheck:
+    """Recompute head ``head`` from its q, k, v with scale ``1 / sqrt(d_head)``.
+
+    Args:
+        acts: the layer's hooks.
+        head: query head index.
+
+    Returns:
+        A :class:`HeadCheck` with the steps over every position and the largest differences.
+    """
+    n_heads, n_kv = acts.q.shape[1], acts.k.shape[1]
+    kv = kv_head_for(head, n_heads, n_kv)
+    q = acts.q[:, head].astype(np.float64)
+    k = acts.k[:, kv].astype(np.float64)
+    v = acts.v[:, kv].astype(np.float64)
+    steps = attention_steps(q, k, v, causal=acts.causal, scale=1.0 / math.sqrt(q.shape[1]))
+    model_scores = acts.scores[head].astype(np.float64)
+    score_error = None
+    if not acts.scores_are_weights:
+        seen = steps.visible & (model_scores > MASKED_BELOW)
+        score_error = float(np.abs(steps.scaled - model_scores)[seen].max())
+    pattern_error = float(np.abs(steps.weights - acts.pattern[head]).max())
+    z_error = float(np.abs(steps.output - acts.z[:, head]).max())
+    return HeadCheck(steps=steps, kv_head=kv, score_error=score_error,
+                     pattern_error=pattern_error, z_error=z_error)
+
+
+def window(matrix: np.ndarray, start: int, stop: int, cols: bool = True) -> np.ndarray:
+    """Rows ``start:stop`` of ``matrix`` (and the same columns when ``cols``)."""
+    rows = matrix[start:stop]
+    return rows[:, start:stop] if cols else rows
+
+
+def mass_outside(weights: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """``query_pos`` share of each query row (in the window) that lands on keys outside it."""
+    rows = weights[start:stop]
+    return 1.0 - rows[:, start:stop].sum(axis=1)

@@ -1,0 +1,40 @@
+"""Classroom figures: escaped labelled matrices, −∞ cells, diagrams and human-unit ticks."""
+
+import numpy as np
+
+from models.classroom import costs
+from viz.classroom_figures import (cost_chart, format_value, matrix_html, sharing_diagram,
+                                   small_heatmap)
+
+
+def test_matrix_html_escapes_labels_and_shows_minus_infinity():
+    out = matrix_html(np.array([[0.5, -np.inf]]), ["<script>x</script>"], ["k1", "a&b"],
+                      decimals=3, title="<b>t</b>")
+    assert "<script>" not in out and "&lt;script&gt;" in out and "a&amp;b" in out
+    assert "&lt;b&gt;t&lt;/b&gt;" in out
+    assert ">0.500<" in out and ">−∞<" in out
+
+
+def test_format_value():
+    assert format_value(-0.0001, 3) == "0.000"
+    assert format_value(-0.707, 3) == "-0.707"
+    assert format_value(float("-inf"), 2) == "−∞"
+    assert format_value(23.3952, 2) == "23.40"
+
+
+def test_sharing_diagram_draws_one_line_per_query_head():
+    fig = sharing_diagram([0, 0, 1, 1], "GQA")
+    lines = [t for t in fig.data if t.mode == "lines"]
+    assert len(lines) == 4
+    assert list(fig.data[-1].x) == [0.5, 2.5]  # each KV head sits under its group
+
+
+def test_cost_chart_ticks_are_human_units_and_heatmap_blanks_masked_cells():
+    cfg = costs.PRESETS["Llama-2-7B-like (MHA)"]
+    lengths = costs.sequence_lengths()
+    fig = cost_chart(lengths, {"kv": costs.kv_cache_bytes(lengths, cfg)}, title="KV",
+                     y_title="memory", fmt=costs.human_bytes, base=32)
+    assert "1 GiB" in fig.layout.yaxis.ticktext and "32 MiB" in fig.layout.yaxis.ticktext
+    heat = small_heatmap(np.array([[0.0, -np.inf]]), title="m", x_labels=["a", "b"],
+                         y_labels=["a"], decimals=0)
+    assert np.isnan(heat.data[0].z[0][1]) and heat.data[0].text[0][1] == "−∞"
