@@ -31,10 +31,13 @@ SOURCES = {
     "Hugging Face name": "hub",
     "Local directory": "local",
 }
+PLACEMENTS = {"One device": None, "Spread over devices (auto)": "auto",
+              "Spread evenly (balanced)": "balanced", "Fill devices in order (sequential)":
+              "sequential"}
 MAX_LINK_PROMPT = 2000
 K_SOURCE, K_NAME, K_DEVICE, K_DTYPE = "atlas_source", "atlas_name", "atlas_device", "atlas_dtype"
 K_TRUST, K_PROMPT, K_GOOD, K_FAILED = "atlas_trust", "atlas_prompt", "atlas_good", "atlas_failed"
-K_LINK, K_NOTES = "atlas_link", "atlas_link_notes"
+K_LINK, K_NOTES, K_PLACEMENT = "atlas_link", "atlas_link_notes", "atlas_placement"
 
 
 def devices() -> list[str]:
@@ -103,6 +106,9 @@ def sidebar() -> None:
         cols = st.columns(2)
         cols[0].selectbox("Device", devices(), key=K_DEVICE)
         cols[1].selectbox("Dtype", ["float32", "bfloat16", "float16"], key=K_DTYPE)
+        st.selectbox("Placement", list(PLACEMENTS), key=K_PLACEMENT,
+                     help="For models larger than one device: accelerate spreads the layers "
+                          "over the GPUs and the CPU.")
         if kind in ("hub", "local"):
             st.checkbox("Trust remote code", key=K_TRUST, value=False,
                         help="Runs Python code from the model's repository. Only for repos you trust.")
@@ -118,8 +124,10 @@ def requested_spec() -> ModelSpec | None:
     if not name:
         return None
     trust = bool(st.session_state.get(K_TRUST, False)) and kind in ("hub", "local")
+    placement = PLACEMENTS.get(st.session_state.get(K_PLACEMENT, "One device"))
     return ModelSpec(name=name, device=st.session_state.get(K_DEVICE, "cpu"),
-                     dtype=st.session_state.get(K_DTYPE, "float32"), trust_remote_code=trust)
+                     dtype=st.session_state.get(K_DTYPE, "float32"), trust_remote_code=trust,
+                     device_map=placement)
 
 
 def _load_with_progress(spec: ModelSpec) -> LoadedModel:

@@ -31,6 +31,14 @@ def layer_scales(cfg, n_layers: int, d_head: int) -> tuple[float, ...]:
     return tuple(1.0 / base / ((layer + 1) if by_layer else 1) for layer in range(n_layers))
 
 
+def qk_hook_names(hook_dict, prefix: str) -> tuple[str, str]:
+    """Rotary models expose q and k after the rotation as ``hook_rot_q`` / ``hook_rot_k``;
+    ``hook_q`` / ``hook_k`` hold them before it."""
+    if prefix + "hook_rot_q" in hook_dict and prefix + "hook_rot_k" in hook_dict:
+        return prefix + "hook_rot_q", prefix + "hook_rot_k"
+    return prefix + "hook_q", prefix + "hook_k"
+
+
 def sample_rows(n: int) -> torch.Tensor:
     return torch.unique(torch.tensor([0, n // 3, (2 * n) // 3, n - 1]))
 
@@ -88,7 +96,8 @@ def capture_factored(model: LoadedModel, ids: torch.Tensor) -> FactoredPatterns 
     hooks = []
     for layer in range(n_layers):
         prefix = f"blocks.{layer}.attn."
-        hooks += [(prefix + "hook_q", keep(qs, layer)), (prefix + "hook_k", keep(ks, layer)),
+        q_name, k_name = qk_hook_names(model.bridge.hook_dict, prefix)
+        hooks += [(q_name, keep(qs, layer)), (k_name, keep(ks, layer)),
                   (prefix + "hook_pattern", pattern_hook(layer))]
     device = model.bridge.cfg.device or "cpu"
     with model.lock, torch.no_grad():

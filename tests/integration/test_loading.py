@@ -67,3 +67,13 @@ def test_bundled_model_is_small_and_quick(bundled):
     size = sum(p.stat().st_size for p in BUNDLED_DIR.iterdir() if p.is_file())
     assert size < 25 * 1024**2
     assert bundled.facts.n_params < 5_000_000
+
+
+def test_device_map_placement_gives_the_same_patterns(bundled):
+    """accelerate placement ("auto" puts every layer on the CPU here) changes nothing."""
+    from models.capture import capture
+
+    placed = load(ModelSpec("bundled", device_map="auto"))
+    assert placed.bridge.cfg.device == "cpu"
+    prompt = "placement should not change a single number"
+    assert (capture(placed, prompt).patterns == capture(bundled, prompt).patterns).all()
