@@ -6,15 +6,15 @@ import streamlit as st
 
 import app_state
 
-st.set_page_config(page_title="Attention Atlas", page_icon="🔭", layout="wide")
+st.set_page_config(page_title="Attention Atlas", page_icon=":material/visibility:", layout="wide")
 
 ROOT = Path(__file__).resolve().parent
 PAGE_FILES = [
-    ("pages/explorer.py", "Explorer", "🔍"),
-    ("pages/heads.py", "Head finder", "🧭"),
-    ("pages/scaling.py", "Scaling sweep", "🌡️"),
-    ("pages/kernel.py", "Kernel check", "⚙️"),
-    ("pages/classroom.py", "Classroom", "🎓"),
+    ("pages/explorer.py", "Explorer", ":material/grid_view:"),
+    ("pages/heads.py", "Head finder", ":material/manage_search:"),
+    ("pages/scaling.py", "Scaling sweep", ":material/thermostat:"),
+    ("pages/kernel.py", "Kernel check", ":material/memory:"),
+    ("pages/classroom.py", "Classroom", ":material/school:"),
 ]
 PAGES = [st.Page(path, title=title, icon=icon, default=(i == 0))
          for i, (path, title, icon) in enumerate(PAGE_FILES) if (ROOT / path).exists()]

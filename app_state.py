@@ -40,6 +40,20 @@ K_TRUST, K_PROMPT, K_GOOD, K_FAILED = "atlas_trust", "atlas_prompt", "atlas_good
 K_LINK, K_NOTES, K_PLACEMENT = "atlas_link", "atlas_link_notes", "atlas_placement"
 
 
+def ensure_navigation() -> None:
+    """Route a page opened by its own URL through app.py.
+
+    A fresh server whose first visitor opens ``/kernel`` (say) runs Streamlit's old
+    ``pages/`` directory mode, which executes the page file alone: no sidebar, no navigation.
+    Pages call this first; it switches that mode off and reruns through app.py.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
 def devices() -> list[str]:
     return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
 

@@ -2,9 +2,11 @@
 
 import streamlit as st
 
+import app_state
 from pages import _classroom_sections as sections
 from pages import _classroom_topics as topics
 
+app_state.ensure_navigation()
 st.title("Classroom: attention, step by step")
 st.caption("Change any number and every step below follows. The maths sections work without a "
            "model; the second tab repeats the same steps inside the model loaded in the sidebar.")

@@ -82,6 +82,7 @@ def seed_view(n_layers: int, n_heads: int, n_tokens: int) -> None:
     st.session_state[K_TOKEN] = fixed.token
 
 
+app_state.ensure_navigation()
 st.title("Explorer")
 model = app_state.active_model()
 run = app_state.active_run(model) if model else None
