@@ -10,25 +10,14 @@ so the pattern, not the scores hook, is the ground truth here.)
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 
+from models.kernel_inputs import layer_scales
 from models.loading import LoadedModel
 from models.pattern_store import FactoredPatterns, read_only
 
 CHECK_TOLERANCE = 1e-5
-
-
-def layer_scales(cfg, n_layers: int, d_head: int) -> tuple[float, ...]:
-    """The factor each layer multiplies q . k by, from the bridge config."""
-    if not getattr(cfg, "use_attn_scale", True):
-        return (1.0,) * n_layers
-    base = getattr(cfg, "attn_scale", -1.0)
-    base = base if base and base > 0 else math.sqrt(d_head)
-    by_layer = getattr(cfg, "scale_attn_by_inverse_layer_idx", False)
-    return tuple(1.0 / base / ((layer + 1) if by_layer else 1) for layer in range(n_layers))
 
 
 def qk_hook_names(hook_dict, prefix: str) -> tuple[str, str]:
@@ -104,7 +93,7 @@ def capture_factored(model: LoadedModel, ids: torch.Tensor) -> FactoredPatterns 
         model.bridge.run_with_hooks(ids.to(device), return_type=None, fwd_hooks=hooks)
     if any(item is None for item in qs + ks + samples):
         return None
-    scales = layer_scales(model.bridge.cfg, n_layers, facts.d_head)
+    scales, _source = layer_scales(model)
     lses = []
     for layer in range(n_layers):
         lse = layer_lse(qs[layer], ks[layer], scales[layer], facts.causal)
