@@ -71,9 +71,8 @@ class Batches:
     """Seeded batches: plain windows of the corpus, or BOS + one span repeated to the end."""
 
     def __init__(self, ids: torch.Tensor, vocab: int, seq: int, batch: int, repeat_frac: float,
-                 seed: int, n_positions: int):
+                 seed: int):
         self.ids, self.vocab, self.seq, self.batch = ids, vocab, seq, batch
-        self.n_positions = n_positions
         self.repeat_frac = repeat_frac
         self.gen = torch.Generator().manual_seed(seed)
 
@@ -93,12 +92,6 @@ class Batches:
         reps = math.ceil(n / span_len)
         return span.repeat(reps)[:n]
 
-    def positions(self, rows: int) -> torch.Tensor:
-        """Position ids starting at a random offset, so that every position of the model's
-        context is trained although each sequence is shorter than the context."""
-        offsets = torch.randint(0, self.n_positions - self.seq + 1, (rows, 1), generator=self.gen)
-        return offsets + torch.arange(self.seq)
-
     def next(self) -> torch.Tensor:
         rows = []
         for _ in range(self.batch):
@@ -107,6 +100,15 @@ class Batches:
             body = self._repeated(body_len) if is_repeat else self._text(body_len)
             rows.append(torch.cat([torch.zeros(1, dtype=torch.long), body]))
         return torch.stack(rows)
+
+
+def lr_factor(step: int, total: int, warmup: int = 200, cooldown: float = 0.15) -> float:
+    """Linear warm-up, a constant rate (the induction phase change wants it), then a linear
+    cool-down to 10 % over the last ``cooldown`` share of the steps."""
+    if step < warmup:
+        return (step + 1) / warmup
+    start = total * (1 - cooldown)
+    return 1.0 if step < start else max(0.1, 1.0 - 0.9 * (step - start) / (total - start))
 
 
 @torch.no_grad()
@@ -155,8 +157,8 @@ and previous-token heads to find.
 - Corpus: the `.py` sources of the Python standard library that ran the script (test packages
   left out), sorted by path, first {log["corpus_chars"]:,} characters
   ({log["corpus_tokens"]:,} tokens); the last 2 % is held out.
-- Training: {args["steps"]} steps of AdamW (lr {args["lr"]}, weight decay 0.01, warm-up then
-  cosine decay), batch {args["batch"]} x {args["ctx"]} tokens, seed {args["seed"]}, on a CPU in
+- Training: {args["steps"]} steps of AdamW (lr {args["lr"]}, weight decay 0.01, warm-up, constant,
+  then a linear cool-down over the last 15 %), batch {args["batch"]} x {args["ctx"]} tokens, seed {args["seed"]}, on a CPU in
   {log["seconds"] / 60:.0f} minutes. {float(args["repeat_frac"]):.0%} of sequences repeat one span
   (6-48 tokens; half random tokens, half corpus text) to the end of the context.
 - Final loss: training {last["train_loss"]:.3f}, held-out text {last["val_loss"]:.3f} (nats/token).
@@ -183,17 +185,17 @@ def main() -> None:
     p.add_argument("--layers", type=int, default=3)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--d-model", type=int, default=128)
-    p.add_argument("--ctx", type=int, default=256)
+    p.add_argument("--ctx", type=int, default=128)
     p.add_argument("--vocab", type=int, default=2048)
-    p.add_argument("--seq", type=int, default=128, help="training sequence length")
     p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--steps", type=int, default=3000)
+    p.add_argument("--steps", type=int, default=3500)
     p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--repeat-frac", type=float, default=0.7)
+    p.add_argument("--repeat-frac", type=float, default=0.6)
     p.add_argument("--max-chars", type=int, default=12_000_000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--card-only", action="store_true", help="rewrite README.md from the log")
+    p.add_argument("--init", type=Path, help="continue training the checkpoint in this directory")
     args = p.parse_args()
     if args.card_only:
         write_card(args.out)
@@ -201,7 +203,11 @@ def main() -> None:
 
     torch.manual_seed(args.seed)
     text = read_corpus(args.max_chars)
-    tokenizer = train_tokenizer(text, args.vocab)
+    if args.init:
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(args.init)
+        tokenizer.model_max_length = 10**6
+    else:
+        tokenizer = train_tokenizer(text, args.vocab)
     ids = torch.tensor(tokenizer(text)["input_ids"], dtype=torch.long)
     n_val = len(ids) // 50
     train_ids, val_ids = ids[:-n_val], ids[-n_val:]
@@ -212,19 +218,16 @@ def main() -> None:
         n_layer=args.layers, n_head=args.heads, resid_pdrop=0.0, embd_pdrop=0.0,
         attn_pdrop=0.0, bos_token_id=0, eos_token_id=0, tie_word_embeddings=True,
     )
-    model = GPT2LMHeadModel(config)
+    model = GPT2LMHeadModel.from_pretrained(args.init) if args.init else GPT2LMHeadModel(config)
     model.config._attn_implementation = "eager"
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.95))
-    warmup = 200
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup) * (
-        0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, s / args.steps)))))
-    batches = Batches(train_ids, len(tokenizer), args.seq, args.batch, args.repeat_frac, args.seed,
-                      args.ctx)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, args.steps))
+    batches = Batches(train_ids, len(tokenizer), args.ctx, args.batch, args.repeat_frac, args.seed)
     history = []
     t0 = time.time()
     for step in range(1, args.steps + 1):
         x = batches.next()
-        logits = model(x, position_ids=batches.positions(x.shape[0])).logits
+        logits = model(x).logits
         loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)), x[:, 1:].reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -235,7 +238,7 @@ def main() -> None:
             model.eval()
             scores = head_scores(model, len(tokenizer), val_ids)
             with torch.no_grad():
-                vx = torch.cat([torch.zeros(1, dtype=torch.long), val_ids[: args.seq - 1]])[None]
+                vx = torch.cat([torch.zeros(1, dtype=torch.long), val_ids[: args.ctx - 1]])[None]
                 vl = model(vx, labels=vx).loss.item()
             model.train()
             best_ind = max(max(r) for r in scores["induction"])
