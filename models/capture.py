@@ -99,7 +99,7 @@ def tokenize(model: LoadedModel, prompt: str, max_tokens: int | None = None
     if len(prompt) > MAX_PROMPT_CHARS:
         raise PromptError(f"The prompt has {len(prompt):,} characters; the limit is "
                           f"{MAX_PROMPT_CHARS:,}. Paste a shorter passage.")
-    ids = model.bridge.to_tokens(prompt).cpu()
+    ids = model.bridge.to_tokens(prompt, truncate=False).cpu()
     n_full = ids.shape[1]
     limit = min(model.facts.n_ctx, max_tokens or model.facts.n_ctx)
     if n_full > limit:

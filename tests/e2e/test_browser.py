@@ -1,5 +1,6 @@
 """What a person sees in Chromium: clicks, links, every page, and a hostile prompt."""
 
+import json
 from urllib.parse import quote
 
 import pytest
@@ -32,7 +33,8 @@ def selected_query(page) -> str:
 def test_opens_on_the_bundled_model(page, app_url):
     open_view(page, app_url, model="bundled")
     assert page.locator("h1", has_text="Explorer").count() == 1
-    assert page.locator("button[data-head]").count() == 3 * 6
+    config = json.loads((BUNDLED_DIR / "config.json").read_text())
+    assert page.locator("button[data-head]").count() == config["n_layer"] * config["n_head"]
     assert page.locator(".js-plotly-plot").count() >= 1
     assert exceptions(page) == 0
     shoot(page, "explorer")
@@ -54,12 +56,12 @@ def test_typed_prompt_is_tokenised_and_shown(page, app_url):
 
 def test_clicking_a_thumbnail_opens_that_head(page, app_url):
     open_view(page, app_url, model="bundled", prompt="a b c a b c")
-    page.locator("button[data-head='2.4']").click()
+    page.locator("button[data-head='2.3']").click()
     settle(page)
-    assert page.locator("h3", has_text="Head 2.4").count() == 1
-    assert page.locator("button[data-head='2.4'].sel").count() == 1
-    assert "layer=2" in selected_query(page) and "head=4" in selected_query(page)
-    shoot(page, "explorer-head-2.4")
+    assert page.locator("h3", has_text="Head 2.3").count() == 1
+    assert page.locator("button[data-head='2.3'].sel").count() == 1
+    assert "layer=2" in selected_query(page) and "head=3" in selected_query(page)
+    shoot(page, "explorer-head-2.3")
 
 
 def test_clicking_a_token_recolours_the_prompt(page, app_url):
@@ -104,3 +106,15 @@ def test_html_payload_prompt_is_text_and_never_runs(page, app_url):
     assert "<img" in page.locator(".toks").inner_text()
     assert exceptions(page) == 0
     shoot(page, "html-payload")
+
+
+def test_prompt_survives_a_page_switch(page, app_url):
+    open_view(page, app_url, model="bundled")
+    box = page.get_by_label("Prompt", exact=True)
+    box.fill("kept across pages")
+    box.press("Control+Enter")
+    settle(page)
+    page.get_by_role("link", name="Classroom").click()
+    settle(page)
+    assert page.get_by_label("Prompt", exact=True).input_value() == "kept across pages"
+    assert exceptions(page) == 0

@@ -1,0 +1,75 @@
+"""``python -m models.heads``: the table it writes, its errors and its exit codes."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from models.capture import capture
+from models.heads.__main__ import main
+from models.heads.ablation import single_head_effects, task_loss
+from models.heads.induction import measure_repeated
+from models.heads.loss import reference_task
+from models.heads.scores import prompt_scores
+from models.heads.table import ABLATION_COLUMNS, CORE_COLUMNS
+
+ROOT = Path(__file__).resolve().parents[2]
+TEXT = "When Mary and John went to the store, John gave a drink to Mary."
+
+
+def test_minilm_table_matches_the_app(minilm, tmp_path, capsys):
+    out = tmp_path / "minilm.csv"
+    code = main(["minilm", "--text", TEXT, "--seq-len", "20", "--batch", "2", "--seed", "3",
+                 "--out", str(out), "--ablation"])
+    err = capsys.readouterr().err
+    assert code == 0 and "[heads]" in err and "not available" in err.lower()
+    table = pd.read_csv(out)
+    assert list(table.columns) == CORE_COLUMNS + ABLATION_COLUMNS
+    assert len(table) == 6 * 12 and table[ABLATION_COLUMNS].isna().all().all()
+    repeated = measure_repeated(minilm, 20, 2, 3)
+    run = capture(minilm, TEXT)
+    prompt = prompt_scores(run.patterns, run.token_ids, causal=False)
+    np.testing.assert_allclose(table["induction"], repeated.induction.ravel(), rtol=1e-6)
+    for name in ("previous_token", "duplicate_token", "current_token", "sink"):
+        np.testing.assert_allclose(table[name], getattr(prompt, name).ravel(), rtol=1e-6,
+                                   atol=1e-12)
+    assert table["sink_flag"].tolist() == (prompt.sink.ravel() > 0.3).tolist()
+
+
+def test_bundled_ablation_columns_and_prune_list(bundled, tmp_path, capsys):
+    out, plan_file = tmp_path / "bundled.csv", tmp_path / "prune.json"
+    code = main(["bundled", "--text", TEXT, "--seq-len", "10", "--batch", "2", "--out",
+                 str(out), "--ablation", "--prune-list", str(plan_file)])
+    assert code == 0, capsys.readouterr().err
+    table = pd.read_csv(out)
+    assert list(table.columns) == CORE_COLUMNS + ABLATION_COLUMNS
+    task = reference_task(bundled, TEXT)
+    effects = single_head_effects(bundled, task, "zero", task_loss(bundled, task))
+    np.testing.assert_allclose(table["zero_ablation_dloss"], effects.ravel(), atol=1e-6)
+    plan = json.loads(plan_file.read_text())
+    assert len(plan["steps"]) == len(table) and plan["ranked_by"] == "zero_ablation_dloss"
+    assert plan["clean_loss"] == pytest.approx(task_loss(bundled, task), abs=1e-6)
+
+
+def one_line_error(args: list[str]) -> tuple[int, str]:
+    proc = subprocess.run([sys.executable, "-m", "models.heads", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("error:")]
+    return proc.returncode, "\n".join(lines)
+
+
+@pytest.mark.parametrize("args, code", [
+    (["no-such-org/no-such-model", "--out", "x.csv"], 1),
+    (["/no/such/dir", "--out", "x.csv"], 1),
+    (["bundled", "--seq-len", "0", "--out", "x.csv"], 2),
+    (["bundled"], 2),
+])
+def test_bad_model_or_argument_gives_one_line_and_nonzero(args, code):
+    rc, error = one_line_error(args)
+    assert rc == code and error.count("\n") == 0 and error.startswith("error: ")

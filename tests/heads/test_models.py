@@ -1,0 +1,154 @@
+"""Head scores on the real models against Hugging Face eager attention, computed independently.
+
+The references below use plain loops over ``output_attentions=True`` from transformers, fed the
+exact token ids the app used; they share no code with ``models.heads.scores``.
+"""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModel, AutoModelForCausalLM
+
+from models.capture import capture, tokenize
+from models.heads.induction import measure_repeated, repeated_tokens
+from models.heads.scores import prompt_scores
+from models.heads.table import Thresholds, flag_grids
+from models.spec import BUNDLED_DIR
+
+SPAN, BATCH, SEED = 50, 8, 0
+PROMPT = ('def area(width, height):\n    """Area of a rectangle."""\n    return width * height\n'
+          '\n\nprint(area(3, 4), area(5, 6))\n')
+SENTENCE = "The cat sat on the mat, and the cat looked at the dog; the dog sat down."
+
+
+def hf_attentions(model, ids: torch.Tensor) -> torch.Tensor:
+    """``layer batch head q k`` from transformers' eager attention on the model's own weights."""
+    path = model.spec.path_or_name
+    cls = AutoModelForCausalLM if model.facts.causal else AutoModel
+    hf = cls.from_pretrained(path, attn_implementation="eager").eval()
+    with torch.no_grad():
+        out = hf(ids, attention_mask=torch.ones_like(ids), output_attentions=True)
+    return torch.stack(out.attentions).double()
+
+
+def reference_repeated(att: torch.Tensor, ids: torch.Tensor, prefix: int, span: int) -> dict:
+    """The four scores from ``layer batch head q k`` attentions, written out plainly."""
+    n = att.shape[-1]
+    qs = torch.arange(prefix + span, prefix + 2 * span)
+    rows = torch.arange(1, n)
+    per_seq = []
+    for b in range(ids.shape[0]):
+        same = torch.zeros(n, n, dtype=torch.double)
+        for i in range(n):
+            for j in range(i):
+                same[i, j] = float(ids[b, i] == ids[b, j])
+        has_copy = same.sum(-1) > 0
+        per_seq.append((att[:, b] * same).sum(-1)[..., has_copy].mean(-1))
+    return {
+        "induction": att[..., qs, qs - span + 1].mean(dim=(1, 3)).numpy(),
+        "previous_token": att[..., rows, rows - 1].mean(dim=(1, 3)).numpy(),
+        "current_token": att[..., rows, rows].mean(dim=(1, 3)).numpy(),
+        "duplicate_token": torch.stack(per_seq).mean(0).numpy(),
+    }
+
+
+@pytest.mark.parametrize("name", ["bundled", "minilm"])
+def test_repeated_tokens_are_ordinary_and_repeat(request, name):
+    model = request.getfixturevalue(name)
+    tokens = repeated_tokens(model, SPAN, BATCH, SEED)
+    ids = tokens.ids
+    frame = tokenize(model, "x")[0][0].tolist()
+    assert tokens.prefix_len == 1 and ids[0, 0].item() == frame[0]
+    body = ids[:, 1:1 + 2 * SPAN]
+    assert torch.equal(body[:, :SPAN], body[:, SPAN:])
+    special = set(model.tokenizer.all_special_ids)
+    assert not any(int(t) in special for t in body.flatten())
+    pieces = model.tokenizer.convert_ids_to_tokens(sorted(set(body.flatten().tolist())))
+    assert not any(p.startswith("[") and p.endswith("]") for p in pieces)  # no [unused7]
+    if not model.facts.causal:
+        assert ids[0, -1].item() == model.tokenizer.sep_token_id
+    again = repeated_tokens(model, SPAN, BATCH, SEED)
+    assert torch.equal(again.ids, ids)  # fixed seed
+
+
+@pytest.mark.parametrize("name", ["bundled", "minilm"])
+def test_repeated_scores_match_hf_eager(request, name):
+    model = request.getfixturevalue(name)
+    tokens = repeated_tokens(model, SPAN, BATCH, SEED)
+    expected = reference_repeated(hf_attentions(model, tokens.ids), tokens.ids,
+                                  tokens.prefix_len, SPAN)
+    got = measure_repeated(model, SPAN, BATCH, SEED)
+    for key, values in expected.items():
+        np.testing.assert_allclose(getattr(got, key), values, atol=1e-5, rtol=0, err_msg=key)
+
+
+@pytest.mark.parametrize("name, text", [("bundled", PROMPT), ("minilm", SENTENCE)])
+def test_prompt_scores_match_hf_eager(request, name, text):
+    model = request.getfixturevalue(name)
+    run = capture(model, text)
+    ids, _ = tokenize(model, text)
+    att = hf_attentions(model, ids)[:, 0]  # layer head q k
+    n = ids.shape[1]
+    got = prompt_scores(run.patterns, run.token_ids, model.facts.causal)
+    first = att[:, :, 1:, 0].mean(-1)  # alpha on position 0, row 0 left out
+    np.testing.assert_allclose(got.sink, first.numpy(), atol=1e-5, rtol=0)
+    rows = torch.arange(1, n)
+    np.testing.assert_allclose(got.previous_token, att[:, :, rows, rows - 1].mean(-1).numpy(),
+                               atol=1e-5, rtol=0)
+    np.testing.assert_allclose(got.current_token, att[:, :, rows, rows].mean(-1).numpy(),
+                               atol=1e-5, rtol=0)
+    for k in range(n):
+        seen = [t for t in range(n) if t != k and (t > k or not model.facts.causal)]
+        if seen:
+            np.testing.assert_allclose(got.sink_alphas[..., k], att[:, :, seen, k].mean(-1),
+                                       atol=1e-5, rtol=0)
+
+
+def test_minilm_sinks_on_cls_and_sep_match_hf(minilm):
+    run = capture(minilm, SENTENCE)
+    ids, _ = tokenize(minilm, SENTENCE)
+    assert run.tokens[0] == "[CLS]" and run.tokens[-1] == "[SEP]"
+    att = hf_attentions(minilm, ids)[:, 0]
+    n = ids.shape[1]
+    got = prompt_scores(run.patterns, run.token_ids, causal=False)
+    cls_alpha = att[:, :, 1:, 0].mean(-1)
+    sep_alpha = att[:, :, : n - 1, n - 1].mean(-1)  # every query except [SEP] itself
+    np.testing.assert_allclose(got.sink_alphas[..., 0], cls_alpha, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(got.sink_alphas[..., n - 1], sep_alpha, atol=1e-5, rtol=0)
+    # MiniLM parks heavily on [SEP]/[CLS] in some heads; the per-key search finds them.
+    on_special = np.isin(got.top_sink_pos, [0, n - 1])
+    assert on_special.any()
+    assert (got.top_sink_alpha[on_special] >= np.maximum(cls_alpha, sep_alpha).numpy()[
+        on_special] - 1e-5).all()
+
+
+def known_heads(bundled) -> dict[str, tuple[int, int]]:
+    """The bundled model's strongest induction and previous-token heads, found without the app:
+    from the training run's own Hugging Face measurement when it ships its log, else measured
+    here with eager attention (independent seed and text)."""
+    log = BUNDLED_DIR / "training_log.json"
+    if log.is_file():
+        scores = json.loads(log.read_text())["final_scores"]
+        grids = {name: np.asarray(scores[name]) for name in ("induction", "previous_token")}
+    else:
+        tokens = repeated_tokens(bundled, SPAN, BATCH, seed=1234)
+        grids = {"induction": reference_repeated(hf_attentions(bundled, tokens.ids), tokens.ids,
+                                                 tokens.prefix_len, SPAN)["induction"]}
+        ids, _ = tokenize(bundled, PROMPT * 2)
+        att = hf_attentions(bundled, ids)[:, 0]
+        rows = torch.arange(1, ids.shape[1])
+        grids["previous_token"] = att[:, :, rows, rows - 1].mean(-1).numpy()
+    return {name: tuple(int(i) for i in np.unravel_index(np.argmax(g), g.shape))
+            for name, g in grids.items()}
+
+
+def test_bundled_known_heads_are_flagged(bundled):
+    known = known_heads(bundled)
+    repeated = measure_repeated(bundled, SPAN, BATCH, SEED)
+    run = capture(bundled, PROMPT)
+    flags = flag_grids(repeated, prompt_scores(run.patterns, run.token_ids, True), Thresholds())
+    assert flags["induction"][known["induction"]], repeated.induction
+    assert flags["previous_token"][known["previous_token"]], run.patterns.shape
+    assert repeated.induction[known["induction"]] == repeated.induction.max()

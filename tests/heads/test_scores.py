@@ -1,0 +1,180 @@
+"""Each score on hand-built patterns whose answer is known exactly."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from models.heads.scores import (current_token_score, duplicate_token_score, flag,
+                                 induction_score, previous_token_score, prompt_scores, rate,
+                                 sink_alphas, sink_score, top_sink)
+
+
+def causal_uniform(n: int) -> np.ndarray:
+    return np.tril(np.ones((n, n))) / np.arange(1, n + 1)[:, None]
+
+
+def one_hot_rows(n: int, keys: list[int]) -> np.ndarray:
+    pattern = np.zeros((n, n))
+    pattern[np.arange(n), keys] = 1.0
+    return pattern
+
+
+def perfect_induction(prefix: int, span: int) -> np.ndarray:
+    n = prefix + 2 * span
+    pattern = causal_uniform(n)
+    for q in range(prefix + span, n):
+        pattern[q] = 0.0
+        pattern[q, q - span + 1] = 1.0
+    return pattern
+
+
+@pytest.mark.parametrize("prefix, span", [(1, 5), (0, 4), (1, 50), (2, 3)])
+def test_perfect_induction_scores_one(prefix, span):
+    assert induction_score(perfect_induction(prefix, span), span, prefix) == pytest.approx(1.0)
+
+
+def test_induction_counts_second_half_queries_only():
+    # A head that does the induction move on first-half rows too must not score more than 1,
+    # and a head that only does it in the first half scores 0.
+    span, n = 4, 9
+    first_half_only = causal_uniform(n)
+    for q in range(2, 1 + span):
+        first_half_only[q] = 0.0
+        first_half_only[q, q - 1] = 1.0
+    for q in range(1 + span, n):
+        first_half_only[q] = 0.0
+        first_half_only[q, 0] = 1.0
+    assert induction_score(first_half_only, span, 1) == 0.0
+
+
+def test_uniform_bidirectional_scores_one_over_keys():
+    n = 7
+    pattern = np.full((n, n), 1.0 / n)
+    tokens = [9, 1, 2, 1, 3, 2, 4]  # positions 3 and 5 each have one earlier copy
+    for score in (previous_token_score(pattern), current_token_score(pattern),
+                  induction_score(pattern, 3, 1), duplicate_token_score(pattern, tokens)):
+        assert score == pytest.approx(1.0 / n)
+    np.testing.assert_allclose(sink_alphas(pattern, causal=False), 1.0 / n)
+
+
+def test_uniform_causal_scores_one_over_allowed_keys():
+    n, span = 11, 5
+    pattern = causal_uniform(n)
+    allowed = np.arange(1, n + 1)  # row i sees i + 1 keys
+    assert previous_token_score(pattern) == pytest.approx(np.mean(1.0 / allowed[1:]))
+    assert current_token_score(pattern) == pytest.approx(np.mean(1.0 / allowed[1:]))
+    assert current_token_score(pattern, first_query=0) == pytest.approx(np.mean(1.0 / allowed))
+    second_half = np.arange(1 + span, 1 + 2 * span)
+    assert induction_score(pattern, span, 1) == pytest.approx(np.mean(1.0 / allowed[second_half]))
+    # alpha_0: queries 1..n-1, each puts 1/(i+1) on the first token
+    assert sink_score(pattern, causal=True) == pytest.approx(np.mean(1.0 / allowed[1:]))
+
+
+def test_previous_and_current_token_heads():
+    n = 6
+    previous = one_hot_rows(n, [0] + list(range(n - 1)))
+    current = np.eye(n)
+    assert previous_token_score(previous) == 1.0 and current_token_score(previous) == 0.0
+    assert current_token_score(current) == 1.0 and previous_token_score(current) == 0.0
+    assert np.isnan(previous_token_score(np.ones((1, 1))))
+
+
+def test_duplicate_token_score_hand_example():
+    tokens = [0, 5, 7, 5, 8, 5]
+    pattern = causal_uniform(6)
+    pattern[3] = [0.1, 0.6, 0.1, 0.2, 0, 0]          # one earlier copy (pos 1): 0.6
+    pattern[5] = [0.0, 0.3, 0.1, 0.4, 0.1, 0.1]      # copies at 1 and 3: 0.3 + 0.4
+    assert duplicate_token_score(pattern, tokens) == pytest.approx((0.6 + 0.7) / 2)
+
+
+def test_duplicate_token_score_is_nan_without_repeats():
+    assert np.isnan(duplicate_token_score(causal_uniform(4), [1, 2, 3, 4]))
+
+
+def test_perfect_sink_head_is_flagged():
+    n = 8
+    sink = one_hot_rows(n, [0] * n)
+    assert sink_score(sink, causal=True) == 1.0
+    assert flag(sink_score(sink, causal=True), 0.3)
+
+
+def test_row_zero_alone_never_flags_a_head():
+    # A causal current-token head: row 0 is forced onto token 0, every other row on itself.
+    # "argmax of the column sum is token 0" would flag it; the sink score must not.
+    for n in (2, 3, 5, 40):
+        head = np.eye(n)
+        assert sink_score(head, causal=True) == 0.0
+        assert not flag(sink_score(head, causal=True), 0.3)
+        only_row0 = causal_uniform(n)
+        only_row0[1:, 0] = 0.0
+        only_row0[1:] /= only_row0[1:].sum(-1, keepdims=True)
+        assert sink_score(only_row0, causal=True) == 0.0
+
+
+def test_sink_on_last_token_of_an_encoder_is_found():
+    n = 9
+    sep_sink = one_hot_rows(n, [n - 1] * n)  # every query on [SEP], the last position
+    alphas = sink_alphas(sep_sink, causal=False)
+    assert alphas[n - 1] == 1.0 and alphas[0] == 0.0
+    position, alpha = top_sink(alphas, causal=False)
+    assert position == n - 1 and alpha == 1.0
+
+
+def test_top_sink_ignores_late_keys_few_queries_see():
+    n = 12
+    previous = one_hot_rows(n, [0] + list(range(n - 1)))
+    alphas = sink_alphas(previous, causal=True)
+    assert alphas[n - 2] == 1.0  # seen by one query only
+    position, alpha = top_sink(alphas, causal=True, min_queries=4)
+    assert alpha == pytest.approx(0.25) and position == n - 5
+    assert np.isnan(alphas[n - 1])  # nobody after the last key
+
+
+def test_middle_sink_in_a_causal_model():
+    n, newline = 10, 3
+    pattern = causal_uniform(n)
+    pattern[newline + 1:] = 0.0
+    pattern[newline + 1:, newline] = 1.0
+    position, alpha = top_sink(sink_alphas(pattern, causal=True), causal=True)
+    assert position == newline and alpha == 1.0
+
+
+def test_flags_and_rate():
+    values = np.array([[0.3, 0.31, np.nan], [1.0, 0.0, 0.29]])
+    np.testing.assert_array_equal(flag(values, 0.3), [[False, True, False], [True, False, False]])
+    assert rate(flag(values, 0.3)) == pytest.approx(2 / 6)
+
+
+def test_scores_keep_leading_axes():
+    stack = np.stack([np.stack([np.eye(5), causal_uniform(5)])] * 3)  # layer head q k
+    out = prompt_scores(stack, [1, 2, 1, 2, 3], causal=True)
+    assert out.previous_token.shape == out.sink.shape == (3, 2)
+    assert out.sink_alphas.shape == (3, 2, 5)
+    assert out.current_token[0, 0] == 1.0 and out.has_duplicates
+
+
+@st.composite
+def patterns(draw):
+    n = draw(st.integers(2, 9))
+    causal = draw(st.booleans())
+    seed = draw(st.integers(0, 2**16))
+    raw = np.random.default_rng(seed).random((2, n, n)) + 1e-3
+    if causal:
+        raw = raw * np.tril(np.ones((n, n)))
+    return raw / raw.sum(-1, keepdims=True), causal
+
+
+@settings(max_examples=60, deadline=None)
+@given(patterns())
+def test_sink_alphas_match_a_plain_loop(case):
+    pattern, causal = case
+    n = pattern.shape[-1]
+    alphas = sink_alphas(pattern, causal)
+    for k in range(n):
+        queries = [t for t in range(n) if t != k and (t > k or not causal)]
+        expected = np.mean(pattern[:, queries, k], axis=-1) if queries else np.full(2, np.nan)
+        np.testing.assert_allclose(alphas[:, k], expected, atol=1e-12)
+    for score in (previous_token_score(pattern), current_token_score(pattern), alphas):
+        finite = score[~np.isnan(score)]
+        assert np.all((finite >= -1e-12) & (finite <= 1 + 1e-12))
