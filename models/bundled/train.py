@@ -71,8 +71,9 @@ class Batches:
     """Seeded batches: plain windows of the corpus, or BOS + one span repeated to the end."""
 
     def __init__(self, ids: torch.Tensor, vocab: int, seq: int, batch: int, repeat_frac: float,
-                 seed: int):
+                 seed: int, twice_frac: float = 0.0):
         self.ids, self.vocab, self.seq, self.batch = ids, vocab, seq, batch
+        self.twice_frac = twice_frac
         self.repeat_frac = repeat_frac
         self.gen = torch.Generator().manual_seed(seed)
 
@@ -84,6 +85,11 @@ class Batches:
         return self.ids[start : start + n]
 
     def _repeated(self, n: int) -> torch.Tensor:
+        """One span over and over; or, a ``twice_frac`` share of the time, a span of random
+        tokens twice in a row followed by text (the shape of the induction probe)."""
+        if self.twice_frac and torch.rand(1, generator=self.gen).item() < self.twice_frac:
+            span = torch.randint(1, self.vocab, (self._randint(8, n // 2),), generator=self.gen)
+            return torch.cat([span, span, self._text(n - 2 * len(span))])
         span_len = self._randint(6, 41)
         if self._randint(0, 2) == 0:
             span = torch.randint(1, self.vocab, (span_len,), generator=self.gen)
@@ -131,50 +137,72 @@ def head_scores(model: GPT2LMHeadModel, vocab: int, text_ids: torch.Tensor, span
     return {"induction": induction.tolist(), "previous_token": previous.tolist()}
 
 
+REPRODUCE = """python -m models.bundled.train --out /tmp/stage1
+python -m models.bundled.train --init /tmp/stage1 --out models/bundled \\
+    --twice-frac 0.5 --repeat-frac 0.7 --lr 3e-3 --steps 3000"""
+
+
+def score_table(rows: list[list[float]]) -> str:
+    head = "| layer | " + " | ".join(f"head {h}" for h in range(len(rows[0]))) + " |"
+    rule = "|---" * (len(rows[0]) + 1) + "|"
+    body = [f"| {layer} | " + " | ".join(f"{v:.3f}" for v in row) + " |"
+            for layer, row in enumerate(rows)]
+    return "\n".join([head, rule, *body])
+
+
+def stage_line(number: int, log: dict) -> str:
+    args, last = log["args"], log["history"][-1]
+    start = "from scratch" if args.get("init") in (None, "None") else "from stage 1"
+    return (f"{number}. {start}: {args['steps']} steps, AdamW lr {args['lr']}, batch "
+            f"{args['batch']} x {args['ctx']} tokens, {float(args['repeat_frac']):.0%} repeated "
+            f"sequences ({float(args.get('twice_frac', 0)):.0%} of them a random span twice), "
+            f"{log['seconds'] / 60:.0f} min on a 2-core CPU; then train loss "
+            f"{last['train_loss']:.2f}, held-out loss {last['val_loss']:.2f}, best induction "
+            f"{last['best_induction']:.2f}, best previous-token {last['best_previous_token']:.2f}.")
+
+
 def write_card(out: Path) -> None:
     """Write the model card (README.md) from the training log saved beside the weights."""
-    log = json.loads((out / "training_log.json").read_text())
-    args, last = log["args"], log["history"][-1]
-    scores = log["final_scores"]
-
-    def table(name: str) -> str:
-        rows = scores[name]
-        head = "| layer | " + " | ".join(f"head {h}" for h in range(len(rows[0]))) + " |"
-        rule = "|---" * (len(rows[0]) + 1) + "|"
-        body = [f"| {layer} | " + " | ".join(f"{v:.3f}" for v in row) + " |"
-                for layer, row in enumerate(rows)]
-        return "\n".join([head, rule, *body])
-
+    stages = json.loads((out / "training_log.json").read_text())["stages"]
+    final, args = stages[-1], stages[-1]["args"]
+    steps = "\n".join(stage_line(i + 1, log) for i, log in enumerate(stages))
     card = f"""# Bundled model: a small GPT-2 that copies in context
 
 The default model of Attention Atlas. It loads offline in about a second and has real induction
 and previous-token heads to find.
 
-- Architecture: GPT-2 ({args["layers"]} layers, {args["heads"]} heads, d_model {args["d_model"]},
-  context {args["ctx"]}), tied embeddings, no dropout.
-- Tokenizer: byte-level BPE, {args["vocab"]} tokens, trained on the same corpus;
-  `<|endoftext|>` (id 0) is BOS, EOS and UNK, and is prepended to every prompt.
+- Architecture: GPT-2, {args["layers"]} layers x {args["heads"]} heads, d_model {args["d_model"]},
+  context {args["ctx"]} tokens, tied embeddings, no dropout ({final["n_params"]:,} parameters).
+- Tokenizer: byte-level BPE with {args["vocab"]} tokens, trained on the same corpus;
+  `<|endoftext|>` (id 0) is BOS, EOS and UNK, and the app prepends it to every prompt.
 - Corpus: the `.py` sources of the Python standard library that ran the script (test packages
-  left out), sorted by path, first {log["corpus_chars"]:,} characters
-  ({log["corpus_tokens"]:,} tokens); the last 2 % is held out.
-- Training: {args["steps"]} steps of AdamW (lr {args["lr"]}, weight decay 0.01, warm-up, constant,
-  then a linear cool-down over the last 15 %), batch {args["batch"]} x {args["ctx"]} tokens, seed {args["seed"]}, on a CPU in
-  {log["seconds"] / 60:.0f} minutes. {float(args["repeat_frac"]):.0%} of sequences repeat one span
-  (6-48 tokens; half random tokens, half corpus text) to the end of the context.
-- Final loss: training {last["train_loss"]:.3f}, held-out text {last["val_loss"]:.3f} (nats/token).
+  left out), sorted by path, first {final["corpus_chars"]:,} characters
+  ({final["corpus_tokens"]:,} tokens); the last 2 % is held out.
+- Batches mix plain text windows with sequences that repeat one span (6-40 tokens, half random
+  tokens, half corpus text) to the end of the context, and sequences holding a random span twice
+  followed by text. Learning rate: warm-up, constant, then a linear cool-down over the last 15 %.
+  Seed {args["seed"]}.
 
-Reproduce with `python -m models.bundled.train --out models/bundled`.
+## Training
 
-## Measured head scores
+{steps}
+
+Reproduce:
+
+```
+{REPRODUCE}
+```
+
+## Measured head scores (final weights)
 
 Induction: mean of A[q, q-L+1] over the second-half queries of [BOS, r_1..r_50, r_1..r_50]
 (8 sequences of random ordinary tokens).
 
-{table("induction")}
+{score_table(final["final_scores"]["induction"])}
 
 Previous-token: mean of A[i, i-1] over queries i >= 1 on held-out text (8 windows of 128 tokens).
 
-{table("previous_token")}
+{score_table(final["final_scores"]["previous_token"])}
 """
     (out / "README.md").write_text(card)
 
@@ -191,6 +219,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=3500)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--repeat-frac", type=float, default=0.6)
+    p.add_argument("--twice-frac", type=float, default=0.0,
+                   help="share of repeated sequences that hold a random span exactly twice")
     p.add_argument("--max-chars", type=int, default=12_000_000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--eval-every", type=int, default=250)
@@ -222,7 +252,8 @@ def main() -> None:
     model.config._attn_implementation = "eager"
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.95))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, args.steps))
-    batches = Batches(train_ids, len(tokenizer), args.ctx, args.batch, args.repeat_frac, args.seed)
+    batches = Batches(train_ids, len(tokenizer), args.ctx, args.batch, args.repeat_frac, args.seed,
+                      args.twice_frac)
     history = []
     t0 = time.time()
     for step in range(1, args.steps + 1):
@@ -253,10 +284,14 @@ def main() -> None:
     model.save_pretrained(args.out, safe_serialization=True)
     tokenizer.save_pretrained(args.out)
     report = {"args": {k: str(v) for k, v in vars(args).items()},
+              "n_params": sum(p.numel() for p in model.parameters()),
               "corpus_chars": len(text), "corpus_tokens": len(ids),
               "seconds": round(time.time() - t0), "history": history,
               "final_scores": head_scores(model, len(tokenizer), val_ids)}
-    (args.out / "training_log.json").write_text(json.dumps(report, indent=1))
+    earlier = (json.loads((args.init / "training_log.json").read_text())["stages"]
+               if args.init else [])
+    log = {"stages": earlier + [report]}
+    (args.out / "training_log.json").write_text(json.dumps(log, indent=1))
     write_card(args.out)
 
 
