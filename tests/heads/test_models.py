@@ -124,22 +124,31 @@ def test_minilm_sinks_on_cls_and_sep_match_hf(minilm):
         on_special] - 1e-5).all()
 
 
-def known_heads(bundled) -> dict[str, tuple[int, int]]:
-    """The bundled model's strongest induction and previous-token heads, found without the app:
-    from the training run's own Hugging Face measurement when it ships its log, else measured
-    here with eager attention (independent seed and text)."""
+def logged_final_scores() -> dict | None:
+    """Head scores the training run measured on its final weights, if its log has them."""
     log = BUNDLED_DIR / "training_log.json"
-    if log.is_file():
-        scores = json.loads(log.read_text())["final_scores"]
-        grids = {name: np.asarray(scores[name]) for name in ("induction", "previous_token")}
-    else:
-        tokens = repeated_tokens(bundled, SPAN, BATCH, seed=1234)
-        grids = {"induction": reference_repeated(hf_attentions(bundled, tokens.ids), tokens.ids,
-                                                 tokens.prefix_len, SPAN)["induction"]}
-        ids, _ = tokenize(bundled, PROMPT * 2)
-        att = hf_attentions(bundled, ids)[:, 0]
-        rows = torch.arange(1, ids.shape[1])
-        grids["previous_token"] = att[:, :, rows, rows - 1].mean(-1).numpy()
+    if not log.is_file():
+        return None
+    data = json.loads(log.read_text())
+    stages = data.get("stages") or [data]
+    return stages[-1].get("final_scores")
+
+
+def known_heads(bundled) -> dict[str, tuple[int, int]]:
+    """The bundled model's strongest induction and previous-token heads, found without the app
+    (Hugging Face eager attention, another seed, another text)."""
+    tokens = repeated_tokens(bundled, SPAN, BATCH, seed=1234)
+    grids = {"induction": reference_repeated(hf_attentions(bundled, tokens.ids), tokens.ids,
+                                             tokens.prefix_len, SPAN)["induction"]}
+    ids, _ = tokenize(bundled, SENTENCE + "\n" + PROMPT)
+    att = hf_attentions(bundled, ids)[:, 0]
+    rows = torch.arange(1, ids.shape[1])
+    grids["previous_token"] = att[:, :, rows, rows - 1].mean(-1).numpy()
+    logged = logged_final_scores()
+    for name, grid in grids.items():
+        assert grid.max() > 0.5, f"the bundled model has no strong {name} head"
+        if logged is not None:  # the training run found the same head
+            assert np.argmax(logged[name]) == np.argmax(grid), name
     return {name: tuple(int(i) for i in np.unravel_index(np.argmax(g), g.shape))
             for name, g in grids.items()}
 

@@ -178,3 +178,19 @@ def test_sink_alphas_match_a_plain_loop(case):
     for score in (previous_token_score(pattern), current_token_score(pattern), alphas):
         finite = score[~np.isnan(score)]
         assert np.all((finite >= -1e-12) & (finite <= 1 + 1e-12))
+
+
+def test_streaming_scores_equal_the_whole_stack(bundled):
+    """Layer-by-layer scores of a factored (long-prompt) run equal scores of the full stack."""
+    from models.capture import capture
+    from models.heads.scores import prompt_scores, run_scores
+
+    prompt = "x = [a, b, a, b]\nfor a in b:\n    print(a, b)\n" * 4
+    factored = capture(bundled, prompt, dense_limit=0)
+    assert factored.factored
+    whole = prompt_scores(capture(bundled, prompt).patterns, factored.token_ids, True)
+    streamed = run_scores(factored)
+    for name in ("previous_token", "duplicate_token", "current_token", "sink", "sink_alphas",
+                 "top_sink_alpha"):
+        np.testing.assert_allclose(getattr(streamed, name), getattr(whole, name), atol=1e-5)
+    assert (streamed.top_sink_pos == whole.top_sink_pos).all()

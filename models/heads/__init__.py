@@ -1,0 +1,24 @@
+"""Head finder: what each head does and which heads can go.
+
+- :mod:`models.heads.scores` -- pure score functions over ``query_pos key_pos`` patterns;
+- :mod:`models.heads.induction` -- repeated random tokens and the scores measured on them;
+- :mod:`models.heads.loss` -- the reference loss (next-token or masked-token) and when it exists;
+- :mod:`models.heads.ablation` -- zero/mean ablation, gradient importance, cumulative pruning;
+- :mod:`models.heads.table` -- the per-head table, its CSV and the JSON prune list;
+- ``python -m models.heads`` -- the same table from the command line.
+"""
+
+from models.heads.ablation import (Importance, ablated_loss, cumulative_pruning,
+                                   gradient_importance, measure_importance, pruning_order)
+from models.heads.induction import RepeatedScores, ScoreError, measure_repeated
+from models.heads.loss import LossUnavailable, reference_task
+from models.heads.sample import SAMPLE_TEXT
+from models.heads.scores import PromptScores, prompt_scores
+from models.heads.table import Thresholds, head_table, prune_list, table_csv
+
+__all__ = [
+    "Importance", "LossUnavailable", "PromptScores", "RepeatedScores", "SAMPLE_TEXT",
+    "ScoreError", "Thresholds", "ablated_loss", "cumulative_pruning", "gradient_importance",
+    "head_table", "measure_importance", "measure_repeated", "prompt_scores", "prune_list",
+    "pruning_order", "reference_task", "table_csv",
+]

@@ -1,0 +1,249 @@
+"""Head scores as pure functions over attention patterns.
+
+Every function takes a pattern stack whose last two axes are ``query_pos key_pos`` (leading axes,
+such as ``layer head_index``, are kept) and returns one number per head. Positions are
+zero-based; ``A[i, j]`` is the weight query ``i`` puts on key ``j``. A score that has no query to
+average over is NaN, never a made-up 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+DEFAULT_SINK_EPS = 0.3
+DEFAULT_MIN_SINK_QUERIES = 4
+
+if TYPE_CHECKING:
+    from models.capture import AttentionRun
+
+
+def _as_float(pattern: np.ndarray) -> np.ndarray:
+    return np.asarray(pattern, dtype=np.float64)
+
+
+def induction_score(pattern: np.ndarray, seq_len: int, prefix_len: int = 1) -> np.ndarray:
+    """How much second-half queries attend to the token after their earlier copy.
+
+    For ``[prefix, r_1..r_L, r_1..r_L]`` with ``p = prefix_len`` and ``L = seq_len``::
+
+        induction = (1 / L) * sum_{q = p + L}^{p + 2L - 1} A[q, q - L + 1]
+
+    Only the L second-half queries count; first-half rows have no earlier copy to look at.
+
+    Args:
+        pattern: ``... query_pos key_pos`` with at least ``p + 2L`` positions.
+        seq_len: L, the length of the random span.
+        prefix_len: tokens before the first span (1 for a BOS or [CLS], 0 for none).
+
+    Returns:
+        ``...`` scores in [0, 1].
+    """
+    pattern = _as_float(pattern)
+    if seq_len < 1 or pattern.shape[-2] < prefix_len + 2 * seq_len:
+        raise ValueError(f"pattern of {pattern.shape[-2]} positions is too short for "
+                         f"prefix {prefix_len} + 2 x {seq_len} tokens")
+    queries = np.arange(prefix_len + seq_len, prefix_len + 2 * seq_len)
+    return pattern[..., queries, queries - seq_len + 1].mean(axis=-1)
+
+
+def previous_token_score(pattern: np.ndarray) -> np.ndarray:
+    """Mean attention to the immediately preceding token.
+
+    ``previous = (1 / (n - 1)) * sum_{i=1}^{n-1} A[i, i - 1]``; NaN for a one-token pattern.
+
+    Args:
+        pattern: ``... query_pos key_pos``.
+    """
+    pattern = _as_float(pattern)
+    n = pattern.shape[-2]
+    if n < 2:
+        return np.full(pattern.shape[:-2], np.nan)
+    rows = np.arange(1, n)
+    return pattern[..., rows, rows - 1].mean(axis=-1)
+
+
+def current_token_score(pattern: np.ndarray, first_query: int = 1) -> np.ndarray:
+    """Mean attention a token pays to itself.
+
+    ``current = (1 / (n - f)) * sum_{i=f}^{n-1} A[i, i]`` with ``f = first_query``. The default
+    ``f = 1`` leaves out row 0: under a causal mask it can only see itself, so ``A[0, 0] = 1``
+    for every head and would inflate the score on short prompts.
+
+    Args:
+        pattern: ``... query_pos key_pos``.
+        first_query: the first query row counted.
+    """
+    pattern = _as_float(pattern)
+    n = pattern.shape[-2]
+    if n <= first_query:
+        return np.full(pattern.shape[:-2], np.nan)
+    rows = np.arange(first_query, n)
+    return pattern[..., rows, rows].mean(axis=-1)
+
+
+def duplicate_mask(token_ids: Sequence[int]) -> np.ndarray:
+    """``query_pos key_pos`` boolean: ``D[i, j]`` when ``j < i`` and ``token[j] == token[i]``."""
+    ids = np.asarray(token_ids)
+    same = ids[:, None] == ids[None, :]
+    return np.tril(same, k=-1)
+
+
+def duplicate_token_score(pattern: np.ndarray, token_ids: Sequence[int]) -> np.ndarray:
+    """Attention from a token to its earlier copies.
+
+    With ``D[i, j] = 1`` when ``j < i`` and ``token[j] == token[i]``, and ``Q`` the queries that
+    have at least one earlier copy::
+
+        duplicate = (1 / |Q|) * sum_{i in Q} sum_j A[i, j] * D[i, j]
+
+    NaN when no token repeats (``Q`` is empty).
+
+    Args:
+        pattern: ``... query_pos key_pos``.
+        token_ids: the ``query_pos`` token ids the pattern was computed on.
+    """
+    pattern = _as_float(pattern)
+    dup = duplicate_mask(token_ids)
+    if dup.shape != pattern.shape[-2:]:
+        raise ValueError(f"{len(dup)} token ids for a pattern of shape {pattern.shape[-2:]}")
+    queries = dup.any(axis=-1)
+    if not queries.any():
+        return np.full(pattern.shape[:-2], np.nan)
+    on_copies = (pattern * dup).sum(axis=-1)
+    return on_copies[..., queries].mean(axis=-1)
+
+
+def sink_query_mask(n: int, causal: bool) -> np.ndarray:
+    """``query_pos key_pos`` boolean: the queries counted for each key's sink score.
+
+    A key is judged by the queries other than itself that may attend to it: ``t > k`` under a
+    causal mask, every ``t != k`` without one. For key 0 this is ``t >= 1`` either way, so the
+    first row (forced to 1.0 on key 0 in a causal model) never counts.
+    """
+    rows, cols = np.indices((n, n))
+    return rows > cols if causal else rows != cols
+
+
+def sink_alphas(pattern: np.ndarray, causal: bool) -> np.ndarray:
+    """Sink score of every key position (Gu et al. 2024, first row excluded).
+
+    ``alpha_k = mean over queries t in S_k of A[t, k]`` with ``S_k = {t > k}`` (causal) or
+    ``{t != k}`` (bidirectional). NaN for a key no other query can see.
+
+    Args:
+        pattern: ``... query_pos key_pos``.
+        causal: whether the model masks future keys.
+
+    Returns:
+        ``... key_pos`` alphas.
+    """
+    pattern = _as_float(pattern)
+    counted = sink_query_mask(pattern.shape[-1], causal)
+    n_queries = counted.sum(axis=0)
+    total = (pattern * counted).sum(axis=-2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n_queries > 0, total / np.maximum(n_queries, 1), np.nan)
+
+
+def sink_score(pattern: np.ndarray, causal: bool, key: int = 0) -> np.ndarray:
+    """``alpha_key`` for every head; ``key = 0`` is the first token (BOS / [CLS]).
+
+    Args:
+        pattern: ``... query_pos key_pos``.
+        causal: whether the model masks future keys.
+        key: the key position.
+    """
+    return sink_alphas(pattern, causal)[..., key]
+
+
+def top_sink(alphas: np.ndarray, causal: bool,
+             min_queries: int = DEFAULT_MIN_SINK_QUERIES) -> tuple[np.ndarray, np.ndarray]:
+    """The key with the largest alpha per head, among keys enough queries can see.
+
+    Under a causal mask a late key is seen by few queries, so one previous-token glance would
+    give it alpha 1.0; only keys seen by at least ``min(min_queries, n - 1)`` queries compete.
+
+    Args:
+        alphas: ``... key_pos`` from :func:`sink_alphas`.
+        causal: whether the model masks future keys.
+        min_queries: fewest counted queries a key needs.
+
+    Returns:
+        ``(position, alpha)``, each of shape ``...``.
+    """
+    n = alphas.shape[-1]
+    seen_by = sink_query_mask(n, causal).sum(axis=0)
+    eligible = seen_by >= max(1, min(min_queries, n - 1))
+    masked = np.where(eligible & ~np.isnan(alphas), alphas, -np.inf)
+    position = masked.argmax(axis=-1)
+    best = np.take_along_axis(masked, position[..., None], axis=-1)[..., 0]
+    return position, np.where(np.isfinite(best), best, np.nan)
+
+
+def flag(values: np.ndarray, threshold: float) -> np.ndarray:
+    """Heads whose score is strictly above ``threshold``; NaN scores are never flagged."""
+    values = np.asarray(values, dtype=np.float64)
+    return np.where(np.isnan(values), False, values > threshold)
+
+
+def rate(flags: np.ndarray) -> float:
+    """Share of heads flagged (the sink rate when ``flags`` are sink flags)."""
+    flags = np.asarray(flags, dtype=bool)
+    return float(flags.mean()) if flags.size else float("nan")
+
+
+@dataclass(frozen=True)
+class PromptScores:
+    """Scores of every head on one token sequence; arrays are ``layer head_index``.
+
+    ``sink`` is alpha on position 0; ``sink_alphas`` is ``layer head_index key_pos``;
+    ``top_sink_pos``/``top_sink_alpha`` give each head's strongest sink anywhere.
+    """
+
+    previous_token: np.ndarray
+    duplicate_token: np.ndarray
+    current_token: np.ndarray
+    sink: np.ndarray
+    sink_alphas: np.ndarray
+    top_sink_pos: np.ndarray
+    top_sink_alpha: np.ndarray
+    has_duplicates: bool
+
+
+def prompt_scores(patterns: np.ndarray, token_ids: Sequence[int], causal: bool) -> PromptScores:
+    """Previous-, duplicate-, current-token and sink scores of every head on one prompt.
+
+    Args:
+        patterns: ``layer head_index query_pos key_pos``.
+        token_ids: the ``query_pos`` ids the patterns were computed on.
+        causal: whether the model masks future keys.
+    """
+    alphas = sink_alphas(patterns, causal)
+    top_pos, top_alpha = top_sink(alphas, causal)
+    return PromptScores(
+        previous_token=previous_token_score(patterns),
+        duplicate_token=duplicate_token_score(patterns, token_ids),
+        current_token=current_token_score(patterns),
+        sink=alphas[..., 0],
+        sink_alphas=alphas,
+        top_sink_pos=top_pos,
+        top_sink_alpha=top_alpha,
+        has_duplicates=bool(duplicate_mask(token_ids).any()),
+    )
+
+
+def run_scores(run: "AttentionRun") -> PromptScores:
+    """:func:`prompt_scores` of a captured run, one layer at a time.
+
+    A long prompt's patterns are rebuilt layer by layer (see ``models.pattern_store``), so the
+    whole ``layer head_index query_pos key_pos`` stack is never held at once.
+    """
+    layers = [prompt_scores(patterns[None], run.token_ids, run.facts.causal)
+              for patterns in run.iter_layers()]
+    stacked = {name: np.concatenate([getattr(layer, name) for layer in layers])
+               for name in ("previous_token", "duplicate_token", "current_token", "sink",
+                            "sink_alphas", "top_sink_pos", "top_sink_alpha")}
+    return PromptScores(**stacked, has_duplicates=layers[0].has_duplicates)
