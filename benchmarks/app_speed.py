@@ -1,7 +1,7 @@
 """How fast and how lean the app is on long prompts; prints numbers, never fails on time.
 
 Measures, on this machine:
-  1. prompt change -> rendered explorer (AppTest, bundled model, 256-token prompts);
+  1. prompt change -> rendered explorer (AppTest, bundled model, prompts filling its context);
   2. capture time against a bare ``run_with_cache`` of the same model and prompt;
   3. head scores for every head of a GPT-2-small-sized model (random weights) at 512 tokens;
   4. resident memory above the loaded model while exploring a 2,048-token prompt;
@@ -95,12 +95,12 @@ def explorer_rerun(repeats: int) -> list[dict]:
     at.run()
     times = []
     for i in range(repeats):
-        at.text_area(key="atlas_prompt").set_value(prompt_of(300, i))  # cut to 256 tokens
+        at.text_area(key="atlas_prompt").set_value(prompt_of(300, i))  # cut to the context
         start = time.perf_counter()
         at.run()
         times.append(time.perf_counter() - start)
         assert not at.exception, at.exception
-    return [summary("explorer rerun after a prompt change (bundled, 256 tok)", times)]
+    return [summary("explorer rerun after a prompt change (bundled, 128 tok)", times)]
 
 
 def capture_ratio(spec: ModelSpec, n_tokens: int, repeats: int) -> list[dict]:
@@ -168,7 +168,7 @@ def long_prompt_memory(path: Path) -> list[dict]:
 
 
 def head_scores_time(path: Path, repeats: int) -> list[dict]:
-    from models.heads.scores import prompt_scores
+    from models.heads.scores import run_scores
 
     model = load(ModelSpec(str(path)))
     prompt = prompt_of(1000, 3)
@@ -176,7 +176,7 @@ def head_scores_time(path: Path, repeats: int) -> list[dict]:
     for _ in range(repeats):
         start = time.perf_counter()
         run = capture(model, prompt, max_tokens=512)
-        prompt_scores(run, run.token_ids, run.facts.causal)
+        run_scores(run)
         times.append(time.perf_counter() - start)
     return [summary("capture + head scores, 144 heads, 512 tok", times)]
 
@@ -190,7 +190,7 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} CPUs, torch {torch.__version__}, threads "
           f"{torch.get_num_threads()}, CUDA {'yes' if torch.cuda.is_available() else 'no'}")
     rows = explorer_rerun(repeats)
-    rows += capture_ratio(ModelSpec("bundled"), 256, repeats)
+    rows += capture_ratio(ModelSpec("bundled"), 128, repeats)
     small = gpt2_small_random(2048)
     rows += capture_ratio(ModelSpec(str(small)), 512, repeats)
     rows += head_scores_time(small, repeats)
