@@ -26,3 +26,17 @@ def texts(at: AppTest) -> str:
         parts += [str(el.value) for el in getattr(at, kind)]
     return "\n".join(parts)
 
+
+
+def open_page(page: str, model: str, **state) -> AppTest:
+    """Open the app on ``model``, preset session ``state``, then switch to ``page``.
+
+    The state is set before the switch: AppTest drops the sidebar's widgets from its tree after
+    ``switch_page``, so a later widget change would lose the sidebar's model and prompt.
+    """
+    at = open_app(model=model)
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.switch_page(page)
+    at.run()
+    return at

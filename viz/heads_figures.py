@@ -11,6 +11,8 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from viz.heatmap import score_grid
+
 
 def sink_position_grid(alpha: np.ndarray, positions: np.ndarray, tokens: Sequence[str], *,
                        title: str, flagged: np.ndarray | None = None) -> go.Figure:
@@ -23,23 +25,12 @@ def sink_position_grid(alpha: np.ndarray, positions: np.ndarray, tokens: Sequenc
         title: figure title (escaped here).
         flagged: heads to mark with a star.
     """
-    n_layers, n_heads = alpha.shape
     where = np.vectorize(lambda p: f"({p}) {html.escape(str(tokens[p]), quote=True)}",
                          otypes=[object])(positions)
-    fig = go.Figure(go.Heatmap(
-        z=alpha, x=[str(h) for h in range(n_heads)], y=[str(l) for l in range(n_layers)],
-        customdata=where, colorscale="Viridis", zmin=0.0, zmax=1.0,
-        hovertemplate="head %{y}.%{x}<br>sink on %{customdata}<br>alpha %{z:.4f}<extra></extra>",
-    ))
-    if flagged is not None:
-        ys, xs = np.nonzero(flagged)
-        fig.add_trace(go.Scatter(x=[str(x) for x in xs], y=[str(y) for y in ys], mode="text",
-                                 text=["★"] * len(xs), textfont={"color": "white", "size": 16},
-                                 hoverinfo="skip", showlegend=False))
-    fig.update_layout(title=html.escape(title), height=120 + 34 * n_layers,
-                      xaxis={"title": "head", "type": "category"},
-                      yaxis={"title": "layer", "autorange": "reversed", "type": "category"},
-                      margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    fig = score_grid(alpha, title=title, flagged=flagged, zmin=0.0, zmax=1.0)
+    fig.update_traces(
+        customdata=where, selector={"type": "heatmap"},
+        hovertemplate="head %{y}.%{x}<br>sink on %{customdata}<br>alpha %{z:.4f}<extra></extra>")
     return fig
 
 

@@ -8,18 +8,14 @@ import pytest
 import torch
 
 from models.spec import BUNDLED_DIR
-from tests.app_helpers import open_app, texts
+from tests.app_helpers import open_page, texts
 
 PAGE = "pages/kernel.py"
 P_ERR, O_ERR = "max |P_kernel - P_model|", "max |O_kernel - z_model|"
 
 
 def open_kernel(model: str, **state):
-    at = open_app(model=model)
-    for key, value in state.items():
-        at.session_state[key] = value
-    at.switch_page(PAGE)
-    at.run()
+    at = open_page(PAGE, model, **state)
     assert not at.exception
     return at
 

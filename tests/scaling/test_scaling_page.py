@@ -6,18 +6,14 @@ carried to the next rerun), so each case opens the app, sets its state, then swi
 
 from __future__ import annotations
 
-from tests.app_helpers import open_app, texts
+from tests.app_helpers import open_page, texts
 
 PAGE = "pages/scaling.py"
 ALPHA = "Divide q · k by d_k^α"
 
 
 def open_scaling(model: str, **state):
-    at = open_app(model=model)
-    for key, value in state.items():
-        at.session_state[key] = value
-    at.switch_page(PAGE)
-    at.run()
+    at = open_page(PAGE, model, **state)
     assert not at.exception
     return at
 
