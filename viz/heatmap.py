@@ -63,9 +63,9 @@ def head_heatmap(pattern: np.ndarray, labels: Sequence[str], *, causal: bool, ti
                       line={"color": "#e4572e", "width": 2})
     size = min(900, max(360, 18 * n + 160))
     fig.update_layout(
-        title={"text": html.escape(title), "x": 0.5, "xanchor": "center", "y": 0.995,
-               "yanchor": "top"},
-        height=size + 60, margin={"l": 10, "r": 10, "t": 130, "b": 10},
+        title={"text": html.escape(title), "x": 0.5, "xanchor": "center", "y": 0.005,
+               "yanchor": "bottom"},  # below the plot: the key axis and its labels are on top
+        height=size + 60, margin={"l": 10, "r": 10, "t": 110, "b": 50},
         xaxis={"title": "key (attended to)", "side": "top", "tickangle": -60, "type": "category"},
         yaxis={"title": "query (attending)", "autorange": "reversed", "type": "category"},
         plot_bgcolor="#f4f4f4",
