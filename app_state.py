@@ -70,9 +70,14 @@ def model_size(spec: ModelSpec) -> int | None:
     return preflight(spec)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@st.cache_resource(max_entries=16, show_spinner=False)
 def get_run(spec: ModelSpec, prompt: str) -> AttentionRun:
-    """Patterns of ``prompt`` on ``spec``, cached per (spec, prompt)."""
+    """Patterns of ``prompt`` on ``spec``, cached per (spec, prompt).
+
+    A resource cache, not a data cache: a long prompt's run holds a hundred megabytes of q and k,
+    which ``st.cache_data`` would copy on every rerun. Runs are frozen and their arrays
+    read-only, so sharing one object between sessions is safe.
+    """
     return capture(get_model(spec), prompt)
 
 
