@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from models.capture import released_patterns
 from models.kernel_inputs import layer_scales
 from models.loading import LoadedModel
 from models.pattern_store import FactoredPatterns, read_only
@@ -89,7 +90,7 @@ def capture_factored(model: LoadedModel, ids: torch.Tensor) -> FactoredPatterns 
         hooks += [(q_name, keep(qs, layer)), (k_name, keep(ks, layer)),
                   (prefix + "hook_pattern", pattern_hook(layer))]
     device = model.bridge.cfg.device or "cpu"
-    with model.lock, torch.no_grad():
+    with model.lock, torch.no_grad(), released_patterns(model.bridge):
         model.bridge.run_with_hooks(ids.to(device), return_type=None, fwd_hooks=hooks)
     if any(item is None for item in qs + ks + samples):
         return None

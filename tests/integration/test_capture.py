@@ -81,3 +81,5 @@ def test_capture_leaves_no_hooks_behind(bundled):
     live = [name for name, hp in bundled.bridge.hook_dict.items()
             if hp._forward_hooks or hp._backward_hooks]
     assert live == []
+    attention = [m for m in bundled.bridge.modules() if hasattr(m, "_pattern")]
+    assert attention and all(not m._forward_hooks and m._pattern is None for m in attention)
