@@ -10,7 +10,6 @@ so the pattern, not the scores hook, is the ground truth here.)
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from models.capture import released_patterns

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import streamlit as st
 
@@ -13,7 +11,6 @@ from models.classroom import real, steps
 from models.facts import ModelFacts
 from viz.classroom_figures import labels, matrix_html
 
-ROOT = Path(__file__).resolve().parents[1]
 MATRICES = ("q", "k", "v")
 K_CAUSAL = "classroom_causal"
 K_LAYER, K_HEAD = "classroom_layer", "classroom_head"
@@ -27,12 +24,6 @@ def show(values, rows, cols, *, decimals: int, title: str, shade: bool = False,
     """A labelled matrix with its values (escaped HTML built in viz)."""
     st.markdown(matrix_html(values, rows, cols, decimals=decimals, title=title, shade=shade,
                             shade_range=shade_range, compact=compact), unsafe_allow_html=True)
-
-
-def page_link(path: str, label: str, icon: str) -> None:
-    """A link to another page, only when that page exists in this checkout."""
-    if (ROOT / path).exists():
-        st.page_link(path, label=label, icon=icon)
 
 
 def _widget_key(name: str) -> str:

@@ -9,7 +9,7 @@ import streamlit as st
 from models.classroom import costs, failures, positions, sharing
 from models.classroom.steps import MatrixError, parse_matrix
 from models.facts import ModelFacts
-from pages._classroom_sections import page_link, show
+from pages._classroom_sections import show
 from viz.classroom_figures import (cost_chart, labels, sharing_diagram, sinusoid_heatmap,
                                    small_heatmap)
 
@@ -236,10 +236,12 @@ def failure_section() -> None:
                          f"{sat.scaled_grad_norm:.3f}"]}).set_index(""))
     st.markdown("**Softmax saturation.** Unscaled, the logits spread like √d_k, one key takes "
                 "almost all the weight and the gradient through the softmax nearly vanishes.")
-    page_link("pages/scaling.py", "Sweep the scale on a real model", "🌡️")
+    st.page_link("pages/scaling.py", label="Sweep the scale on a real model",
+                 icon=":material/thermostat:")
     st.markdown("**Attention sinks.** A row must sum to 1, so a head with nothing useful to read "
                 "parks its weight somewhere harmless, usually the first token or a separator.")
-    page_link("pages/heads.py", "Find sink heads in the loaded model", "🧭")
+    st.page_link("pages/heads.py", label="Find sink heads in the loaded model",
+                 icon=":material/manage_search:")
     n = int(st.select_slider("n", [1024, 4096, 16384, 65536], 16384, key="classroom_mem_n"))
     t = failures.hbm_traffic(n, 128)
     st.markdown(
@@ -265,4 +267,5 @@ def failure_section() -> None:
     plain = positions.pattern_with_mask(row[None, :], np.ones((1, len(row)), bool))[0]
     gap = float(np.abs(weights - plain).max())
     st.caption(f"Largest difference from the ordinary softmax: {gap:.1e}.")
-    page_link("pages/kernel.py", "Compare the app's tiled kernel with the model", "⚙️")
+    st.page_link("pages/kernel.py", label="Compare the app's tiled kernel with the model",
+                 icon=":material/memory:")

@@ -1,6 +1,5 @@
 """Scaling sweep: why attention divides q . k by sqrt(d_k), on the loaded model and on random data."""
 
-from pathlib import Path
 
 import numpy as np
 import streamlit as st
@@ -160,8 +159,8 @@ st.markdown(
     "its Jacobian diag(p) − ppᵀ, which carries the gradient back to q and k, shrinks towards "
     "zero. Dividing by √d_k brings the variance back to 1. Below, the model's own logits are "
     "multiplied by a factor c (c = 1 is the model as trained) to watch this happen.")
-if (Path(__file__).resolve().parent / "classroom.py").exists():
-    st.page_link("pages/classroom.py", label="The maths step by step: Classroom", icon="🎓")
+st.page_link("pages/classroom.py", label="The maths step by step: Classroom",
+             icon=":material/school:")
 model_section()
 
 st.header("Synthetic check: random q and k")

@@ -1,10 +1,8 @@
 """AppTest: the head finder page on the two shipped models."""
 
-import json
 import sys
 from pathlib import Path
 
-import pytest
 
 from streamlit.testing.v1 import AppTest
 

@@ -2,7 +2,6 @@ import csv
 import io
 
 import numpy as np
-import pytest
 
 from viz.export import pattern_csv
 from viz.heatmap import head_heatmap, masked
