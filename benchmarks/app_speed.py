@@ -35,20 +35,21 @@ from models.loading import load  # noqa: E402
 from models.spec import BUNDLED_DIR, ModelSpec  # noqa: E402
 
 
-def rss_mib() -> float:
+def status_mib(field: str) -> float:
+    """A memory line of /proc/self/status (``VmRSS`` now, ``VmHWM`` peak) in MiB."""
     with open("/proc/self/status", encoding="ascii") as fh:
         for line in fh:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def rss_mib() -> float:
+    return status_mib("VmRSS")
 
 
 def peak_rss_mib() -> float:
-    with open("/proc/self/status", encoding="ascii") as fh:
-        for line in fh:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+    return status_mib("VmHWM")
 
 
 def reset_peak() -> None:
