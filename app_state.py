@@ -45,13 +45,25 @@ def ensure_navigation() -> None:
 
     A fresh server whose first visitor opens ``/kernel`` (say) runs Streamlit's old
     ``pages/`` directory mode, which executes the page file alone: no sidebar, no navigation.
-    Pages call this first; it switches that mode off and reruns through app.py.
+    :func:`page_title` calls it first; it switches that mode off and reruns through app.py.
     """
     from streamlit.runtime.pages_manager import PagesManager
 
     if PagesManager.uses_pages_directory:
         PagesManager.uses_pages_directory = False
         st.rerun()
+
+
+def page_title(title: str) -> None:
+    """Every page starts here: route through app.py if needed, then the title."""
+    ensure_navigation()
+    st.title(title)
+
+
+def model_and_run() -> tuple[LoadedModel | None, AttentionRun | None]:
+    """The sidebar's model and its patterns on the sidebar's prompt (messages shown as needed)."""
+    model = active_model()
+    return model, (active_run(model) if model else None)
 
 
 def devices() -> list[str]:

@@ -141,6 +141,18 @@ def run_hooks(model: LoadedModel, ids: torch.Tensor, hook_names: Iterable[str]
     return out
 
 
+def qk_hooks(hook_dict, layer: int) -> tuple[str, str]:
+    """Names of the hooks holding layer ``layer``'s q and k as the softmax sees them.
+
+    Rotary models expose q and k after the rotation as ``hook_rot_q`` / ``hook_rot_k``;
+    ``hook_q`` / ``hook_k`` hold them before it.
+    """
+    prefix = f"blocks.{layer}.attn."
+    if prefix + "hook_rot_q" in hook_dict and prefix + "hook_rot_k" in hook_dict:
+        return prefix + "hook_rot_q", prefix + "hook_rot_k"
+    return prefix + "hook_q", prefix + "hook_k"
+
+
 def pattern_hooks(n_layers: int) -> list[str]:
     return [f"blocks.{layer}.attn.hook_pattern" for layer in range(n_layers)]
 

@@ -12,20 +12,12 @@ from __future__ import annotations
 
 import torch
 
-from models.capture import released_patterns
+from models.capture import qk_hooks, released_patterns
 from models.kernel_inputs import layer_scales
 from models.loading import LoadedModel
 from models.pattern_store import FactoredPatterns, read_only
 
 CHECK_TOLERANCE = 1e-5
-
-
-def qk_hook_names(hook_dict, prefix: str) -> tuple[str, str]:
-    """Rotary models expose q and k after the rotation as ``hook_rot_q`` / ``hook_rot_k``;
-    ``hook_q`` / ``hook_k`` hold them before it."""
-    if prefix + "hook_rot_q" in hook_dict and prefix + "hook_rot_k" in hook_dict:
-        return prefix + "hook_rot_q", prefix + "hook_rot_k"
-    return prefix + "hook_q", prefix + "hook_k"
 
 
 def sample_rows(n: int) -> torch.Tensor:
@@ -85,7 +77,7 @@ def capture_factored(model: LoadedModel, ids: torch.Tensor) -> FactoredPatterns 
     hooks = []
     for layer in range(n_layers):
         prefix = f"blocks.{layer}.attn."
-        q_name, k_name = qk_hook_names(model.bridge.hook_dict, prefix)
+        q_name, k_name = qk_hooks(model.bridge.hook_dict, layer)
         hooks += [(q_name, keep(qs, layer)), (k_name, keep(ks, layer)),
                   (prefix + "hook_pattern", pattern_hook(layer))]
     device = model.bridge.cfg.device or "cpu"

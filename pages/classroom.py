@@ -6,8 +6,7 @@ import app_state
 from pages import _classroom_sections as sections
 from pages import _classroom_topics as topics
 
-app_state.ensure_navigation()
-st.title("Classroom: attention, step by step")
+app_state.page_title("Classroom: attention, step by step")
 st.caption("Change any number and every step below follows. The maths sections work without a "
            "model; the second tab repeats the same steps inside the model loaded in the sidebar.")
 tabs = st.tabs(["Step by step", "Inside the model", "MHA · GQA · MQA", "Cost", "Positions",

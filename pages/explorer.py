@@ -82,10 +82,8 @@ def seed_view(n_layers: int, n_heads: int, n_tokens: int) -> None:
     st.session_state[K_TOKEN] = fixed.token
 
 
-app_state.ensure_navigation()
-st.title("Explorer")
-model = app_state.active_model()
-run = app_state.active_run(model) if model else None
+app_state.page_title("Explorer")
+model, run = app_state.model_and_run()
 if run is not None:
     facts = run.facts
     st.caption(

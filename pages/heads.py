@@ -146,10 +146,8 @@ def show_pruning(model, run) -> object | None:
     return imp
 
 
-app_state.ensure_navigation()
-st.title("Head finder")
-model = app_state.active_model()
-run = app_state.active_run(model) if model else None
+app_state.page_title("Head finder")
+model, run = app_state.model_and_run()
 if run is not None:
     facts = run.facts
     seq_len, batch, seed, source, thresholds = settings(facts)

@@ -94,8 +94,7 @@ def timings(report) -> None:
                    "fused native code.")
 
 
-app_state.ensure_navigation()
-st.title("Kernel check")
+app_state.page_title("Kernel check")
 st.caption("The app ships its own attention kernel (FlashAttention-style: it never builds the "
            "full pattern, only a log-sum-exp per row). Here it runs on the model's own q, k and v "
            "for every head, and its output is compared with what the model computed.")

@@ -150,8 +150,7 @@ def model_section() -> None:
     loss_section(model, prompt, cap.n_tokens, factors, x, x_title, own_x, pick, log_x)
 
 
-app_state.ensure_navigation()
-st.title("Scaling sweep")
+app_state.page_title("Scaling sweep")
 st.markdown(
     "If the entries of q and k are independent with variance 1, the dot product q · k is a sum "
     "of d_k such terms, so its variance is d_k and its spread grows like √d_k (about 11 at "

@@ -13,13 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.capture import run_hooks, tokenize
+from models.capture import qk_hooks, run_hooks, tokenize
 from models.classroom.steps import AttentionSteps, attention_steps
 from models.loading import LoadedModel
 from models.tokens import readable_tokens
 
 HOOKS = ("hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_pattern", "hook_z")
-ROTATED = {"hook_q": "hook_rot_q", "hook_k": "hook_rot_k"}
 MASKED_BELOW = -1e9
 
 
@@ -89,10 +88,8 @@ def layer_activations(model: LoadedModel, prompt: str, layer: int) -> LayerActiv
     """
     ids, _ = tokenize(model, prompt)
     names = {hook: f"blocks.{layer}.attn.{hook}" for hook in HOOKS}
-    hook_dict = getattr(model.bridge, "hook_dict", {})
-    rotated = all(f"blocks.{layer}.attn.{rot}" in hook_dict for rot in ROTATED.values())
-    if rotated:
-        names.update({hook: f"blocks.{layer}.attn.{rot}" for hook, rot in ROTATED.items()})
+    names["hook_q"], names["hook_k"] = qk_hooks(getattr(model.bridge, "hook_dict", {}), layer)
+    rotated = names["hook_q"].endswith("hook_rot_q")
     acts = run_hooks(model, ids, names.values())
     arr = {hook: acts[name][0].numpy() for hook, name in names.items()}
     id_list = [int(i) for i in ids[0]]
