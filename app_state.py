@@ -1,7 +1,9 @@
-"""Where Streamlit meets the core: caches, the shared sidebar and session keys.
+"""Where Streamlit meets the core: the shared sidebar, session keys, links and user messages.
 
 Pages call :func:`active_model` and :func:`active_run`; both show their own message on the page
-and return ``None`` when there is nothing to show, so a page never has to catch a traceback.
+and return ``None`` when there is nothing to show. Every failure meant for the user is a
+:class:`models.errors.UserError`, and :func:`show_error` is the one place that renders it. The
+caches live in :mod:`ui.caches`.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from urllib.parse import urlencode
 import torch
 import streamlit as st
 
-from models.capture import AttentionRun, PromptError, capture
-from models.loading import LoadedModel, ModelLoadError, boot, check_fits, preflight
-from models.spec import BUNDLED, MINILM, ModelSpec
+from models.capture.run import AttentionRun
+from models.errors import UserError
+from models.model.loading import LoadedModel, ModelLoadError
+from models.model.spec import BUNDLED, MINILM, ModelSpec
+from ui import caches
 from viz.view_state import ViewState, from_query, to_query
 
 EXAMPLE_PROMPTS = {
@@ -70,27 +74,9 @@ def devices() -> list[str]:
     return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
 
 
-@st.cache_resource(max_entries=3, show_spinner=False)
-def get_model(spec: ModelSpec) -> LoadedModel:
-    """One loaded model per spec, shared by every session (forward passes take its lock)."""
-    return boot(spec)
-
-
-@st.cache_resource(max_entries=16, show_spinner=False)
-def model_size(spec: ModelSpec) -> int | None:
-    """Parameter count from the configuration alone (raises ModelLoadError, never cached)."""
-    return preflight(spec)
-
-
-@st.cache_resource(max_entries=16, show_spinner=False)
-def get_run(spec: ModelSpec, prompt: str) -> AttentionRun:
-    """Patterns of ``prompt`` on ``spec``, cached per (spec, prompt).
-
-    A resource cache, not a data cache: a long prompt's run holds a hundred megabytes of q and k,
-    which ``st.cache_data`` would copy on every rerun. Runs are frozen and their arrays
-    read-only, so sharing one object between sessions is safe.
-    """
-    return capture(get_model(spec), prompt)
+def show_error(err: UserError) -> None:
+    """Render a failure meant for the user, at its own level; the one place that does."""
+    {"info": st.info, "warning": st.warning, "error": st.error}[err.level](str(err))
 
 
 def _init_from_link() -> None:
@@ -162,16 +148,9 @@ def requested_spec() -> ModelSpec | None:
 
 
 def _load_with_progress(spec: ModelSpec) -> LoadedModel:
-    box = st.empty()
-    try:
-        box.progress(0.05, text=f"Reading the configuration of {spec.label}…")
-        n_params = model_size(spec)
-        box.progress(0.2, text="Checking free memory…")
-        check_fits(n_params, spec)
-        box.progress(0.35, text=f"Loading {spec.label} on {spec.device} (cached after the first time)…")
-        return get_model(spec)
-    finally:
-        box.empty()
+    with st.spinner(f"Loading {spec.label} on {spec.device}: its size is checked against free "
+                    "memory first (cached after the first time)…"):
+        return caches.model(spec)
 
 
 def active_model() -> LoadedModel | None:
@@ -181,7 +160,7 @@ def active_model() -> LoadedModel | None:
         st.info("Type a Hugging Face name or a directory in the sidebar to load a model.")
     failed = st.session_state.get(K_FAILED)
     if spec is not None and failed and failed[0] == spec:
-        st.error(failed[1])
+        show_error(failed[1])
         spec = None
     elif spec is not None:
         try:
@@ -190,8 +169,8 @@ def active_model() -> LoadedModel | None:
             st.session_state.pop(K_FAILED, None)
             return model
         except ModelLoadError as err:
-            st.session_state[K_FAILED] = (spec, str(err))
-            st.error(str(err))
+            st.session_state[K_FAILED] = (spec, err)
+            show_error(err)
     good = st.session_state.get(K_GOOD)
     if good is None:
         return None
@@ -208,9 +187,9 @@ def active_run(model: LoadedModel) -> AttentionRun | None:
     prompt = current_prompt()
     try:
         with st.spinner("Running the prompt through the model…"):
-            run = get_run(model.spec, prompt)
-    except PromptError as err:
-        st.info(str(err))
+            run = caches.run(model.spec, prompt)
+    except UserError as err:
+        show_error(err)
         return None
     if run.truncated:
         st.warning(f"The prompt has {run.n_prompt_tokens:,} tokens; {model.facts.name} reads at "

@@ -25,14 +25,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
+import torch
 
-from models.capture import capture, tokenize  # noqa: E402
-from models.loading import load  # noqa: E402
-from models.spec import BUNDLED_DIR, ModelSpec  # noqa: E402
+from models.capture.run import capture
+from models.model.forward import tokenize
+from models.model.loading import load
+from models.model.spec import BUNDLED_DIR, ModelSpec
 
 
 def status_mib(field: str) -> float:
@@ -129,7 +129,7 @@ def capture_ratio(spec: ModelSpec, n_tokens: int, repeats: int) -> list[dict]:
 
 
 def long_prompt_memory(path: Path) -> list[dict]:
-    from models.pattern_ops import pooled_layer, scoped_weights
+    from models.capture.views import pooled_layer, scoped_weights
     from viz.heatmap import head_heatmap
     from viz.thumbnails import data_uri, pooled_png
     from viz.token_view import token_spans

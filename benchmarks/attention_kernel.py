@@ -24,10 +24,9 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from models.attention import attention, choose_backend, naive_attention
 
-from models.attention import attention, choose_backend, naive_attention  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 DEFAULT_CSV = ROOT / "benchmarks" / "results" / "attention_kernel.csv"
 FIELDS = ["device", "dtype", "d_head", "n", "batch", "heads", "causal", "impl", "detail", "ms",

@@ -6,9 +6,10 @@ import numpy as np
 import streamlit as st
 
 import app_state
-from models.capture import PromptError
 from models.classroom import real, steps
-from models.facts import ModelFacts
+from models.errors import UserError
+from models.model.facts import ModelFacts
+from ui import caches
 from viz.classroom_figures import labels, matrix_html
 
 MATRICES = ("q", "k", "v")
@@ -124,12 +125,6 @@ def _show_steps(s: steps.AttentionSteps, causal: bool) -> None:
                  shade=True, shade_range=(0.0, 1.0))
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def layer_acts(spec, prompt: str, layer: int) -> real.LayerActivations:
-    """One layer's q, k, v, scores, pattern and z, cached per (model, prompt, layer)."""
-    return real.layer_activations(app_state.get_model(spec), prompt, layer)
-
-
 def _clamp(key: str, low: int, high: int, default: int) -> None:
     """Keep a stored choice inside the range the current model and prompt allow."""
     value = st.session_state.get(key, default)
@@ -161,12 +156,11 @@ def _report_check(check: real.HeadCheck, acts: real.LayerActivations, facts: Mod
         st.success(f"The classroom's numbers agree with the model's own: {text}.")
     else:
         st.warning(f"The recomputation differs from the model: {text}. This model may add "
-                   "something the textbook formula leaves out (a scale other than 1/√d_head, "
-                   "ALiBi or relative-position biases, soft-capping, or a rotation the hooks "
-                   "do not show).")
+                   "something the textbook formula leaves out (ALiBi or relative-position "
+                   "biases, soft-capping, a sliding window).")
     if acts.rotated:
-        st.caption("Rotary positions: q and k are read after the rotation (`hook_rot_q`, "
-                   "`hook_rot_k`), since those are what the scores are made from.")
+        st.caption("Rotary positions: q and k are taken after the rotation, since those are "
+                   "what the scores are made from.")
     if acts.scores_are_weights:
         st.caption("For this architecture the bridge's `hook_attn_scores` carries the weights "
                    "after the softmax, so only the pattern and z are compared.")
@@ -186,17 +180,16 @@ def real_model() -> ModelFacts | None:
     facts, prompt = model.facts, app_state.current_prompt()
     try:
         n_tokens = real.token_count(model, prompt)
-    except PromptError as err:
+    except UserError as err:
         st.info(f"{err} This section uses the sidebar prompt.")
         return facts
     layer, head, start, width = _window_controls(facts, n_tokens)
     try:
         with st.spinner("Reading q, k and v from the model…"):
-            acts = layer_acts(model.spec, prompt, layer)
+            acts = caches.layer_acts(model.spec, prompt, layer)
         check = real.head_steps(acts, head)
-    except (KeyError, ValueError, RuntimeError) as err:
-        st.warning(f"This model does not expose the q, k, v hooks this section needs "
-                   f"({type(err).__name__}: {str(err)[:200]}).")
+    except UserError as err:
+        app_state.show_error(err)
         return facts
     _report_check(check, acts, facts)
     stop = min(start + width, acts.n_tokens)
@@ -209,8 +202,10 @@ def real_model() -> ModelFacts | None:
             show(mat[start:stop, :few], toks, labels("d", few), decimals=3,
                  title=f"{name} (first {few} of {facts.d_head} dims)", compact=True)
     masked = " with the causal mask" if facts.causal else ""
+    textbook = abs(acts.scale - facts.d_head ** -0.5) < 1e-9
+    scaled = f"Q Kᵀ / √{facts.d_head}" if textbook else f"Q Kᵀ × {acts.scale:.4g}"
     show(real.window(s.logits, start, stop), toks, toks, decimals=3,
-         title=f"Q Kᵀ / √{facts.d_head} (scaled scores{masked})", compact=True)
+         title=f"{scaled} (scaled scores{masked})", compact=True)
     rest = real.mass_outside(s.weights, start, stop)
     c = st.columns([5, 1]) if np.any(rest > 1e-6) else [st.container()]
     with c[0]:
@@ -226,6 +221,7 @@ def real_model() -> ModelFacts | None:
          compact=True)
     link = app_state.explorer_link(layer, head)
     st.markdown(f"[Open head {layer}.{head} in the explorer]({link})")
-    st.caption("For teachers: the model's q, k and v already include the projection biases, and "
-               "GPT-2 and BERT scale the scores by 1/√d_head exactly as in the formula above.")
+    st.caption("For teachers: the model's q, k and v already include the projection biases. "
+               "The scale is read from the model's own attention layer: GPT-2 and BERT use "
+               "1/√d_head exactly as in the formula above; some models fold in another factor.")
     return facts

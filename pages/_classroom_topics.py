@@ -8,7 +8,7 @@ import streamlit as st
 
 from models.classroom import costs, failures, positions, sharing
 from models.classroom.steps import MatrixError, parse_matrix
-from models.facts import ModelFacts
+from models.model.facts import ModelFacts
 from pages._classroom_sections import show
 from viz.classroom_figures import (cost_chart, labels, sharing_diagram, sinusoid_heatmap,
                                    small_heatmap)

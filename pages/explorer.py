@@ -5,11 +5,10 @@ from dataclasses import replace
 import streamlit as st
 
 import app_state
-from models.pattern_ops import pooled_layer, scoped_weights
-from pages import _widgets
+from models.capture.views import scoped_weights
+from ui import caches, widgets
 from viz.export import pattern_csv
 from viz.heatmap import head_heatmap
-from viz.thumbnails import data_uri, pooled_png
 from viz.token_view import token_spans
 from viz.view_state import ViewState, clamp
 
@@ -17,31 +16,19 @@ K_LAYER, K_HEAD, K_TOKEN = "explorer_layer", "explorer_head", "explorer_token"
 K_GRID, K_TOKENS, K_SCOPE, K_DIR = "explorer_grid", "explorer_tokens", "explorer_scope", "explorer_dir"
 K_ROW0, K_COL0 = "explorer_row0", "explorer_col0"
 WINDOW = 160
-THUMB = 72
 SCOPES = {"This head": "head", "Mean over the layer's heads": "layer", "Mean over all heads": "all"}
 DIRECTIONS = {"What the token attends to": "from", "Which tokens attend to it": "to"}
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def thumbnails(spec, prompt: str) -> list[dict]:
-    run = app_state.get_run(spec, prompt)
-    cells = []
-    for layer in range(run.facts.n_layers):
-        pooled = pooled_layer(run, layer, THUMB)
-        cells += [{"id": f"{layer}.{head}", "src": data_uri(pooled_png(pooled[head], THUMB))}
-                  for head in range(run.facts.n_heads)]
-    return cells
-
-
 def on_head_click() -> None:
-    clicked = _widgets.clicked_value(K_GRID)
+    clicked = widgets.clicked_value(K_GRID)
     if clicked:
         layer, head = (int(part) for part in str(clicked).split("."))
         st.session_state[K_LAYER], st.session_state[K_HEAD] = layer, head
 
 
 def on_token_click() -> None:
-    clicked = _widgets.clicked_value(K_TOKENS)
+    clicked = widgets.clicked_value(K_TOKENS)
     if clicked is not None:
         st.session_state[K_TOKEN] = int(clicked)
 
@@ -109,8 +96,8 @@ if run is not None:
         st.subheader("All heads")
         st.caption("Click a thumbnail to open that head. Rows: queries, columns: keys.")
         with st.spinner("Drawing thumbnails…"):
-            cells = thumbnails(model.spec, run.prompt)
-        _widgets.head_grid(cells, facts.n_heads, f"{layer}.{head}", K_GRID, on_head_click)
+            cells = caches.thumbnails(model.spec, run.prompt)
+        widgets.head_grid(cells, facts.n_heads, f"{layer}.{head}", K_GRID, on_head_click)
     with right:
         st.subheader(f"Head {layer}.{head}")
         rows, cols = heatmap_window(run.n_tokens, token)
@@ -129,6 +116,6 @@ if run is not None:
     weights = scoped_weights(run, SCOPES[st.session_state[K_SCOPE]], layer, head, token,
                              DIRECTIONS[direction])
     st.caption(f"Click a token to select it. Selected: {labels[token]}.")
-    _widgets.token_strip(token_spans(run.tokens, weights, token, DIRECTIONS[direction]),
+    widgets.token_strip(token_spans(run.tokens, weights, token, DIRECTIONS[direction]),
                          K_TOKENS, on_token_click)
-    _widgets.sync_url(app_state.link_query(ViewState(layer=layer, head=head, token=token)))
+    widgets.sync_url(app_state.link_query(ViewState(layer=layer, head=head, token=token)))

@@ -4,40 +4,24 @@ import numpy as np
 import streamlit as st
 
 import app_state
-from models.capture import PromptError
-from models.heads import ablation, induction, scores
-from models.heads.loss import LossUnavailable, loss_kind, reference_task
+from models.errors import UserError
+from models.heads import ablation, scores
+from models.heads.induction import MAX_BATCH
+from models.heads.loss import loss_kind, reference_task
 from models.heads.sample import SAMPLE_TEXT
-from models.heads.store import ResultStore
-from models.heads.table import (ABLATION_COLUMNS, RANKING_COLUMN, Thresholds, flag_grids,
+from models.heads.names import (ABLATION_COLUMNS, COLUMN_HELP, COLUMN_LABELS, RANKING_COLUMN,
+                                SCORE_LABELS)
+from models.heads.table import (Thresholds, flag_grids,
                                 head_table, prune_list, prune_list_json, table_csv)
+from ui import caches
 from viz.heads_figures import pruning_curve, sink_position_grid
 from viz.heatmap import score_grid
 
-SCORES = {"induction": "Induction", "previous_token": "Previous token",
-          "duplicate_token": "Duplicate token", "current_token": "Current token",
-          "sink": "Sink (first token)"}
+SCORES = SCORE_LABELS
 DEFAULTS = Thresholds()
 RANKINGS = {"Zero-ablation loss change": "zero", "Mean-ablation loss change": "mean",
             "Gradient |dL/dξ| (Michel et al.)": "gradient"}
 SOURCES = {"your prompt": "prompt", "the repeated random tokens": "repeated"}
-
-
-@st.cache_data(max_entries=32, show_spinner=False)
-def repeated_scores(spec, seq_len: int, batch: int, seed: int) -> induction.RepeatedScores:
-    return induction.measure_repeated(app_state.get_model(spec), seq_len, batch, seed)
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def prompt_scores(spec, prompt: str) -> scores.PromptScores:
-    run = app_state.get_run(spec, prompt)
-    return scores.run_scores(run)
-
-
-@st.cache_resource(max_entries=1, show_spinner=False)
-def finished_work() -> ResultStore:
-    """Finished ablation results per (model, text, settings); interrupted runs store nothing."""
-    return ResultStore(max_entries=24)
 
 
 def start(key: str, value):
@@ -47,7 +31,7 @@ def start(key: str, value):
 
 def long_work(key: tuple, label: str, work):
     """Return the stored result for ``key`` or run ``work(progress)`` under a progress bar."""
-    store = finished_work()
+    store = caches.finished_work()
     if key in store:
         return store.get(key)
     bar = st.progress(0.0, text=label)
@@ -63,9 +47,10 @@ def settings(facts) -> tuple[int, int, int, str, Thresholds]:
         longest = max(2, min(500, (facts.n_ctx - 2) // 2))
         # Defaults go through session state so that a shorter context can clamp the span.
         st.session_state["heads_seq_len"] = min(start("heads_seq_len", 50), longest)
-        start("heads_batch", 8), start("heads_seed", 0)
+        start("heads_batch", 8)
+        start("heads_seed", 0)
         seq_len = c[0].number_input("Span length L", 2, longest, key="heads_seq_len")
-        batch = c[1].number_input("Sequences (batch)", 1, induction.MAX_BATCH, key="heads_batch")
+        batch = c[1].number_input("Sequences (batch)", 1, MAX_BATCH, key="heads_batch")
         seed = c[2].number_input("Seed", 0, 2**31 - 1, key="heads_seed")
         source = c[3].radio("Judge previous/duplicate/current-token heads on", list(SOURCES),
                             key="heads_source")
@@ -98,8 +83,8 @@ def show_pruning(model, run) -> object | None:
     try:
         loss_kind(model)
         ablation.check_hooks(model)
-    except LossUnavailable as err:
-        st.info(str(err))
+    except UserError as err:
+        app_state.show_error(err)
         return None
     c = st.columns(3)
     ref = c[0].radio("Reference text", ["the sidebar prompt", "the bundled sample"],
@@ -110,8 +95,8 @@ def show_pruning(model, run) -> object | None:
     text = run.prompt if ref == "the sidebar prompt" else SAMPLE_TEXT
     try:
         task = reference_task(model, text)
-    except (LossUnavailable, PromptError) as err:
-        st.info(str(err))
+    except UserError as err:
+        app_state.show_error(err)
         return None
     n = model.facts.n_total_heads
     start("heads_ablate", n <= 48)  # on by default for small models only
@@ -153,10 +138,10 @@ if run is not None:
     seq_len, batch, seed, source, thresholds = settings(facts)
     try:
         with st.spinner("Scoring every head…"):
-            rep = repeated_scores(model.spec, seq_len, batch, seed)
-            prm = prompt_scores(model.spec, run.prompt)
-    except induction.ScoreError as err:
-        st.error(str(err))
+            rep = caches.repeated_scores(model.spec, seq_len, batch, seed)
+            prm = caches.prompt_scores(model.spec, run.prompt)
+    except UserError as err:
+        app_state.show_error(err)
         st.stop()
     st.caption(f"**{facts.name}** · {facts.n_layers} layers × {facts.n_heads} heads · induction "
                f"on {batch} × [start, {seq_len} random tokens, the same {seq_len} again] "
@@ -179,14 +164,17 @@ if run is not None:
     table = head_table(rep, prm, thresholds, imp, run.tokens, extras=True, source=source)
     table["open"] = [app_state.explorer_link(int(l), int(h)) for l, h in
                      zip(table["layer"], table["head"])]
-    numbers = {c: st.column_config.NumberColumn(format="%.4g" if c in ABLATION_COLUMNS
-                                                 else "%.3f")
-               for c in table.columns if table[c].dtype.kind == "f"}
+    numbers = {c: st.column_config.NumberColumn(
+        COLUMN_LABELS.get(c, c), help=COLUMN_HELP.get(c),
+        format="%.4g" if c in ABLATION_COLUMNS else "%.3f")
+        for c in table.columns if table[c].dtype.kind == "f"}
+    words = {c: st.column_config.Column(COLUMN_LABELS.get(c, c), help=COLUMN_HELP.get(c))
+             for c in table.columns if table[c].dtype.kind != "f"}
     st.dataframe(table, hide_index=True, width="stretch", column_order=[
         "L.H", "open", "flags", *SCORES, "sink_flag", "top_sink_token", "top_sink_alpha",
         "previous_token_repeated", "duplicate_token_repeated", "current_token_repeated",
         *(ABLATION_COLUMNS if imp is not None else [])],
-        column_config={**numbers, "open": st.column_config.LinkColumn(
+        column_config={**words, **numbers, "open": st.column_config.LinkColumn(
             "explorer", display_text="open ↗")})
     st.download_button("Download all scores (CSV)", table_csv(table.drop(columns="open")),
                        file_name="head_scores.csv", mime="text/csv")

@@ -5,20 +5,13 @@ import streamlit as st
 import torch
 
 import app_state
-from models.capture import PromptError
-from models.kernel_check import BACKEND_WORDS, TOLERANCES, check_kernel
-from models.kernel_inputs import KernelUnavailable
+from models.attention.check import BACKEND_WORDS, TOLERANCES
+from models.errors import UserError
+from ui import caches
 from viz.kernel_figures import error_grid, pattern_comparison
 
-MAX_TOKENS = 256
 K_DTYPE, K_HEAD, K_TABLE = "kernel_dtype", "kernel_head", "kernel_table"
 P_ERR, O_ERR = "max |P_kernel - P_model|", "max |O_kernel - z_model|"
-
-
-@st.cache_data(max_entries=4, show_spinner=False)
-def report_for(spec, prompt: str, dtype: str):
-    """Kernel vs model on every head, cached per (model spec, prompt, kernel dtype)."""
-    return check_kernel(app_state.get_model(spec), prompt, max_tokens=MAX_TOKENS, dtype=dtype)
 
 
 def pick_from_table(heads: list[str]) -> None:
@@ -105,15 +98,9 @@ if model is not None:
     dtype = dtype_choice()
     try:
         with st.spinner("Running the kernel on every layer…"):
-            report = report_for(model.spec, prompt, dtype)
-    except PromptError as err:
-        st.info(str(err))
-        report = None
-    except KernelUnavailable as err:
-        st.warning(f"The comparison is not available for this model. {err}")
-        report = None
-    except (RuntimeError, ValueError) as err:  # e.g. a Triton compile failure on an odd GPU
-        st.error(f"The kernel could not run here: {err}")
+            report = caches.kernel_report(model.spec, prompt, dtype)
+    except UserError as err:
+        app_state.show_error(err)
         report = None
     if report is not None:
         if report.n_prompt_tokens > len(report.tokens):

@@ -6,37 +6,17 @@ import streamlit as st
 import torch
 
 import app_state
-from models.capture import PromptError
-from models.scaling import alpha_to_factor, factor_grid, scaled_patterns, sweep, synthetic_panel
-from models.scaling_capture import ScalingUnavailable, capture_scores, loss_at, loss_unavailable
+from models.errors import UserError
+from models.scaling.capture import loss_unavailable
+from models.scaling.maths import alpha_to_factor, factor_grid, scaled_patterns
+from ui import caches
 from viz import scaling_figures as figs
 from viz.heatmap import head_heatmap
 
-MAX_TOKENS = 256
 POWERS = [2.0**p for p in range(-6, 7)]
 AXES = {"Factor c × the model's own scale": "factor", "Divide q · k by d_k^α": "alpha"}
 K_AXIS, K_RANGE, K_N, K_HEAD = "scaling_axis", "scaling_range", "scaling_points", "scaling_head"
 K_PICK, K_LOSS, K_SEED = "scaling_pick", "scaling_loss", "scaling_seed"
-
-
-@st.cache_data(max_entries=16, show_spinner=False)
-def scores_for(spec, prompt: str):
-    return capture_scores(app_state.get_model(spec), prompt, MAX_TOKENS)
-
-
-@st.cache_data(max_entries=32, show_spinner=False)
-def sweep_for(spec, prompt: str, factors: tuple[float, ...]):
-    return sweep(scores_for(spec, prompt).scores, np.asarray(factors))
-
-
-@st.cache_data(max_entries=2048, show_spinner=False)
-def loss_for(spec, prompt: str, factor: float):
-    return loss_at(app_state.get_model(spec), prompt, factor, MAX_TOKENS)
-
-
-@st.cache_data(max_entries=8, show_spinner=False)
-def panel_for(seed: int):
-    return synthetic_panel(seed=seed)
 
 
 def fmt_c(c: float) -> str:
@@ -91,17 +71,17 @@ def loss_section(model, prompt: str, n_tokens: int, factors, x, x_title, own_x, 
     try:
         losses = []
         for i, c in enumerate(factors):
-            losses.append(loss_for(model.spec, prompt, float(c)))
+            losses.append(caches.loss_at_factor(model.spec, prompt, float(c)))
             bar.progress((i + 1) / len(factors), text=f"Re-running the model: c = {fmt_c(c)}")
-    except ScalingUnavailable as err:
-        st.info(str(err))
+    except UserError as err:
+        app_state.show_error(err)
         return
     finally:
         bar.empty()
     values = np.array([item.loss for item in losses])
     st.plotly_chart(figs.loss_figure(x, values, x_title=x_title, own_x=own_x,
                                      picked_x=x[pick], log_x=log_x), width="stretch")
-    own = loss_for(model.spec, prompt, 1.0).loss
+    own = caches.loss_at_factor(model.spec, prompt, 1.0).loss
     best = int(np.argmin(values))
     st.caption(f"Loss at the model's own scale: **{own:.4f}** nats over "
                f"{losses[0].n_predictions} predictions. Lowest on this grid: {values[best]:.4f} at "
@@ -116,9 +96,9 @@ def model_section() -> None:
     prompt = app_state.current_prompt()
     try:
         with st.spinner("Capturing every head's attention logits…"):
-            cap = scores_for(model.spec, prompt)
-    except (PromptError, ScalingUnavailable) as err:
-        st.info(str(err))
+            cap = caches.logits(model.spec, prompt)
+    except UserError as err:
+        app_state.show_error(err)
         return
     facts = model.facts
     if cap.n_prompt_tokens > cap.n_tokens:
@@ -129,7 +109,7 @@ def model_section() -> None:
                f"{cap.max_error:.1e}.")
     layer, head, factors, x, x_title, own_x, log_x, pick = controls(facts)
     with st.spinner("Sweeping…"):
-        stats = sweep_for(model.spec, prompt, tuple(float(f) for f in factors))
+        stats = caches.scaling_sweep(model.spec, prompt, tuple(float(f) for f in factors))
     st.plotly_chart(figs.saturation_figure(stats, x, x_title=x_title, own_x=own_x,
                                            picked_x=x[pick], head=(layer, head), log_x=log_x),
                     width="stretch")
@@ -165,7 +145,7 @@ model_section()
 st.header("Synthetic check: random q and k")
 seed = st.number_input("Seed", 0, 2**31 - 1, 0, key=K_SEED)
 with st.spinner("Sampling random vectors…"):
-    panel = panel_for(int(seed))
+    panel = caches.synthetic(int(seed))
 st.caption(f"Entries drawn i.i.d. from N(0, 1), seed {panel.seed}. Variance: {panel.n_pairs:,} "
            f"independent (q, k) pairs per d_k. Max weight: {panel.n_rows:,} rows per d_k, each "
            f"one query against {panel.n_keys} keys.")

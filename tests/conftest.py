@@ -1,20 +1,42 @@
-"""Shared fixtures: the two models every machine has (bundled GPT-2 and MiniLM), loaded once."""
+"""Shared fixtures and test kinds.
+
+The two models every machine has (bundled GPT-2 and MiniLM) load once per session. Each test gets
+a kind marker from where it lives and what it uses: ``e2e`` (tests/e2e, a real browser), ``app``
+(tests/app, AppTest on the real pages), ``integration`` (anything that loads a model) or ``unit``.
+Hypothesis runs derandomised under CI (``CI`` set) so that a run never passes or fails by luck.
+"""
 
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from models.loading import load  # noqa: E402
-from models.spec import ModelSpec  # noqa: E402
+from models.model.loading import load  # noqa: E402 - the offline switches must come first
+from models.model.spec import ModelSpec  # noqa: E402
+
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("dev", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+MODEL_FIXTURES = {"bundled", "minilm", "any_model", "smollm2"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        parts = item.path.parts
+        if "e2e" in parts:
+            item.add_marker(pytest.mark.e2e)
+        elif "app" in parts:
+            item.add_marker(pytest.mark.app)
+        elif MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
+        else:
+            item.add_marker(pytest.mark.unit)
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from models.scaling import ONE_HOT, SweepStats, SyntheticPanel
+from models.scaling.maths import ONE_HOT, SweepStats, SyntheticPanel
 from viz.heatmap import COLORSCALE, masked, safe_labels
 
 PANELS = (

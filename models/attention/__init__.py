@@ -1,7 +1,12 @@
-"""The app's own attention kernel: Triton on a GPU, an exact tiled PyTorch path elsewhere.
+"""The app's own attention kernel (Triton on a GPU, an exact tiled PyTorch path elsewhere) and
+the kernel check that runs it on a model's real q, k, v.
 
-``attention`` returns the output and the per-row log-sum-exp; ``rebuild_pattern`` turns the LSE
-back into any window of the pattern; ``reference.naive_attention`` is the materialising yardstick.
+- ``attention`` returns the output and the per-row log-sum-exp; ``rebuild_pattern`` turns the
+  LSE back into any window of the pattern; ``naive_attention`` is the materialising yardstick;
+- :mod:`models.attention.inputs` -- a model's q, k, v, z, patterns, scales and masks per layer;
+- :mod:`models.attention.check` -- the kernel against the model, head by head;
+- :mod:`models.attention.timing` -- the kernel, SDPA and naive attention timed on the same tensors.
+
 Triton is imported only when the Triton backend actually runs.
 """
 

@@ -1,25 +1,31 @@
 """The classroom's steps for one head of a loaded model, from the model's own q, k and v.
 
 :func:`layer_activations` runs one forward pass and keeps the hooks of one layer; the result holds
-only NumPy arrays, so it can be cached. :func:`head_steps` then recomputes ``Q K^T / sqrt(d_head)``,
-the softmax and ``A V`` for one head and measures how far they are from what the model itself
+only NumPy arrays, so it can be cached. :func:`head_steps` then recomputes ``Q K^T`` times the
+layer's own scale (``1 / sqrt(d_head)`` for most models), the softmax and ``A V`` for one head and measures how far they are from what the model itself
 produced (``hook_attn_scores``, ``hook_pattern``, ``hook_z``).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from models.capture import qk_hooks, run_hooks, tokenize
 from models.classroom.steps import AttentionSteps, attention_steps
-from models.loading import LoadedModel
-from models.tokens import readable_tokens
+from models.errors import UserError
+from models.model.forward import (layer_scales, missing_hooks, pattern_hook, qk_names, qk_source, run_hooks,
+                                  scores_hook, softmax_qk, tokenize, v_hook, z_hook)
+from models.model.loading import LoadedModel
+from models.model.tokens import readable_tokens
 
-HOOKS = ("hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_pattern", "hook_z")
 MASKED_BELOW = -1e9
+
+
+class RealHeadUnavailable(UserError):
+    """The model's q and k as its softmax sees them cannot be read from its hooks."""
+
+    level = "warning"
 
 
 @dataclass(frozen=True)
@@ -34,7 +40,8 @@ class LayerActivations:
         pattern: ``head_index query_pos key_pos`` the model's ``hook_pattern``.
         z: ``pos head_index d_head`` the model's ``hook_z``.
         causal: the model hides later keys.
-        rotated: q and k come from ``hook_rot_q`` / ``hook_rot_k`` (after the rotary rotation).
+        scale: the layer's logit multiplier, read from the model.
+        rotated: q and k are taken after the rotary rotation.
     """
 
     tokens: tuple[str, ...]
@@ -45,6 +52,7 @@ class LayerActivations:
     pattern: np.ndarray
     z: np.ndarray
     causal: bool
+    scale: float
     rotated: bool = False
 
     @property
@@ -80,23 +88,39 @@ class HeadCheck:
 def layer_activations(model: LoadedModel, prompt: str, layer: int) -> LayerActivations:
     """Run ``prompt`` once and keep layer ``layer``'s q, k, v, scores, pattern and z.
 
-    Rotary models expose q and k before the rotation as ``hook_q``/``hook_k``; when the bridge
-    also has ``hook_rot_q``/``hook_rot_k`` those (what the scores are made from) are used instead.
+    q and k are the ones the softmax sees (after the rotation on RoPE models), as
+    :func:`models.model.forward.qk_source` finds them.
 
     Raises:
         PromptError: for an empty or oversized prompt.
+        RealHeadUnavailable: a rotary model whose rotated q and k cannot be read.
     """
     ids, _ = tokenize(model, prompt)
-    names = {hook: f"blocks.{layer}.attn.{hook}" for hook in HOOKS}
-    names["hook_q"], names["hook_k"] = qk_hooks(getattr(model.bridge, "hook_dict", {}), layer)
-    rotated = names["hook_q"].endswith("hook_rot_q")
-    acts = run_hooks(model, ids, names.values())
-    arr = {hook: acts[name][0].numpy() for hook, name in names.items()}
+    source = qk_source(model)
+    if source is None:
+        raise RealHeadUnavailable(
+            "This model's bridge fires neither its rotated q and k nor the rotation's cos/sin "
+            "tables, so the steps cannot start from what its softmax sees.")
+    names = {"v": v_hook(layer), "scores": scores_hook(layer), "pattern": pattern_hook(layer),
+             "z": z_hook(layer)}
+    wanted = list(names.values()) + qk_names(source, layer)
+    missing = missing_hooks(model, wanted)
+    if missing:
+        raise RealHeadUnavailable(f"This model exposes no `{missing[0]}` hook, which this "
+                                  "section needs.")
+    try:
+        acts = run_hooks(model, ids, wanted)
+    except KeyError as err:
+        raise RealHeadUnavailable(f"The hook {err} never fired in this model's forward "
+                                  "pass, so this section cannot show its steps.") from err
+    q, k = softmax_qk(acts, layer, source)
+    arr = {key: acts[name][0].numpy() for key, name in names.items()}
     id_list = [int(i) for i in ids[0]]
     return LayerActivations(
         tokens=tuple(readable_tokens(model.tokenizer, id_list)),
-        q=arr["hook_q"], k=arr["hook_k"], v=arr["hook_v"], scores=arr["hook_attn_scores"],
-        pattern=arr["hook_pattern"], z=arr["hook_z"], causal=model.facts.causal, rotated=rotated)
+        q=q[0].numpy(), k=k[0].numpy(), v=arr["v"], scores=arr["scores"],
+        pattern=arr["pattern"], z=arr["z"], causal=model.facts.causal,
+        scale=layer_scales(model)[0][layer], rotated=source != "hook_q/hook_k")
 
 
 def token_count(model: LoadedModel, prompt: str) -> int:
@@ -112,7 +136,7 @@ def kv_head_for(head: int, n_heads: int, n_kv_heads: int) -> int:
 
 
 def head_steps(acts: LayerActivations, head: int) -> HeadCheck:
-    """Recompute head ``head`` from its q, k, v with scale ``1 / sqrt(d_head)``.
+    """Recompute head ``head`` from its q, k, v with the layer's own scale.
 
     Args:
         acts: the layer's hooks.
@@ -126,7 +150,7 @@ def head_steps(acts: LayerActivations, head: int) -> HeadCheck:
     q = acts.q[:, head].astype(np.float64)
     k = acts.k[:, kv].astype(np.float64)
     v = acts.v[:, kv].astype(np.float64)
-    steps = attention_steps(q, k, v, causal=acts.causal, scale=1.0 / math.sqrt(q.shape[1]))
+    steps = attention_steps(q, k, v, causal=acts.causal, scale=acts.scale)
     model_scores = acts.scores[head].astype(np.float64)
     score_error = None
     if not acts.scores_are_weights:

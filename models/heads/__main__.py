@@ -77,15 +77,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def run(args: argparse.Namespace):
     """Load, measure and return ``(table, prune plan or None)``."""
-    from models.capture import capture
+    from models.capture.run import capture
     from models.heads import ablation
     from models.heads.induction import measure_repeated
     from models.heads.loss import LossUnavailable, reference_task
     from models.heads.sample import SAMPLE_TEXT
     from models.heads.scores import run_scores
     from models.heads.table import Thresholds, head_table, prune_list
-    from models.loading import load
-    from models.spec import ModelSpec
+    from models.model.loading import load
+    from models.model.spec import ModelSpec
 
     spec = ModelSpec(name=args.model, device=args.device, dtype=args.dtype)
     model = load(spec, progress=lambda _f, text: say(text))
@@ -127,10 +127,10 @@ def run(args: argparse.Namespace):
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args = parse_args(argv)
-    from models.capture import PromptError
+    from models.errors import PromptError
     from models.heads.induction import ScoreError
     from models.heads.table import prune_list_json, table_csv
-    from models.loading import ModelLoadError
+    from models.model.loading import ModelLoadError
 
     try:
         table, plan = run(args)

@@ -1,8 +1,9 @@
 """Pruning importance: measured loss change under head ablation, and Michel et al.'s gradient.
 
-Every intervention acts on ``blocks.{l}.attn.hook_z`` (``batch pos head_index d_head``, the
-per-head output before the output projection) through ``run_with_hooks``, which removes its
-hooks when the pass ends; each pass holds the model's lock. Inputs are never modified in place.
+Every intervention acts on each layer's ``hook_z`` (``batch pos head_index d_head``, the
+per-head output before the output projection) through :mod:`models.model.forward`, which runs
+one pass under the model's lock and removes its hooks when the pass ends. Inputs are never
+modified in place.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from typing import Callable, Iterable, Literal, Sequence
 import numpy as np
 import torch
 
-from models.capture import run_hooks
 from models.heads.loss import LossTask, LossUnavailable, loss_from_logits
-from models.loading import LoadedModel
+from models.model.forward import (every_layer, missing_hooks, model_device, run_hooks,
+                                  run_with_hooks, z_hook)
+from models.model.loading import LoadedModel
 
 AblationMethod = Literal["zero", "mean"]
 Ranking = Literal["zero", "mean", "gradient"]
@@ -28,21 +30,12 @@ def _quiet(_fraction: float, _text: str) -> None:
     return None
 
 
-def z_hook(layer: int) -> str:
-    return f"blocks.{layer}.attn.hook_z"
-
-
 def check_hooks(model: LoadedModel) -> None:
     """Raise :class:`LossUnavailable` when the bridge exposes no ``hook_z`` to ablate."""
-    missing = [z_hook(l) for l in range(model.facts.n_layers)
-               if z_hook(l) not in model.bridge.hook_dict]
+    missing = missing_hooks(model, every_layer(z_hook, model.facts.n_layers))
     if missing:
         raise LossUnavailable(f"Not available for {model.facts.name}: TransformerLens exposes no "
                               f"per-head output hook ({missing[0]}) for it.")
-
-
-def _device(model: LoadedModel) -> str:
-    return str(model.bridge.cfg.device or "cpu")
 
 
 def head_means(model: LoadedModel, task: LossTask) -> torch.Tensor:
@@ -51,7 +44,7 @@ def head_means(model: LoadedModel, task: LossTask) -> torch.Tensor:
     Returns:
         ``layer head_index d_head`` float32 on CPU.
     """
-    names = [z_hook(l) for l in range(model.facts.n_layers)]
+    names = every_layer(z_hook, model.facts.n_layers)
     acts = run_hooks(model, task.ids, names)
     return torch.stack([acts[name].mean(dim=(0, 1)) for name in names])
 
@@ -87,10 +80,8 @@ def ablation_hooks(heads: Iterable[Head], method: AblationMethod,
 def task_loss(model: LoadedModel, task: LossTask,
               fwd_hooks: Sequence[tuple[str, Callable]] = ()) -> float:
     """The task's loss after one forward pass with ``fwd_hooks`` (none: the clean loss)."""
-    with model.lock, torch.no_grad():
-        logits = model.bridge.run_with_hooks(task.ids.to(_device(model)),
-                                             fwd_hooks=list(fwd_hooks), return_type="logits")
-        return float(loss_from_logits(logits, task.labels))
+    logits = run_with_hooks(model, task.ids, fwd_hooks)
+    return float(loss_from_logits(logits, task.labels))
 
 
 def ablated_loss(model: LoadedModel, task: LossTask, heads: Iterable[Head],
@@ -126,7 +117,7 @@ def gradient_importance(model: LoadedModel, task: LossTask) -> tuple[np.ndarray,
         ``(layer head_index importance, clean loss)``.
     """
     xi = torch.ones(model.facts.n_layers, model.facts.n_heads, requires_grad=True,
-                    device=_device(model))
+                    device=model_device(model))
 
     def make(layer: int) -> Callable:
         def hook(z: torch.Tensor, hook=None) -> torch.Tensor:
@@ -134,11 +125,9 @@ def gradient_importance(model: LoadedModel, task: LossTask) -> tuple[np.ndarray,
         return hook
 
     hooks = [(z_hook(l), make(l)) for l in range(model.facts.n_layers)]
-    with model.lock, torch.enable_grad():
-        logits = model.bridge.run_with_hooks(task.ids.to(_device(model)), fwd_hooks=hooks,
-                                             return_type="logits")
-        loss = loss_from_logits(logits, task.labels)
-        (grad,) = torch.autograd.grad(loss, xi)
+    logits = run_with_hooks(model, task.ids, hooks, grad=True)
+    loss = loss_from_logits(logits, task.labels)
+    (grad,) = torch.autograd.grad(loss, xi)
     return grad.abs().detach().cpu().double().numpy(), float(loss.detach())
 
 

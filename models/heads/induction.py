@@ -15,10 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from models.capture import pattern_hooks, run_hooks
+from models.errors import UserError
+from models.model.forward import every_layer, pattern_hook, run_hooks
 from models.heads.scores import (current_token_score, duplicate_token_score, induction_score,
                                  previous_token_score)
-from models.loading import LoadedModel
+from models.model.loading import LoadedModel
 
 DEFAULT_SEQ_LEN = 50
 DEFAULT_BATCH = 8
@@ -28,7 +29,7 @@ MAX_BATCH = 64
 _PLACEHOLDER = re.compile(r"^(\[[^\]]+\]|<\|?[^<>]*\|?>)$")
 
 
-class ScoreError(ValueError):
+class ScoreError(UserError, ValueError):
     """A measurement cannot be made; ``str(err)`` is a message for the user."""
 
 
@@ -120,7 +121,7 @@ def repeated_tokens(model: LoadedModel, seq_len: int = DEFAULT_SEQ_LEN,
 
 def repeated_patterns(model: LoadedModel, tokens: RepeatedTokens) -> np.ndarray:
     """``batch layer head_index query_pos key_pos`` patterns of the repeated sequences."""
-    names = pattern_hooks(model.facts.n_layers)
+    names = every_layer(pattern_hook, model.facts.n_layers)
     acts = run_hooks(model, tokens.ids, names)
     return np.stack([acts[name].numpy() for name in names], axis=1)
 

@@ -18,9 +18,10 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from models.capture import tokenize
-from models.loading import LoadedModel
-from models.spec import ModelSpec
+from models.errors import UserError
+from models.model.forward import tokenize
+from models.model.loading import LoadedModel
+from models.model.spec import ModelSpec
 
 LossKind = Literal["next_token", "masked_token"]
 IGNORE = -100
@@ -32,8 +33,10 @@ CHECKPOINT_FILES = ("model.safetensors.index.json", "model.safetensors",
                     "pytorch_model.bin.index.json")
 
 
-class LossUnavailable(Exception):
+class LossUnavailable(UserError):
     """No meaningful loss exists for this model; ``str(err)`` says why, for the user."""
+
+    level = "info"
 
 
 @dataclass(frozen=True)
@@ -138,7 +141,7 @@ def reference_task(model: LoadedModel, text: str, seed: int = 0) -> LossTask:
 
     Raises:
         LossUnavailable: no meaningful loss for this model or this text.
-        models.capture.PromptError: empty or oversized text.
+        models.errors.PromptError: empty or oversized text.
     """
     kind = loss_kind(model)
     ids, n_full = tokenize(model, text)

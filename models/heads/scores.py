@@ -17,7 +17,7 @@ DEFAULT_SINK_EPS = 0.3
 DEFAULT_MIN_SINK_QUERIES = 4
 
 if TYPE_CHECKING:
-    from models.capture import AttentionRun
+    from models.capture.run import AttentionRun
 
 
 def _as_float(pattern: np.ndarray) -> np.ndarray:
@@ -238,7 +238,7 @@ def prompt_scores(patterns: np.ndarray, token_ids: Sequence[int], causal: bool) 
 def run_scores(run: "AttentionRun") -> PromptScores:
     """:func:`prompt_scores` of a captured run, one layer at a time.
 
-    A long prompt's patterns are rebuilt layer by layer (see ``models.pattern_store``), so the
+    A long prompt's patterns are rebuilt layer by layer (see ``models.capture.store``), so the
     whole ``layer head_index query_pos key_pos`` stack is never held at once.
     """
     layers = [prompt_scores(patterns[None], run.token_ids, run.facts.causal)

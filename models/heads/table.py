@@ -11,17 +11,14 @@ import pandas as pd
 
 from models.heads.ablation import AblationMethod, Head, Importance, Ranking
 from models.heads.induction import RepeatedScores
+from models.heads.names import (ABLATION_COLUMNS, CORE_COLUMNS, EXTRA_COLUMNS, RANKING_COLUMN,
+                                SCORE_COLUMNS)
 from models.heads.scores import DEFAULT_SINK_EPS, PromptScores, flag
 
 FlagSource = Literal["prompt", "repeated"]
-SCORE_COLUMNS = ["induction", "previous_token", "duplicate_token", "current_token", "sink"]
-CORE_COLUMNS = ["layer", "head"] + SCORE_COLUMNS + ["sink_flag"]
-ABLATION_COLUMNS = ["zero_ablation_dloss", "mean_ablation_dloss", "grad_importance"]
-EXTRA_COLUMNS = ["L.H", "flags", "previous_token_repeated", "duplicate_token_repeated",
-                 "current_token_repeated", "top_sink_pos", "top_sink_token", "top_sink_alpha"]
 FLOAT_FORMAT = "%.8g"
-RANKING_COLUMN = {"zero": "zero_ablation_dloss", "mean": "mean_ablation_dloss",
-                  "gradient": "grad_importance"}
+__all__ = ["ABLATION_COLUMNS", "CORE_COLUMNS", "EXTRA_COLUMNS", "RANKING_COLUMN", "SCORE_COLUMNS",
+           "Thresholds", "flag_grids", "head_table", "prune_list", "prune_list_json", "table_csv"]
 
 
 @dataclass(frozen=True)

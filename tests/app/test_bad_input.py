@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from models.spec import BUNDLED_DIR
-from tests.app_helpers import open_app, texts
+from models.model.spec import BUNDLED_DIR
+from tests.app.helpers import open_app, texts
 
 PROMPTS = {
     "one token": ("x", None),

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from models.capture import capture
+from models.capture.run import capture
 
 PROMPTS = [f"Session {i} asks: " + " ".join(["alpha", "beta", "gamma", "delta"][: i % 4 + 1])
            * (i + 1) for i in range(8)]

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from models.spec import BUNDLED_DIR
-from tests.app_helpers import open_app, texts
+from models.model.spec import BUNDLED_DIR
+from tests.app.helpers import open_app, texts
 
 
 def figure(at) -> dict:

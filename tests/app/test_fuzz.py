@@ -4,8 +4,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from models.capture import PromptError, capture
-from tests.app_helpers import open_app
+from models.capture.run import capture
+from models.errors import PromptError
+from tests.app.helpers import open_app
 from viz.view_state import clamp, from_query
 
 query_values = st.one_of(st.text(max_size=12), st.integers(-10**6, 10**6).map(str))

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from models.capture import tokenize
+from models.model.forward import tokenize
 from models.classroom import real
-from models.loading import load
-from models.spec import BUNDLED_DIR, ModelSpec, minilm_dir
+from models.model.loading import load
+from models.model.spec import BUNDLED_DIR, ModelSpec, minilm_dir
 
 PROMPT = "The quick brown fox jumps over the lazy dog. The quick brown fox"
 

@@ -6,7 +6,7 @@ from urllib.parse import quote
 import pytest
 from transformers import AutoTokenizer
 
-from models.spec import BUNDLED_DIR
+from models.model.spec import BUNDLED_DIR
 from tests.e2e.conftest import settle, shoot
 
 pytestmark = pytest.mark.e2e

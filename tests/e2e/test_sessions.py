@@ -5,7 +5,7 @@ from urllib.parse import quote
 import numpy as np
 import pytest
 
-from models.capture import capture
+from models.capture.run import capture
 from tests.e2e.conftest import settle
 
 pytestmark = pytest.mark.e2e

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from models.capture import capture
+from models.capture.run import capture
 from models.heads.__main__ import main
 from models.heads.ablation import single_head_effects, task_loss
 from models.heads.induction import measure_repeated

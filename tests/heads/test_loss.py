@@ -10,8 +10,8 @@ from models.heads.ablation import task_loss
 from models.heads.loss import (IGNORE, LossUnavailable, loss_kind, mlm_head_in_checkpoint,
                                reference_task)
 from models.heads.sample import SAMPLE_TEXT
-from models.loading import load
-from models.spec import ModelSpec, minilm_dir
+from models.model.loading import load
+from models.model.spec import ModelSpec, minilm_dir
 
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json",
                    "special_tokens_map.json")

@@ -11,11 +11,12 @@ import pytest
 import torch
 from transformers import AutoModel, AutoModelForCausalLM
 
-from models.capture import capture, tokenize
+from models.capture.run import capture
+from models.model.forward import tokenize
 from models.heads.induction import measure_repeated, repeated_tokens
 from models.heads.scores import prompt_scores
 from models.heads.table import Thresholds, flag_grids
-from models.spec import BUNDLED_DIR
+from models.model.spec import BUNDLED_DIR
 
 SPAN, BATCH, SEED = 50, 8, 0
 PROMPT = ('def area(width, height):\n    """Area of a rectangle."""\n    return width * height\n'

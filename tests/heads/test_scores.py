@@ -182,7 +182,7 @@ def test_sink_alphas_match_a_plain_loop(case):
 
 def test_streaming_scores_equal_the_whole_stack(bundled):
     """Layer-by-layer scores of a factored (long-prompt) run equal scores of the full stack."""
-    from models.capture import capture
+    from models.capture.run import capture
     from models.heads.scores import prompt_scores, run_scores
 
     prompt = "x = [a, b, a, b]\nfor a in b:\n    print(a, b)\n" * 4

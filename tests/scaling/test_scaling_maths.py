@@ -9,7 +9,7 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from models.scaling import (alpha_to_factor, effective_keys, factor_grid, factor_to_alpha,
+from models.scaling.maths import (alpha_to_factor, effective_keys, factor_grid, factor_to_alpha,
                             jacobian_norm, masked_entries, row_entropy, row_max, row_stats,
                             scale_scores, scaled_patterns, sweep, synthetic_panel)
 
@@ -144,3 +144,32 @@ def test_synthetic_panel_is_seeded(panel):
     other = synthetic_panel(d_ks=(16, 64), n_pairs=2000, n_rows=50, seed=4)
     assert np.array_equal(again.var_raw, same.var_raw)
     assert not np.array_equal(again.var_raw, other.var_raw)
+
+
+def exact_jacobian_norm(logits: list[float]) -> float:
+    """``||diag(p) - p p^T||_F`` of softmax(logits), every entry built at 60 significant digits."""
+    import mpmath
+
+    with mpmath.workdps(60):
+        top = max(logits)
+        weights = [mpmath.exp(mpmath.mpf(x) - top) for x in logits]
+        total = mpmath.fsum(weights)
+        p = [w / total for w in weights]
+        entries = [(p[i] if i == j else 0) - p[i] * p[j]
+                   for i in range(len(p)) for j in range(len(p))]
+        return float(mpmath.sqrt(mpmath.fsum(e * e for e in entries)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(-60, 60, allow_nan=False), min_size=1, max_size=12))
+def test_jacobian_norm_keeps_relative_accuracy_near_one_hot(logits):
+    p = torch.softmax(torch.tensor(logits, dtype=torch.float64), dim=-1)
+    want = exact_jacobian_norm(logits)
+    got = float(jacobian_norm(p))
+    assert got == pytest.approx(want, rel=1e-9, abs=1e-300)
+
+
+def test_jacobian_norm_of_the_row_that_broke_the_expanded_form():
+    logits = [8.0, -7.125]
+    got = float(jacobian_norm(torch.softmax(torch.tensor(logits, dtype=torch.float64), dim=-1)))
+    assert got == pytest.approx(exact_jacobian_norm(logits), rel=1e-12)

@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from models.capture import capture, tokenize
-from models.scaling import scaled_patterns
-from models.scaling_capture import (ScalingUnavailable, capture_scores, loss_at, loss_unavailable,
+from models.capture.run import capture
+from models.model.forward import tokenize
+from models.scaling.maths import scaled_patterns
+from models.scaling.capture import (ScalingUnavailable, capture_scores, loss_at, loss_unavailable,
                                     next_token_loss)
-from models.spec import BUNDLED_DIR, minilm_dir
+from models.model.spec import BUNDLED_DIR, minilm_dir
 
 PROMPT = "When Mary and John went to the store, John gave a drink to Mary. def f(x): return x"
 FACTORS = [1 / 16, 0.25, 1.0, 4.0, 16.0]

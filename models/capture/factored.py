@@ -1,0 +1,110 @@
+"""Capture a long prompt without holding its patterns: q, k and each row's log-sum-exp.
+
+One forward pass with hooks on the q and k the softmax sees and on ``hook_pattern``; the pattern
+hook keeps only a few sample rows. The log-sum-exp of ``q k^T * scale`` is then computed one layer at a time,
+and the sample rows are rebuilt from it and compared with the model's own pattern: if q and k do
+not reproduce it (RoPE applied after the hook, an unusual scale), the caller falls back to a
+dense capture. (Some adapters, BERT's among them, fire ``hook_attn_scores`` after the softmax,
+so the pattern, not the scores hook, is the ground truth here.)
+"""
+
+from __future__ import annotations
+
+import torch
+
+from models.capture.store import FactoredPatterns, read_only
+from models.model.forward import (layer_scales, pattern_hook, qk_names, qk_source, run_with_hooks,
+                                  softmax_qk)
+from models.model.loading import LoadedModel
+
+CHECK_TOLERANCE = 1e-5
+
+
+def sample_rows(n: int) -> torch.Tensor:
+    return torch.unique(torch.tensor([0, n // 3, (2 * n) // 3, n - 1]))
+
+
+def layer_scores(q: torch.Tensor, k: torch.Tensor, scale: float, causal: bool,
+                 rows: torch.Tensor | None = None) -> torch.Tensor:
+    """``q k^T * scale`` with masked keys at -inf.
+
+    Args:
+        q: ``head_index query_pos d_head``; k: ``kv_head_index key_pos d_head``.
+        rows: query positions to compute (all when ``None``).
+
+    Returns:
+        ``head_index len(rows) key_pos`` float32.
+    """
+    rows = torch.arange(q.shape[1]) if rows is None else rows
+    group = q.shape[0] // k.shape[0]
+    q_rows = q[:, rows].unflatten(0, (k.shape[0], group))  # kv_head group rows d_head
+    scores = torch.einsum("hgqd,hkd->hgqk", q_rows, k).flatten(0, 1) * scale
+    if causal:
+        n_k = k.shape[1]
+        masked = torch.arange(n_k)[None, :] > rows[:, None] + (n_k - q.shape[1])
+        scores = scores.masked_fill(masked, float("-inf"))
+    return scores
+
+
+def layer_lse(q: torch.Tensor, k: torch.Tensor, scale: float, causal: bool,
+              block: int = 512) -> torch.Tensor:
+    """``head_index query_pos`` log-sum-exp of each row, ``block`` queries at a time."""
+    n = q.shape[1]
+    parts = [torch.logsumexp(layer_scores(q, k, scale, causal, torch.arange(i, min(i + block, n))),
+                             dim=-1) for i in range(0, n, block)]
+    return torch.cat(parts, dim=-1)
+
+
+def capture_factored(model: LoadedModel, ids: torch.Tensor) -> FactoredPatterns | None:
+    """q, k and LSE of every layer for ``ids`` ``(1, pos)``; ``None`` if they can't rebuild it."""
+    facts = model.facts
+    n_layers, n = facts.n_layers, ids.shape[1]
+    source = qk_source(model)
+    if source is None:
+        return None
+    rows = sample_rows(n)
+    acts: dict[str, torch.Tensor] = {}
+    samples: list = [None] * n_layers
+
+    def keeper(name: str):  # the bridge may report an alias as hook.name: key by our name
+        def hook(tensor, hook):
+            acts[name] = tensor.detach()[0:1].to("cpu", torch.float32)
+        return hook
+
+    def pattern_keeper(layer: int):
+        def hook(tensor, hook):  # batch head query_pos key_pos: keep a few rows only
+            samples[layer] = tensor.detach()[0][:, rows.to(tensor.device)].to("cpu", torch.float32)
+        return hook
+
+    hooks = []
+    for layer in range(n_layers):
+        hooks += [(name, keeper(name)) for name in qk_names(source, layer)]
+        hooks.append((pattern_hook(layer), pattern_keeper(layer)))
+    run_with_hooks(model, ids, hooks, return_type=None)
+    if any(item is None for item in samples):
+        return None
+    try:
+        pairs = [softmax_qk(acts, layer, source) for layer in range(n_layers)]
+    except KeyError:  # a q/k hook did not fire
+        return None
+    acts.clear()
+    # batch pos head d_head -> head pos d_head
+    qs = [q[0].transpose(0, 1).contiguous() for q, _ in pairs]
+    ks = [k[0].transpose(0, 1).contiguous() for _, k in pairs]
+    del pairs
+    scales, _source = layer_scales(model)
+    lses = []
+    for layer in range(n_layers):
+        lse = layer_lse(qs[layer], ks[layer], scales[layer], facts.causal)
+        rebuilt = torch.exp(layer_scores(qs[layer], ks[layer], scales[layer], facts.causal, rows)
+                            - lse[:, rows, None])
+        if not (rebuilt - samples[layer]).abs().max() <= CHECK_TOLERANCE:
+            return None
+        lses.append(lse)
+    return FactoredPatterns(
+        q=read_only(torch.stack(qs).numpy()),
+        k=read_only(torch.stack(ks).numpy()),
+        lse=read_only(torch.stack(lses).numpy()),
+        scales=scales,
+        causal=facts.causal,
+    )

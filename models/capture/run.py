@@ -1,0 +1,138 @@
+"""Run a prompt through a loaded model and keep every head's attention pattern.
+
+The result, :class:`AttentionRun`, holds only NumPy arrays and plain Python values, so it can be
+cached and shared between sessions without holding the model or an ActivationCache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from models.capture.factored import capture_factored
+from models.capture.store import (DensePatterns, FactoredPatterns, PatternStore, iter_layers,
+                                  read_only)
+from models.model.facts import ModelFacts
+from models.model.forward import every_layer, pattern_hook, run_hooks, tokenize
+from models.model.loading import LoadedModel
+from models.model.tokens import readable_tokens
+
+DENSE_LIMIT_BYTES = 192 * 1024**2
+
+
+@dataclass(frozen=True)
+class AttentionRun:
+    """Every head's attention on one prompt.
+
+    Attributes:
+        prompt: the text as typed.
+        token_ids: ids fed to the model, special tokens included.
+        tokens: readable label of each position.
+        store: the patterns, held whole or rebuilt on demand (see :mod:`models.capture.store`).
+        facts: the model's shape and attention behaviour.
+        first_is_special: position 0 is a BOS / [CLS] token the tokenizer added.
+        n_prompt_tokens: how many tokens the full prompt had before truncation.
+    """
+
+    prompt: str
+    token_ids: tuple[int, ...]
+    tokens: tuple[str, ...]
+    store: PatternStore
+    facts: ModelFacts
+    first_is_special: bool
+    n_prompt_tokens: int
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def truncated(self) -> bool:
+        return self.n_prompt_tokens > self.n_tokens
+
+    @property
+    def factored(self) -> bool:
+        return isinstance(self.store, FactoredPatterns)
+
+    @property
+    def patterns(self) -> np.ndarray:
+        """The whole ``layer head_index query_pos key_pos`` stack (built if factored: large)."""
+        if isinstance(self.store, DensePatterns):
+            return self.store.stack
+        return np.stack(list(self.iter_layers()))
+
+    def layer_patterns(self, layer: int) -> np.ndarray:
+        """``head_index query_pos key_pos`` patterns of one layer."""
+        return self.store.layer(layer)
+
+    def iter_layers(self) -> Iterator[np.ndarray]:
+        """Layer after layer, holding one at a time: for streaming analyses of long prompts."""
+        return iter_layers(self.store, self.facts.n_layers)
+
+    def pattern(self, layer: int, head: int) -> np.ndarray:
+        """``query_pos key_pos`` pattern of one head."""
+        return self.store.window(layer, head, slice(None), slice(None))
+
+    def window(self, layer: int, head: int, rows: slice, cols: slice) -> np.ndarray:
+        """Part of one head's pattern: ``rows`` queries by ``cols`` keys."""
+        return self.store.window(layer, head, rows, cols)
+
+    def labels(self) -> list[str]:
+        """Axis labels ``(i) token`` that stay distinct when a token repeats."""
+        return [f"({i}) {tok}" for i, tok in enumerate(self.tokens)]
+
+
+def dense_bytes(facts: ModelFacts, n_tokens: int) -> int:
+    return facts.n_layers * facts.n_heads * n_tokens * n_tokens * 4
+
+
+def capture_dense(model: LoadedModel, ids: torch.Tensor) -> DensePatterns:
+    """Every layer's ``hook_pattern``, stacked."""
+    names = every_layer(pattern_hook, model.facts.n_layers)
+    acts = run_hooks(model, ids, names)
+    return DensePatterns(read_only(np.stack([acts[name][0].numpy() for name in names])))
+
+
+def capture(model: LoadedModel, prompt: str, max_tokens: int | None = None,
+            dense_limit: int = DENSE_LIMIT_BYTES) -> AttentionRun:
+    """Every head's pattern on ``prompt``.
+
+    Patterns are held whole when they take at most ``dense_limit`` bytes; longer prompts keep q,
+    k and the log-sum-exp instead (:func:`models.capture.factored.capture_factored`), falling
+    back to a shorter dense capture where the model's q and k do not reproduce its scores.
+
+    Args:
+        model: a loaded model.
+        prompt: the text; special tokens are added as the model's tokenizer does.
+        max_tokens: an optional cap below the model's context length.
+        dense_limit: the most bytes the full pattern stack may take.
+
+    Returns:
+        An :class:`AttentionRun`.
+
+    Raises:
+        PromptError: for an empty or oversized prompt.
+    """
+    ids, n_full = tokenize(model, prompt, max_tokens)
+    store: PatternStore | None = None
+    if dense_bytes(model.facts, ids.shape[1]) > dense_limit:
+        store = capture_factored(model, ids)
+        if store is None:  # q/k hooks do not rebuild the scores: keep what fits whole
+            fits = int((dense_limit / dense_bytes(model.facts, 1)) ** 0.5)
+            ids = ids[:, :fits]
+    if store is None:
+        store = capture_dense(model, ids)
+    id_list = [int(i) for i in ids[0]]
+    special = set(getattr(model.tokenizer, "all_special_ids", []) or [])
+    return AttentionRun(
+        prompt=prompt,
+        token_ids=tuple(id_list),
+        tokens=tuple(readable_tokens(model.tokenizer, id_list)),
+        store=store,
+        facts=model.facts,
+        first_is_special=id_list[0] in special,
+        n_prompt_tokens=n_full,
+    )

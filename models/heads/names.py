@@ -1,0 +1,79 @@
+"""The head finder's vocabulary in one place: score names, CSV column names, and the words a
+newcomer reads for each (a header and a one-line explanation).
+
+CSV files and the command line keep the snake_case names (stable for scripts); the page shows
+:data:`COLUMN_LABELS` with :data:`COLUMN_HELP` as tooltips.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+ScoreName = Literal["induction", "previous_token", "duplicate_token", "current_token", "sink"]
+SCORE_NAMES: tuple[ScoreName, ...] = get_args(ScoreName)
+
+SCORE_LABELS: dict[ScoreName, str] = {
+    "induction": "Induction",
+    "previous_token": "Previous token",
+    "duplicate_token": "Duplicate token",
+    "current_token": "Current token",
+    "sink": "Sink (first token)",
+}
+
+SCORE_HELP: dict[ScoreName, str] = {
+    "induction": "On [start, r, r] random tokens: mean weight a second-half query puts on the "
+                 "token right after its earlier copy. High = copies what followed last time.",
+    "previous_token": "Mean weight each token puts on the token just before it.",
+    "duplicate_token": "Mean weight a repeated token puts on its earlier copies.",
+    "current_token": "Mean weight a token puts on itself (row 0 left out: it can only see itself).",
+    "sink": "Alpha: mean weight the other queries put on the first token (Gu et al. 2024). "
+            "Above the threshold the head is a sink head.",
+}
+
+AblationColumn = Literal["zero_ablation_dloss", "mean_ablation_dloss", "grad_importance"]
+ABLATION_COLUMNS: list[str] = list(get_args(AblationColumn))
+RANKING_COLUMN = {"zero": "zero_ablation_dloss", "mean": "mean_ablation_dloss",
+                  "gradient": "grad_importance"}
+
+SCORE_COLUMNS: list[str] = list(SCORE_NAMES)
+CORE_COLUMNS: list[str] = ["layer", "head"] + SCORE_COLUMNS + ["sink_flag"]
+EXTRA_COLUMNS: list[str] = ["L.H", "flags", "previous_token_repeated", "duplicate_token_repeated",
+                            "current_token_repeated", "top_sink_pos", "top_sink_token",
+                            "top_sink_alpha"]
+
+COLUMN_LABELS: dict[str, str] = {
+    "L.H": "Head",
+    "layer": "Layer",
+    "head": "Head index",
+    "flags": "Flagged as",
+    **SCORE_LABELS,
+    "sink_flag": "Sink head?",
+    "previous_token_repeated": "Previous token (random tokens)",
+    "duplicate_token_repeated": "Duplicate token (random tokens)",
+    "current_token_repeated": "Current token (random tokens)",
+    "top_sink_pos": "Strongest sink: position",
+    "top_sink_token": "Strongest sink: token",
+    "top_sink_alpha": "Strongest sink: alpha",
+    "zero_ablation_dloss": "Loss change, zeroed",
+    "mean_ablation_dloss": "Loss change, mean-ablated",
+    "grad_importance": "Gradient importance",
+}
+
+COLUMN_HELP: dict[str, str] = {
+    **SCORE_HELP,
+    "L.H": "layer.head, counted from 0",
+    "flags": "Scores above their thresholds (Settings)",
+    "sink_flag": "Sink alpha above its threshold",
+    "previous_token_repeated": "Previous-token score measured on the repeated random tokens",
+    "duplicate_token_repeated": "Duplicate-token score measured on the repeated random tokens",
+    "current_token_repeated": "Current-token score measured on the repeated random tokens",
+    "top_sink_pos": "The key position with the largest alpha for this head",
+    "top_sink_token": "The token at that position",
+    "top_sink_alpha": "Its alpha: mean weight the queries after it put on it",
+    "zero_ablation_dloss": "Loss with this head's output set to zero, minus the clean loss "
+                           "(nats per token). Near 0 = the model does not need it here.",
+    "mean_ablation_dloss": "Loss with this head's output replaced by its mean over the text, "
+                           "minus the clean loss (nats per token).",
+    "grad_importance": "|dL/dξ| for a mask ξ on the head's output (Michel et al. 2019): how "
+                       "fast the loss would change if the head were faded out.",
+}

@@ -1,0 +1,316 @@
+"""The one module that speaks to a loaded model: hook names, tokens in, activations out.
+
+Every analysis runs the model through here, so that one place decides
+
+- what each hook is called (one function per hook kind; no other module spells ``blocks.``);
+- how a prompt becomes token ids, and where it is cut to the context;
+- how a forward pass runs: under the model's lock, without gradients unless asked, with the
+  pattern copies TransformerLens keeps on every attention module released as the pass goes;
+- which q and k the softmax really sees (after the rotation on RoPE models), the logit scale of
+  each layer as the model's own attention modules hold it, sliding windows and ALiBi slopes.
+
+What the bridge's hooks hold (checked on the bundled GPT-2, MiniLM, SmolLM2 and tiny random
+Llama / GPT-NeoX / Bloom / GPT-2 checkpoints): ``hook_q/k/v/z`` are ``batch pos head_index
+d_head`` projections with their biases; GQA models carry ``n_kv_heads`` heads in ``hook_k`` and
+``hook_v``. On RoPE models ``hook_q``/``hook_k`` come before the rotation; Llama-style bridges
+also fire ``hook_rot_q``/``hook_rot_k`` after it, GPT-NeoX-style bridges only ``hook_cos`` /
+``hook_sin`` (the rotation is then applied here, ``rotate_half`` convention on the first
+``cos.shape[-1]`` dimensions, as Hugging Face does for partial rotary).
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
+
+import torch
+
+from models.errors import PromptError
+from models.model.loading import LoadedModel
+
+MAX_PROMPT_CHARS = 200_000
+QKSource = Literal["hook_q/hook_k", "hook_rot_q/hook_rot_k", "hook_q/hook_k + hook_cos/hook_sin"]
+Hook = tuple[str, Callable]
+
+__all__ = ["PromptError", "MAX_PROMPT_CHARS"]
+
+
+# --- hook names -----------------------------------------------------------------------------
+
+def _attn(layer: int, name: str) -> str:
+    return f"blocks.{layer}.attn.{name}"
+
+
+def pattern_hook(layer: int) -> str:
+    """``batch head_index query_pos key_pos`` softmax weights."""
+    return _attn(layer, "hook_pattern")
+
+
+def scores_hook(layer: int) -> str:
+    """``batch head_index query_pos key_pos`` logits before the softmax (most bridges)."""
+    return _attn(layer, "hook_attn_scores")
+
+
+def q_hook(layer: int) -> str:
+    return _attn(layer, "hook_q")
+
+
+def k_hook(layer: int) -> str:
+    return _attn(layer, "hook_k")
+
+
+def v_hook(layer: int) -> str:
+    return _attn(layer, "hook_v")
+
+
+def z_hook(layer: int) -> str:
+    """``batch pos head_index d_head``: each head's output before the output projection."""
+    return _attn(layer, "hook_z")
+
+
+def rot_q_hook(layer: int) -> str:
+    return _attn(layer, "hook_rot_q")
+
+
+def rot_k_hook(layer: int) -> str:
+    return _attn(layer, "hook_rot_k")
+
+
+def cos_hook(layer: int) -> str:
+    return _attn(layer, "hook_cos")
+
+
+def sin_hook(layer: int) -> str:
+    return _attn(layer, "hook_sin")
+
+
+def every_layer(name_of: Callable[[int], str], n_layers: int) -> list[str]:
+    """``[name_of(0), ..., name_of(n_layers - 1)]``."""
+    return [name_of(layer) for layer in range(n_layers)]
+
+
+def missing_hooks(model: LoadedModel, names: Iterable[str]) -> list[str]:
+    """The names in ``names`` this model's bridge does not expose."""
+    hooks = getattr(model.bridge, "hook_dict", {})
+    return [name for name in names if name not in hooks]
+
+
+# --- tokens ---------------------------------------------------------------------------------
+
+def tokenize(model: LoadedModel, prompt: str, max_tokens: int | None = None
+             ) -> tuple[torch.Tensor, int]:
+    """Token ids ``(1, pos)`` for ``prompt``, cut to the model's context, and the uncut length.
+
+    Special tokens are added as the model's tokenizer does; an encoder's closing special token
+    ([SEP]) is kept at the end when the text is cut.
+
+    Raises:
+        PromptError: empty or oversized prompt.
+    """
+    if not prompt or not prompt.strip():
+        raise PromptError("The prompt is empty: type some text to see its attention.")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise PromptError(f"The prompt has {len(prompt):,} characters; the limit is "
+                          f"{MAX_PROMPT_CHARS:,}. Paste a shorter passage.")
+    ids = model.bridge.to_tokens(prompt, truncate=False).cpu()
+    n_full = ids.shape[1]
+    limit = min(model.facts.n_ctx, max_tokens or model.facts.n_ctx)
+    if n_full > limit:
+        sep = getattr(model.tokenizer, "sep_token_id", None)
+        if sep is not None and int(ids[0, -1]) == sep:
+            ids = torch.cat([ids[:, : limit - 1], ids[:, -1:]], dim=1)
+        else:
+            ids = ids[:, :limit]
+    return ids, n_full
+
+
+# --- forward passes -------------------------------------------------------------------------
+
+def model_device(model: LoadedModel) -> str:
+    return str(model.bridge.cfg.device or "cpu")
+
+
+@contextmanager
+def released_patterns(bridge: Any) -> Iterator[None]:
+    """Drop each attention module's copy of its pattern as soon as the module returns.
+
+    TransformerLens keeps the last pattern on every attention module (``_pattern``): at 2,048
+    tokens that is 200 MB per GPT-2-small layer, all alive at the end of the pass.
+    """
+    handles = [module.register_forward_hook(lambda mod, _inputs, _out: setattr(mod, "_pattern",
+                                                                                None))
+               for module in bridge.modules() if hasattr(module, "_pattern")]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def run_hooks(model: LoadedModel, ids: torch.Tensor, hook_names: Iterable[str],
+              dtype: torch.dtype | None = torch.float32) -> dict[str, torch.Tensor]:
+    """Forward ``ids`` once under the model's lock; return the named activations on CPU.
+
+    Args:
+        model: a loaded model.
+        ids: ``batch pos`` token ids.
+        hook_names: the activations to keep.
+        dtype: cast them to this dtype; ``None`` keeps the model's own (masks stay intact).
+
+    Raises:
+        KeyError: a named hook did not fire in this pass.
+    """
+    wanted = set(hook_names)
+    with model.lock, torch.no_grad(), released_patterns(model.bridge):
+        _, cache = model.bridge.run_with_cache(ids.to(model_device(model)),
+                                               names_filter=lambda n: n in wanted)
+        return {name: cache[name].detach().to("cpu", dtype) for name in wanted}
+
+
+def run_with_hooks(model: LoadedModel, ids: torch.Tensor, fwd_hooks: Sequence[Hook] = (),
+                   return_type: str | None = "logits", grad: bool = False) -> Any:
+    """One forward pass under the model's lock with ``fwd_hooks`` (removed when it ends).
+
+    Args:
+        model: a loaded model.
+        ids: ``batch pos`` token ids.
+        fwd_hooks: ``(hook name, fn(activation, hook))`` pairs; a hook returning a tensor
+            replaces the activation.
+        return_type: ``"logits"``, ``"loss"`` or ``None`` (TransformerLens's vocabulary).
+        grad: keep the autograd graph (for gradient-based importance).
+    """
+    with model.lock, torch.set_grad_enabled(grad), released_patterns(model.bridge):
+        return model.bridge.run_with_hooks(ids.to(model_device(model)),
+                                           fwd_hooks=list(fwd_hooks), return_type=return_type)
+
+
+# --- what the softmax sees -----------------------------------------------------------------
+
+def qk_source(model: LoadedModel) -> QKSource | None:
+    """Which hooks hold q and k as the softmax sees them; probed once per model.
+
+    Rotary bridges that list ``hook_rot_q`` may still never fire it (GPT-NeoX), so a two-token
+    pass checks what really fires. ``None``: a rotary model that fires neither the rotated q/k
+    nor the cos/sin tables.
+    """
+    if model.facts.positional != "rotary":
+        return "hook_q/hook_k"
+    if "qk_source" not in model.memo:
+        probe = ["hook_rot_q/hook_rot_k", "hook_q/hook_k + hook_cos/hook_sin"]
+        found: QKSource | None = None
+        ids = torch.zeros(1, 2, dtype=torch.long)
+        for source in probe:
+            try:
+                run_hooks(model, ids, qk_names(source, 0))
+            except KeyError:
+                continue
+            found = source  # type: ignore[assignment]
+            break
+        model.memo["qk_source"] = found
+    return model.memo["qk_source"]
+
+
+def qk_names(source: QKSource, layer: int) -> list[str]:
+    """The hooks to capture for layer ``layer``'s softmax q and k under ``source``."""
+    if source == "hook_rot_q/hook_rot_k":
+        return [rot_q_hook(layer), rot_k_hook(layer)]
+    if source == "hook_q/hook_k + hook_cos/hook_sin":
+        return [q_hook(layer), k_hook(layer), cos_hook(layer), sin_hook(layer)]
+    return [q_hook(layer), k_hook(layer)]
+
+
+def softmax_qk(acts: dict[str, torch.Tensor], layer: int, source: QKSource
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``batch pos head_index d_head`` q and k as the softmax sees them, from captured hooks."""
+    if source == "hook_rot_q/hook_rot_k":
+        return acts[rot_q_hook(layer)], acts[rot_k_hook(layer)]
+    q, k = acts[q_hook(layer)], acts[k_hook(layer)]
+    if source == "hook_q/hook_k + hook_cos/hook_sin":
+        cos, sin = acts[cos_hook(layer)], acts[sin_hook(layer)]
+        return rotate(q, cos, sin), rotate(k, cos, sin)
+    return q, k
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """RoPE in the ``rotate_half`` convention on the first ``cos.shape[-1]`` dimensions.
+
+    Args:
+        x: ``batch pos head_index d_head``.
+        cos, sin: ``batch pos rotary_dim`` (``rotary_dim <= d_head``).
+
+    Returns:
+        ``batch pos head_index d_head``, the rotated copy.
+    """
+    dim = cos.shape[-1]
+    part, rest = x[..., :dim], x[..., dim:]
+    first, second = part[..., : dim // 2], part[..., dim // 2:]
+    half_turn = torch.cat([-second, first], dim=-1)
+    return torch.cat([part * cos[:, :, None] + half_turn * sin[:, :, None], rest], dim=-1)
+
+
+def layer_scales(model: LoadedModel) -> tuple[tuple[float, ...], str]:
+    """The logit multiplier of each layer, and where it was read from.
+
+    The ``scaling`` (or Bloom's ``inv_norm_factor``) attribute of each Hugging Face attention
+    module already folds in GPT-2's ``scale_attn_weights`` and
+    ``scale_attn_by_inverse_layer_idx``; the config flags are the fallback when no module
+    carries it.
+    """
+    n_layers, found = model.facts.n_layers, {}
+    for module in model.bridge.original_model.modules():
+        idx = getattr(module, "layer_idx", None)
+        value = getattr(module, "scaling", getattr(module, "inv_norm_factor", None))
+        if isinstance(idx, int) and isinstance(value, (int, float)) and not isinstance(value, bool):
+            found.setdefault(idx, float(value))
+    if all(layer in found for layer in range(n_layers)):
+        return tuple(found[layer] for layer in range(n_layers)), "the attention modules' own scaling"
+    config = getattr(model.bridge.original_model, "config", None)
+    base = model.facts.d_head ** -0.5
+    source = "1 / sqrt(d_head)"
+    if getattr(config, "query_pre_attn_scalar", None):
+        base, source = float(config.query_pre_attn_scalar) ** -0.5, "1 / sqrt(query_pre_attn_scalar)"
+    if getattr(config, "scale_attn_weights", True) is False:
+        base, source = 1.0, "1 (scale_attn_weights is off)"
+    if getattr(config, "scale_attn_by_inverse_layer_idx", False):
+        return tuple(base / (layer + 1) for layer in range(n_layers)), source + " / (layer + 1)"
+    return (base,) * n_layers, source
+
+
+def layer_windows(model: LoadedModel) -> tuple[int | None, ...]:
+    """Sliding-window width per layer from the Hugging Face config (None = full attention)."""
+    return windows_from_config(getattr(model.bridge.original_model, "config", None),
+                               model.facts.n_layers)
+
+
+def windows_from_config(config: Any, n_layers: int) -> tuple[int | None, ...]:
+    """Sliding-window width per layer from a Hugging Face config (None = full attention)."""
+    window = getattr(config, "sliding_window", None)
+    types = getattr(config, "layer_types", None)
+    if not window:
+        return (None,) * n_layers
+    if types is not None and len(types) == n_layers:
+        return tuple(int(window) if kind == "sliding_attention" else None for kind in types)
+    if getattr(config, "use_sliding_window", True) is False:
+        return (None,) * n_layers
+    return (int(window),) * n_layers
+
+
+def alibi_slopes(n_heads: int) -> torch.Tensor:
+    """ALiBi slopes ``2^(-8 (h+1) / n)``, interleaving the next power of two when ``n`` is not one.
+
+    Returns:
+        ``head_index`` float32 slopes (Bloom's / MPT's ordering).
+    """
+    closest = 2 ** math.floor(math.log2(n_heads))
+    base = 2.0 ** (-8.0 / closest)
+    slopes = [base ** (i + 1) for i in range(closest)]
+    if closest != n_heads:
+        extra = 2.0 ** (-4.0 / closest)
+        slopes += [extra ** (2 * i + 1) for i in range(n_heads - closest)]
+    return torch.tensor(slopes, dtype=torch.float32)
+
+
+def model_alibi_slopes(model: LoadedModel) -> torch.Tensor | None:
+    """The model's ALiBi slopes, or None when it does not use ALiBi."""
+    return alibi_slopes(model.facts.n_heads) if model.facts.positional == "alibi" else None

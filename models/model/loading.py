@@ -1,0 +1,195 @@
+"""Load any supported model through ``TransformerBridge.boot_transformers``.
+
+One entry point, :func:`load`, for the bundled model, the shipped MiniLM encoder, a local
+Hugging Face directory or a hub name. Every failure becomes a :class:`ModelLoadError` whose
+message is meant for the page, not for a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from models.errors import UserError
+from models.model.facts import ModelFacts, facts_from_bridge
+from models.model.spec import ModelSpec
+
+Progress = Callable[[float, str], None]
+GIB = 1024**3
+
+
+class ModelLoadError(UserError):
+    """A model could not be loaded; ``str(err)`` is a message for the user."""
+
+
+@dataclass
+class LoadedModel:
+    """A booted bridge plus what the app needs beside it.
+
+    ``lock`` serialises forward passes: the bridge is shared by every browser session, and
+    hooks added by one run must never be seen by another. ``memo`` keeps facts probed once
+    (see :func:`models.model.forward.qk_source`).
+    """
+
+    spec: ModelSpec
+    bridge: Any
+    facts: ModelFacts
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.bridge.tokenizer
+
+
+def _quiet(_fraction: float, _text: str) -> None:
+    return None
+
+
+def available_bytes(device: str) -> int:
+    """Memory free for new weights on ``device`` (CUDA: free device memory; CPU: MemAvailable)."""
+    if device == "cuda":
+        free, _total = torch.cuda.mem_get_info()
+        return int(free)
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def count_parameters(config: Any) -> int | None:
+    """Parameter count of the architecture in ``config``, built on the meta device (no memory)."""
+    import transformers
+
+    arch = (getattr(config, "architectures", None) or [None])[0]
+    model_cls = getattr(transformers, arch, None) if arch else None
+    try:
+        with torch.device("meta"):
+            if model_cls is not None:
+                model = model_cls(config)
+            else:
+                model = transformers.AutoModel.from_config(config)
+    except Exception:  # noqa: BLE001 - an estimate only; the real load reports real errors
+        return None
+    return sum(p.numel() for p in model.parameters())
+
+
+def check_fits(n_params: int | None, spec: ModelSpec, free: int | None = None) -> None:
+    """Refuse, with the numbers, a model whose weights alone exceed the free memory."""
+    if n_params is None or spec.device_map is not None:
+        return
+    need = n_params * torch.tensor([], dtype=spec.torch_dtype).element_size()
+    free = available_bytes(spec.device) if free is None else free
+    if need > free:
+        raise ModelLoadError(
+            f"{spec.label} has {n_params / 1e6:,.0f} M parameters: about {need / GIB:.2f} GiB "
+            f"in {spec.dtype}, but only {free / GIB:.2f} GiB is free on {spec.device}. "
+            "Pick a smaller model, a smaller dtype, or a device map that offloads layers."
+        )
+
+
+def _check_source(spec: ModelSpec) -> None:
+    if spec.device == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError("No CUDA GPU is available on this server; choose the cpu device.")
+    if spec.kind in ("local", "bundled", "minilm"):
+        path = Path(spec.path_or_name)
+        if not path.is_dir():
+            raise ModelLoadError(f"No directory at {path}.")
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(
+                f"{path} is not a Hugging Face model directory: it has no config.json.")
+
+
+def _read_config(spec: ModelSpec) -> Any:
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(
+            spec.path_or_name, trust_remote_code=spec.trust_remote_code)
+    except ValueError as err:
+        if "trust_remote_code" in str(err):
+            raise ModelLoadError(
+                f"{spec.label} needs its own modelling code from its repository. Turn on "
+                "'Trust remote code' only if you trust that repository.") from err
+        raise ModelLoadError(f"{spec.label}: unreadable configuration ({err}).") from err
+    except (OSError, json.JSONDecodeError) as err:
+        if spec.kind == "hub":
+            raise ModelLoadError(
+                f"Could not find '{spec.name}': it is not a local directory, not in the local "
+                "Hugging Face cache, and the hub did not provide it (unknown name, gated "
+                "model, or no network).") from err
+        raise ModelLoadError(f"{spec.label}: unreadable configuration ({err}).") from err
+
+
+def _boot(spec: ModelSpec) -> Any:
+    from transformer_lens.model_bridge import TransformerBridge
+
+    kwargs: dict[str, Any] = {"dtype": spec.torch_dtype,
+                              "trust_remote_code": spec.trust_remote_code}
+    if spec.device_map is not None:
+        kwargs["device_map"] = spec.device_map
+    else:
+        kwargs["device"] = spec.device
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    try:
+        bridge = TransformerBridge.boot_transformers(spec.path_or_name, **kwargs)
+    except ModelLoadError:
+        raise
+    except Exception as err:  # noqa: BLE001 - any library failure becomes a page message
+        text = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if "not supported" in text.lower() or "unsupported" in text.lower():
+            raise ModelLoadError(
+                f"TransformerLens cannot load {spec.label}: {text}") from err
+        raise ModelLoadError(f"Could not load {spec.label}: {text}") from err
+    bridge.eval()
+    return bridge
+
+
+def preflight(spec: ModelSpec) -> int | None:
+    """Check the source and read its configuration; return the parameter count if known.
+
+    Raises:
+        ModelLoadError: no such directory, unreadable config, unknown hub name while offline.
+    """
+    _check_source(spec)
+    return count_parameters(_read_config(spec))
+
+
+def boot(spec: ModelSpec) -> LoadedModel:
+    """Load the weights through TransformerLens and describe the model (no checks first)."""
+    bridge = _boot(spec)
+    return LoadedModel(spec=spec, bridge=bridge, facts=facts_from_bridge(bridge, spec.label))
+
+
+def load(spec: ModelSpec, progress: Progress = _quiet) -> LoadedModel:
+    """Check, then boot ``spec`` through TransformerLens.
+
+    Args:
+        spec: what to load.
+        progress: called with (fraction done, what is happening) for a progress bar.
+
+    Returns:
+        The loaded model with its facts and a forward-pass lock.
+
+    Raises:
+        ModelLoadError: for any failure, with a message for the user.
+    """
+    progress(0.05, f"Reading the configuration of {spec.label}")
+    n_params = preflight(spec)
+    progress(0.2, "Checking free memory")
+    check_fits(n_params, spec)
+    progress(0.35, f"Loading {spec.label} weights on {spec.device}")
+    model = boot(spec)
+    progress(1.0, "Ready")
+    return model

@@ -1,0 +1,246 @@
+"""The loaded model's own attention logits, and the model re-run with every head's logits scaled.
+
+Where the logits come from (checked, not assumed):
+
+1. ``blocks.{l}.attn.hook_attn_scores``: for bridges that rebuild attention themselves (GPT-2's
+   joint-QKV bridge, most decoders) this is ``q . k`` times the model's own scale with the real
+   mask applied, before the softmax. It is used when ``softmax(scores)`` reproduces
+   ``hook_pattern``.
+2. Otherwise q and k as the softmax sees them (rotated on RoPE models, see
+   :func:`models.model.forward.qk_source`) times the layer's own scale, with a causal mask when
+   the model is causal (key/value heads repeated for GQA). Some bridges (BERT's, where the Hugging
+   Face module runs unchanged) only fire ``hook_attn_scores`` after the fact with the softmax
+   output in it; there the rebuild from q and k is what reproduces the pattern. ALiBi or a
+   sliding window add terms this rebuild lacks: the same check then fails and
+   :class:`ScalingUnavailable` says so.
+
+The re-run multiplies the scores at every layer's ``hook_attn_scores`` by ``c`` and leaves masked
+entries untouched (a finite ``finfo.min`` mask times ``c < 1`` would let masked keys back in).
+Each re-run checks that the hook really feeds the softmax: layer 0's pattern must equal
+``softmax(c * scores)`` of that same pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+
+from models.errors import UserError
+from models.model.forward import (QKSource, every_layer, layer_scales, missing_hooks,
+                                  pattern_hook, qk_names, qk_source, run_hooks, run_with_hooks,
+                                  scores_hook, softmax_qk, tokenize)
+from models.model.loading import LoadedModel
+from models.model.tokens import readable_tokens
+from models.scaling.maths import scale_scores, scaled_patterns, with_inf_mask
+
+ScoreSource = Literal["hook_attn_scores"] | QKSource
+REPRODUCE_TOL = 1e-4
+
+
+class ScalingUnavailable(UserError):
+    """The sweep cannot be run on this model; ``str(err)`` is a message for the page."""
+
+    level = "info"
+
+
+@dataclass(frozen=True)
+class ScoreCapture:
+    """Every head's logits on one prompt, at the model's own scale.
+
+    Attributes:
+        token_ids, tokens: the positions fed to the model.
+        scores: ``layer head_index query_pos key_pos`` float32, masked entries ``-inf``.
+        source: which hooks the scores were built from.
+        max_error: ``max |softmax(scores) - hook_pattern|`` over every head and row.
+        n_prompt_tokens: tokens in the full prompt before any cut.
+    """
+
+    token_ids: tuple[int, ...]
+    tokens: tuple[str, ...]
+    scores: np.ndarray
+    source: ScoreSource
+    max_error: float
+    n_prompt_tokens: int
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.token_ids)
+
+
+@dataclass(frozen=True)
+class FactorLoss:
+    """Next-token loss with every head's logits times ``factor``.
+
+    Attributes:
+        factor: ``c``.
+        loss: mean cross-entropy (nats) over ``n_predictions`` next-token predictions.
+        check_error: ``max |hook_pattern - softmax(c * scores)|`` at layer 0 of that same pass.
+    """
+
+    factor: float
+    loss: float
+    n_predictions: int
+    check_error: float
+
+
+def _cache(model: LoadedModel, ids: torch.Tensor, names: list[str]) -> dict[str, torch.Tensor]:
+    """Named activations of one pass, batch 0, on CPU in their own dtype (masks intact)."""
+    missing = missing_hooks(model, names)
+    if missing:
+        raise ScalingUnavailable(f"This model exposes no `{missing[0]}` hook.")
+    return {name: value[0] for name, value in run_hooks(model, ids, names, dtype=None).items()}
+
+
+def scores_from_qk(q: torch.Tensor, k: torch.Tensor, causal: bool,
+                   scale: float | None = None) -> torch.Tensor:
+    """``q . k * scale`` with the causal mask as ``-inf``.
+
+    Args:
+        q: ``pos head_index d_head``; k: ``pos kv_head d_head`` (repeated when fewer heads).
+        causal: mask keys after the query.
+        scale: the layer's logit multiplier; ``1 / sqrt(d_head)`` when not given.
+
+    Returns:
+        ``head_index query_pos key_pos`` float32.
+    """
+    q, k = q.float(), k.float()
+    if k.shape[1] != q.shape[1]:
+        k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    scores = torch.einsum("qhd,khd->hqk", q, k) * scale
+    if causal:
+        n_q, n_k = scores.shape[-2:]
+        future = torch.ones(n_q, n_k, dtype=torch.bool).triu(1 + n_k - n_q)
+        scores = scores.masked_fill(future, -torch.inf)
+    return scores
+
+
+def tolerance(dtype: torch.dtype) -> float:
+    """How far a recomputed pattern may sit from the model's own: 1e-4 in fp32, a few ulps in half."""
+    return max(REPRODUCE_TOL, 4 * torch.finfo(dtype).eps)
+
+
+def _error(scores: torch.Tensor, patterns: torch.Tensor) -> float:
+    return float((scaled_patterns(scores, 1.0) - patterns.float()).abs().max())
+
+
+def capture_scores(model: LoadedModel, prompt: str, max_tokens: int | None = None
+                   ) -> ScoreCapture:
+    """Every head's logits on ``prompt``, checked against the model's own patterns.
+
+    Args:
+        model: a loaded model.
+        prompt: the text.
+        max_tokens: optional cap below the model's context.
+
+    Returns:
+        A :class:`ScoreCapture`.
+
+    Raises:
+        PromptError: empty or oversized prompt.
+        ScalingUnavailable: neither source reproduces ``hook_pattern`` (within 1e-4 in fp32).
+    """
+    ids, n_full = tokenize(model, prompt, max_tokens)
+    layers = range(model.facts.n_layers)
+    n_layers = model.facts.n_layers
+    acts = _cache(model, ids, every_layer(scores_hook, n_layers) + every_layer(pattern_hook,
+                                                                             n_layers))
+    tol = tolerance(acts[pattern_hook(0)].dtype)
+    patterns = torch.stack([acts[pattern_hook(l)].float() for l in range(n_layers)])
+    scores = torch.stack([with_inf_mask(acts[scores_hook(l)], torch.float32)
+                          for l in range(n_layers)])
+    source: ScoreSource = "hook_attn_scores"
+    error = _error(scores, patterns) if scores.shape == patterns.shape else float("inf")
+    qk = qk_source(model)
+    if not error <= tol and qk is not None:
+        scales, _ = layer_scales(model)
+        acts = _cache(model, ids, [name for l in range(n_layers) for name in qk_names(qk, l)])
+        try:
+            scores = torch.stack([scores_from_qk(*softmax_qk(acts, l, qk), model.facts.causal,
+                                                 scales[l]) for l in range(n_layers)])
+            source, error = qk, _error(scores, patterns)
+        except (RuntimeError, ValueError):  # q/k hooks laid out other than pos head d_head
+            error = float("inf")
+    if not error <= tol:
+        raise ScalingUnavailable(
+            "Neither the bridge's attention-score hook nor q . k rebuilt from its q and k hooks "
+            f"reproduces this model's attention patterns (largest gap {error:.2g}). Its "
+            "attention adds something those hooks do not show (ALiBi, a sliding window, logit "
+            "soft-capping), so the sweep is not shown.")
+    id_list = [int(i) for i in ids[0]]
+    return ScoreCapture(token_ids=tuple(id_list),
+                        tokens=tuple(readable_tokens(model.tokenizer, id_list)),
+                        scores=scores.numpy(), source=source,
+                        max_error=error, n_prompt_tokens=n_full)
+
+
+def loss_unavailable(model: LoadedModel, n_tokens: int) -> str | None:
+    """Why the next-token loss sweep cannot run on this model and prompt, or None if it can."""
+    if not model.facts.causal:
+        return ("This is a bidirectional encoder: it does not predict the next token, so there is "
+                "no next-token loss to sweep. (The masked-token head of all-MiniLM-L6-v2 is not in "
+                "its checkpoint either, so a masked-token loss would be meaningless.)")
+    if n_tokens < 2:
+        return "The prompt needs at least two tokens for a next-token loss."
+    return None
+
+
+def next_token_loss(model: LoadedModel, ids: torch.Tensor, factor: float) -> FactorLoss:
+    """Mean next-token cross-entropy of ``ids`` with every layer's logits times ``factor``.
+
+    Args:
+        model: a causal language model.
+        ids: ``(1, pos)`` token ids.
+        factor: ``c > 0``; at 1.0 the hooks still run and change nothing.
+
+    Returns:
+        A :class:`FactorLoss`.
+
+    Raises:
+        ScalingUnavailable: the scores hook does not feed this model's softmax.
+    """
+    names = every_layer(scores_hook, model.facts.n_layers)
+    if missing_hooks(model, names):
+        raise ScalingUnavailable("This model exposes no attention-score hook to scale.")
+    seen: dict[str, torch.Tensor] = {}
+
+    def scale(scores: torch.Tensor, hook) -> torch.Tensor:
+        if hook.name == names[0]:
+            seen["scores"] = scores.detach()[0].cpu()
+        return scale_scores(scores, factor)
+
+    def keep(pattern: torch.Tensor, hook) -> torch.Tensor:
+        seen["pattern"] = pattern.detach()[0].cpu()
+        return pattern
+
+    hooks = [(name, scale) for name in names] + [(pattern_hook(0), keep)]
+    logits = run_with_hooks(model, ids, hooks)
+    if not isinstance(logits, torch.Tensor) or logits.ndim != 3:
+        raise ScalingUnavailable("This model's forward pass does not return next-token logits.")
+    if "scores" not in seen or "pattern" not in seen:
+        raise ScalingUnavailable("The attention-score hook never fired during the forward pass.")
+    expected = scaled_patterns(with_inf_mask(seen["scores"], torch.float32), factor)
+    check = float((expected - seen["pattern"].float()).abs().max())
+    if not check <= tolerance(seen["pattern"].dtype):
+        raise ScalingUnavailable(
+            "This model's bridge reports its attention scores only after the softmax has run, "
+            "so scaling them does not change the forward pass: the model cannot be re-run at "
+            "another scale this way.")
+    log_probs = torch.log_softmax(logits[0, :-1].double(), dim=-1)
+    targets = ids[0, 1:].to(log_probs.device)
+    nll = -log_probs.gather(-1, targets[:, None])[:, 0]
+    return FactorLoss(factor=float(factor), loss=float(nll.mean()), n_predictions=int(nll.numel()),
+                      check_error=check)
+
+
+def loss_at(model: LoadedModel, prompt: str, factor: float, max_tokens: int | None = None
+            ) -> FactorLoss:
+    """:func:`next_token_loss` for a prompt (tokenised as :func:`models.model.forward.tokenize` does)."""
+    ids, _ = tokenize(model, prompt, max_tokens)
+    reason = loss_unavailable(model, ids.shape[1])
+    if reason:
+        raise ScalingUnavailable(reason)
+    return next_token_loss(model, ids, factor)

@@ -1,0 +1,42 @@
+"""AppTest helpers: run the real app.py with a query string, as a browser would open it."""
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+
+
+def open_app(page: str | None = None, **query) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=240)
+    for key, value in query.items():
+        at.query_params[key] = str(value)
+    at.run()
+    if page is not None:
+        at.switch_page(page)
+        at.run()
+    return at
+
+
+def texts(at: AppTest) -> str:
+    """Everything the page says in messages, captions and markdown, joined."""
+    parts = []
+    for kind in ("error", "warning", "info", "success", "caption", "markdown", "title",
+                 "subheader"):
+        parts += [str(el.value) for el in getattr(at, kind)]
+    return "\n".join(parts)
+
+
+
+def open_page(page: str, model: str, **state) -> AppTest:
+    """Open the app on ``model``, preset session ``state``, then switch to ``page``.
+
+    The state is set before the switch: AppTest drops the sidebar's widgets from its tree after
+    ``switch_page``, so a later widget change would lose the sidebar's model and prompt.
+    """
+    at = open_app(model=model)
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.switch_page(page)
+    at.run()
+    return at

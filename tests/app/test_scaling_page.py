@@ -1,0 +1,45 @@
+"""AppTest: the scaling page renders for the bundled model and MiniLM, and handles bad input.
+
+AppTest drops the sidebar's widgets from the tree after ``switch_page`` (their values are not
+carried to the next rerun), so each case opens the app, sets its state, then switches once.
+"""
+
+from __future__ import annotations
+
+from tests.app.helpers import open_page, texts
+
+PAGE = "pages/scaling.py"
+ALPHA = "Divide q · k by d_k^α"
+
+
+def open_scaling(model: str, **state):
+    at = open_page(PAGE, model, **state)
+    assert not at.exception
+    return at
+
+
+def test_page_runs_for_minilm_and_says_there_is_no_loss():
+    at = open_scaling("minilm", scaling_axis=ALPHA, scaling_head="2.3")
+    said = texts(at)
+    assert "bidirectional encoder" in said and "hook_q/hook_k" in said
+    assert "20,000 independent (q, k) pairs" in said
+    assert at.radio(key="scaling_axis").value == ALPHA
+    assert at.select_slider(key="scaling_pick").value == 12  # alpha = 0.5 of 25 points
+    frame = at.dataframe[0].value
+    assert (frame["Var(q·k) / d_k"] - 1).abs().max() < 0.05
+    assert len(at.get("plotly_chart")) == 5
+
+
+def test_empty_prompt_gives_a_message():
+    at = open_scaling("minilm", atlas_prompt="   ")
+    assert "prompt is empty" in texts(at)
+    assert len(at.get("plotly_chart")) == 2  # the synthetic panel still shows
+
+
+def test_page_runs_for_bundled_with_loss_sweep():
+    at = open_scaling("bundled", scaling_pick=0, scaling_head="1.0",
+                      scaling_range=(1 / 8, 8.0), scaling_points=9)
+    said = texts(at)
+    assert "hook_attn_scores" in said and "Loss at the model's own scale" in said
+    assert at.select_slider(key="scaling_pick").value == 0
+    assert len(at.get("plotly_chart")) == 6

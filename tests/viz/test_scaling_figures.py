@@ -1,0 +1,51 @@
+"""Figure builders: the right numbers reach plotly, markers sit at the model's own scale."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from models.scaling.maths import factor_grid, sweep, synthetic_panel
+from viz import scaling_figures as figs
+
+
+def small_sweep():
+    gen = torch.Generator().manual_seed(0)
+    scores = torch.randn(2, 2, 4, 4, generator=gen)
+    scores = scores.masked_fill(torch.ones(4, 4, dtype=torch.bool).triu(1), -torch.inf)
+    return sweep(scores, factor_grid(0.25, 4.0, 5))
+
+
+def test_saturation_figure_marks_own_scale_and_plots_head():
+    stats = small_sweep()
+    fig = figs.saturation_figure(stats, stats.factors, x_title="c", own_x=1.0, picked_x=4.0,
+                                 head=(1, 0))
+    head_traces = [t for t in fig.data if t.name == "head 1.0"]
+    assert len(head_traces) == 5
+    np.testing.assert_allclose(head_traces[2].y, stats.max_weight[:, 1, 0])
+    means = [t for t in fig.data if t.name == "mean of all heads"]
+    np.testing.assert_allclose(means[4].y, stats.jacobian.mean(axis=(1, 2)))
+    vlines = [s.x0 for s in fig.layout.shapes if s.type == "line" and s.x0 == s.x1]
+    assert vlines.count(1.0) == 5 and vlines.count(4.0) == 5
+
+
+def test_loss_figure_circles_the_minimum():
+    x = np.array([0.5, 1.0, 2.0])
+    fig = figs.loss_figure(x, np.array([3.0, 2.5, 2.7]), x_title="c", own_x=1.0)
+    assert list(fig.data[1].x) == [1.0] and list(fig.data[1].y) == [2.5]
+
+
+def test_extremes_figure_escapes_tokens():
+    p = np.full((2, 2), 0.5)
+    fig = figs.extremes_figure([p, p], ["a", "b"], ["(0) <b>", "(1) x"], causal=True)
+    assert fig.data[0].x[0] == "(0) &lt;b&gt;"
+    assert np.isnan(fig.data[0].z[0][1])  # the causal mask is blank, not 0.5
+
+
+def test_synthetic_figures_show_measured_values():
+    panel = synthetic_panel(d_ks=(16, 32), n_pairs=500, n_rows=20, n_keys=8)
+    var = figs.variance_figure(panel)
+    np.testing.assert_allclose(var.data[1].y, panel.var_raw)
+    np.testing.assert_allclose(var.data[0].y, [16, 32])
+    top = figs.max_weight_figure(panel)
+    np.testing.assert_allclose(top.data[2].y, 1 / 8)

@@ -1,0 +1,5 @@
+"""Where Streamlit meets the core, beside ``app_state.py``: every cache and the custom components.
+
+- :mod:`ui.caches` -- every ``st.cache_*`` of the app, with one memory policy for models;
+- :mod:`ui.widgets` -- clickable views (head grid, token strip) and the address-bar sync.
+"""
