@@ -19,15 +19,12 @@ from models.heads.loss import LossTask, LossUnavailable, loss_from_logits
 from models.model.forward import (every_layer, missing_hooks, model_device, run_hooks,
                                   run_with_hooks, z_hook)
 from models.model.loading import LoadedModel
+from models.progress import Progress, quiet
 
 AblationMethod = Literal["zero", "mean"]
 Ranking = Literal["zero", "mean", "gradient"]
 Head = tuple[int, int]
-Progress = Callable[[float, str], None]
 
-
-def _quiet(_fraction: float, _text: str) -> None:
-    return None
 
 
 def check_hooks(model: LoadedModel) -> None:
@@ -92,7 +89,7 @@ def ablated_loss(model: LoadedModel, task: LossTask, heads: Iterable[Head],
 
 def single_head_effects(model: LoadedModel, task: LossTask, method: AblationMethod,
                         base_loss: float, means: torch.Tensor | None = None,
-                        progress: Progress = _quiet) -> np.ndarray:
+                        progress: Progress = quiet) -> np.ndarray:
     """Loss change ``L(head ablated) - L(clean)`` for every head, one forward pass each.
 
     Returns:
@@ -144,7 +141,7 @@ def pruning_order(importance: np.ndarray) -> list[Head]:
 
 def cumulative_pruning(model: LoadedModel, task: LossTask, order: Sequence[Head],
                        method: AblationMethod, means: torch.Tensor | None = None,
-                       progress: Progress = _quiet) -> list[float]:
+                       progress: Progress = quiet) -> list[float]:
     """Measured loss with the first ``k`` heads of ``order`` ablated together, ``k = 0..N``.
 
     Each point is its own forward pass with all ``k`` heads ablated at once, not a sum of
@@ -180,7 +177,7 @@ class Importance:
 
 
 def measure_importance(model: LoadedModel, task: LossTask,
-                       progress: Progress = _quiet) -> Importance:
+                       progress: Progress = quiet) -> Importance:
     """Zero- and mean-ablation effects of every head, then gradient importance.
 
     Costs ``2 * n_heads_total + 2`` forward passes and one backward pass.

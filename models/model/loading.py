@@ -13,15 +13,15 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
 from models.errors import UserError
 from models.model.facts import ModelFacts, facts_from_bridge
 from models.model.spec import ModelSpec
+from models.progress import Progress, quiet
 
-Progress = Callable[[float, str], None]
 GIB = 1024**3
 
 
@@ -48,9 +48,6 @@ class LoadedModel:
     def tokenizer(self) -> Any:
         return self.bridge.tokenizer
 
-
-def _quiet(_fraction: float, _text: str) -> None:
-    return None
 
 
 def available_bytes(device: str) -> int:
@@ -172,7 +169,7 @@ def boot(spec: ModelSpec) -> LoadedModel:
     return LoadedModel(spec=spec, bridge=bridge, facts=facts_from_bridge(bridge, spec.label))
 
 
-def load(spec: ModelSpec, progress: Progress = _quiet) -> LoadedModel:
+def load(spec: ModelSpec, progress: Progress = quiet) -> LoadedModel:
     """Check, then boot ``spec`` through TransformerLens.
 
     Args:

@@ -1,0 +1,94 @@
+"""The heavy-work pool: one job per key, a queue in order, progress, cancel, stored results."""
+
+import threading
+
+import pytest
+
+from models.progress import Cancelled
+from ui.jobs import Job, JobPool
+
+
+def blocking_work(release: threading.Event, steps: int = 4, result="done"):
+    def work(progress):
+        for i in range(steps):
+            progress(i / steps, f"step {i}")
+            assert release.wait(10)
+        return result
+    return work
+
+
+def test_one_job_per_key_and_the_result_is_kept():
+    pool, release = JobPool(workers=1), threading.Event()
+    a = pool.submit("k", "work", blocking_work(release), waiter="s1")
+    b = pool.submit("k", "work", blocking_work(release), waiter="s2")
+    assert a is b and a.waiters == {"s1", "s2"}
+    release.set()
+    assert a.future.result(10) == "done"
+    assert pool.results.get("k") == "done" and pool.get("k") is None
+
+
+def test_queue_order_and_place():
+    pool, release = JobPool(workers=1), threading.Event()
+    first = pool.submit("a", "first", blocking_work(release))
+    second = pool.submit("b", "second", blocking_work(release))
+    third = pool.submit("c", "third", blocking_work(release))
+    assert pool.ahead(second) == 1 and pool.ahead(third) == 2
+    release.set()
+    assert [j.future.result(10) for j in (first, second, third)] == ["done"] * 3
+
+
+def test_cancel_stops_the_work_only_when_nobody_else_waits():
+    pool, release, started = JobPool(workers=1), threading.Event(), threading.Event()
+    seen = []
+
+    def work(progress):
+        started.set()
+        for i in range(1000):
+            progress(i / 1000, f"step {i}")
+            seen.append(i)
+            release.wait(0.01)
+        return "finished"
+
+    job = pool.submit("k", "long work", work, waiter="s1")
+    pool.submit("k", "long work", work, waiter="s2")
+    assert started.wait(10)
+    pool.cancel(job, "s1")
+    assert not job.cancel_event.is_set()
+    pool.cancel(job, "s2")
+    with pytest.raises(Cancelled):
+        job.future.result(10)
+    assert len(seen) < 1000 and pool.results.get("k") is None and pool.get("k") is None
+
+
+def test_a_queued_job_cancelled_never_runs():
+    pool, release = JobPool(workers=1), threading.Event()
+    pool.submit("a", "first", blocking_work(release))
+    ran = []
+    queued = pool.submit("b", "second", lambda progress: ran.append(1))
+    pool.cancel(queued)
+    release.set()
+    assert queued.future.cancelled() and not ran and pool.get("b") is None
+
+
+def test_failures_store_nothing():
+    pool = JobPool(workers=1)
+
+    def broken(progress):
+        raise ValueError("no")
+
+    job = pool.submit("k", "broken", broken)
+    with pytest.raises(ValueError):
+        job.future.result(10)
+    assert pool.results.get("k") is None and pool.get("k") is None
+
+
+def test_time_left_moves_from_the_estimate_to_the_measured_rate():
+    job = Job(key="k", label="x", estimate_s=100.0)
+    assert job.seconds_left(now=0.0) == 100.0  # queued: the estimate
+    job.started = 0.0
+    job.fraction = 0.01
+    assert job.seconds_left(now=10.0) == pytest.approx(90.0)  # too early to measure
+    job.fraction = 0.5  # half done in 10 s: the rate says 10 s more
+    assert job.seconds_left(now=10.0) == pytest.approx(10.0)
+    job.fraction = 0.125  # halfway to trusting the rate: 0.5 * 70 + 0.5 * 90
+    assert job.seconds_left(now=10.0) == pytest.approx(80.0)

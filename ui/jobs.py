@@ -1,0 +1,133 @@
+"""One bounded pool for heavy work: a queue, progress with an estimate, and cancel.
+
+Long captures, ablation, patching, sweeps and corpus scores run here, never in a page's own
+thread. At most :data:`MAX_WORKERS` run at once (``ATLAS_HEAVY_JOBS``, default 1: on a shared
+server a second heavy job only slows the first); the rest wait in submission order and a page can
+tell its visitor their place. Two sessions asking for the same result (same key) share one job.
+Work reports through :mod:`models.progress`: ``progress(fraction, text)``, which raises
+:class:`models.progress.Cancelled` once every session waiting on the job has cancelled it.
+
+Finished results are kept in :attr:`JobPool.results`, a small least-recently-used store; a job
+that fails or is cancelled stores nothing. No Streamlit here: :mod:`ui.job_view` draws jobs.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable
+
+from models.heads.store import ResultStore
+from models.progress import Cancelled, Progress
+
+MAX_WORKERS = max(1, int(os.environ.get("ATLAS_HEAVY_JOBS", "1")))
+Work = Callable[[Progress], Any]
+
+
+@dataclass(eq=False)
+class Job:
+    """One piece of heavy work, queued or running.
+
+    Attributes:
+        key: what the result is stored under (holds everything that changes it).
+        label: what the work is, in words.
+        estimate_s: the expected duration before it starts, from model size and input length.
+        submitted, started: ``time.monotonic()`` stamps (``started`` is None while queued).
+        fraction, text: the latest progress report.
+        waiters: the sessions waiting on the result.
+    """
+
+    key: Hashable
+    label: str
+    estimate_s: float | None
+    submitted: float = field(default_factory=time.monotonic)
+    started: float | None = None
+    fraction: float = 0.0
+    text: str = "waiting for a free worker"
+    waiters: set[str] = field(default_factory=set)
+    cancel_event: threading.Event = field(default_factory=threading.Event)
+    future: Future | None = None
+
+    def report(self, fraction: float, text: str) -> None:
+        """The progress callback handed to the work; raises Cancelled once cancelled."""
+        if self.cancel_event.is_set():
+            raise Cancelled(f"Stopped: {self.label}.")
+        self.fraction = min(max(float(fraction), 0.0), 1.0)
+        self.text = text
+
+    def seconds_left(self, now: float | None = None) -> float | None:
+        """Time left: the estimate at first, then more and more the measured rate."""
+        now = time.monotonic() if now is None else now
+        if self.started is None:
+            return self.estimate_s
+        elapsed = now - self.started
+        guess = None if self.estimate_s is None else max(self.estimate_s - elapsed, 0.0)
+        if self.fraction < 0.02:
+            return guess
+        measured = elapsed / self.fraction * (1.0 - self.fraction)
+        if guess is None:
+            return measured
+        trust = min(1.0, self.fraction / 0.25)  # a quarter of the way in, trust the measurement
+        return trust * measured + (1.0 - trust) * guess
+
+
+class JobPool:
+    """The process-wide pool (see the module docstring)."""
+
+    def __init__(self, workers: int = MAX_WORKERS, keep: int = 24) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="atlas-job")
+        self._lock = threading.Lock()
+        self._jobs: dict[Hashable, Job] = {}
+        self.results = ResultStore(max_entries=keep)
+
+    def submit(self, key: Hashable, label: str, work: Work, estimate_s: float | None = None,
+               waiter: str = "") -> Job:
+        """The job computing ``key``: the one already queued or running, or a new one."""
+        with self._lock:
+            job = self._jobs.get(key)
+            if job is None:
+                job = Job(key=key, label=label, estimate_s=estimate_s)
+                self._jobs[key] = job
+                job.future = self._executor.submit(self._run, job, work)
+            job.waiters.add(waiter)
+            return job
+
+    def _run(self, job: Job, work: Work) -> Any:
+        try:
+            job.report(0.0, "starting")
+            job.started = time.monotonic()
+            value = work(job.report)
+            self.results.put(job.key, value)
+            return value
+        finally:
+            with self._lock:
+                if self._jobs.get(job.key) is job:
+                    del self._jobs[job.key]
+
+    def get(self, key: Hashable) -> Job | None:
+        with self._lock:
+            return self._jobs.get(key)
+
+    def ahead(self, job: Job) -> int:
+        """How many queued or running jobs were submitted before ``job`` (0 once it runs)."""
+        if job.started is not None:
+            return 0
+        with self._lock:
+            return sum(1 for other in self._jobs.values()
+                       if other is not job and other.submitted <= job.submitted)
+
+    def cancel(self, job: Job, waiter: str = "") -> None:
+        """Stop waiting on ``job``; the work stops when nobody else waits on it."""
+        with self._lock:
+            job.waiters.discard(waiter)
+            if job.waiters:
+                return
+            job.cancel_event.set()
+            if job.future is not None and job.future.cancel() and self._jobs.get(job.key) is job:
+                del self._jobs[job.key]  # never started
+
+
+POOL = JobPool()
