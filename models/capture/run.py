@@ -13,12 +13,14 @@ import numpy as np
 import torch
 
 from models.capture.factored import capture_factored
+from models.capture.streaming import capture_streaming
 from models.capture.store import (DensePatterns, FactoredPatterns, PatternStore, iter_layers,
                                   read_only)
 from models.model.facts import ModelFacts
 from models.model.forward import every_layer, pattern_hook, run_hooks, tokenize
 from models.model.loading import LoadedModel
 from models.model.tokens import readable_tokens
+from models.progress import Progress, part, quiet
 
 DENSE_LIMIT_BYTES = 192 * 1024**2
 
@@ -97,18 +99,20 @@ def capture_dense(model: LoadedModel, ids: torch.Tensor) -> DensePatterns:
 
 
 def capture(model: LoadedModel, prompt: str, max_tokens: int | None = None,
-            dense_limit: int = DENSE_LIMIT_BYTES) -> AttentionRun:
+            dense_limit: int = DENSE_LIMIT_BYTES, progress: Progress = quiet) -> AttentionRun:
     """Every head's pattern on ``prompt``.
 
-    Patterns are held whole when they take at most ``dense_limit`` bytes; longer prompts keep q,
-    k and the log-sum-exp instead (:func:`models.capture.factored.capture_factored`), falling
-    back to a shorter dense capture where the model's q and k do not reproduce its scores.
+    Patterns are held whole when they take at most ``dense_limit`` bytes. Longer prompts keep q,
+    k and the log-sum-exp instead: first through the model's own fused attention
+    (:func:`models.capture.streaming.capture_streaming`), else through the bridge's hooks
+    (:func:`models.capture.factored.capture_factored`), else a shorter dense capture.
 
     Args:
         model: a loaded model.
         prompt: the text; special tokens are added as the model's tokenizer does.
         max_tokens: an optional cap below the model's context length.
         dense_limit: the most bytes the full pattern stack may take.
+        progress: called per layer for long prompts; may raise Cancelled.
 
     Returns:
         An :class:`AttentionRun`.
@@ -119,7 +123,10 @@ def capture(model: LoadedModel, prompt: str, max_tokens: int | None = None,
     ids, n_full = tokenize(model, prompt, max_tokens)
     store: PatternStore | None = None
     if dense_bytes(model.facts, ids.shape[1]) > dense_limit:
-        store = capture_factored(model, ids)
+        store = capture_streaming(model, ids, part(progress, 0.0, 0.95))
+        if store is None:
+            progress(0.0, "reading q and k through the bridge's hooks (slower)")
+            store = capture_factored(model, ids)
         if store is None:  # q/k hooks do not rebuild the scores: keep what fits whole
             fits = int((dense_limit / dense_bytes(model.facts, 1)) ** 0.5)
             ids = ids[:, :fits]

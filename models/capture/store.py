@@ -54,6 +54,9 @@ class FactoredPatterns:
         lse: ``layer head_index query_pos`` float32, natural log.
         scales: the model's logit scale for each layer.
         causal: whether keys after the query are masked.
+        pooled: ``layer head_index pixel pixel`` max-pooled weights (NaN where wholly masked),
+            filled by the streaming capture; None when thumbnails must be computed.
+        pool_factor: positions per pixel edge of ``pooled``.
     """
 
     q: np.ndarray
@@ -61,10 +64,13 @@ class FactoredPatterns:
     lse: np.ndarray
     scales: tuple[float, ...]
     causal: bool
+    pooled: np.ndarray | None = None
+    pool_factor: int = 1
 
     @property
     def nbytes(self) -> int:
-        return int(self.q.nbytes + self.k.nbytes + self.lse.nbytes)
+        extra = 0 if self.pooled is None else self.pooled.nbytes
+        return int(self.q.nbytes + self.k.nbytes + self.lse.nbytes + extra)
 
     def _rebuild(self, layer: int, heads: slice, rows: slice, cols: slice) -> np.ndarray:
         n_heads, n_kv = self.q.shape[1], self.k.shape[1]

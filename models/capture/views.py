@@ -49,9 +49,13 @@ def pool(pattern: np.ndarray, size: int) -> np.ndarray:
 def pooled_layer(run: "AttentionRun", layer: int, size: int) -> np.ndarray:
     """``head_index q_pixel k_pixel`` thumbnails of one layer, masked cells NaN.
 
-    Rows are rebuilt a band at a time (bands aligned to the pooling blocks), so a long prompt
-    never holds a whole layer.
+    A streaming capture already holds max-pooled thumbnails (at its own resolution, about
+    ``size`` pixels); otherwise rows are rebuilt a band at a time (bands aligned to the pooling
+    blocks), so a long prompt never holds a whole layer.
     """
+    pooled = getattr(run.store, "pooled", None)
+    if pooled is not None:
+        return pooled[layer]
     n = run.n_tokens
     factor = -(-n // size)
     band = factor * max(1, 256 // factor)

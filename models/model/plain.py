@@ -1,0 +1,156 @@
+"""The loaded model run without the bridge: its own Hugging Face modules, fused SDPA attention,
+and a callback that sees every layer's q, k and v exactly as the softmax does.
+
+TransformerLens's bridge re-implements attention eagerly so that its hooks can show the whole
+pattern; on a 2,048-token prompt that is four to five times slower than the model's own fused
+attention. This module builds a second view of the same model -- shallow copies of the original
+modules, sharing every parameter tensor, so no memory is added -- whose attention goes through a
+registered ``AttentionInterface`` entry: it calls transformers' SDPA implementation and hands the
+callback the rotated q, k, v, the scale, the mask, and SDPA's own output (for a self-check).
+
+Passes still hold the model's lock. Models whose attention does not use the interface (ALiBi
+bridges such as Bloom's) simply never call back; the caller then falls back to the bridge.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from models.model.loading import LoadedModel
+
+IMPLEMENTATION = "atlas_sdpa"
+_local = threading.local()
+_register_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class LayerAttention:
+    """What one attention layer's softmax saw in a plain pass (batch dimension kept).
+
+    Attributes:
+        layer: the layer index.
+        query: ``batch head_index query_pos d_head`` after any rotation.
+        key, value: ``batch kv_head_index key_pos d_head``.
+        output: ``batch head_index query_pos d_head``, SDPA's result (before the output projection).
+        lse: ``batch head_index query_pos`` log-sum-exp of every row as the fused kernel
+            computed it (CPU flash kernel), or None when another kernel ran.
+        scale: the logit multiplier.
+        causal: whether SDPA applied a causal mask (when ``mask`` is None).
+        mask: ``batch 1|head query_pos key_pos`` boolean (True = may attend) or additive float
+            mask, or None.
+        window: a sliding-window width passed to the attention, or None.
+    """
+
+    layer: int
+    query: torch.Tensor
+    key: torch.Tensor
+    value: torch.Tensor
+    output: torch.Tensor
+    lse: torch.Tensor | None
+    scale: float
+    causal: bool
+    mask: torch.Tensor | None
+    window: int | None
+
+
+OnLayer = Callable[[LayerAttention], None]
+
+
+def _attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
+               value: torch.Tensor, attention_mask: torch.Tensor | None, **kwargs: Any):
+    """transformers' SDPA attention, telling the pass's callback what it computed.
+
+    On the CPU, with no extra mask, the flash kernel is called directly: it returns each row's
+    log-sum-exp beside the output, so the capture gets the LSE for free.
+    """
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    callback = getattr(_local, "callback", None)
+    scale = kwargs.get("scaling")
+    scale = float(query.shape[-1] ** -0.5 if scale is None else scale)
+    causal = kwargs.get("is_causal")
+    causal = bool(getattr(module, "is_causal", False) if causal is None else causal)
+    causal = causal and query.shape[2] > 1 and attention_mask is None
+    lse = None
+    plain = (callback is not None and query.device.type == "cpu" and attention_mask is None
+             and not kwargs.get("sliding_window") and kwargs.get("softcap") is None
+             and not kwargs.get("dropout"))
+    if plain:
+        group = query.shape[1] // key.shape[1]
+        full_k = key.repeat_interleave(group, dim=1) if group > 1 else key
+        full_v = value.repeat_interleave(group, dim=1) if group > 1 else value
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            query, full_k, full_v, 0.0, causal, scale=scale)
+        out = out.transpose(1, 2).contiguous()
+    else:
+        out, _ = sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    if callback is not None:
+        counter = _local.counter
+        layer = getattr(module, "layer_idx", None)
+        layer = counter[0] if layer is None else int(layer)
+        counter[0] += 1
+        callback(LayerAttention(layer=layer, query=query, key=key, value=value,
+                                output=out.transpose(1, 2), lse=lse, scale=scale,
+                                causal=causal if attention_mask is None else False,
+                                mask=attention_mask, window=kwargs.get("sliding_window")))
+    return out, None
+
+
+def _register() -> None:
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    with _register_lock:
+        if IMPLEMENTATION not in AttentionInterface._global_mapping:
+            AttentionInterface.register(IMPLEMENTATION, _attention)
+            AttentionMaskInterface.register(IMPLEMENTATION, sdpa_mask)
+
+
+def _unwrapped(module: torch.nn.Module, config: Any) -> torch.nn.Module:
+    """A shallow copy of the original module tree under ``module``, bridge wrappers removed."""
+    base = getattr(module, "_original_component", None) or module
+    plain = copy.copy(base)
+    plain._modules = collections.OrderedDict(
+        (name, _unwrapped(child, config)) for name, child in base._modules.items()
+        if type(child).__name__ != "HookPoint")
+    for hooks in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks"):
+        setattr(plain, hooks, collections.OrderedDict())
+    if hasattr(plain, "config"):
+        plain.config = config
+    return plain
+
+
+def plain_model(model: LoadedModel) -> torch.nn.Module:
+    """The bridge-free view of ``model`` (built once, shares every parameter)."""
+    if "plain" not in model.memo:
+        _register()
+        original = model.bridge.original_model
+        config = copy.deepcopy(original.config)
+        config._attn_implementation = IMPLEMENTATION
+        model.memo["plain"] = _unwrapped(original, config).eval()
+    return model.memo["plain"]
+
+
+def run_plain(model: LoadedModel, ids: torch.Tensor, on_layer: OnLayer) -> torch.Tensor:
+    """One forward pass of the plain view under the model's lock; ``on_layer`` sees each layer.
+
+    Returns:
+        The model's output logits (or, for an encoder, its first output).
+    """
+    plain = plain_model(model)
+    device = next(plain.parameters()).device
+    _local.callback, _local.counter = on_layer, [0]
+    try:
+        with model.lock, torch.no_grad():
+            extra = {"use_cache": False} if model.facts.causal else {}
+            out = plain(input_ids=ids.to(device), **extra)
+    finally:
+        _local.callback = None
+    return out[0] if isinstance(out, tuple) else getattr(out, "logits", out[0])
+

@@ -1,0 +1,97 @@
+"""The fused long-prompt capture: same patterns as Hugging Face eager attention, thumbnails equal
+to a max-pool written here from those patterns, and Cancel that leaves the model usable."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from models.capture.run import capture
+from models.capture.streaming import ROWS_PER_BLOCK, capture_streaming, pool_factor
+from models.model.forward import tokenize
+from models.progress import Cancelled
+
+TEXT = ("def moving_average(values, window):\n    total = sum(values[:window])\n"
+        "    return total / window\n") * 6
+ENGLISH = ("The ferry leaves the harbour at seven in the morning and comes back before dark. "
+           "On calm days the crossing takes forty minutes. ") * 4
+
+
+def eager_patterns(model, ids: torch.Tensor) -> np.ndarray:
+    """``layer head q k`` from the HF model with eager attention (weights of the loaded one)."""
+    from transformers import AutoModelForCausalLM
+
+    hf = AutoModelForCausalLM.from_pretrained(model.spec.path_or_name,
+                                              attn_implementation="eager")
+    with torch.no_grad():
+        out = hf(ids, output_attentions=True)
+    return torch.stack([a[0] for a in out.attentions]).double().numpy()
+
+
+def reference_pool(pattern: np.ndarray, factor: int) -> np.ndarray:
+    """Max over every key and the sampled rows of each block, masked blocks NaN."""
+    n = pattern.shape[-1]
+    stride = max(1, factor // ROWS_PER_BLOCK)
+    pixels = math.ceil(n / factor)
+    out = np.full(pattern.shape[:-2] + (pixels, pixels), np.nan)
+    for bi in range(pixels):
+        rows = [r for r in range(bi * factor, min(n, (bi + 1) * factor))
+                if (r - bi * factor) % stride == 0]
+        for bj in range(pixels):
+            if bj * factor > bi * factor + factor - 1:
+                continue
+            block = pattern[..., rows, bj * factor:(bj + 1) * factor]
+            out[..., bi, bj] = block.max(axis=(-2, -1))
+    return out
+
+
+@pytest.mark.parametrize("name, text", [("bundled", TEXT), ("smollm2", ENGLISH)])
+def test_streaming_capture_equals_eager_attention(request, name, text):
+    model = request.getfixturevalue(name)
+    ids, _ = tokenize(model, text)
+    store = capture_streaming(model, ids)
+    assert store is not None and store.pooled is not None
+    want = eager_patterns(model, ids)
+    got = np.stack([store.layer(layer) for layer in range(model.facts.n_layers)])
+    assert np.abs(got - want).max() < 1e-5
+    factor = pool_factor(ids.shape[1])
+    assert store.pool_factor == factor
+    np.testing.assert_allclose(store.pooled, reference_pool(want, factor), atol=1e-5)
+
+
+def test_long_runs_use_the_fused_path_and_report_each_layer(smollm2):
+    seen = []
+    run = capture(smollm2, ENGLISH, dense_limit=0, progress=lambda f, t: seen.append((f, t)))
+    assert run.factored and run.store.pooled is not None
+    assert len([t for _, t in seen if t.startswith("layer ")]) == 30
+    assert seen[-1][1] == "layer 30 of 30"
+    fractions = [f for f, _ in seen]
+    assert fractions == sorted(fractions) and fractions[-1] <= 1.0
+
+
+def test_cancel_stops_the_pass_and_leaves_the_model_usable(bundled):
+    calls = []
+
+    def stop_at_second_layer(fraction, text):
+        calls.append(text)
+        if len(calls) == 2:
+            raise Cancelled("stopped")
+
+    with pytest.raises(Cancelled):
+        capture(bundled, TEXT, dense_limit=0, progress=stop_at_second_layer)
+    assert len(calls) == 2 and not bundled.lock.locked()
+    again = capture(bundled, TEXT, dense_limit=0)
+    assert again.factored
+
+
+def test_a_model_whose_attention_never_calls_back_falls_back_to_the_bridge(bundled, monkeypatch):
+    import models.capture.streaming as streaming
+
+    monkeypatch.setattr(streaming, "run_plain", lambda model, ids, on_layer: None)
+    run = capture(bundled, TEXT, dense_limit=0)
+    assert run.factored and run.store.pooled is None  # the bridge's factored path
+    dense = capture(bundled, TEXT)
+    assert np.abs(run.patterns - dense.patterns).max() < 1e-5
