@@ -13,17 +13,18 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from models.capture.run import AttentionRun
+from models.capture.run import AttentionRun, capture
 from models.errors import UserError
+from models.model.forward import tokenize
 from models.model.loading import LoadedModel, ModelLoadError
 from models.model.spec import ModelSpec
 from models.model import gguf
-from ui import caches, job_view
+from ui import caches, job_view, prompt_store
 from ui import sidebar as ui_sidebar
 from viz.view_state import ViewState, to_query
 
 MAX_LINK_PROMPT = 2000
-K_GOOD, K_FAILED = "atlas_good", "atlas_failed"
+K_GOOD, K_FAILED, K_LAST_RUN = "atlas_good", "atlas_failed", "atlas_last_run"
 current_prompt = ui_sidebar.current_prompt
 link_state = ui_sidebar.link_state
 link_notes = ui_sidebar.link_notes
@@ -110,28 +111,52 @@ def active_model() -> LoadedModel | None:
 
 
 def active_run(model: LoadedModel) -> AttentionRun | None:
-    """Patterns for the sidebar prompt on ``model``, with notices for empty or cut prompts."""
+    """Patterns for the sidebar prompt on ``model``, with notices for empty or cut prompts.
+
+    A long prompt runs as a job with progress and Cancel; meanwhile the page keeps showing this
+    session's previous run (with a note), or nothing on a first visit.
+    """
     prompt = current_prompt()
+    key = caches.run_key(model.spec, prompt)
     try:
-        with st.spinner("Running the prompt through the model…"):
-            run = caches.run(model.spec, prompt)
+        ids, _ = tokenize(model, prompt)
+        n = int(ids.shape[1])
+        run = job_view.run_job(
+            key, f"Reading the attention of {n:,} tokens in {model.facts.name}",
+            lambda progress: capture(model, prompt, progress=progress),
+            cost=("capture", model.facts.forward_flops(n)))
     except UserError as err:
         show_error(err)
         return None
+    if run is job_view.MISSING:
+        previous = caches.POOL.results.get(st.session_state.get(K_LAST_RUN))
+        if previous is None:
+            return None
+        st.caption("Showing the previous prompt until the new one is ready.")
+        run = previous
+    else:
+        st.session_state[K_LAST_RUN] = key
     if run.truncated:
         st.warning(f"The prompt has {run.n_prompt_tokens:,} tokens; {model.facts.name} reads at "
                    f"most {model.facts.n_ctx:,}, so only the first {run.n_tokens:,} are shown.")
     return run
 
 
-def link_query(view: ViewState) -> dict[str, str]:
-    """Query parameters of ``view`` for the current model and prompt (long prompts left out)."""
+def link_query(view: ViewState, prompt: str | None = None) -> dict[str, str]:
+    """Query parameters of ``view`` for the current model and ``prompt`` (the sidebar's by
+    default). A prompt over :data:`MAX_LINK_PROMPT` characters is stored on the server and the
+    link carries its id."""
     spec = st.session_state.get(K_GOOD)
-    prompt = current_prompt()
+    prompt = current_prompt() if prompt is None else prompt
+    short = len(prompt) <= MAX_LINK_PROMPT
     return to_query(replace(view, model=spec.name if spec else None,
-                            prompt=prompt if len(prompt) <= MAX_LINK_PROMPT else None))
+                            prompt=prompt if short else None,
+                            prompt_id=None if short or not prompt.strip()
+                            else prompt_store.save(prompt)))
 
 
-def explorer_link(layer: int, head: int, token: int | None = None) -> str:
-    """Relative URL that opens the explorer on ``layer.head`` for the current model and prompt."""
-    return "./?" + urlencode(link_query(ViewState(layer=layer, head=head, token=token)))
+def explorer_link(layer: int, head: int, token: int | None = None,
+                  prompt: str | None = None) -> str:
+    """Relative URL that opens the explorer on ``layer.head`` for the current model and
+    ``prompt`` (the sidebar's by default)."""
+    return "./?" + urlencode(link_query(ViewState(layer=layer, head=head, token=token), prompt))

@@ -14,7 +14,7 @@ import streamlit as st
 
 from models.attention.check import KernelReport, check_kernel
 from models.capture.run import AttentionRun, capture
-from models.capture.views import pooled_layer
+from models.capture.views import head_overview, pooled_layer
 from models.classroom.real import LayerActivations, layer_activations
 from models.heads import induction, scores
 from models.heads.store import ResultStore
@@ -22,9 +22,11 @@ from models.model.loading import LoadedModel, load
 from models.model.spec import ModelSpec
 from models.scaling import capture as scaling_capture
 from models.scaling.maths import SweepStats, SyntheticPanel, sweep, synthetic_panel
+from ui.jobs import POOL
 from viz.thumbnails import data_uri, pooled_png
 
-THUMB = 72
+THUMB = 64
+OVERVIEW = 256
 SCALING_MAX_TOKENS = 256
 KERNEL_MAX_TOKENS = 256
 
@@ -35,27 +37,40 @@ def model(spec: ModelSpec) -> LoadedModel:
     return load(spec)
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
-def run(spec: ModelSpec, prompt: str) -> AttentionRun:
-    """Patterns of ``prompt`` on ``spec``, cached per (spec, prompt).
+def run_key(spec: ModelSpec, prompt: str) -> tuple:
+    return ("run", spec, prompt)
 
-    A resource cache, not a data cache: a long prompt's run holds a hundred megabytes of q and k,
-    which ``st.cache_data`` would copy on every rerun. Runs are frozen and their arrays
-    read-only, so sharing one object between sessions is safe.
+
+def run(spec: ModelSpec, prompt: str) -> AttentionRun:
+    """Patterns of ``prompt`` on ``spec``, shared by every session.
+
+    Runs live in the heavy-work pool's result store (bounded in bytes: a long prompt's run holds
+    a hundred megabytes of q and k), where :func:`app_state.active_run` puts them through a job
+    with progress. A run asked for here that is not stored is captured in place. Runs are frozen
+    and their arrays read-only, so sharing one object between sessions is safe.
     """
-    return capture(model(spec), prompt)
+    return POOL.results.get_or_compute(run_key(spec, prompt),
+                                       lambda: capture(model(spec), prompt))
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def thumbnails(spec: ModelSpec, prompt: str) -> list[dict]:
-    """Every head's pooled pattern as a PNG data URI, ``{"id": "L.H", "src": ...}``."""
+def thumbnails(spec: ModelSpec, prompt: str, normalise: bool = True) -> list[dict]:
+    """Every head's max-pooled pattern as a PNG data URI, ``{"id": "L.H", "src": ...}``."""
     captured = run(spec, prompt)
     cells = []
     for layer in range(captured.facts.n_layers):
         pooled = pooled_layer(captured, layer, THUMB)
-        cells += [{"id": f"{layer}.{head}", "src": data_uri(pooled_png(pooled[head], THUMB))}
+        cells += [{"id": f"{layer}.{head}",
+                   "src": data_uri(pooled_png(pooled[head], THUMB, normalise=normalise))}
                   for head in range(captured.facts.n_heads)]
     return cells
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def overview_png(spec: ModelSpec, prompt: str, layer: int, head: int, normalise: bool) -> str:
+    """One head's whole pattern, max-pooled to at most 256 pixels, as a PNG data URI."""
+    pooled = head_overview(run(spec, prompt), layer, head, OVERVIEW)
+    return data_uri(pooled_png(pooled, OVERVIEW, normalise=normalise))
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

@@ -37,7 +37,7 @@ def duration(seconds: float | None) -> str:
 
 
 def run_job(key: Hashable, label: str, work: Work, *, estimate_s: float | None = None,
-            wait_s: float | None = None) -> Any:
+            cost: tuple[str, float] | None = None, wait_s: float | None = None) -> Any:
     """The result of ``work`` for ``key``, or :data:`MISSING` while it is still running.
 
     Raises whatever the work raised (a :class:`models.errors.UserError` for the page to show);
@@ -54,7 +54,7 @@ def run_job(key: Hashable, label: str, work: Work, *, estimate_s: float | None =
             cancelled.discard(key)
             st.rerun()
         return MISSING
-    job = POOL.submit(key, label, work, estimate_s, waiter=session_id())
+    job = POOL.submit(key, label, work, estimate_s, waiter=session_id(), cost=cost)
     try:
         return job.future.result(timeout=WAIT_S if wait_s is None else wait_s)
     except FutureTimeout:

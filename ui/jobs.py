@@ -7,8 +7,9 @@ tell its visitor their place. Two sessions asking for the same result (same key)
 Work reports through :mod:`models.progress`: ``progress(fraction, text)``, which raises
 :class:`models.progress.Cancelled` once every session waiting on the job has cancelled it.
 
-Finished results are kept in :attr:`JobPool.results`, a small least-recently-used store; a job
-that fails or is cancelled stores nothing. No Streamlit here: :mod:`ui.job_view` draws jobs.
+Finished results are kept in :attr:`JobPool.results`, a least-recently-used store bounded in
+count and in bytes (``ATLAS_RESULT_MB``, default 1,536); a job that fails or is cancelled
+stores nothing. No Streamlit here: :mod:`ui.job_view` draws jobs.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from models.heads.store import ResultStore
 from models.progress import Cancelled, Progress
 
 MAX_WORKERS = max(1, int(os.environ.get("ATLAS_HEAVY_JOBS", "1")))
+RESULT_BYTES = int(float(os.environ.get("ATLAS_RESULT_MB", "1536")) * 1024**2)
 Work = Callable[[Progress], Any]
 
 
@@ -50,6 +52,7 @@ class Job:
     waiters: set[str] = field(default_factory=set)
     cancel_event: threading.Event = field(default_factory=threading.Event)
     future: Future | None = None
+    cost: tuple[str, float] | None = None
 
     def report(self, fraction: float, text: str) -> None:
         """The progress callback handed to the work; raises Cancelled once cancelled."""
@@ -74,22 +77,55 @@ class Job:
         return trust * measured + (1.0 - trust) * guess
 
 
+class Throughput:
+    """Measured work per second for each kind of job, so estimates come from this machine.
+
+    A kind starts at ``default`` FLOP/s (a conservative figure for two CPU cores) and follows
+    each finished job: ``rate <- 0.5 * rate + 0.5 * measured``.
+    """
+
+    def __init__(self, default: float = 2e10) -> None:
+        self.default = default
+        self._rates: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def seconds(self, kind: str, work: float) -> float:
+        with self._lock:
+            return work / self._rates.get(kind, self.default)
+
+    def record(self, kind: str, work: float, seconds: float) -> None:
+        if work <= 0 or seconds <= 0:
+            return
+        with self._lock:
+            old = self._rates.get(kind)
+            measured = work / seconds
+            self._rates[kind] = measured if old is None else 0.5 * old + 0.5 * measured
+
+
 class JobPool:
     """The process-wide pool (see the module docstring)."""
 
-    def __init__(self, workers: int = MAX_WORKERS, keep: int = 24) -> None:
+    def __init__(self, workers: int = MAX_WORKERS, keep: int = 24,
+                 max_bytes: int | None = RESULT_BYTES) -> None:
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="atlas-job")
         self._lock = threading.Lock()
         self._jobs: dict[Hashable, Job] = {}
-        self.results = ResultStore(max_entries=keep)
+        self.results = ResultStore(max_entries=keep, max_bytes=max_bytes)
+        self.throughput = Throughput()
 
     def submit(self, key: Hashable, label: str, work: Work, estimate_s: float | None = None,
-               waiter: str = "") -> Job:
-        """The job computing ``key``: the one already queued or running, or a new one."""
+               waiter: str = "", cost: tuple[str, float] | None = None) -> Job:
+        """The job computing ``key``: the one already queued or running, or a new one.
+
+        ``cost`` is ``(kind, amount of work)``: the estimate then comes from what this machine
+        measured on earlier jobs of that kind, and this job's time is recorded for later ones.
+        """
         with self._lock:
             job = self._jobs.get(key)
             if job is None:
-                job = Job(key=key, label=label, estimate_s=estimate_s)
+                if cost is not None:
+                    estimate_s = self.throughput.seconds(*cost)
+                job = Job(key=key, label=label, estimate_s=estimate_s, cost=cost)
                 self._jobs[key] = job
                 job.future = self._executor.submit(self._run, job, work)
             job.waiters.add(waiter)
@@ -100,6 +136,8 @@ class JobPool:
             job.report(0.0, "starting")
             job.started = time.monotonic()
             value = work(job.report)
+            if job.cost is not None:
+                self.throughput.record(job.cost[0], job.cost[1], time.monotonic() - job.started)
             self.results.put(job.key, value)
             return value
         finally:

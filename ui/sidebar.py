@@ -9,6 +9,7 @@ import streamlit as st
 import torch
 
 from models.model.spec import BUNDLED, MINILM, SMOLLM2, ModelSpec
+from ui import prompt_store
 from ui.examples import default_prompt, examples_for
 from viz.view_state import ViewState, from_query
 
@@ -56,8 +57,15 @@ def seed_from_link() -> None:
                                           if v == {"gguf": "gguf", "local": "local"}.get(kind,
                                                                                         "hub"))
         st.session_state[K_NAME] = model
-    st.session_state[K_PROMPT] = (link.prompt if link.prompt is not None
-                                  else default_prompt(source_kind()))
+    prompt = link.prompt
+    if prompt is None and link.prompt_id is not None:
+        prompt = prompt_store.load(link.prompt_id)
+        if prompt is None:
+            notes.append(f"This link points to a stored prompt (id {link.prompt_id[:16]}) that "
+                         "this server does not hold: it may come from another server or have "
+                         "expired. The default example is shown instead; paste the text into "
+                         "the sidebar to see it.")
+    st.session_state[K_PROMPT] = prompt if prompt is not None else default_prompt(source_kind())
 
 
 def link_state() -> ViewState:

@@ -11,8 +11,13 @@ from typing import Callable
 import streamlit as st
 
 _GRID_CSS = """
-.grid { display: grid; gap: 3px; align-items: center; font: 12px var(--st-font, sans-serif); }
+.gridbox { position: relative; max-height: 560px; overflow-y: auto; border: 1px solid #e3e8ef;
+           border-radius: 4px; }
+.grid { display: grid; gap: 2px; align-items: center; font: 11px var(--st-font, sans-serif);
+        padding: 2px; }
 .grid .lab { color: var(--st-text-color, #333); text-align: center; opacity: 0.7; }
+.grid .lab.top { position: sticky; top: 0; background: var(--st-background-color, #fff);
+                 z-index: 1; }
 .grid button { padding: 0; border: 2px solid transparent; background: none; cursor: pointer;
                line-height: 0; border-radius: 3px; }
 .grid button:hover { border-color: #9ecae1; }
@@ -23,15 +28,18 @@ _GRID_CSS = """
 _GRID_JS = """
 export default function(component) {
   const { data, parentElement, setTriggerValue } = component;
-  let root = parentElement.querySelector('.grid');
-  if (!root) { root = document.createElement('div'); root.className = 'grid';
-               parentElement.appendChild(root); }
-  root.style.gridTemplateColumns = `2em repeat(${data.n_heads}, minmax(0, 72px))`;
+  let box = parentElement.querySelector('.gridbox');
+  if (!box) { box = document.createElement('div'); box.className = 'gridbox';
+              parentElement.appendChild(box); }
+  let root = box.querySelector('.grid');
+  if (!root) { root = document.createElement('div'); root.className = 'grid'; box.appendChild(root); }
+  root.style.gridTemplateColumns = `2em repeat(${data.n_heads}, minmax(0, ${data.cell}px))`;
   root.replaceChildren();
-  const label = (text) => { const d = document.createElement('div'); d.className = 'lab';
-                            d.textContent = text; root.appendChild(d); };
-  label('L\\\\H');
-  for (let h = 0; h < data.n_heads; h++) label(String(h));
+  const label = (text, top) => { const d = document.createElement('div');
+                                 d.className = top ? 'lab top' : 'lab';
+                                 d.textContent = text; root.appendChild(d); };
+  label('L\\\\H', true);
+  for (let h = 0; h < data.n_heads; h++) label(String(h), true);
   data.cells.forEach((cell, i) => {
     if (i % data.n_heads === 0) label(String(Math.floor(i / data.n_heads)));
     const b = document.createElement('button');
@@ -40,15 +48,25 @@ export default function(component) {
     b.setAttribute('aria-label', 'open head ' + cell.id);
     const img = document.createElement('img'); img.src = cell.src; img.alt = 'head ' + cell.id;
     b.appendChild(img);
-    b.onclick = () => setTriggerValue('clicked', cell.id);
+    b.onclick = () => {
+      root.querySelectorAll('button.sel').forEach((el) => el.classList.remove('sel'));
+      b.classList.add('sel');
+      setTriggerValue('clicked', cell.id);
+    };
     root.appendChild(b);
   });
+  const chosen = root.querySelector('button.sel');
+  if (chosen && data.scroll) {
+    const top = chosen.offsetTop - box.clientHeight / 2;
+    if (chosen.offsetTop < box.scrollTop || chosen.offsetTop > box.scrollTop + box.clientHeight - 40)
+      box.scrollTop = Math.max(0, top);
+  }
 }
 """
 
 _TOKENS_CSS = """
 .toks { font: 15px/2.1 var(--st-code-font, monospace); white-space: pre-wrap;
-        word-break: break-word; }
+        word-break: break-word; max-height: 320px; overflow-y: auto; }
 .toks .tok { padding: 2px 1px; margin: 0 1px; border-radius: 3px; cursor: pointer;
              border: 1px solid #ddd; }
 .toks .tok.sel { outline: 2px solid #e4572e; }
@@ -64,6 +82,62 @@ export default function(component) {
   root.querySelectorAll('.tok').forEach((el) => {
     el.onclick = () => setTriggerValue('clicked', Number(el.dataset.pos));
   });
+  const chosen = root.querySelector('.tok.sel');
+  if (chosen) {
+    const top = chosen.offsetTop - root.offsetTop;
+    if (top < root.scrollTop || top > root.scrollTop + root.clientHeight - 30)
+      root.scrollTop = Math.max(0, top - root.clientHeight / 2);
+  }
+}
+"""
+
+_OVERVIEW_CSS = """
+.ov { position: relative; display: inline-block; cursor: crosshair; user-select: none;
+      border: 1px solid #ccd5e0; line-height: 0; }
+.ov img { image-rendering: pixelated; display: block; }
+.ov .win { position: absolute; border: 2px solid #e4572e; pointer-events: none; }
+.ov .drag { position: absolute; border: 1px dashed #333; background: rgba(228,87,46,0.12);
+            pointer-events: none; display: none; }
+.ovcap { font: 12px var(--st-font, sans-serif); opacity: 0.75; margin-top: 4px; }
+"""
+
+_OVERVIEW_JS = """
+export default function(component) {
+  const { data, parentElement, setTriggerValue } = component;
+  let root = parentElement.querySelector('.ov');
+  if (!root) {
+    root = document.createElement('div'); root.className = 'ov';
+    root.innerHTML = '<img alt="whole pattern"><div class="win"></div><div class="drag"></div>';
+    parentElement.appendChild(root);
+    const cap = document.createElement('div'); cap.className = 'ovcap';
+    parentElement.appendChild(cap);
+  }
+  const img = root.querySelector('img'), win = root.querySelector('.win');
+  const drag = root.querySelector('.drag');
+  parentElement.querySelector('.ovcap').textContent = data.caption;
+  img.src = data.src; img.style.width = data.size + 'px'; img.style.height = data.size + 'px';
+  const scale = data.size / data.n;
+  const box = (el, r0, r1, c0, c1) => {
+    el.style.top = (r0 * scale) + 'px'; el.style.height = Math.max(2, (r1 - r0) * scale) + 'px';
+    el.style.left = (c0 * scale) + 'px'; el.style.width = Math.max(2, (c1 - c0) * scale) + 'px';
+  };
+  box(win, data.rows[0], data.rows[1], data.cols[0], data.cols[1]);
+  const at = (ev) => { const r = img.getBoundingClientRect();
+    return [Math.min(data.n - 1, Math.max(0, Math.floor((ev.clientY - r.top) / scale))),
+            Math.min(data.n - 1, Math.max(0, Math.floor((ev.clientX - r.left) / scale)))]; };
+  let start = null;
+  root.onmousedown = (ev) => { start = at(ev); drag.style.display = 'block';
+                               box(drag, start[0], start[0] + 1, start[1], start[1] + 1);
+                               ev.preventDefault(); };
+  root.onmousemove = (ev) => { if (!start) return; const p = at(ev);
+    box(drag, Math.min(start[0], p[0]), Math.max(start[0], p[0]) + 1,
+        Math.min(start[1], p[1]), Math.max(start[1], p[1]) + 1); };
+  const finish = (ev) => { if (!start) return; const p = at(ev); drag.style.display = 'none';
+    const q0 = Math.min(start[0], p[0]), q1 = Math.max(start[0], p[0]);
+    const k0 = Math.min(start[1], p[1]), k1 = Math.max(start[1], p[1]);
+    start = null;
+    setTriggerValue('picked', {q0: q0, q1: q1, k0: k0, k1: k1, at: Date.now()}); };
+  root.onmouseup = finish; root.onmouseleave = (ev) => { if (start) finish(ev); };
 }
 """
 
@@ -88,21 +162,32 @@ export default function(component) {
 _head_grid = st.components.v2.component("atlas_head_grid", css=_GRID_CSS, js=_GRID_JS)
 _token_strip = st.components.v2.component("atlas_token_strip", css=_TOKENS_CSS, js=_TOKENS_JS)
 _url_sync = st.components.v2.component("atlas_url_sync", js=_URL_JS)
+_overview = st.components.v2.component("atlas_overview", css=_OVERVIEW_CSS, js=_OVERVIEW_JS)
 
 
-def clicked_value(key: str):
-    """The trigger value a component mounted under ``key`` sent on this rerun, if any."""
+def clicked_value(key: str, name: str = "clicked"):
+    """The trigger value ``name`` a component mounted under ``key`` sent, if any."""
     value = st.session_state.get(key)
     if value is None:
         return None
-    return value.get("clicked") if hasattr(value, "get") else getattr(value, "clicked", None)
+    return value.get(name) if hasattr(value, "get") else getattr(value, name, None)
 
 
 def head_grid(cells: list[dict], n_heads: int, selected: str, key: str,
-              on_click: Callable[[], None]) -> None:
-    """Grid of head thumbnails; ``cells`` hold ``id`` (``L.H``) and ``src`` (a data URI)."""
-    _head_grid(data={"cells": cells, "n_heads": n_heads, "selected": selected}, key=key,
-               on_clicked_change=on_click)
+              on_click: Callable[[], None], cell_px: int = 72) -> None:
+    """Grid of head thumbnails in a scrolling box; ``cells`` hold ``id`` (``L.H``) and ``src``
+    (a data URI). The selected head is outlined at once in the browser and scrolled into view."""
+    _head_grid(data={"cells": cells, "n_heads": n_heads, "selected": selected,
+                     "cell": cell_px, "scroll": True}, key=key, on_clicked_change=on_click)
+
+
+def overview(src: str, n: int, rows: tuple[int, int], cols: tuple[int, int], key: str,
+             on_pick: Callable[[], None], size: int = 200, caption: str = "") -> None:
+    """One head's whole pattern with the detail window outlined; a click centres the window
+    there, a drag picks the query and key ranges (read back with ``clicked_value(key, "picked")``:
+    ``{q0, q1, k0, k1}`` in positions)."""
+    _overview(data={"src": src, "n": n, "rows": list(rows), "cols": list(cols), "size": size,
+                    "caption": caption}, key=key, on_picked_change=on_pick)
 
 
 def token_strip(spans_html: str, key: str, on_click: Callable[[], None]) -> None:

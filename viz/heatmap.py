@@ -7,7 +7,7 @@ text, and a prompt is data, never markup.
 from __future__ import annotations
 
 import html
-from typing import Sequence
+from typing import Literal, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -19,23 +19,63 @@ def safe_labels(labels: Sequence[str]) -> list[str]:
     return [html.escape(label, quote=True) for label in labels]
 
 
-def masked(pattern: np.ndarray, causal: bool, row0: int = 0, col0: int = 0) -> np.ndarray:
+ColourScale = Literal["linear", "sqrt", "log"]
+LOG_FLOOR = 1e-4
+SCALE_TICKS = (0.0001, 0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0)
+
+
+def masked(pattern: np.ndarray, causal: bool, row0: int = 0,
+           cols: int | Sequence[int] = 0) -> np.ndarray:
     """A copy of ``query_pos key_pos`` with positions the model cannot see set to NaN (blank).
 
-    ``row0`` and ``col0`` are the absolute positions of the first row and column when
-    ``pattern`` is a window of a larger one.
+    ``row0`` is the absolute position of the first row when ``pattern`` is a window; ``cols``
+    the absolute position of the first column, or every column's position.
     """
     shown = np.array(pattern, dtype=np.float32, copy=True)
     if causal:
         rows = row0 + np.arange(shown.shape[0])[:, None]
-        cols = col0 + np.arange(shown.shape[1])[None, :]
-        shown[cols > rows] = np.nan
+        positions = (cols + np.arange(shown.shape[1]) if isinstance(cols, (int, np.integer))
+                     else np.asarray(cols))
+        shown[positions[None, :] > rows] = np.nan
     return shown
+
+
+def colour_values(weights: np.ndarray, scale: ColourScale) -> np.ndarray:
+    """What the colour is computed from: the weight, its square root, or its log10."""
+    if scale == "sqrt":
+        return np.sqrt(np.clip(weights, 0.0, None))
+    if scale == "log":
+        return np.log10(np.clip(weights, LOG_FLOOR, None))
+    return weights
+
+
+def colour_axis(top: float, scale: ColourScale) -> dict:
+    """Colour bar range and ticks labelled in weights whatever the scale."""
+    top = max(float(top), LOG_FLOOR * 10)
+    ticks = [t for t in SCALE_TICKS if t <= top * 1.0001 and (scale != "linear" or t >= 0.05)]
+    ticks = sorted(set(ticks + [round(top, 4)]))
+    values = colour_values(np.array(ticks), scale)
+    low = float(colour_values(np.array([LOG_FLOOR if scale == "log" else 0.0]), scale)[0])
+    return {"zmin": low, "zmax": float(colour_values(np.array([top]), scale)[0]),
+            "colorbar": {"title": "weight", "tickvals": values.tolist(),
+                         "ticktext": [f"{t:g}" for t in ticks]}}
+
+
+def scale_top(shown: np.ndarray, cols: Sequence[int], fixed: bool, skip_first: bool) -> float:
+    """Top of the colour scale: 1, or the largest weight shown (without key 0 if asked)."""
+    if fixed:
+        return 1.0
+    keep = np.asarray(cols) != 0 if skip_first else np.ones(len(cols), dtype=bool)
+    part = shown[:, keep] if keep.any() else shown
+    finite = part[np.isfinite(part)]
+    return float(finite.max()) if finite.size and finite.max() > 0 else 1.0
 
 
 def head_heatmap(pattern: np.ndarray, labels: Sequence[str], *, causal: bool, title: str,
                  zmax: float | None = 1.0, selected: int | None = None,
-                 rows: slice = slice(None), cols: slice = slice(None)) -> go.Figure:
+                 rows: slice = slice(None), cols: slice | Sequence[int] = slice(None),
+                 scale: ColourScale = "linear", skip_first: bool = False,
+                 pinned: int = 0) -> go.Figure:
     """One head's pattern: rows are queries, columns keys, masked cells left blank.
 
     Args:
@@ -43,24 +83,37 @@ def head_heatmap(pattern: np.ndarray, labels: Sequence[str], *, causal: bool, ti
         labels: ``(i) token`` label of every position of the prompt.
         causal: blank the cells above the diagonal.
         title: figure title (escaped here).
-        zmax: top of the colour scale; ``None`` scales to the data.
+        zmax: top of the colour scale; ``None`` scales to the largest weight shown.
         selected: the absolute position of a query row to outline.
-        rows, cols: which part of the whole pattern ``pattern`` is (default: all of it).
+        rows: which rows of the whole pattern ``pattern`` holds (default: all of them).
+        cols: which columns: a slice, or the list of absolute key positions (pinned keys first).
+        scale: colour from the weight, its square root, or its log10 (ticks stay in weights).
+        skip_first: leave key 0 out when scaling to the largest weight.
+        pinned: how many leading columns are pinned keys (a line marks where the window starts).
     """
-    row_labels = safe_labels(labels[rows])
-    col_labels = safe_labels(labels[cols])
-    row0 = rows.start or 0
+    n_rows_all = len(labels)
+    row_ids = list(range(n_rows_all))[rows]
+    col_ids = list(range(n_rows_all))[cols] if isinstance(cols, slice) else [int(c) for c in cols]
+    row_labels = safe_labels([labels[i] for i in row_ids])
+    col_labels = safe_labels([labels[i] for i in col_ids])
+    row0 = row_ids[0] if row_ids else 0
+    shown = masked(pattern, causal, row0, col_ids)
+    axis = colour_axis(scale_top(shown, col_ids, zmax is None, skip_first)
+                       if zmax is None else zmax, scale)
     fig = go.Figure(go.Heatmap(
-        z=masked(pattern, causal, row0, cols.start or 0), x=col_labels, y=row_labels,
-        colorscale=COLORSCALE, zmin=0.0, zmax=zmax,
-        hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>",
-        colorbar={"title": "weight"}, hoverongaps=False,
+        z=colour_values(shown, scale), customdata=shown, x=col_labels, y=row_labels,
+        colorscale=COLORSCALE, **axis,
+        hovertemplate="query %{y}<br>key %{x}<br>weight %{customdata:.4f}<extra></extra>",
+        hoverongaps=False,
     ))
     n = max(len(row_labels), len(col_labels))
-    if selected is not None and 0 <= selected - row0 < len(row_labels):
-        at = selected - row0
+    if selected is not None and selected in row_ids:
+        at = row_ids.index(selected)
         fig.add_shape(type="rect", x0=-0.5, x1=len(col_labels) - 0.5, y0=at - 0.5, y1=at + 0.5,
                       line={"color": "#e4572e", "width": 2})
+    if pinned:
+        fig.add_shape(type="line", x0=pinned - 0.5, x1=pinned - 0.5, y0=-0.5,
+                      y1=len(row_labels) - 0.5, line={"color": "#333", "width": 2, "dash": "dot"})
     size = min(900, max(360, 18 * n + 160))
     fig.update_layout(
         title={"text": html.escape(title), "x": 0.5, "xanchor": "center", "y": 0.005,

@@ -1,7 +1,10 @@
-"""Small PNG pictures of every head's pattern for the all-heads grid.
+"""Small PNG pictures of head patterns: the all-heads grid and one head's overview.
 
-Each thumbnail is the pattern drawn pixel-per-cell (average-pooled when the prompt is longer than
-the picture), white for 0 and dark blue for 1, grey where the model cannot look.
+Each picture is a max-pooled pattern drawn pixel-per-block, white for 0 and dark blue for the
+strongest weight, grey where the model cannot look. By default each head is normalised to its
+own strongest weight (leaving out the first query row, which in a causal model always puts 1.0
+on the first key) and drawn on a square-root scale, so that a head's structure shows even when
+its weights are spread thin: a diagonal, an offset stripe, a bright first column.
 """
 
 from __future__ import annotations
@@ -17,9 +20,26 @@ HIGH = np.array([8, 48, 107], dtype=np.float32)
 MASKED = np.array([225, 225, 225], dtype=np.uint8)
 
 
-def pooled_png(pooled: np.ndarray, size: int = 72) -> bytes:
-    """PNG bytes of a pooled ``q_pixel k_pixel`` pattern (NaN = masked), ``size`` px square."""
-    weights = np.clip(np.nan_to_num(pooled, nan=0.0), 0.0, 1.0) ** 0.5
+def head_top(pooled: np.ndarray) -> float:
+    """A head's strongest pooled weight outside the first pixel row (1.0 if it has none)."""
+    part = pooled[1:] if pooled.shape[0] > 1 else pooled
+    finite = part[np.isfinite(part)]
+    top = float(finite.max()) if finite.size else 0.0
+    return top if top > 0 else 1.0
+
+
+def pooled_png(pooled: np.ndarray, size: int = 72, normalise: bool = True,
+               gamma: float = 0.5) -> bytes:
+    """PNG bytes of a pooled ``q_pixel k_pixel`` pattern (NaN = masked), ``size`` px square.
+
+    Args:
+        pooled: the pooled weights.
+        size: edge of the picture in pixels (blocks are scaled up without smoothing).
+        normalise: divide by the head's own strongest weight (see :func:`head_top`).
+        gamma: weights are drawn as ``w ** gamma`` (0.5: square root; 1: linear).
+    """
+    top = head_top(pooled) if normalise else 1.0
+    weights = np.clip(np.nan_to_num(pooled, nan=0.0) / top, 0.0, 1.0) ** gamma
     rgb = (LOW + (HIGH - LOW) * weights[..., None]).astype(np.uint8)
     rgb[np.isnan(pooled)] = MASKED
     image = Image.fromarray(rgb, mode="RGB").resize((size, size), Image.Resampling.NEAREST)

@@ -9,15 +9,20 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Mapping
 
-QUERY_KEYS = ("model", "prompt", "layer", "head", "token")
+QUERY_KEYS = ("model", "prompt", "pid", "layer", "head", "token")
 
 
 @dataclass(frozen=True)
 class ViewState:
-    """What the explorer shows. ``token`` is a query position or ``None`` for no selection."""
+    """What the explorer shows. ``token`` is a query position or ``None`` for no selection.
+
+    A prompt travels as text (``prompt``) or, when too long for a link, as the id under which
+    the server keeps it (``prompt_id``).
+    """
 
     model: str | None = None
     prompt: str | None = None
+    prompt_id: str | None = None
     layer: int = 0
     head: int = 0
     token: int | None = None
@@ -45,6 +50,7 @@ def from_query(params: Mapping[str, str]) -> tuple[ViewState, list[str]]:
     state = ViewState(
         model=params.get("model") or None,
         prompt=params.get("prompt"),
+        prompt_id=params.get("pid") or None,
         layer=values["layer"] or 0,
         head=values["head"] or 0,
         token=values["token"],
@@ -80,6 +86,8 @@ def to_query(state: ViewState) -> dict[str, str]:
         out["model"] = state.model
     if state.prompt is not None:
         out["prompt"] = state.prompt
+    elif state.prompt_id is not None:
+        out["pid"] = state.prompt_id
     if state.token is not None:
         out["token"] = str(state.token)
     return out

@@ -19,6 +19,7 @@ from models.capture.store import (DensePatterns, FactoredPatterns, PatternStore,
 from models.model.facts import ModelFacts
 from models.model.forward import every_layer, pattern_hook, run_hooks, tokenize
 from models.model.loading import LoadedModel
+from models.model.spec import ModelSpec
 from models.model.tokens import readable_tokens
 from models.progress import Progress, part, quiet
 
@@ -37,6 +38,7 @@ class AttentionRun:
         facts: the model's shape and attention behaviour.
         first_is_special: position 0 is a BOS / [CLS] token the tokenizer added.
         n_prompt_tokens: how many tokens the full prompt had before truncation.
+        spec: the model the run was captured on.
     """
 
     prompt: str
@@ -46,10 +48,16 @@ class AttentionRun:
     facts: ModelFacts
     first_is_special: bool
     n_prompt_tokens: int
+    spec: ModelSpec | None = None
 
     @property
     def n_tokens(self) -> int:
         return len(self.tokens)
+
+    @property
+    def nbytes(self) -> int:
+        """Memory the stored patterns (or q, k, LSE and thumbnails) take."""
+        return self.store.nbytes
 
     @property
     def truncated(self) -> bool:
@@ -142,4 +150,5 @@ def capture(model: LoadedModel, prompt: str, max_tokens: int | None = None,
         facts=model.facts,
         first_is_special=id_list[0] in special,
         n_prompt_tokens=n_full,
+        spec=model.spec,
     )

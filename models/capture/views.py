@@ -1,4 +1,10 @@
-"""What the explorer reads from a captured run: token colours and pooled thumbnails."""
+"""What the explorer reads from a captured run: token colours, pooled thumbnails, one head's
+whole-pattern overview, and where a query attends most.
+
+Pictures of long patterns are max-pooled: a block shows its strongest weight, so a one-token-wide
+diagonal (previous-token heads), an offset stripe (induction heads) or a single column (a sink)
+survives at any prompt length, where an average would wash it out.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ if TYPE_CHECKING:
     from models.capture.run import AttentionRun
 
 Scope = Literal["head", "layer", "all"]
+Pooling = Literal["max", "mean"]
 
 
 def scoped_weights(run: "AttentionRun", scope: Scope, layer: int, head: int, token: int,
@@ -40,14 +47,14 @@ def scoped_weights(run: "AttentionRun", scope: Scope, layer: int, head: int, tok
     return weights
 
 
-def pool(pattern: np.ndarray, size: int) -> np.ndarray:
-    """Average-pool ``... query_pos key_pos`` to at most ``size`` x ``size``; NaN cells (masked)
-    are left out of each average, and all-masked blocks stay NaN."""
-    return pool_rows(pattern, -(-pattern.shape[-2] // size), size)
+def pool(pattern: np.ndarray, size: int, how: Pooling = "max") -> np.ndarray:
+    """Pool ``... query_pos key_pos`` to at most ``size`` x ``size`` (max or mean per block);
+    NaN cells (masked) are left out, and all-masked blocks stay NaN."""
+    return pool_rows(pattern, -(-pattern.shape[-2] // size), size, how)
 
 
 def pooled_layer(run: "AttentionRun", layer: int, size: int) -> np.ndarray:
-    """``head_index q_pixel k_pixel`` thumbnails of one layer, masked cells NaN.
+    """``head_index q_pixel k_pixel`` max-pooled thumbnails of one layer, masked cells NaN.
 
     A streaming capture already holds max-pooled thumbnails (at its own resolution, about
     ``size`` pixels); otherwise rows are rebuilt a band at a time (bands aligned to the pooling
@@ -56,21 +63,64 @@ def pooled_layer(run: "AttentionRun", layer: int, size: int) -> np.ndarray:
     pooled = getattr(run.store, "pooled", None)
     if pooled is not None:
         return pooled[layer]
+    return _banded(run, size, lambda rows: run.store.layer_window(layer, rows, slice(None)))
+
+
+def head_overview(run: "AttentionRun", layer: int, head: int, size: int = 192) -> np.ndarray:
+    """``q_pixel k_pixel`` max-pooled picture of one head's whole pattern, masked cells NaN."""
+    return _banded(run, size, lambda rows: run.window(layer, head, rows, slice(None)))
+
+
+def _banded(run: "AttentionRun", size: int, read) -> np.ndarray:
+    """Max-pool what ``read(rows)`` returns, a band of rows at a time (never the whole head)."""
     n = run.n_tokens
     factor = -(-n // size)
     band = factor * max(1, 256 // factor)
     parts = []
     for start in range(0, n, band):
         rows = slice(start, min(start + band, n))
-        chunk = run.store.layer_window(layer, rows, slice(None)).astype(np.float32, copy=True)
+        chunk = np.array(read(rows), dtype=np.float32, copy=True)
         if run.facts.causal:
             above = np.arange(n)[None, :] > np.arange(rows.start, rows.stop)[:, None]
-            chunk[:, above] = np.nan
+            chunk[..., above] = np.nan
         parts.append(pool_rows(chunk, factor, size))
-    return np.concatenate(parts, axis=1)
+    return np.concatenate(parts, axis=-2)
 
 
-def pool_rows(chunk: np.ndarray, factor: int, size: int) -> np.ndarray:
+def strongest_key(run: "AttentionRun", layer: int, head: int, query: int,
+                  skip_first: bool = False) -> int:
+    """The key position query ``query`` of head ``layer.head`` puts the most weight on.
+
+    ``skip_first`` leaves key 0 out: it is usually a sink the view shows anyway.
+    """
+    row = np.array(run.window(layer, head, slice(query, query + 1), slice(None))[0],
+                   dtype=np.float64)
+    if skip_first and row.size > 1:
+        row[0] = -np.inf
+    return int(np.argmax(np.where(np.isfinite(row), row, -np.inf)))
+
+
+def strongest_sink(run: "AttentionRun", layer: int, head: int, max_rows: int = 512) -> int:
+    """The key with the largest sink score (mean weight from the queries after it) in one head.
+
+    Long prompts are scored on at most ``max_rows`` evenly spaced query rows; a key needs at
+    least four (or every) later sampled query to compete, so a late key seen by one glance does
+    not win.
+    """
+    n = run.n_tokens
+    step = max(1, n // max_rows)
+    rows = np.arange(0, n, step)
+    sampled = run.window(layer, head, slice(0, n, step), slice(None)).astype(np.float64)
+    later = rows[:, None] > np.arange(n)[None, :] if run.facts.causal else \
+        rows[:, None] != np.arange(n)[None, :]
+    counts = later.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        alphas = np.where(counts >= min(4, len(rows) - 1), (sampled * later).sum(axis=0) /
+                          np.maximum(counts, 1), -np.inf)
+    return int(np.argmax(alphas))
+
+
+def pool_rows(chunk: np.ndarray, factor: int, size: int, how: Pooling = "max") -> np.ndarray:
     """Pool a band of rows with the block height of the whole pattern."""
     n_k = chunk.shape[-1]
     fk = -(-n_k // size)
@@ -84,4 +134,5 @@ def pool_rows(chunk: np.ndarray, factor: int, size: int) -> np.ndarray:
                                              pad.shape[-1] // fk, fk))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-masked blocks stay NaN
-        return np.nanmean(blocks, axis=(-3, -1))
+        reduce = np.nanmax if how == "max" else np.nanmean
+        return reduce(blocks, axis=(-3, -1))

@@ -32,6 +32,12 @@ class ModelFacts:
     def n_total_heads(self) -> int:
         return self.n_layers * self.n_heads
 
+    def forward_flops(self, n_tokens: int) -> float:
+        """Approximate floating-point operations of one forward pass over ``n_tokens``: two per
+        parameter per token, plus ``q k^T`` and ``A v`` (halved when causal)."""
+        attention = 4.0 * self.n_layers * self.n_heads * self.d_head * n_tokens ** 2
+        return 2.0 * self.n_params * n_tokens + attention * (0.5 if self.causal else 1.0)
+
     @property
     def attention_kind(self) -> str:
         if self.n_kv_heads == self.n_heads:

@@ -3,7 +3,9 @@ import pytest
 
 from models.capture.run import AttentionRun
 from models.model.facts import ModelFacts
-from models.capture.views import pool, pooled_layer, scoped_weights
+from models.capture.views import (head_overview, pool, pooled_layer, scoped_weights,
+                                  strongest_sink,
+                                  strongest_key)
 from models.capture.store import DensePatterns
 
 
@@ -43,12 +45,12 @@ def test_scoped_weights_mark_unreachable_tokens_in_causal_models():
 
 def test_pool_averages_blocks_and_skips_masked_cells():
     a = np.arange(16, dtype=np.float32).reshape(4, 4)
-    pooled = pool(a, 2)
+    pooled = pool(a, 2, how="mean")
     assert pooled.shape == (2, 2)
     assert pooled[0, 0] == pytest.approx((0 + 1 + 4 + 5) / 4)
     assert pooled[1, 1] == pytest.approx((10 + 11 + 14 + 15) / 4)
     b = np.array([[1.0, np.nan], [0.5, 0.5]], dtype=np.float32)
-    assert pool(b, 1)[0, 0] == pytest.approx((1.0 + 0.5 + 0.5) / 3)
+    assert pool(b, 1, how="mean")[0, 0] == pytest.approx((1.0 + 0.5 + 0.5) / 3)
 
 
 @pytest.mark.parametrize("n,size", [(5, 72), (40, 7), (37, 5)])
@@ -57,3 +59,37 @@ def test_pooled_layer_equals_pooling_the_masked_pattern(n, size):
     full = p[1].copy()
     full[:, np.triu(np.ones((n, n), dtype=bool), k=1)] = np.nan
     np.testing.assert_allclose(pooled_layer(run, 1, size), pool(full, size), rtol=1e-6)
+
+
+def test_pool_takes_each_blocks_strongest_weight():
+    a = np.zeros((6, 6), dtype=np.float32)
+    a[np.arange(1, 6), np.arange(0, 5)] = 0.9  # a previous-token diagonal, one cell wide
+    pooled = pool(a, 2)
+    assert pooled.shape == (2, 2)
+    # 3 x 3 blocks: the diagonal lights both diagonal blocks and the block just below
+    np.testing.assert_allclose(pooled, [[0.9, 0.0], [0.9, 0.9]])
+    assert pool(a, 2, how="mean")[1, 1] < 0.4  # the average washes it out
+
+
+def test_head_overview_and_strongest_key_read_one_head():
+    run, p = make_run(causal=True, n=37)
+    full = p[1, 2].copy()
+    full[np.triu(np.ones((37, 37), dtype=bool), k=1)] = np.nan
+    np.testing.assert_allclose(head_overview(run, 1, 2, 8), pool(full, 8), rtol=1e-6)
+    assert strongest_key(run, 1, 2, 20) == int(np.argmax(p[1, 2, 20, :21]))
+
+
+def test_strongest_sink_is_the_key_later_queries_attend_to_most():
+    run, p = make_run(causal=True, n=37)
+    want_pattern = p[0, 1].astype(np.float64)
+    later = np.arange(37)[:, None] > np.arange(37)[None, :]
+    alphas = np.where(later.sum(0) >= 4, (want_pattern * later).sum(0) / np.maximum(later.sum(0),
+                                                                                    1), -np.inf)
+    assert strongest_sink(run, 0, 1) == int(np.argmax(alphas))
+
+
+def test_strongest_key_can_leave_the_first_key_out():
+    run, p = make_run(causal=True, n=37)
+    row = p[1, 2, 30, :31].astype(np.float64)
+    assert strongest_key(run, 1, 2, 30) == int(np.argmax(row))
+    assert strongest_key(run, 1, 2, 30, skip_first=True) == 1 + int(np.argmax(row[1:]))

@@ -10,8 +10,9 @@ from tests.e2e.conftest import settle
 
 pytestmark = pytest.mark.e2e
 
-# The heatmap's values as plotly.js holds them after decoding (NaN for masked cells).
-SHOWN_Z = """() => Array.from(document.querySelector('.js-plotly-plot')._fullData[0].z,
+# The heatmap's weights as plotly.js holds them after decoding (NaN for masked cells); the colour
+# values (z) may be a square root or a log of them, the hover data are the weights themselves.
+SHOWN_Z = """() => Array.from(document.querySelector('.js-plotly-plot')._fullData[0].customdata,
     (row) => Array.from(row, (v) => (v === null || Number.isNaN(v)) ? null : v))"""
 PROMPTS = [f"session {i}: " + "to be or not to be " * (i + 1) for i in range(8)]
 

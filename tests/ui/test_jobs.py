@@ -92,3 +92,31 @@ def test_time_left_moves_from_the_estimate_to_the_measured_rate():
     assert job.seconds_left(now=10.0) == pytest.approx(10.0)
     job.fraction = 0.125  # halfway to trusting the rate: 0.5 * 70 + 0.5 * 90
     assert job.seconds_left(now=10.0) == pytest.approx(80.0)
+
+
+def test_estimates_follow_what_this_machine_measured():
+    pool = JobPool(workers=1)
+    assert pool.throughput.seconds("capture", 4e10) == pytest.approx(2.0)  # the default rate
+    pool.throughput.record("capture", 1e10, 1.0)  # 1e10 per second measured
+    assert pool.throughput.seconds("capture", 1e10) == pytest.approx(1.0)
+    pool.throughput.record("capture", 3e10, 1.0)
+    assert pool.throughput.seconds("capture", 2e10) == pytest.approx(1.0)  # mean of 1e10, 3e10
+    job = pool.submit("k", "x", lambda progress: 1, cost=("other", 2e10))
+    assert job.estimate_s == pytest.approx(1.0)
+    job.future.result(10)
+    assert pool.throughput.seconds("other", 2e10) < 1.0  # that job took far less than a second
+
+
+def test_results_are_bounded_in_bytes():
+    from models.heads.store import ResultStore
+
+    class Blob:
+        def __init__(self, n):
+            self.nbytes = n
+
+    store = ResultStore(max_entries=10, max_bytes=100)
+    for i in range(4):
+        store.put(i, Blob(40))
+    assert [k for k in range(4) if store.get(k) is not None] == [2, 3]
+    store.put("big", Blob(500))  # the newest always stays, alone
+    assert store.get("big") is not None and store.get(3) is None

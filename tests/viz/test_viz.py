@@ -66,3 +66,17 @@ def test_pattern_png_is_a_png():
     assert image.size == (20, 20)
     assert image.getpixel((15, 2)) == (225, 225, 225)  # masked cell is grey
     assert image.getpixel((2, 2)) == (8, 48, 107)  # weight 1 is the darkest blue
+
+
+def test_thumbnails_are_normalised_per_head_on_a_square_root_scale():
+    from PIL import Image
+    import io
+
+    faint = np.array([[1.0, np.nan, np.nan], [0.05, 0.02, np.nan], [0.01, 0.05, 0.0]])
+    image = Image.open(io.BytesIO(pooled_png(faint, size=3))).convert("RGB")
+    assert image.getpixel((0, 1)) == (8, 48, 107)  # 0.05 is this head's top outside row 0
+    mid = image.getpixel((1, 1))  # 0.02 / 0.05 = 0.4 -> sqrt 0.632 of the way to dark blue
+    want = [round(255 + (h - 255) * 0.4 ** 0.5 - 0.5) for h in (8, 48, 107)]
+    assert all(abs(a - b) <= 1 for a, b in zip(mid, want))
+    linear = Image.open(io.BytesIO(pooled_png(faint, size=3, normalise=False, gamma=1.0)))
+    assert linear.convert("RGB").getpixel((1, 1))[0] > 240  # unnormalised, 0.02 is near white
