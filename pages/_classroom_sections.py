@@ -9,7 +9,9 @@ import app_state
 from models.classroom import real, steps
 from models.errors import UserError
 from models.model.facts import ModelFacts
+from models.model.gguf import is_converted
 from ui import caches
+from ui.sidebar import requested_spec
 from viz.classroom_figures import labels, matrix_html
 
 MATRICES = ("q", "k", "v")
@@ -167,6 +169,17 @@ def _report_check(check: real.HeadCheck, acts: real.LayerActivations, facts: Mod
     if facts.n_kv_heads != facts.n_heads:
         st.caption(f"{facts.attention_kind}: query head {st.session_state[K_HEAD]} reads "
                    f"key/value head {check.kv_head}.")
+
+
+def loaded_facts() -> ModelFacts | None:
+    """The sidebar model's shape, for presets (loading is cached; no prompt is run)."""
+    spec = st.session_state.get(app_state.K_GOOD) or requested_spec()
+    try:
+        if spec is None or (spec.gguf_file is not None and not is_converted(spec.gguf_file)):
+            return None
+        return caches.model(spec).facts
+    except UserError:
+        return None
 
 
 def real_model() -> ModelFacts | None:

@@ -161,7 +161,7 @@ def detail(run: AttentionRun, labels: list[str]) -> None:
     pattern = np.concatenate([run.window(layer, head, rows, slice(k, k + 1)) for k in pins]
                              + [run.window(layer, head, rows, slice(cols[0], cols[-1] + 1))],
                              axis=1)
-    fig = head_heatmap(pattern, labels, causal=run.facts.causal, title=f"Head {layer}.{head}",
+    fig = head_heatmap(pattern, labels, causal=run.facts.causal, title="",
                        zmax=1.0 if norm == "0 to 1" else None, selected=token, rows=rows,
                        cols=shown_cols, scale=SCALES[scale], skip_first=skip, pinned=len(pins))
     st.plotly_chart(fig, width="stretch", key="explorer_heatmap", config={

@@ -17,6 +17,7 @@ POWERS = [2.0**p for p in range(-6, 7)]
 AXES = {"Factor c × the model's own scale": "factor", "Divide q · k by d_k^α": "alpha"}
 K_AXIS, K_RANGE, K_N, K_HEAD = "scaling_axis", "scaling_range", "scaling_points", "scaling_head"
 K_PICK, K_LOSS, K_SEED = "scaling_pick", "scaling_loss", "scaling_seed"
+K_SHAPE = "scaling_grid_shape"
 
 
 def fmt_c(c: float) -> str:
@@ -49,8 +50,12 @@ def controls(facts):
     layer, head = (int(part) for part in st.session_state[K_HEAD].split("."))
     factors, x, x_title, own_x, log_x = grid(facts.d_head)
     own = int(np.argmin(np.abs(np.log(factors))))
-    if st.session_state.get(K_PICK, len(factors)) >= len(factors):
-        st.session_state[K_PICK] = own
+    shape = (st.session_state[K_AXIS], st.session_state.get(K_RANGE), len(factors))
+    before = st.session_state.get(K_SHAPE, shape)
+    st.session_state[K_SHAPE] = shape
+    if before != shape or st.session_state.get(K_PICK, len(factors)) >= len(factors):
+        st.session_state[K_PICK] = own  # a new grid starts at the model's own scale
+
     def label(i: int) -> str:
         return f"c = {fmt_c(factors[i])}" + ("" if log_x else f" (α = {x[i]:.3g})")
 

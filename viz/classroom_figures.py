@@ -175,9 +175,13 @@ def cost_chart(lengths: np.ndarray, series: dict[str, np.ndarray], *, title: str
     yaxis = {"type": "log", "title": html.escape(y_title)}
     if positive.size:
         yaxis.update(_ticks(positive.min(), positive.max(), base, fmt))
-    if crossover is not None:
-        fig.add_vline(x=crossover, line_dash="dash", line_color="#e4572e",
-                      annotation_text=f"n² terms overtake at n ≈ {crossover:,.0f}")
+    if crossover is not None and positive.size:
+        # A trace, not a shape: a shape's x on a log axis is read as log10(x), so a line meant for
+        # n = 256 would stretch the axis to 1e256.
+        fig.add_trace(go.Scatter(x=[crossover, crossover], y=[positive.min(), positive.max()],
+                                 mode="lines", line={"dash": "dash", "color": "#e4572e"},
+                                 name=f"n² terms overtake at n ≈ {crossover:,.0f}",
+                                 hoverinfo="skip"))
     fig.update_layout(title=html.escape(title), height=400, yaxis=yaxis,
                       xaxis={"type": "log", "title": "sequence length n (tokens)"},
                       margin={"l": 10, "r": 10, "t": 40, "b": 10})

@@ -24,10 +24,29 @@ PANELS = (
 OWN, PICKED, HEAD, MEAN, BAND = "#e4572e", "#555555", "#1f77b4", "#2a9d8f", "rgba(42,157,143,0.18)"
 
 
-def _marker_lines(fig: go.Figure, own_x: float, picked_x: float | None, **cell) -> None:
-    fig.add_vline(x=own_x, line=dict(color=OWN, dash="dash", width=1.5), **cell)
+def factor_label(c: float) -> str:
+    """A factor as the slider writes it: ``4``, ``1``, ``1/8``."""
+    return f"{c:.3g}" if c >= 1 else f"1/{1 / c:.3g}"
+
+
+def factor_ticks(x: np.ndarray) -> dict:
+    """Log-axis ticks at the powers of two inside ``x``'s range, labelled like the slider."""
+    lo, hi = float(np.min(x)), float(np.max(x))
+    powers = [2.0**p for p in range(-12, 13) if lo * 0.999 <= 2.0**p <= hi * 1.001]
+    return {"tickvals": powers, "ticktext": [factor_label(c) for c in powers]}
+
+
+def _shape_x(value: float, log_x: bool) -> float:
+    """Shapes on a log axis are placed in log10 units (plotly's convention)."""
+    return float(np.log10(value)) if log_x else float(value)
+
+
+def _marker_lines(fig: go.Figure, own_x: float, picked_x: float | None, log_x: bool,
+                  **cell) -> None:
+    fig.add_vline(x=_shape_x(own_x, log_x), line=dict(color=OWN, dash="dash", width=1.5), **cell)
     if picked_x is not None and not np.isclose(picked_x, own_x):
-        fig.add_vline(x=picked_x, line=dict(color=PICKED, dash="dot", width=1), **cell)
+        fig.add_vline(x=_shape_x(picked_x, log_x), line=dict(color=PICKED, dash="dot", width=1),
+                      **cell)
 
 
 def saturation_figure(stats: SweepStats, x: np.ndarray, *, x_title: str, own_x: float,
@@ -71,8 +90,9 @@ def saturation_figure(stats: SweepStats, x: np.ndarray, *, x_title: str, own_x: 
             fig.add_hline(y=value, line=dict(color="#999999", dash="dot", width=1),
                           annotation_text=label, annotation_font_size=10,
                           annotation_position="top left", **cell)
-        _marker_lines(fig, own_x, picked_x, **cell)
-        fig.update_xaxes(type="log" if log_x else "linear", title_text=x_title, **cell)
+        _marker_lines(fig, own_x, picked_x, log_x, **cell)
+        fig.update_xaxes(type="log" if log_x else "linear", title_text=x_title,
+                         **(factor_ticks(x) if log_x else {}), **cell)
     fig.update_layout(height=620, margin=dict(l=40, r=20, t=60, b=40),
                       legend=dict(orientation="h", y=-0.12))
     return fig
@@ -90,8 +110,9 @@ def loss_figure(x: np.ndarray, losses: np.ndarray, *, x_title: str, own_x: float
     best = int(np.nanargmin(losses))
     fig.add_trace(go.Scatter(x=[x[best]], y=[losses[best]], mode="markers", name="minimum",
                              marker=dict(size=14, symbol="circle-open", color=OWN)))
-    _marker_lines(fig, own_x, picked_x)
-    fig.update_xaxes(type="log" if log_x else "linear", title_text=x_title)
+    _marker_lines(fig, own_x, picked_x, log_x)
+    fig.update_xaxes(type="log" if log_x else "linear", title_text=x_title,
+                     **(factor_ticks(x) if log_x else {}))
     fig.update_yaxes(title_text="next-token loss (nats)")
     fig.update_layout(height=360, margin=dict(l=40, r=20, t=30, b=40))
     return fig

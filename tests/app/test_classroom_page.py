@@ -1,7 +1,8 @@
 """AppTest: the classroom page shows the worked examples' values and handles bad input.
 
 AppTest drops the sidebar's widgets after ``switch_page`` (their state is not carried to the next
-rerun), so :func:`rerun` puts the sidebar's model and prompt back before every rerun.
+rerun), so :func:`rerun` puts the sidebar's model and prompt back before every rerun. Only the
+open tab runs; :func:`rerun` opens the one a test looks at.
 """
 
 import html
@@ -15,13 +16,16 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGE = "pages/classroom.py"
 
 
+STEPS_TAB, MODEL_TAB, COST_TAB = "Step by step", "Inside the model", "Cost"
 SIDEBAR = {"atlas_source": "all-MiniLM-L6-v2 (encoder)",
            "atlas_prompt": "The quick brown fox jumps over the lazy dog. The quick brown fox"}
 
 
-def rerun(at, **sidebar):
+def rerun(at, tab: str | None = None, **sidebar):
     for key, value in {**SIDEBAR, **sidebar}.items():
         at.session_state[key] = value
+    if tab is not None:
+        at.session_state["classroom_tab"] = tab
     at.run()
     assert not at.exception, at.exception
     return at
@@ -64,6 +68,7 @@ def test_example_a_values_are_displayed(page):
 
 
 def test_real_model_section_agrees_with_the_model(page):
+    rerun(page, tab=MODEL_TAB)
     assert any("agree with the model's own" in s.value and "hook_pattern" in s.value
                for s in page.success)
     t = tables(page)
@@ -100,6 +105,7 @@ def test_example_b_button_and_causal_toggle():
     ("classroom_k", "2, 0; 1", "row 2 has 1 numbers"),
 ])
 def test_invalid_matrices_give_a_clear_message(page, key, text, message):
+    rerun(page, tab=STEPS_TAB)
     page.text_area(key=key).set_value(text)
     rerun(page)
     assert any(message in e.value for e in page.error), [e.value for e in page.error]
@@ -112,8 +118,10 @@ def test_invalid_matrices_give_a_clear_message(page, key, text, message):
 def test_typed_text_survives_a_page_switch_and_empty_prompt_keeps_maths():
     at = open_page()
     at.text_area(key="classroom_v").set_value("1, 0; 0, 1")
-    rerun(at, atlas_prompt="   ")
+    rerun(at, atlas_prompt="   ")  # the edit lands while its tab is open, as in a browser
+    rerun(at, tab=MODEL_TAB, atlas_prompt="   ")
     assert any("prompt is empty" in i.value for i in at.info)
+    rerun(at, tab=STEPS_TAB, atlas_prompt="   ")
     assert tables(at)["A V (one output row per query)"] == [["0.33", "0.67"], ["0.67", "0.33"]]
     at.switch_page("pages/explorer.py")
     rerun(at)
@@ -124,6 +132,7 @@ def test_typed_text_survives_a_page_switch_and_empty_prompt_keeps_maths():
 
 
 def test_cost_section_shows_kv_cache_for_the_preset(page):
+    rerun(page, tab=COST_TAB)
     page.selectbox(key="classroom_preset").set_value("Llama-2-7B-like (MHA)")
     rerun(page)
     metrics = {m.label: m.value for m in page.metric}
@@ -137,14 +146,17 @@ def test_maths_sections_render_when_no_model_loads():
     at.run()
     at.switch_page(PAGE)
     state = {"atlas_source": "Local directory", "atlas_name": "/nonexistent/classroom-model"}
-    rerun(at, **state)
+    rerun(at, tab=MODEL_TAB, **state)
     assert any("No directory" in e.value for e in at.error)
     assert any("No model is loaded" in i.value for i in at.info)
+    rerun(at, tab=STEPS_TAB, **state)
     assert tables(at)["A = softmax(scores)"] == [["0.330", "0.670"], ["0.670", "0.330"]]
+    rerun(at, tab=COST_TAB, **state)
     assert at.selectbox(key="classroom_preset").value == "Llama-2-7B-like (MHA)"
 
 
 def test_real_model_window_follows_the_controls(page):
+    rerun(page, tab=MODEL_TAB)
     page.number_input(key="classroom_start").set_value(3)
     page.slider(key="classroom_width").set_value(2)
     rerun(page)
@@ -156,6 +168,7 @@ def test_real_model_window_follows_the_controls(page):
 
 
 def test_editing_a_size_switches_to_custom_and_updates_the_cache(page):
+    rerun(page, tab=COST_TAB)
     page.selectbox(key="classroom_preset").set_value("Llama-2-7B-like (MHA)")
     rerun(page)
     page.number_input(key="classroom_cfg_n_kv_heads").set_value(8)
@@ -166,3 +179,18 @@ def test_editing_a_size_switches_to_custom_and_updates_the_cache(page):
     page.number_input(key="classroom_cfg_n_kv_heads").set_value(5)
     rerun(page)
     assert any("cannot be split evenly" in e.value for e in page.error)
+
+
+def test_the_first_tab_shows_without_running_the_model(monkeypatch):
+    """Opening the classroom runs no forward pass: the model tab runs only when opened."""
+    import ui.caches
+
+    calls = []
+    original = ui.caches.layer_activations
+    monkeypatch.setattr(ui.caches, "layer_activations",
+                        lambda *args, **kw: calls.append(1) or original(*args, **kw))
+    at = open_page(atlas_prompt="A prompt only this classroom test runs.")
+    assert tables(at)["A = softmax(scores)"] == [["0.330", "0.670"], ["0.670", "0.330"]]
+    assert not calls
+    rerun(at, tab=MODEL_TAB, atlas_prompt="A prompt only this classroom test runs.")
+    assert calls

@@ -88,3 +88,20 @@ def test_script_prompt_is_escaped_in_the_figure():
     assert not at.exception
     spec = at.get("plotly_chart")[0].proto.spec
     assert "<script>" not in spec and "&lt;" in spec
+
+
+def test_the_head_is_named_once_and_the_view_survives_a_page_switch():
+    at = open_app(model="bundled", layer=2, head=2, token=5)
+    assert texts(at).count("Head 2.2") == 1  # the subheader; the figure has no second title
+    assert figure(at)["layout"]["title"]["text"] == ""
+    at.selectbox(key="explorer_layer").set_value(1)
+    at.selectbox(key="explorer_head").set_value(3)
+    at.selectbox(key="explorer_token").set_value(7)
+    at.run()
+    at.switch_page("pages/heads.py")
+    at.run()
+    at.switch_page("pages/explorer.py")
+    at.run()
+    assert not at.exception
+    assert (at.selectbox(key="explorer_layer").value, at.selectbox(key="explorer_head").value,
+            at.selectbox(key="explorer_token").value) == (1, 3, 7)  # not the link's 2.2 at 5

@@ -43,3 +43,13 @@ def test_page_runs_for_bundled_with_loss_sweep():
     assert "hook_attn_scores" in said and "Loss at the model's own scale" in said
     assert at.select_slider(key="scaling_pick").value == 0
     assert len(at.get("plotly_chart")) == 6
+
+
+def test_switching_to_alpha_keeps_the_point_at_the_models_own_scale():
+    at = open_scaling("bundled", scaling_points=9, scaling_range=(1 / 8, 8.0), scaling_pick=1)
+    assert at.select_slider(key="scaling_pick").value == 1
+    at.radio(key="scaling_axis").set_value(ALPHA)
+    at.session_state["atlas_source"] = "Bundled GPT-2 (offline)"
+    at.run()
+    assert not at.exception
+    assert at.select_slider(key="scaling_pick").value == 4  # alpha = 0.5 of 9 points, not alpha 0

@@ -38,3 +38,15 @@ def test_cost_chart_ticks_are_human_units_and_heatmap_blanks_masked_cells():
     heat = small_heatmap(np.array([[0.0, -np.inf]]), title="m", x_labels=["a", "b"],
                          y_labels=["a"], decimals=0)
     assert np.isnan(heat.data[0].z[0][1]) and heat.data[0].text[0][1] == "−∞"
+
+
+def test_cost_chart_axis_stays_on_the_lengths_with_a_crossover_line():
+    """A vertical line at n = 256 once stretched the log axis to 1e256 (shape x read as log10)."""
+    lengths = np.array([16.0, 256.0, 4096.0])
+    fig = cost_chart(lengths, {"a": lengths * 10.0, "b": lengths**2}, title="t", y_title="y",
+                     fmt=str, base=10, crossover=256.0)
+    assert not fig.layout.shapes
+    xs = np.concatenate([np.asarray(trace.x, dtype=float) for trace in fig.data])
+    assert xs.min() >= 16 and xs.max() <= 4096
+    line = [t for t in fig.data if "overtake" in t.name]
+    assert len(line) == 1 and list(line[0].x) == [256.0, 256.0]

@@ -25,8 +25,23 @@ def test_saturation_figure_marks_own_scale_and_plots_head():
     np.testing.assert_allclose(head_traces[2].y, stats.max_weight[:, 1, 0])
     means = [t for t in fig.data if t.name == "mean of all heads"]
     np.testing.assert_allclose(means[4].y, stats.jacobian.mean(axis=(1, 2)))
-    vlines = [s.x0 for s in fig.layout.shapes if s.type == "line" and s.x0 == s.x1]
-    assert vlines.count(1.0) == 5 and vlines.count(4.0) == 5
+    # plotly places shapes on a log axis in log10 units: c = 1 sits at 0, c = 4 at log10(4)
+    vlines = [10 ** s.x0 for s in fig.layout.shapes if s.type == "line" and s.x0 == s.x1]
+    assert sum(np.isclose(v, 1.0) for v in vlines) == 5
+    assert sum(np.isclose(v, 4.0) for v in vlines) == 5
+
+
+def test_factor_axis_ticks_read_like_the_slider():
+    stats = small_sweep()
+    fig = figs.saturation_figure(stats, stats.factors, x_title="c", own_x=1.0)
+    axis = fig.layout.xaxis
+    assert list(axis.ticktext) == ["1/4", "1/2", "1", "2", "4"]
+    np.testing.assert_allclose(axis.tickvals, [0.25, 0.5, 1.0, 2.0, 4.0])
+    alpha = figs.saturation_figure(stats, np.linspace(0, 1, 5), x_title="a", own_x=0.5,
+                                   log_x=False)
+    assert alpha.layout.xaxis.ticktext is None  # a linear alpha axis keeps plotly's ticks
+    vlines = [s.x0 for s in alpha.layout.shapes if s.type == "line" and s.x0 == s.x1]
+    assert vlines.count(0.5) == 5
 
 
 def test_loss_figure_circles_the_minimum():
