@@ -19,7 +19,8 @@ from models.model.forward import tokenize
 from models.model.loading import LoadedModel, ModelLoadError
 from models.model.spec import ModelSpec
 from models.model import gguf
-from ui import caches, job_view, prompt_store
+from ui import caches, job_view, policy, prompt_store
+from ui.text import md
 from ui import sidebar as ui_sidebar
 from viz.view_state import ViewState, to_query
 
@@ -58,7 +59,7 @@ def model_and_run() -> tuple[LoadedModel | None, AttentionRun | None]:
 
 def show_error(err: UserError) -> None:
     """Render a failure meant for the user, at its own level; the one place that does."""
-    {"info": st.info, "warning": st.warning, "error": st.error}[err.level](str(err))
+    {"info": st.info, "warning": st.warning, "error": st.error}[err.level](md(err))
 
 
 def _converted(spec: ModelSpec) -> bool:
@@ -78,7 +79,7 @@ def _converted(spec: ModelSpec) -> bool:
 def _load_with_progress(spec: ModelSpec) -> LoadedModel | None:
     if not _converted(spec):
         return None
-    with st.spinner(f"Loading {spec.label} on {spec.device}: its size is checked against free "
+    with st.spinner(f"Loading {md(spec.label)} on {spec.device}: its size is checked against free "
                     "memory first (cached after the first time)…"):
         return caches.model(spec)
 
@@ -88,6 +89,12 @@ def active_model() -> LoadedModel | None:
     spec = ui_sidebar.requested_spec()
     if spec is None:
         st.info("Type a Hugging Face name or a directory in the sidebar to load a model.")
+    else:
+        try:
+            spec = policy.visitor_spec(spec)
+        except ModelLoadError as err:
+            show_error(err)
+            spec = None
     failed = st.session_state.get(K_FAILED)
     if spec is not None and failed and failed[0] == spec:
         show_error(failed[1])
@@ -106,7 +113,7 @@ def active_model() -> LoadedModel | None:
     good = st.session_state.get(K_GOOD)
     if good is None:
         return None
-    st.caption(f"Still showing the last model that loaded: **{good.label}**.")
+    st.caption(f"Still showing the last model that loaded: **{md(good.label)}**.")
     return _load_with_progress(good)
 
 
@@ -116,14 +123,14 @@ def active_run(model: LoadedModel) -> AttentionRun | None:
     A long prompt runs as a job with progress and Cancel; meanwhile the page keeps showing this
     session's previous run (with a note), or nothing on a first visit.
     """
-    prompt = current_prompt()
-    key = caches.run_key(model.spec, prompt)
+    prompt, cap = current_prompt(), policy.max_prompt_tokens()
+    key = caches.run_key(model.spec, prompt, cap)
     try:
-        ids, _ = tokenize(model, prompt)
+        ids, _ = tokenize(model, prompt, cap)
         n = int(ids.shape[1])
         run = job_view.run_job(
-            key, f"Reading the attention of {n:,} tokens in {model.facts.name}",
-            lambda progress: capture(model, prompt, progress=progress),
+            key, f"Reading the attention of {n:,} tokens in {md(model.facts.name)}",
+            lambda progress: capture(model, prompt, max_tokens=cap, progress=progress),
             cost=("capture", model.facts.forward_flops(n)))
     except UserError as err:
         show_error(err)
@@ -137,8 +144,11 @@ def active_run(model: LoadedModel) -> AttentionRun | None:
     else:
         st.session_state[K_LAST_RUN] = key
     if run.truncated:
-        st.warning(f"The prompt has {run.n_prompt_tokens:,} tokens; {model.facts.name} reads at "
-                   f"most {model.facts.n_ctx:,}, so only the first {run.n_tokens:,} are shown.")
+        limit = (f"{md(model.facts.name)} reads at most {model.facts.n_ctx:,}"
+                 if cap is None or cap >= model.facts.n_ctx
+                 else f"this server runs prompts of at most {cap:,} tokens")
+        st.warning(f"The prompt has {run.n_prompt_tokens:,} tokens; {limit}, so only the first "
+                   f"{run.n_tokens:,} are shown.")
     return run
 
 

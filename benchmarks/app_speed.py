@@ -1,14 +1,26 @@
-"""How fast and how lean the app is on long prompts; prints numbers, never fails on time.
+"""How fast and how lean the explorer is on a real model and a long prompt.
 
-Measures, on this machine:
-  1. prompt change -> rendered explorer (AppTest, bundled model, prompts filling its context);
-  2. capture time against a bare ``run_with_cache`` of the same model and prompt;
-  3. head scores for every head of a GPT-2-small-sized model (random weights) at 512 tokens;
-  4. resident memory above the loaded model while exploring a 2,048-token prompt;
-  5. the size of what one explorer view sends to the browser.
+Prints measured numbers and never fails on time. On one model and one prompt length it measures,
+in the same process:
 
-    python benchmarks/app_speed.py            # full run
-    python benchmarks/app_speed.py --quick    # fewer repeats
+- ``forward_s``: a bare Hugging Face forward pass of the same tokens with SDPA attention (the
+  floor: the model itself, no app);
+- ``prompt_to_view_s``: a prompt change to a drawn explorer (AppTest reruns the real app.py:
+  capture, head grid, overview, detail heatmap, token strip), and its ratio to ``forward_s``;
+- ``click_s``: a click on another head, as a rerun of the page's view (AppTest reruns the whole
+  script, so this is an upper bound of the fragment the browser reruns);
+- ``peak_rss_above_model_mb``: the resident-memory peak while capturing and drawing, above what
+  the process held with the models loaded;
+- ``payload_mb``: the bytes one explorer view sends to the browser (grid pictures, overview,
+  heatmap JSON, token strip HTML);
+- the peers' payload for the same view (BertViz's head view, CircuitsVis' attention heads),
+  computed from their HTML when those packages are installed, else skipped.
+
+    python benchmarks/app_speed.py --model smollm2 --tokens 2048 --json
+    python benchmarks/app_speed.py --model smollm2 --tokens 8192 --json --repeats 1
+    python benchmarks/app_speed.py --model bundled --tokens 128
+
+The last line printed with ``--json`` is one JSON object with every number.
 """
 
 from __future__ import annotations
@@ -17,22 +29,20 @@ import argparse
 import gc
 import json
 import os
-import shutil
 import statistics
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("ATLAS_JOB_WAIT_S", "3600")  # AppTest waits for the capture in one run
 
-import torch
+import torch  # noqa: E402
 
-from models.capture.run import capture
-from models.model.forward import tokenize
-from models.model.loading import load
-from models.model.spec import BUNDLED_DIR, ModelSpec
+from models.model.loading import load  # noqa: E402
+from models.model.spec import ModelSpec  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXT = ROOT / "README.md"
 
 
 def status_mib(field: str) -> float:
@@ -44,14 +54,6 @@ def status_mib(field: str) -> float:
     return float("nan")
 
 
-def rss_mib() -> float:
-    return status_mib("VmRSS")
-
-
-def peak_rss_mib() -> float:
-    return status_mib("VmHWM")
-
-
 def reset_peak() -> None:
     """Reset VmHWM so the next peak is measured from here (Linux >= 4.0)."""
     try:
@@ -61,144 +63,171 @@ def reset_peak() -> None:
         pass
 
 
-def summary(name: str, seconds: list[float]) -> dict:
-    row = {"measure": name, "median_s": statistics.median(seconds), "min_s": min(seconds),
-           "max_s": max(seconds), "n": len(seconds)}
-    print(f"{name:<58} median {row['median_s']:.3f} s  min {row['min_s']:.3f}  "
-          f"max {row['max_s']:.3f}  (n={row['n']})")
-    return row
+def prompt_of(model, n_tokens: int, salt: int) -> str:
+    """Natural text (this repository's README, repeated) cut to ``n_tokens`` tokens; ``salt``
+    changes the first word so every repeat is a new prompt."""
+    text = f"Take {salt}. " + TEXT.read_text(encoding="utf-8")
+    while len(model.tokenizer(text, add_special_tokens=False)["input_ids"]) < n_tokens:
+        text += "\n\n" + text
+    ids = model.tokenizer(text, add_special_tokens=False)["input_ids"][: n_tokens - 1]
+    return model.tokenizer.decode(ids)
 
 
-def gpt2_small_random(n_ctx: int) -> Path:
-    """A GPT-2-small-shaped checkpoint with random weights and the bundled tokenizer."""
-    from transformers import GPT2Config, GPT2LMHeadModel
+def bare_forward(spec: ModelSpec, ids: torch.Tensor, repeats: int) -> tuple[list[float], object]:
+    """Seconds of a plain HF SDPA forward pass (no app), and the model (kept loaded)."""
+    from transformers import AutoModel, AutoModelForCausalLM
 
-    path = Path(tempfile.gettempdir()) / f"atlas-gpt2-small-random-{n_ctx}"
-    if not (path / "model.safetensors").exists():
-        torch.manual_seed(0)
-        config = GPT2Config(vocab_size=2048, n_positions=n_ctx, n_embd=768, n_layer=12,
-                            n_head=12, bos_token_id=0, eos_token_id=0)
-        GPT2LMHeadModel(config).save_pretrained(path)
-        for name in ("tokenizer.json", "tokenizer_config.json"):
-            shutil.copy(BUNDLED_DIR / name, path / name)
-    return path
+    path = spec.path_or_name
+    try:
+        hf = AutoModelForCausalLM.from_pretrained(path, attn_implementation="sdpa").eval()
+    except ValueError:
+        hf = AutoModel.from_pretrained(path, attn_implementation="sdpa").eval()
+    times = []
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        with torch.no_grad():
+            hf(ids, use_cache=False) if hasattr(hf, "generate") else hf(ids)
+        times.append(time.perf_counter() - start)
+    return times[1:], hf  # the first pass warms up
 
 
-def prompt_of(n_tokens: int, salt: int) -> str:
-    return " ".join(f"w{(i * 7 + salt) % 113}" for i in range(n_tokens))
-
-
-def explorer_rerun(repeats: int) -> list[dict]:
+def app_session(name: str):
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
-    at.query_params["model"] = "bundled"
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=3600)
+    at.query_params["model"] = name
+    at.query_params["prompt"] = "warm up"
     at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def prompt_to_view(at, prompts: list[str]) -> list[float]:
     times = []
-    for i in range(repeats):
-        at.text_area(key="atlas_prompt").set_value(prompt_of(300, i))  # cut to the context
+    for prompt in prompts:
+        at.text_area(key="atlas_prompt").set_value(prompt)
         start = time.perf_counter()
         at.run()
         times.append(time.perf_counter() - start)
         assert not at.exception, at.exception
-    return [summary("explorer rerun after a prompt change (bundled, 128 tok)", times)]
+        assert at.get("plotly_chart"), "the explorer drew no heatmap"
+    return times
 
 
-def capture_ratio(spec: ModelSpec, n_tokens: int, repeats: int) -> list[dict]:
-    model = load(spec)
-    prompt = prompt_of(n_tokens * 2, 1)
-    ids, _ = tokenize(model, prompt, max_tokens=n_tokens)
-    bare, ours = [], []
-    for _ in range(repeats):
+def clicks(at, n_heads: int, repeats: int) -> list[float]:
+    times = []
+    for i in range(repeats):
+        at.selectbox(key="explorer_head").set_value((i + 1) % n_heads)
         start = time.perf_counter()
-        with torch.no_grad():
-            model.bridge.run_with_cache(ids)
-        bare.append(time.perf_counter() - start)
-        gc.collect()
-        start = time.perf_counter()
-        capture(model, prompt, max_tokens=n_tokens)
-        ours.append(time.perf_counter() - start)
-        gc.collect()
-    label = f"{model.facts.n_layers}x{model.facts.n_heads} model, {ids.shape[1]} tok"
-    rows = [summary(f"bare run_with_cache ({label})", bare),
-            summary(f"app capture ({label})", ours)]
-    ratio = statistics.median(ours) / statistics.median(bare)
-    print(f"{'  capture / run_with_cache (median)':<58} {ratio:.2f}x")
-    rows.append({"measure": f"capture ratio ({label})", "ratio": ratio})
-    return rows
+        at.run()
+        times.append(time.perf_counter() - start)
+        assert not at.exception, at.exception
+    return times
 
 
-def long_prompt_memory(path: Path) -> list[dict]:
-    from models.capture.views import pooled_layer, scoped_weights
+def view_payload(spec: ModelSpec, prompt: str) -> dict[str, int]:
+    """Bytes one explorer view sends, built exactly as the page builds them."""
+    import numpy as np
+
+    from models.capture.views import scoped_weights
+    from ui import caches
     from viz.heatmap import head_heatmap
-    from viz.thumbnails import data_uri, pooled_png
     from viz.token_view import token_spans
 
-    gc.collect()
-    before_model = rss_mib()
-    model = load(ModelSpec(str(path)))
-    gc.collect()
-    with_model = rss_mib()
-    reset_peak()
-    start = time.perf_counter()
-    run = capture(model, prompt_of(3000, 2))
-    token, layer, head = run.n_tokens - 1, 5, 3
-    cells = [data_uri(pooled_png(pooled)) for li in range(run.facts.n_layers)
-             for pooled in pooled_layer(run, li, 72)]
-    rows = cols = slice(run.n_tokens - 160, run.n_tokens)
-    fig = head_heatmap(run.window(layer, head, rows, cols), run.labels(), causal=True,
-                       title="window", rows=rows, cols=cols, selected=token)
-    weights = scoped_weights(run, "all", layer, head, token, "from")
-    spans = token_spans(run.tokens, weights, token, "from")
-    seconds = time.perf_counter() - start
-    peak = peak_rss_mib()
-    payload = {"heatmap": len(fig.to_json()), "thumbnails": len(json.dumps(cells)),
-               "tokens": len(spans)}
-    print(f"{'2,048-token explore (capture, 144 thumbnails, window, all-heads mean)':<58} "
-          f"{seconds:.2f} s")
-    print(f"  RSS: before model {before_model:.0f} MiB, with model {with_model:.0f} MiB, "
-          f"peak while exploring {peak:.0f} MiB -> {peak - with_model:.0f} MiB above the model")
-    print(f"  stored for rebuilding: {run.store.nbytes / 2**20:.0f} MiB "
-          f"({'factored q, k, LSE' if run.factored else 'dense'}); "
-          f"a dense fp32 stack would be {144 * run.n_tokens**2 * 4 / 2**20:.0f} MiB")
-    print("  one explorer view sends: " + ", ".join(f"{k} {v / 1e6:.2f} MB"
-                                                     for k, v in payload.items())
-          + f" = {sum(payload.values()) / 1e6:.2f} MB")
-    return [{"measure": "2048-token explore", "seconds": seconds, "rss_above_model_mib":
-             peak - with_model, "payload_bytes": payload}]
+    run = caches.run(spec, prompt)
+    token, n = run.n_tokens - 1, run.n_tokens
+    rows = slice(max(n - 160, 0), n)
+    cols = list(range(max(n - 160, 0), n))
+    pattern = run.window(0, 0, rows, slice(cols[0], cols[-1] + 1))
+    fig = head_heatmap(pattern, run.labels(), causal=run.facts.causal, title="", rows=rows,
+                       cols=cols, selected=token, scale="sqrt")
+    weights = scoped_weights(run, "head", 0, 0, token, "from")
+    sent = {"thumbnails": len(json.dumps(caches.thumbnails(spec, prompt))),
+            "heatmap": len(fig.to_json()),
+            "tokens": len(token_spans(run.tokens, np.asarray(weights), token, "from"))}
+    if n > 160:  # the overview is shown once the pattern outgrows the detail window
+        sent["overview"] = len(caches.overview_png(spec, prompt, 0, 0, True))
+    return sent
 
 
-def head_scores_time(path: Path, repeats: int) -> list[dict]:
-    from models.heads.scores import run_scores
-
-    model = load(ModelSpec(str(path)))
-    prompt = prompt_of(1000, 3)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run = capture(model, prompt, max_tokens=512)
-        run_scores(run)
-        times.append(time.perf_counter() - start)
-    return [summary("capture + head scores, 144 heads, 512 tok", times)]
+def peers(model, ids: torch.Tensor) -> dict[str, float | str]:
+    """The same view in BertViz and CircuitsVis, from their HTML; skipped when not installed."""
+    out: dict[str, float | str] = {}
+    try:
+        from bertviz import head_view
+    except ImportError:
+        out["bertviz"] = "not installed"
+    else:
+        from models.capture.run import capture
+        run = capture(model, model.tokenizer.decode(ids[0]))
+        attention = tuple(torch.from_numpy(run.layer_patterns(l))[None]
+                          for l in range(model.facts.n_layers))
+        html = head_view(attention, list(run.tokens), html_action="return")
+        out["bertviz_mb"] = len(html.data) / 1e6
+    try:
+        import circuitsvis as cv
+    except ImportError:
+        out["circuitsvis"] = "not installed"
+    else:
+        from models.capture.run import capture
+        run = capture(model, model.tokenizer.decode(ids[0]))
+        html = str(cv.attention.attention_heads(attention=run.layer_patterns(0),
+                                                tokens=list(run.tokens)))
+        out["circuitsvis_one_layer_mb"] = len(html) / 1e6
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer repeats")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "app_speed.json")
+    parser.add_argument("--model", default="smollm2", help="bundled, smollm2, a name or a path")
+    parser.add_argument("--tokens", type=int, default=2048)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", action="store_true", help="end with one JSON line")
     args = parser.parse_args()
-    repeats = 3 if args.quick else 7
-    print(f"machine: {os.cpu_count()} CPUs, torch {torch.__version__}, threads "
-          f"{torch.get_num_threads()}, CUDA {'yes' if torch.cuda.is_available() else 'no'}")
-    small = gpt2_small_random(2048)
-    rows = long_prompt_memory(small)  # first, so that no earlier model shares the process
-    rows += explorer_rerun(repeats)
-    rows += capture_ratio(ModelSpec("bundled"), 128, repeats)
-    rows += capture_ratio(ModelSpec(str(small)), 512, repeats)
-    rows += head_scores_time(small, repeats)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(rows, indent=1))
-    print(f"wrote {args.out}")
+    threads = torch.get_num_threads()
+    print(f"machine: {os.cpu_count()} CPUs, torch {torch.__version__} ({threads} threads), "
+          f"CUDA {'yes' if torch.cuda.is_available() else 'no'}")
+    spec = ModelSpec(args.model)
+    model = load(spec)
+    prompts = [prompt_of(model, args.tokens, salt) for salt in range(args.repeats)]
+    ids = model.bridge.to_tokens(prompts[0])
+    n = int(ids.shape[1])
+    forward, hf = bare_forward(spec, ids, args.repeats)
+    at = app_session(args.model)  # the app loads its own copy of the model, cached from here on
+    gc.collect()
+    with_models = status_mib("VmRSS")
+    reset_peak()
+    view = prompt_to_view(at, prompts)
+    peak = status_mib("VmHWM")
+    click = clicks(at, model.facts.n_heads, max(3, args.repeats))
+    payload = view_payload(spec, prompts[0])
+    result = {
+        "model": model.facts.name, "tokens": n, "threads": threads,
+        "forward_s": statistics.median(forward),
+        "prompt_to_view_s": statistics.median(view),
+        "ratio": statistics.median(view) / statistics.median(forward),
+        "click_s": statistics.median(click),
+        "peak_rss_above_model_mb": peak - with_models,
+        "payload_mb": sum(payload.values()) / 1e6,
+        "payload_parts_mb": {k: v / 1e6 for k, v in payload.items()},
+        "runs": {"forward_s": forward, "prompt_to_view_s": view, "click_s": click},
+    }
+    del hf
+    if n <= 1024:
+        result["peers"] = peers(model, ids)
+    else:
+        result["peers"] = "skipped above 1,024 tokens (their HTML grows with n^2 per head)"
+    print(f"{model.facts.name}, {n:,} tokens")
+    print(f"  bare HF SDPA forward        median {result['forward_s']:.2f} s  {forward}")
+    print(f"  prompt change -> explorer   median {result['prompt_to_view_s']:.2f} s  "
+          f"= {result['ratio']:.2f}x the forward pass")
+    print(f"  click on a head (rerun)     median {result['click_s']:.2f} s")
+    print(f"  peak RSS above the models   {result['peak_rss_above_model_mb']:.0f} MiB")
+    print(f"  one view sends              {result['payload_mb']:.2f} MB "
+          + ", ".join(f"{k} {v:.2f}" for k, v in result["payload_parts_mb"].items()))
+    print(f"  peers                       {result['peers']}")
+    if args.json:
+        print(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from models.errors import UserError
 from models.model.facts import ModelFacts
 from models.model.gguf import is_converted
 from ui import caches
+from ui.text import md
 from ui.sidebar import requested_spec
 from viz.classroom_figures import labels, matrix_html
 
@@ -194,7 +195,7 @@ def real_model() -> ModelFacts | None:
     try:
         n_tokens = real.token_count(model, prompt)
     except UserError as err:
-        st.info(f"{err} This section uses the sidebar prompt.")
+        st.info(f"{md(err)} This section uses the sidebar prompt.")
         return facts
     layer, head, start, width = _window_controls(facts, n_tokens)
     try:

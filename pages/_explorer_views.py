@@ -15,6 +15,7 @@ import app_state
 from models.capture.run import AttentionRun
 from models.capture.views import scoped_weights, strongest_key, strongest_sink
 from ui import caches, widgets
+from ui.text import md
 from viz.export import pattern_csv
 from viz.heatmap import head_heatmap
 from viz.token_view import legend_html, token_spans
@@ -55,7 +56,7 @@ def seed_view(run: AttentionRun) -> None:
     fixed, notes = clamp(wanted, n_layers, n_heads, n_tokens)
     if K_VIEW not in st.session_state:
         for note in notes + app_state.link_notes():
-            st.info(note)
+            st.info(md(note))
     st.session_state[K_LAYER], st.session_state[K_HEAD] = fixed.layer, fixed.head
     st.session_state[K_TOKEN] = fixed.token
     last = max(n_tokens - WINDOW, 0)
@@ -182,7 +183,7 @@ def tokens(run: AttentionRun, labels: list[str]) -> None:
                              DIRECTIONS[direction])
     with c[2]:
         st.html(legend_html(weights))
-        st.caption(f"Selected: {labels[ss[K_TOKEN]]}. Click a token to select it.")
+        st.caption(f"Selected: {md(labels[ss[K_TOKEN]])}. Click a token to select it.")
     widgets.token_strip(token_spans(run.tokens, weights, ss[K_TOKEN], DIRECTIONS[direction]),
                         K_TOKENS, on_token_click)
 

@@ -4,6 +4,7 @@ import streamlit as st
 
 import app_state
 from pages import _explorer_views as views
+from ui.text import md
 
 app_state.page_title("Explorer")
 st.caption("What am I looking at: each head of each layer decides how much every token (a row, "
@@ -13,12 +14,12 @@ model, run = app_state.model_and_run()
 if run is not None:
     facts = run.facts
     st.caption(
-        f"**{facts.name}** · {facts.n_layers} layers × {facts.n_heads} heads "
+        f"**{md(facts.name)}** · {facts.n_layers} layers × {facts.n_heads} heads "
         f"({facts.attention_kind}, {facts.n_kv_heads} key/value heads) · d_head {facts.d_head} · "
         f"{'causal' if facts.causal else 'bidirectional (no causal mask)'} · "
         f"positions: {facts.positional} · {run.n_tokens:,} tokens")
     if run.first_is_special:
-        st.caption(f"Position 0 is `{run.tokens[0]}`, a special token the tokenizer adds; "
+        st.caption(f"Position 0 is {md(run.tokens[0])}, a special token the tokenizer adds; "
                    "many heads park attention there (an attention sink).")
     views.seed_view(run)
     views.explorer_view(run)

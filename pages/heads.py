@@ -14,6 +14,7 @@ from models.heads.names import (ABLATION_COLUMNS, COLUMN_HELP, COLUMN_LABELS, RA
 from models.heads.table import (Thresholds, flag_grids,
                                 head_table, prune_list, prune_list_json, table_csv)
 from ui import caches
+from ui.text import md
 from viz.heads_figures import pruning_curve, sink_position_grid
 from viz.heatmap import score_grid
 
@@ -143,7 +144,7 @@ if run is not None:
     except UserError as err:
         app_state.show_error(err)
         st.stop()
-    st.caption(f"**{facts.name}** · {facts.n_layers} layers × {facts.n_heads} heads · induction "
+    st.caption(f"**{md(facts.name)}** · {facts.n_layers} layers × {facts.n_heads} heads · induction "
                f"on {batch} × [start, {seq_len} random tokens, the same {seq_len} again] "
                f"(seed {seed}) · other scores on {run.n_tokens} prompt tokens")
     if not facts.causal:

@@ -8,6 +8,7 @@ import app_state
 from models.attention.check import BACKEND_WORDS, TOLERANCES
 from models.errors import UserError
 from ui import caches
+from ui.text import md
 from viz.kernel_figures import error_grid, pattern_comparison
 
 K_DTYPE, K_HEAD, K_TABLE = "kernel_dtype", "kernel_head", "kernel_table"
@@ -21,7 +22,7 @@ def pick_from_table(heads: list[str]) -> None:
 
 
 def header(facts) -> str:
-    return (f"**{facts.name}** · {facts.n_layers} layers × {facts.n_heads} heads "
+    return (f"**{md(facts.name)}** · {facts.n_layers} layers × {facts.n_heads} heads "
             f"({facts.attention_kind}, {facts.n_kv_heads} key/value heads) · d_head "
             f"{facts.d_head} · {'causal' if facts.causal else 'bidirectional: no mask'} · "
             f"positions: {facts.positional}")

@@ -10,6 +10,7 @@ from models.errors import UserError
 from models.scaling.capture import loss_unavailable
 from models.scaling.maths import alpha_to_factor, factor_grid, scaled_patterns
 from ui import caches
+from ui.text import md
 from viz import scaling_figures as figs
 from viz.heatmap import head_heatmap
 
@@ -109,7 +110,7 @@ def model_section() -> None:
     if cap.n_prompt_tokens > cap.n_tokens:
         st.warning(f"The prompt has {cap.n_prompt_tokens:,} tokens; this page uses the first "
                    f"{cap.n_tokens:,}.")
-    st.caption(f"**{facts.name}** · d_head {facts.d_head} · {cap.n_tokens} tokens · logits from "
+    st.caption(f"**{md(facts.name)}** · d_head {facts.d_head} · {cap.n_tokens} tokens · logits from "
                f"`{cap.source}`; softmax of them matches the model's own patterns to "
                f"{cap.max_error:.1e}.")
     layer, head, factors, x, x_title, own_x, log_x, pick = controls(facts)

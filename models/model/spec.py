@@ -105,4 +105,9 @@ class ModelSpec:
 
 def looks_like_path(text: str) -> bool:
     """A string names a local directory when it exists or is written like a path."""
-    return text.startswith(("/", "./", "../", "~")) or Path(text).expanduser().is_dir()
+    if text.startswith(("/", "./", "../", "~")):
+        return True
+    try:
+        return Path(text).expanduser().is_dir()
+    except (OSError, RuntimeError, ValueError):  # NUL bytes, unknown ~user, over-long names
+        return False

@@ -1,5 +1,6 @@
 """AppTest helpers: run the real app.py with a query string, as a browser would open it."""
 
+import re
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -18,12 +19,17 @@ def open_app(page: str | None = None, **query) -> AppTest:
     return at
 
 
+def shown(markdown: str) -> str:
+    """What a reader sees of markdown source: backslash escapes of punctuation removed."""
+    return re.sub(r"\\([\\`*_{}\[\]()#+\-.!|<>~:$&=])", r"\1", markdown)
+
+
 def texts(at: AppTest) -> str:
-    """Everything the page says in messages, captions and markdown, joined."""
+    """Everything the page says in messages, captions and markdown, joined (as shown)."""
     parts = []
     for kind in ("error", "warning", "info", "success", "caption", "markdown", "title",
                  "subheader"):
-        parts += [str(el.value) for el in getattr(at, kind)]
+        parts += [shown(str(el.value)) for el in getattr(at, kind)]
     return "\n".join(parts)
 
 

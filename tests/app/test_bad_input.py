@@ -65,7 +65,9 @@ def bad_dirs(tmp_path):
 MODEL_CASES = {
     "unknown hub name (offline)": ("Hugging Face name", "nobody/no-model-by-this-name",
                                    "Could not find 'nobody/no-model-by-this-name'"),
-    "missing directory": ("Local directory", "/no/such/dir", "No directory at /no/such/dir"),
+    "missing directory": ("Local directory", "missing", "No directory at"),
+    "outside the operator's folders": ("Local directory", "/etc",
+                                       "loads local models only from the folders"),
     "not a model": ("Local directory", "not_model", "has no config.json"),
     "corrupt safetensors": ("Local directory", "corrupt", "Could not load"),
     "too large for memory": ("Local directory", "huge", "GiB is free"),
@@ -74,9 +76,10 @@ MODEL_CASES = {
 
 
 @pytest.mark.parametrize("case", list(MODEL_CASES))
-def test_model_cases_keep_the_previous_model(case, tmp_path):
+def test_model_cases_keep_the_previous_model(case, tmp_path, monkeypatch):
+    monkeypatch.setenv("ATLAS_MODEL_ROOTS", str(tmp_path))  # the operator allows tmp_path
     source, name, expected = MODEL_CASES[case]
-    dirs = bad_dirs(tmp_path)
+    dirs = {**bad_dirs(tmp_path), "missing": tmp_path / "missing"}
     name = str(dirs[name]) if name in dirs else name
     at = open_app(model="bundled", prompt="still working")
     switch_model(at, source, name)
@@ -88,7 +91,11 @@ def test_model_cases_keep_the_previous_model(case, tmp_path):
     assert at.text_input(key="atlas_name").value == name
 
 
-def test_remote_code_is_off_unless_ticked():
+def test_remote_code_is_an_operator_setting_and_off_unless_ticked(monkeypatch):
+    at = open_app(model="bundled")
+    at.selectbox(key="atlas_source").set_value("Hugging Face name").run()
+    assert not [c for c in at.checkbox if c.key == "atlas_trust"]  # no box by default
+    monkeypatch.setenv("ATLAS_ALLOW_REMOTE_CODE", "1")
     at = open_app(model="bundled")
     at.selectbox(key="atlas_source").set_value("Hugging Face name").run()
     assert at.checkbox(key="atlas_trust").value is False

@@ -140,7 +140,8 @@ def test_cost_section_shows_kv_cache_for_the_preset(page):
     assert metrics["KV cache, batch 1 × 4,096 tokens"] == "2.00 GiB"
 
 
-def test_maths_sections_render_when_no_model_loads():
+def test_maths_sections_render_when_no_model_loads(monkeypatch):
+    monkeypatch.setenv("ATLAS_MODEL_ROOTS", "/nonexistent")  # allowed, but there is nothing
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
     at.query_params["model"] = "/nonexistent/classroom-model"
     at.run()

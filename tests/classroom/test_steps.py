@@ -94,3 +94,18 @@ def test_shape_checks_name_the_problem():
 def test_matrix_text_round_trips():
     m = np.array([[1.5, -2], [0, 3]])
     np.testing.assert_array_equal(parse_matrix(steps.matrix_text(m), "M"), m)
+
+
+@pytest.mark.parametrize("q, k", [
+    ("1e308, 1e308; 1, 1", "1e308, 1e308; 1, 1"),   # a row of A summed to 0 before
+    ("1e200, 0; 0, 1", "1e200, 0; 0, 1"),           # an overflowing score gave A = 0.000
+])
+def test_overflowing_scores_are_refused_not_shown_as_zero(q, k):
+    with pytest.raises(MatrixError, match="Q Kᵀ overflows"):
+        steps_from_text(q, k, "1, 0; 0, 1")
+
+
+def test_typed_fragments_cannot_break_out_of_their_code_span():
+    with pytest.raises(MatrixError) as err:
+        parse_matrix("1, x`](https://evil.example) :red[**ADMIN**]", "Q")
+    assert str(err.value).count("`") == 2  # the fragment's own backtick cannot end the span

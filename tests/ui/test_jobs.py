@@ -1,6 +1,7 @@
 """The heavy-work pool: one job per key, a queue in order, progress, cancel, stored results."""
 
 import threading
+import time
 
 import pytest
 
@@ -120,3 +121,42 @@ def test_results_are_bounded_in_bytes():
     assert [k for k in range(4) if store.get(k) is not None] == [2, 3]
     store.put("big", Blob(500))  # the newest always stays, alone
     assert store.get("big") is not None and store.get(3) is None
+
+
+def test_short_work_does_not_queue_behind_heavy_work():
+    pool, release = JobPool(workers=1), threading.Event()
+    heavy = pool.submit("heavy", "long capture", blocking_work(release), estimate_s=300.0)
+    quick = pool.submit("quick", "short prompt", lambda progress: "fast", estimate_s=0.2)
+    assert quick.future.result(10) == "fast" and not heavy.future.done()
+    release.set()
+    assert heavy.future.result(10) == "done"
+
+
+def test_work_stops_when_every_waiting_session_has_gone():
+    pool, started = JobPool(workers=1), threading.Event()
+    alive = {"s1": True}
+    pool.alive = lambda sid: alive.get(sid, False)
+
+    def work(progress):
+        started.set()
+        for i in range(10_000):
+            progress(i / 10_000, "step")
+            threading.Event().wait(0.001)
+        return "finished"
+
+    job = pool.submit("k", "long", work, waiter="s1")
+    assert started.wait(10)
+    alive["s1"] = False  # the browser tab closed
+    with pytest.raises(Cancelled):
+        job.future.result(10)
+
+
+def test_janitor_drops_what_nobody_used_lately():
+    from models.heads.store import ResultStore
+    from ui.jobs import Janitor
+
+    store = ResultStore()
+    store.put("old", 1)
+    janitor = Janitor([store], idle_s=60)
+    assert janitor.sweep(now=time.monotonic() + 30) == 0 and store.get("old") == 1
+    assert janitor.sweep(now=time.monotonic() + 120) == 1 and store.get("old") is None
