@@ -98,13 +98,16 @@ def capture_pass(model: LoadedModel, ids: torch.Tensor, names: Sequence[str]
     return logits, seen
 
 
-def baseline(model: LoadedModel, setup: Setup, batch: int | None = None) -> Baseline:
+def baseline(model: LoadedModel, setup: Setup, batch: int | None = None,
+             progress: Progress = quiet) -> Baseline:
     """Run the clean prompt, keeping every ``hook_z`` and the attribution's activations, and
     ``batch`` copies of the corrupted prompt in one timed pass (what a patching pass costs)."""
     n_layers = model.facts.n_layers
     batch = batch or batch_size(model, setup.n_tokens)
     names = list(dict.fromkeys(attribution_hooks(model) + every_layer(z_hook, n_layers)))
+    progress(0.0, "the clean prompt")
     logits, acts = capture_pass(model, setup.clean_ids, names)
+    progress(0.4, f"the corrupted prompt ({batch} copies in one pass, timed)")
     ld_clean = float(logit_diff(logits, setup.answer_id, setup.wrong_id)[0])
     start = time.perf_counter()
     corrupted = run_with_hooks(model, setup.corrupted_ids.expand(batch, -1))
@@ -113,6 +116,7 @@ def baseline(model: LoadedModel, setup: Setup, batch: int | None = None) -> Base
     attribution = attribute(model, setup, {n: acts[n] for n in attribution_hooks(model)},
                             ld_clean)
     clean_z = tuple(acts[z_hook(layer)][0] for layer in range(n_layers))
+    progress(1.0, "done")
     return Baseline(ld_clean, ld_corrupted, clean_z, attribution, batch, seconds)
 
 

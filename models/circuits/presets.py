@@ -85,12 +85,18 @@ def _ends_with(model: LoadedModel, text: str, ids: list[int]) -> bool:
 def presets(model: LoadedModel) -> dict[str, CircuitTask]:
     """The ready-made tasks that fit ``model``'s tokenizer, by label; names first when they fit.
 
-    The names task is left out where its prompts differ in token length or a name is not one
-    token (the bundled model's tokenizer, trained on Python source, spells names in pieces).
+    A task is left out where it cannot be built: the names task where its prompts differ in
+    token length or a name is not one token (the bundled model's tokenizer, trained on Python
+    source, spells names in pieces), the copying task where too few words are single tokens.
     """
-    tasks = {"Copying random words (induction)": copying_task(model)}
+    tasks = {}
     try:
         prepare(model, IOI)
+        tasks["Names (IOI)"] = IOI
     except TaskError:
-        return tasks
-    return {"Names (IOI)": IOI, **tasks}
+        pass
+    try:
+        tasks["Copying random words (induction)"] = copying_task(model)
+    except TaskError:
+        pass
+    return tasks
