@@ -38,8 +38,11 @@ def value_norms(model: LoadedModel, ids: torch.Tensor) -> np.ndarray:
         v = acts[name][0].to(torch.float64)  # pos kv_head d_head
         v = v.repeat_interleave(group, dim=1)  # pos head_index d_head
         w_o, _ = output_projection(model, layer)  # head_index d_head d_model
-        moved = torch.einsum("phd,hdm->hpm", v, w_o)
-        out.append(moved.norm(dim=-1))
+        # ||v W_O||^2 = v (W_O W_O^T) v^T: d_head x d_head per head instead of a d_model vector
+        # per position, so long prompts need no pos x head x d_model buffer
+        gram = w_o @ w_o.transpose(1, 2)
+        squared = torch.einsum("phd,hde,phe->hp", v, gram, v)
+        out.append(squared.clamp_min(0.0).sqrt())
     return torch.stack(out).to(torch.float32).numpy()
 
 

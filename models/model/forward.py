@@ -96,11 +96,6 @@ def mlp_out_hook(layer: int) -> str:
     return f"blocks.{layer}.hook_mlp_out"
 
 
-def resid_pre_hook(layer: int) -> str:
-    """``batch pos d_model``: the residual stream entering block ``layer``."""
-    return f"blocks.{layer}.hook_resid_pre"
-
-
 def embed_hook() -> str:
     """``batch pos d_model``: the token embeddings."""
     return "hook_embed"

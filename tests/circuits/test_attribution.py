@@ -7,7 +7,21 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from models.circuits import IOI, CircuitTask, baseline, copying_task, prepare
+from models.model.forward import attn_out_hook, output_projection, run_hooks, tokenize, z_hook
 from models.model.spec import BUNDLED_DIR
+
+
+@pytest.mark.parametrize("name", ["bundled", "smollm2"])
+def test_heads_through_w_o_plus_bias_are_the_attention_output(name, request):
+    model = request.getfixturevalue(name)
+    ids, _ = tokenize(model, "x = [1, 2, 3]")
+    layers = [0, model.facts.n_layers - 1]
+    acts = run_hooks(model, ids, [h(l) for l in layers for h in (z_hook, attn_out_hook)])
+    for layer in layers:
+        w_o, b_o = output_projection(model, layer)
+        rebuilt = torch.einsum("bphd,hdm->bpm", acts[z_hook(layer)].double(), w_o) + b_o
+        torch.testing.assert_close(rebuilt, acts[attn_out_hook(layer)].double(), atol=2e-4,
+                                   rtol=1e-5)
 
 
 def test_parts_add_up_on_the_bundled_model(bundled):
