@@ -35,8 +35,10 @@ def task_inputs(model) -> CircuitTask:
     options = list(tasks) + [OWN]
     if st.session_state.get(K_PRESET) not in options:
         st.session_state[K_PRESET] = options[0]
-    if st.session_state.get(K_FILLED) != model.spec and st.session_state[K_PRESET] != OWN:
-        fill(tasks)
+    if st.session_state.get(K_FILLED) != model.spec:
+        st.session_state.pop(K_PATCH, None)  # a new model starts with its own default
+        if st.session_state[K_PRESET] != OWN:
+            fill(tasks)
     st.session_state[K_FILLED] = model.spec
     st.selectbox("Task", options, key=K_PRESET, on_change=fill, args=(tasks,),
                  help="A ready-made task fills in the prompts and tokens below; edit them "

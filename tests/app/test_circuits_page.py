@@ -49,3 +49,17 @@ def test_an_encoder_gets_a_message():
     at = open_app(PAGE, model="minilm")
     assert not at.exception
     assert "causal" in "\n".join(str(w.value) for w in at.warning)
+
+
+def test_smollm2_states_the_cost_and_waits_to_be_asked(smollm2):
+    at = open_app(PAGE, model="smollm2")
+    assert not at.exception
+    said = texts(at)
+    assert at.selectbox(key="circuits_preset").value == "Names (IOI)"
+    assert "270 heads in 9 batched passes of up to 32, about" in said
+    assert not at.toggle(key="circuits_patch").value
+    metrics = {m.label: m.value for m in at.metric}
+    assert float(metrics["Clean LD"]) > 3.0 > -3.0 > float(metrics["Corrupted LD"])
+    table = at.dataframe[0].value
+    assert len(table) == 270 and table["patch_effect"].isna().all()
+    assert "Parts add up to LD" in said
