@@ -7,7 +7,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from models.circuits import IOI, CircuitTask, baseline, copying_task, prepare
-from models.model.forward import attn_out_hook, output_projection, run_hooks, tokenize, z_hook
+from models.model.forward import (attn_out_hook, final_norm_scale_hook, output_projection,
+                                  run_hooks, tokenize, z_hook)
 from models.model.spec import BUNDLED_DIR
 
 
@@ -32,6 +33,9 @@ def test_parts_add_up_on_the_bundled_model(bundled):
     assert dla.residual_gap < 1e-4 * max(1.0, dla.residual_norm)
     assert sum(value for _, _, value in dla.parts()) == pytest.approx(dla.total, abs=1e-9)
     assert np.unravel_index(np.argmax(dla.heads), dla.heads.shape) == (2, 2)
+    bridge_scale = run_hooks(bundled, setup.clean_ids, [final_norm_scale_hook()])
+    assert dla.scale == pytest.approx(float(bridge_scale[final_norm_scale_hook()][0, -1]),
+                                      rel=1e-5)
 
 
 def test_parts_add_up_on_smollm2(smollm2):
@@ -41,6 +45,9 @@ def test_parts_add_up_on_smollm2(smollm2):
     assert not dla.attn_bias.any() and dla.norm_bias == 0.0
     assert dla.total == pytest.approx(dla.logit_diff, abs=1e-4)
     assert dla.heads.shape == (30, 9)
+    bridge_scale = run_hooks(smollm2, setup.clean_ids, [final_norm_scale_hook()])
+    assert dla.scale == pytest.approx(float(bridge_scale[final_norm_scale_hook()][0, -1]),
+                                      rel=1e-5)
 
 
 def test_a_heads_share_matches_plain_transformers(bundled):
