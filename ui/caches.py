@@ -18,6 +18,8 @@ import streamlit as st
 from models.attention.check import KernelReport, check_kernel
 from models.capture.run import AttentionRun, capture
 from models.capture.views import head_overview, pooled_layer
+from models.circuits.presets import presets
+from models.circuits.task import CircuitTask
 from models.classroom.real import LayerActivations, layer_activations
 from models.heads import induction, scores
 from models.heads.store import ResultStore
@@ -135,3 +137,9 @@ def kernel_report(spec: ModelSpec, prompt: str, dtype: str) -> KernelReport:
 def layer_acts(spec: ModelSpec, prompt: str, layer: int) -> LayerActivations:
     """One layer's q, k, v, scores, pattern and z, cached per (model, prompt, layer)."""
     return layer_activations(model(spec), prompt, layer)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def circuit_presets(spec: ModelSpec) -> dict[str, CircuitTask]:
+    """The circuits page's ready-made tasks for ``spec`` (words drawn from its vocabulary)."""
+    return presets(model(spec))

@@ -11,8 +11,8 @@ from tests.e2e.conftest import settle, shoot
 
 pytestmark = pytest.mark.e2e
 
-PAGES = {"heads": "Head finder", "scaling": "Scaling sweep", "kernel": "Kernel check",
-         "classroom": "Classroom"}
+PAGES = {"heads": "Head finder", "circuits": "Circuits", "scaling": "Scaling sweep",
+         "kernel": "Kernel check", "classroom": "Classroom"}
 
 
 def open_view(page, app_url, **query):

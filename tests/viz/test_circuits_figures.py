@@ -1,0 +1,31 @@
+"""Circuits figures: a colour scale centred at 0, escaped token text, parts grouped by kind."""
+
+import numpy as np
+
+from viz.circuits_figures import head_grid, parts_bars, position_bars, symmetric_range
+
+
+def test_head_grid_is_centred_at_zero():
+    values = np.array([[0.2, -0.9], [1.0, np.nan]])
+    heat = head_grid(values, title="t", value_name="patch effect", floor=1.0).data[0]
+    assert (heat.zmin, heat.zmax) == (-1.0, 1.0) and heat.texttemplate == "%{z:.2f}"
+    assert symmetric_range(np.array([[0.1, -3.0]])) == 3.0
+    assert symmetric_range(np.zeros((2, 2))) == 1.0
+    big = head_grid(np.ones((30, 9)), title="t", value_name="DLA").data[0]
+    assert big.texttemplate is None
+
+
+def test_position_bars_escape_tokens_and_mark_differences():
+    fig = position_bars(np.array([0.0, 0.5]), ["<b>x</b>", "y"], title="<i>", differs=[True, False])
+    bar = fig.data[0]
+    assert list(bar.x) == ["(0) &lt;b&gt;x&lt;/b&gt;", "(1) y"]
+    assert bar.marker.color[0] != bar.marker.color[1]
+    assert fig.layout.title.text == "&lt;i&gt;"
+
+
+def test_parts_bars_one_trace_per_group():
+    parts = [("embeddings", "token embeddings", 0.5), ("heads", "heads of layer 0", 2.0),
+             ("MLPs", "MLP 0", -1.0), ("biases", "unembedding bias", 0.0)]
+    fig = parts_bars(parts, title="parts")
+    assert [trace.name for trace in fig.data] == ["embeddings", "heads", "MLPs", "biases"]
+    assert sum(sum(trace.x) for trace in fig.data) == 1.5
