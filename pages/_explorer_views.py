@@ -14,7 +14,8 @@ import streamlit as st
 import app_state
 from models.capture.run import AttentionRun
 from models.capture.views import scoped_weights, strongest_key, strongest_sink
-from ui import caches, widgets
+from models.errors import UserError
+from ui import caches, job_view, widgets
 from ui.text import md
 from viz.export import pattern_csv
 from viz.heatmap import head_heatmap
@@ -26,7 +27,7 @@ K_GRID, K_TOKENS, K_OVERVIEW = "explorer_grid", "explorer_tokens", "explorer_ove
 K_SCOPE, K_DIR, K_ROW0, K_COL0 = "explorer_scope", "explorer_dir", "explorer_row0", "explorer_col0"
 K_SCALE, K_NORM, K_SKIP0, K_PIN = ("explorer_scale", "explorer_norm", "explorer_skip0",
                                    "explorer_pin")
-K_VIEW = "atlas_view"
+K_VIEW, K_VW = "atlas_view", "explorer_vw"
 WINDOW = 160
 SCOPES = {"This head": "head", "Mean over the layer's heads": "layer", "Mean over all heads": "all"}
 DIRECTIONS = {"What the token attends to": "from", "Which tokens attend to it": "to"}
@@ -120,7 +121,14 @@ def pinned_keys(run: AttentionRun, layer: int, head: int, first: int) -> list[in
     return sorted(k for k in keys if not first <= k < first + WINDOW)
 
 
-def detail(run: AttentionRun, labels: list[str]) -> None:
+def read(run: AttentionRun, weighting, layer: int, head: int, rows: slice,
+         cols: slice) -> np.ndarray:
+    """A window of one head's pattern, value-weighted when ``weighting`` is given."""
+    window = run.window(layer, head, rows, cols)
+    return window if weighting is None else window * weighting.scale(layer, head, rows, cols)
+
+
+def detail(run: AttentionRun, labels: list[str], weighting=None) -> None:
     """Overview picker, colour options and the detail heatmap of the selected head."""
     ss = st.session_state
     layer, head, token, n = ss[K_LAYER], ss[K_HEAD], ss[K_TOKEN], run.n_tokens
@@ -131,7 +139,8 @@ def detail(run: AttentionRun, labels: list[str]) -> None:
     left, right = st.columns([2, 3]) if long else (None, st.container())
     if long:
         with left:
-            widgets.overview(caches.overview_png(spec, prompt, layer, head, True), n,
+            widgets.overview(caches.overview_png(spec, prompt, layer, head, True,
+                                                 weighting is not None), n,
                              (rows.start, rows.stop), (cols[0], cols[-1] + 1), K_OVERVIEW,
                              lambda: on_overview_pick(n), size=caches.OVERVIEW,
                              caption=f"Whole pattern, {n:,} × {n:,}, max-pooled. Click to "
@@ -159,9 +168,10 @@ def detail(run: AttentionRun, labels: list[str]) -> None:
                        f"of {n:,}.")
     pins = pinned_keys(run, layer, head, cols[0]) if pin else []
     shown_cols = pins + cols
-    pattern = np.concatenate([run.window(layer, head, rows, slice(k, k + 1)) for k in pins]
-                             + [run.window(layer, head, rows, slice(cols[0], cols[-1] + 1))],
-                             axis=1)
+    pattern = np.concatenate([read(run, weighting, layer, head, rows, slice(k, k + 1))
+                              for k in pins]
+                             + [read(run, weighting, layer, head, rows,
+                                     slice(cols[0], cols[-1] + 1))], axis=1)
     fig = head_heatmap(pattern, labels, causal=run.facts.causal, title="",
                        zmax=1.0 if norm == "0 to 1" else None, selected=token, rows=rows,
                        cols=shown_cols, scale=SCALES[scale], skip_first=skip, pinned=len(pins))
@@ -172,7 +182,7 @@ def detail(run: AttentionRun, labels: list[str]) -> None:
                        file_name=f"pattern_L{layer}_H{head}.csv", mime="text/csv")
 
 
-def tokens(run: AttentionRun, labels: list[str]) -> None:
+def tokens(run: AttentionRun, labels: list[str], weighting=None) -> None:
     """The prompt coloured by attention from (or to) the selected token, with its controls."""
     ss = st.session_state
     st.subheader("Tokens")
@@ -180,12 +190,31 @@ def tokens(run: AttentionRun, labels: list[str]) -> None:
     scope = c[0].radio("Colour by", list(SCOPES), key=K_SCOPE)
     direction = c[1].radio("Show", list(DIRECTIONS), key=K_DIR)
     weights = scoped_weights(run, SCOPES[scope], ss[K_LAYER], ss[K_HEAD], ss[K_TOKEN],
-                             DIRECTIONS[direction])
+                             DIRECTIONS[direction], weighting)
     with c[2]:
         st.html(legend_html(weights))
         st.caption(f"Selected: {md(labels[ss[K_TOKEN]])}. Click a token to select it.")
     widgets.token_strip(token_spans(run.tokens, weights, ss[K_TOKEN], DIRECTIONS[direction]),
                         K_TOKENS, on_token_click)
+
+
+def value_weighting(run: AttentionRun):
+    """The toggle, and the run's value weighting while it is on (None while off or computing)."""
+    on = st.toggle("Value-weighted: how much each head writes from each key", key=K_VW,
+                   help="Each weight A[i, j] times ||v_j W_O|| (the size of what the head writes "
+                        "when it reads key j), rows renormalised to sum to 1 (Kobayashi et al. "
+                        "2020). A sink the head looks at but writes almost nothing from fades.")
+    if not on:
+        return None
+    try:
+        found = job_view.run_job(
+            caches.weighting_key(run.spec, run.prompt), "Weighting every head by its values",
+            caches.weighting_work(run.spec, run.prompt),
+            cost=("weighting", run.facts.forward_flops(run.n_tokens)))
+    except UserError as err:
+        app_state.show_error(err)
+        return None
+    return None if found is job_view.MISSING else found
 
 
 @st.fragment
@@ -199,18 +228,19 @@ def explorer_view(run: AttentionRun) -> None:
                    format_func=lambda i: labels[i],
                    on_change=lambda: (follow_token(st.session_state[K_TOKEN]), remember()))
     ss = st.session_state
+    weighting = value_weighting(run)
     left, right = st.columns([1, 1])
     with left:
         st.subheader("All heads")
         st.caption("Each picture is one head's whole pattern (rows: queries, columns: keys), "
                    "max-pooled and scaled to its own strongest weight. Click one to open it.")
-        cells = caches.thumbnails(run.spec, run.prompt)
+        cells = caches.thumbnails(run.spec, run.prompt, weighted=weighting is not None)
         cell = 72 if facts.n_heads <= 6 else 52 if facts.n_heads <= 12 else 36
         widgets.head_grid(cells, facts.n_heads, f"{ss[K_LAYER]}.{ss[K_HEAD]}", K_GRID,
                           on_head_click, cell_px=cell)
     with right:
         st.subheader(f"Head {ss[K_LAYER]}.{ss[K_HEAD]}")
-        detail(run, labels)
-    tokens(run, labels)
+        detail(run, labels, weighting)
+    tokens(run, labels, weighting)
     widgets.sync_url(app_state.link_query(
         ViewState(layer=ss[K_LAYER], head=ss[K_HEAD], token=ss[K_TOKEN]), run.prompt))

@@ -18,7 +18,9 @@ import streamlit as st
 from models.attention.check import KernelReport, check_kernel
 from models.capture.run import AttentionRun, capture
 from models.capture.views import head_overview, pooled_layer
+from models.capture.weighted import ValueWeighting, value_weighting
 from models.circuits.presets import presets
+from models.circuits.value_weighted import value_norms
 from models.circuits.task import CircuitTask
 from models.classroom.real import LayerActivations, layer_activations
 from models.heads import induction, scores
@@ -70,13 +72,39 @@ def run(spec: ModelSpec, prompt: str) -> AttentionRun:
                                        lambda: capture(model(spec), prompt, max_tokens=cap))
 
 
+def weighting_key(spec: ModelSpec, prompt: str) -> tuple:
+    return ("value-weighting", spec, prompt, policy.max_prompt_tokens())
+
+
+def weighting_work(spec: ModelSpec, prompt: str):
+    """The job that computes a run's value weighting (norms from the capture when it has them,
+    else from one pass over the v hooks)."""
+    def work(progress):
+        captured = run(spec, prompt)
+        norms = getattr(captured.store, "value_norms", None)
+        if norms is None:
+            import torch
+            norms = value_norms(model(spec), torch.tensor([captured.token_ids]))
+        return value_weighting(captured, norms, THUMB, progress)
+    return work
+
+
+def weighting(spec: ModelSpec, prompt: str) -> ValueWeighting:
+    """The value weighting of ``prompt`` on ``spec`` (from the job's results, or computed)."""
+    return POOL.results.get_or_compute(weighting_key(spec, prompt),
+                                       lambda: weighting_work(spec, prompt)(lambda f, t: None))
+
+
 @st.cache_data(max_entries=16, show_spinner=False)
-def thumbnails(spec: ModelSpec, prompt: str, normalise: bool = True) -> list[dict]:
-    """Every head's max-pooled pattern as a PNG data URI, ``{"id": "L.H", "src": ...}``."""
+def thumbnails(spec: ModelSpec, prompt: str, normalise: bool = True,
+               weighted: bool = False) -> list[dict]:
+    """Every head's max-pooled pattern as a PNG data URI, ``{"id": "L.H", "src": ...}``
+    (value-weighted patterns when ``weighted``)."""
     captured = run(spec, prompt)
     cells = []
     for layer in range(captured.facts.n_layers):
-        pooled = pooled_layer(captured, layer, THUMB)
+        pooled = (weighting(spec, prompt).pooled[layer] if weighted
+                  else pooled_layer(captured, layer, THUMB))
         cells += [{"id": f"{layer}.{head}",
                    "src": data_uri(pooled_png(pooled[head], THUMB, normalise=normalise))}
                   for head in range(captured.facts.n_heads)]
@@ -84,9 +112,11 @@ def thumbnails(spec: ModelSpec, prompt: str, normalise: bool = True) -> list[dic
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def overview_png(spec: ModelSpec, prompt: str, layer: int, head: int, normalise: bool) -> str:
+def overview_png(spec: ModelSpec, prompt: str, layer: int, head: int, normalise: bool,
+                 weighted: bool = False) -> str:
     """One head's whole pattern, max-pooled to at most 256 pixels, as a PNG data URI."""
-    pooled = head_overview(run(spec, prompt), layer, head, OVERVIEW)
+    pooled = head_overview(run(spec, prompt), layer, head, OVERVIEW,
+                           weighting(spec, prompt) if weighted else None)
     return data_uri(pooled_png(pooled, OVERVIEW, normalise=normalise))
 
 

@@ -57,6 +57,8 @@ class FactoredPatterns:
         pooled: ``layer head_index pixel pixel`` max-pooled weights (NaN where wholly masked),
             filled by the streaming capture; None when thumbnails must be computed.
         pool_factor: positions per pixel edge of ``pooled``.
+        value_norms: ``layer head_index key_pos`` ``||v_j W_O^h||`` from the streaming capture
+            (for value-weighted views), or None.
     """
 
     q: np.ndarray
@@ -66,10 +68,11 @@ class FactoredPatterns:
     causal: bool
     pooled: np.ndarray | None = None
     pool_factor: int = 1
+    value_norms: np.ndarray | None = None
 
     @property
     def nbytes(self) -> int:
-        extra = 0 if self.pooled is None else self.pooled.nbytes
+        extra = sum(0 if a is None else a.nbytes for a in (self.pooled, self.value_norms))
         return int(self.q.nbytes + self.k.nbytes + self.lse.nbytes + extra)
 
     def _rebuild(self, layer: int, heads: slice, rows: slice, cols: slice) -> np.ndarray:

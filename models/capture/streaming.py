@@ -9,7 +9,8 @@ time and never the whole ``n x n`` matrix:
   the fused kernel returns it beside its output at no extra cost, elsewhere it is computed,
 - each head's max-pooled thumbnail (a thin diagonal or a single sink column survives pooling),
 - a self-check: a few rows of ``softmax(q k^T * scale) v`` against SDPA's own output, which proves
-  that the kept q, k, scale and mask are what the model used.
+  that the kept q, k, scale and mask are what the model used,
+- each head's value norms ``||v_j W_O^h||`` for value-weighted views.
 
 If a layer never calls back or the check fails, the caller falls back to the bridge.
 """
@@ -22,6 +23,7 @@ import numpy as np
 import torch
 
 from models.capture.store import FactoredPatterns, read_only
+from models.model.forward import output_projection
 from models.model.loading import LoadedModel
 from models.model.plain import LayerAttention, run_plain
 from models.progress import Progress, quiet
@@ -44,13 +46,15 @@ def sample_rows(n: int) -> list[int]:
 class LayerSummary:
     """Collects, layer by layer, what the factored store keeps (see the module docstring)."""
 
-    def __init__(self, n_layers: int, n_tokens: int, progress: Progress) -> None:
-        self.n_layers, self.n = n_layers, n_tokens
+    def __init__(self, model: LoadedModel, n_tokens: int, progress: Progress) -> None:
+        n_layers = model.facts.n_layers
+        self.model, self.n_layers, self.n = model, n_layers, n_tokens
         self.factor = pool_factor(n_tokens)
         self.q: list = [None] * n_layers
         self.k: list = [None] * n_layers
         self.lse: list = [None] * n_layers
         self.pooled: list = [None] * n_layers
+        self.norms: list = [None] * n_layers
         self.scales: list = [None] * n_layers
         self.causal: bool | None = None
         self.worst = 0.0
@@ -66,9 +70,11 @@ class LayerSummary:
         lse = (layer_lse(q, k, att.scale, att.causal) if att.lse is None
                else att.lse[0].detach().to("cpu", torch.float32))
         out = att.output[0].detach().to("cpu", torch.float32)
-        error = output_error(q, k, att.value[0].detach().to("cpu", torch.float32), out, lse,
-                             att.scale, att.causal)
+        v = att.value[0].detach().to("cpu", torch.float32)
+        error = output_error(q, k, v, out, lse, att.scale, att.causal)
         layer = att.layer
+        self.norms[layer] = value_norms(v, output_projection(self.model, layer)[0],
+                                        q.shape[0])
         self.q[layer], self.k[layer], self.lse[layer] = q, k, lse
         self.pooled[layer] = pooled_weights(q, k, lse, att.scale, att.causal, self.factor)
         self.scales[layer], self.causal = att.scale, att.causal
@@ -84,7 +90,17 @@ class LayerSummary:
             q=read_only(torch.stack(self.q).numpy()), k=read_only(torch.stack(self.k).numpy()),
             lse=read_only(torch.stack(self.lse).numpy()), scales=tuple(self.scales),
             causal=bool(self.causal), pooled=read_only(np.stack(self.pooled)),
-            pool_factor=self.factor)
+            pool_factor=self.factor, value_norms=read_only(np.stack(self.norms)))
+
+
+def value_norms(v: torch.Tensor, w_o: torch.Tensor, n_heads: int) -> np.ndarray:
+    """``head_index key_pos`` ``||v_j W_O^h||`` from one layer's ``kv_head key_pos d_head`` v and
+    ``head_index d_head d_model`` W_O, through each head's ``W_O W_O^T`` (no pos x d_model
+    buffer)."""
+    heads = v.to(torch.float64).repeat_interleave(n_heads // v.shape[0], dim=0)
+    gram = w_o @ w_o.transpose(1, 2)
+    squared = torch.einsum("hpd,hde,hpe->hp", heads, gram, heads)
+    return squared.clamp_min(0.0).sqrt().to(torch.float32).numpy()
 
 
 def _scores(q: torch.Tensor, k: torch.Tensor, rows: torch.Tensor, n_keys: int, scale: float,
@@ -171,6 +187,6 @@ def capture_streaming(model: LoadedModel, ids: torch.Tensor,
     Returns:
         The factored store, or None when this model's attention cannot be read this way.
     """
-    summary = LayerSummary(model.facts.n_layers, int(ids.shape[1]), progress)
+    summary = LayerSummary(model, int(ids.shape[1]), progress)
     run_plain(model, ids, summary)
     return summary.store()

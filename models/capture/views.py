@@ -21,16 +21,24 @@ Pooling = Literal["max", "mean"]
 
 
 def scoped_weights(run: "AttentionRun", scope: Scope, layer: int, head: int, token: int,
-                   direction: Literal["from", "to"]) -> np.ndarray:
+                   direction: Literal["from", "to"], weighting=None) -> np.ndarray:
     """Weights to colour the prompt with, reading only row (or column) ``token`` of each head.
 
     ``from``: how much ``token`` attends to each key; ``to``: how much each query attends to
     ``token``. Means over a layer or over all heads are plain averages of the heads' weights.
-    NaN marks positions the query cannot see.
+    NaN marks positions the query cannot see. ``weighting`` (a
+    :class:`models.capture.weighted.ValueWeighting`) turns every head's weights value-weighted.
     """
     one = slice(token, token + 1)
     rows, cols = (one, slice(None)) if direction == "from" else (slice(None), one)
-    if scope == "head":
+    if weighting is not None:
+        heads = {"head": [(layer, head)],
+                 "layer": [(layer, h) for h in range(run.facts.n_heads)],
+                 "all": [(li, h) for li in range(run.facts.n_layers)
+                         for h in range(run.facts.n_heads)]}[scope]
+        weights = sum(run.window(li, h, rows, cols).astype(np.float64)
+                      * weighting.scale(li, h, rows, cols) for li, h in heads) / len(heads)
+    elif scope == "head":
         weights = run.window(layer, head, rows, cols).astype(np.float64)
     elif scope == "layer":
         weights = run.store.layer_window(layer, rows, cols).astype(np.float64).mean(axis=0)
@@ -66,9 +74,15 @@ def pooled_layer(run: "AttentionRun", layer: int, size: int) -> np.ndarray:
     return _banded(run, size, lambda rows: run.store.layer_window(layer, rows, slice(None)))
 
 
-def head_overview(run: "AttentionRun", layer: int, head: int, size: int = 192) -> np.ndarray:
-    """``q_pixel k_pixel`` max-pooled picture of one head's whole pattern, masked cells NaN."""
-    return _banded(run, size, lambda rows: run.window(layer, head, rows, slice(None)))
+def head_overview(run: "AttentionRun", layer: int, head: int, size: int = 192,
+                  weighting=None) -> np.ndarray:
+    """``q_pixel k_pixel`` max-pooled picture of one head's whole pattern, masked cells NaN
+    (value-weighted when ``weighting`` is given)."""
+    def read(rows: slice) -> np.ndarray:
+        window = run.window(layer, head, rows, slice(None))
+        return window if weighting is None else window * weighting.scale(layer, head, rows,
+                                                                          slice(None))
+    return _banded(run, size, read)
 
 
 def _banded(run: "AttentionRun", size: int, read) -> np.ndarray:

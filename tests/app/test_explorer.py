@@ -105,3 +105,37 @@ def test_the_head_is_named_once_and_the_view_survives_a_page_switch():
     assert not at.exception
     assert (at.selectbox(key="explorer_layer").value, at.selectbox(key="explorer_head").value,
             at.selectbox(key="explorer_token").value) == (1, 3, 7)  # not the link's 2.2 at 5
+
+
+def decoded(array) -> "np.ndarray":
+    """A plotly array as the browser gets it: a list, or a base64 typed array."""
+    import base64
+
+    import numpy as np
+
+    if isinstance(array, dict):
+        values = np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"])
+        shape = [int(x) for x in str(array.get("shape", len(values))).split(",")]
+        return values.reshape(shape).astype(float)
+    return np.array(array, dtype=float)
+
+
+def test_value_weighted_toggle_redraws_every_view_from_the_weighting():
+    import numpy as np
+    import torch
+
+    from models.capture.run import capture
+    from models.circuits.value_weighted import value_norms, value_weighted
+    from models.model.loading import load
+    from models.model.spec import ModelSpec
+
+    prompt = "x = 1\nx = 1\n"
+    at = open_app(model="bundled", prompt=prompt, layer=2, head=2)
+    at.toggle(key="explorer_vw").set_value(True).run()
+    assert not at.exception
+    model = load(ModelSpec("bundled"))
+    run = capture(model, prompt)
+    want = value_weighted(run.pattern(2, 2), value_norms(model, torch.tensor([run.token_ids]))[2, 2])
+    shown = decoded(figure(at)["data"][0]["customdata"])
+    seen = ~np.isnan(shown)
+    np.testing.assert_allclose(shown[seen], want[seen], atol=1e-5)

@@ -95,3 +95,37 @@ def test_a_model_whose_attention_never_calls_back_falls_back_to_the_bridge(bundl
     assert run.factored and run.store.pooled is None  # the bridge's factored path
     dense = capture(bundled, TEXT)
     assert np.abs(run.patterns - dense.patterns).max() < 1e-5
+
+
+@pytest.mark.parametrize("name, text", [("bundled", TEXT), ("smollm2", ENGLISH)])
+def test_streaming_value_norms_equal_the_bridge_computation(request, name, text):
+    from models.circuits.value_weighted import value_norms
+
+    model = request.getfixturevalue(name)
+    ids, _ = tokenize(model, text)
+    store = capture_streaming(model, ids)
+    np.testing.assert_allclose(store.value_norms, value_norms(model, ids), rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_value_weighted_views_equal_the_direct_formula(bundled):
+    from models.capture.views import pool, scoped_weights
+    from models.capture.weighted import value_weighting
+    from models.circuits.value_weighted import value_norms, value_weighted
+
+    run = capture(bundled, TEXT, dense_limit=0)
+    ids = torch.tensor([run.token_ids])
+    norms = value_norms(bundled, ids)
+    weighting = value_weighting(run, norms, size=16)
+    full = np.stack([run.layer_patterns(layer) for layer in range(3)])
+    want = value_weighted(full, norms)  # layer head q k, rows renormalised
+    for layer, head in [(0, 1), (2, 2)]:
+        rows, cols = slice(10, 30), slice(5, 40)
+        got = run.window(layer, head, rows, cols) * weighting.scale(layer, head, rows, cols)
+        np.testing.assert_allclose(got, want[layer, head, rows, cols], atol=1e-6)
+        masked = want[layer, head].copy()
+        masked[np.triu(np.ones_like(masked, dtype=bool), 1)] = np.nan
+        np.testing.assert_allclose(weighting.pooled[layer, head], pool(masked, 16), atol=1e-6)
+    token = run.n_tokens - 1
+    mean_layer = scoped_weights(run, "layer", 2, 0, token, "from", weighting)
+    np.testing.assert_allclose(mean_layer, want[2, :, token].mean(axis=0), atol=1e-6)
