@@ -3,7 +3,7 @@ Cancel button, and pick the result up when it is done.
 
 Work that finishes within ``ATLAS_JOB_WAIT_S`` seconds (default 1) is simply waited for, so a
 small model's page draws in one run; anything longer leaves a progress panel (a fragment that
-polls twice a second) and the page carries on with what it had before.
+polls once a second) and the page carries on with what it had before.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def _status(job: Job) -> tuple[float, str]:
     return job.fraction, f"{md(job.label)}: {md(job.text)} · {duration(job.seconds_left())}"
 
 
-@st.fragment(run_every=0.5)
+@st.fragment(run_every=1.0)
 def progress_panel(key: Hashable) -> None:
     """Progress of the job computing ``key``; reruns the page once it has finished."""
     job = POOL.get(key)
