@@ -192,6 +192,9 @@ def real_model() -> ModelFacts | None:
                 "without one.")
         return None
     facts, prompt = model.facts, app_state.current_prompt()
+    if model.spec.kind == "bundled":
+        st.caption("Tip: the same steps on a real language model's head: choose SmolLM2-135M "
+                   "(offline) in the sidebar (30 layers × 9 heads, 3 key/value heads, RoPE).")
     try:
         n_tokens = real.token_count(model, prompt)
     except UserError as err:

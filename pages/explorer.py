@@ -18,6 +18,10 @@ if run is not None:
         f"({facts.attention_kind}, {facts.n_kv_heads} key/value heads) · d_head {facts.d_head} · "
         f"{'causal' if facts.causal else 'bidirectional (no causal mask)'} · "
         f"positions: {facts.positional} · {run.n_tokens:,} tokens")
+    if run.spec is not None and run.spec.kind == "bundled":
+        st.caption("The bundled model is a small toy trained on Python. For a real language "
+                   "model's induction heads and attention sinks, choose **SmolLM2-135M (offline)** "
+                   "in the sidebar and the example *A paragraph, twice*.")
     if run.first_is_special:
         st.caption(f"Position 0 is {md(run.tokens[0])}, a special token the tokenizer adds; "
                    "many heads park attention there (an attention sink).")

@@ -130,3 +130,11 @@ def test_window_helpers_and_kv_mapping():
     assert [real.kv_head_for(h, 8, 2) for h in range(8)] == [0, 0, 0, 0, 1, 1, 1, 1]
     with pytest.raises(ValueError):
         real.kv_head_for(0, 6, 4)
+
+
+def test_smollm2_head_reads_rotated_q_and_k_and_its_own_scale(smollm2):
+    acts = real.layer_activations(smollm2, "The ferry leaves the harbour at seven.", 17)
+    assert acts.rotated and acts.scale == pytest.approx(0.125)
+    check = real.head_steps(acts, 4)
+    assert check.kv_head == 1  # 9 query heads share 3 key/value heads: 3, 4, 5 read head 1
+    assert check.pattern_error < 1e-5 and check.z_error < 1e-4
