@@ -19,6 +19,7 @@ in the same process:
     python benchmarks/app_speed.py --model smollm2 --tokens 2048 --json
     python benchmarks/app_speed.py --model smollm2 --tokens 8192 --json --repeats 1
     python benchmarks/app_speed.py --model bundled --tokens 128
+    python benchmarks/app_speed.py --model smollm2 --peers 64,256,1024   # peers' payload only
 
 The last line printed with ``--json`` is one JSON object with every number.
 """
@@ -151,26 +152,30 @@ def view_payload(spec: ModelSpec, prompt: str) -> dict[str, int]:
 
 
 def peers(model, ids: torch.Tensor) -> dict[str, float | str]:
-    """The same view in BertViz and CircuitsVis, from their HTML; skipped when not installed."""
-    out: dict[str, float | str] = {}
+    """The same view in BertViz (head view, every layer) and CircuitsVis (attention heads, one
+    layer), measured from the HTML they produce; skipped when they are not installed, and
+    BertViz above 256 tokens (its HTML grows with layers x heads x n^2: gigabytes)."""
+    from models.capture.run import capture
+
+    run = capture(model, model.tokenizer.decode(ids[0], skip_special_tokens=True))
+    out: dict[str, float | str] = {"tokens": run.n_tokens}
     try:
         from bertviz import head_view
     except ImportError:
         out["bertviz"] = "not installed"
     else:
-        from models.capture.run import capture
-        run = capture(model, model.tokenizer.decode(ids[0]))
-        attention = tuple(torch.from_numpy(run.layer_patterns(l))[None]
-                          for l in range(model.facts.n_layers))
-        html = head_view(attention, list(run.tokens), html_action="return")
-        out["bertviz_mb"] = len(html.data) / 1e6
+        if run.n_tokens <= 256:
+            attention = tuple(torch.from_numpy(run.layer_patterns(layer))[None]
+                              for layer in range(model.facts.n_layers))
+            html = head_view(attention, list(run.tokens), html_action="return")
+            out["bertviz_mb"] = len(html.data) / 1e6
+        else:
+            out["bertviz"] = "skipped above 256 tokens"
     try:
         import circuitsvis as cv
     except ImportError:
         out["circuitsvis"] = "not installed"
     else:
-        from models.capture.run import capture
-        run = capture(model, model.tokenizer.decode(ids[0]))
         html = str(cv.attention.attention_heads(attention=run.layer_patterns(0),
                                                 tokens=list(run.tokens)))
         out["circuitsvis_one_layer_mb"] = len(html) / 1e6
@@ -183,7 +188,16 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=2048)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", action="store_true", help="end with one JSON line")
+    parser.add_argument("--peers", help="only the peers' payload, at these token counts (a,b,c)")
     args = parser.parse_args()
+    if args.peers:
+        model = load(ModelSpec(args.model))
+        rows = [peers(model, model.bridge.to_tokens(prompt_of(model, int(n), 0)))
+                for n in args.peers.split(",")]
+        for row in rows:
+            print(row)
+        print(json.dumps(rows))
+        return
     threads = torch.get_num_threads()
     print(f"machine: {os.cpu_count()} CPUs, torch {torch.__version__} ({threads} threads), "
           f"CUDA {'yes' if torch.cuda.is_available() else 'no'}")
@@ -213,10 +227,8 @@ def main() -> None:
         "runs": {"forward_s": forward, "prompt_to_view_s": view, "click_s": click},
     }
     del hf
-    if n <= 1024:
-        result["peers"] = peers(model, ids)
-    else:
-        result["peers"] = "skipped above 1,024 tokens (their HTML grows with n^2 per head)"
+    result["peers"] = (peers(model, ids) if n <= 1024 else
+                       "skipped above 1,024 tokens (their HTML grows with n^2 per head)")
     print(f"{model.facts.name}, {n:,} tokens")
     print(f"  bare HF SDPA forward        median {result['forward_s']:.2f} s  {forward}")
     print(f"  prompt change -> explorer   median {result['prompt_to_view_s']:.2f} s  "
