@@ -8,7 +8,9 @@ in the same process:
 - ``prompt_to_view_s``: a prompt change to a drawn explorer (AppTest reruns the real app.py:
   capture, head grid, overview, detail heatmap, token strip), and its ratio to ``forward_s``;
 - ``click_s``: a click on another head, as a rerun of the page's view (AppTest reruns the whole
-  script, so this is an upper bound of the fragment the browser reruns);
+  script, so this is an upper bound of the fragment the browser reruns); with ``--browser``,
+  ``browser_click_s``: the same click in Chromium against a real server, until the new head's
+  view has arrived;
 - ``peak_rss_above_model_mb``: the resident-memory peak while capturing and drawing, above what
   the process held with the models loaded;
 - ``payload_mb``: the bytes one explorer view sends to the browser (grid pictures, overview,
@@ -92,6 +94,13 @@ def bare_forward(spec: ModelSpec, ids: torch.Tensor, repeats: int) -> tuple[list
     return times[1:], hf  # the first pass warms up
 
 
+def bare_forward_again(hf, ids: torch.Tensor) -> list[float]:
+    start = time.perf_counter()
+    with torch.no_grad():
+        hf(ids, use_cache=False) if hasattr(hf, "generate") else hf(ids)
+    return [time.perf_counter() - start]
+
+
 def app_session(name: str):
     from streamlit.testing.v1 import AppTest
 
@@ -123,6 +132,60 @@ def clicks(at, n_heads: int, repeats: int) -> list[float]:
         at.run()
         times.append(time.perf_counter() - start)
         assert not at.exception, at.exception
+    return times
+
+
+def browser_clicks(name: str, prompt: str, n_layers: int, n_heads: int,
+                   repeats: int) -> list[float] | str:
+    """Seconds from a click on a head's thumbnail to that head's view in Debian's Chromium,
+    against a real server on loopback; a string saying why when it cannot run."""
+    import socket
+    import subprocess
+    import sys
+
+    if not Path("/usr/bin/chromium").exists():
+        return "skipped: no /usr/bin/chromium"
+    from playwright.sync_api import sync_playwright
+
+    from ui import prompt_store
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "ATLAS_JOB_WAIT_S": "3600"}
+    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
+                               "--server.port", str(port), "--server.address", "127.0.0.1",
+                               "--server.headless", "true"], cwd=ROOT, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync"]
+    times = []
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=flags)
+            page = browser.new_page(viewport={"width": 1400, "height": 1600})
+            for _ in range(120):
+                try:
+                    page.goto(f"http://127.0.0.1:{port}/?model={name}&pid="
+                              f"{prompt_store.save(prompt)}")
+                    break
+                except Exception:  # noqa: BLE001 - the server is still starting
+                    time.sleep(1)
+            page.wait_for_selector("button[data-head]", timeout=900_000)
+            for i in range(repeats):
+                head = f"{(i * 7 + 3) % n_layers}.{(i * 5 + 1) % n_heads}"
+                start = time.perf_counter()
+                page.locator(f"button[data-head='{head}']").click()
+                page.wait_for_function(f"() => [...document.querySelectorAll('h3')].some("
+                                       f"h => h.textContent.trim() === 'Head {head}')")
+                page.wait_for_selector('[data-testid="stApp"][data-test-script-state='
+                                       '"notRunning"]')
+                times.append(time.perf_counter() - start)
+                time.sleep(0.5)
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(30)
     return times
 
 
@@ -188,6 +251,8 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=2048)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", action="store_true", help="end with one JSON line")
+    parser.add_argument("--browser", action="store_true",
+                        help="also time clicks in Chromium against a real server")
     parser.add_argument("--peers", help="only the peers' payload, at these token counts (a,b,c)")
     args = parser.parse_args()
     if args.peers:
@@ -206,25 +271,33 @@ def main() -> None:
     prompts = [prompt_of(model, args.tokens, salt) for salt in range(args.repeats)]
     ids = model.bridge.to_tokens(prompts[0])
     n = int(ids.shape[1])
-    forward, hf = bare_forward(spec, ids, args.repeats)
+    forward, hf = bare_forward(spec, ids, 0)  # loads the plain model and warms it up
     at = app_session(args.model)  # the app loads its own copy of the model, cached from here on
     gc.collect()
     with_models = status_mib("VmRSS")
     reset_peak()
-    view = prompt_to_view(at, prompts)
+    view = []
+    for prompt in prompts:  # interleaved, so both see the same load on the machine
+        view += prompt_to_view(at, [prompt])
+        forward += bare_forward_again(hf, ids)
     peak = status_mib("VmHWM")
     click = clicks(at, model.facts.n_heads, max(3, args.repeats))
     payload = view_payload(spec, prompts[0])
+    in_browser = browser_clicks(args.model, prompts[0], model.facts.n_layers,
+                                model.facts.n_heads, 5) if args.browser else "not asked"
     result = {
         "model": model.facts.name, "tokens": n, "threads": threads,
         "forward_s": statistics.median(forward),
         "prompt_to_view_s": statistics.median(view),
         "ratio": statistics.median(view) / statistics.median(forward),
         "click_s": statistics.median(click),
+        "browser_click_s": (statistics.median(in_browser) if isinstance(in_browser, list)
+                            else in_browser),
         "peak_rss_above_model_mb": peak - with_models,
         "payload_mb": sum(payload.values()) / 1e6,
         "payload_parts_mb": {k: v / 1e6 for k, v in payload.items()},
-        "runs": {"forward_s": forward, "prompt_to_view_s": view, "click_s": click},
+        "runs": {"forward_s": forward, "prompt_to_view_s": view, "click_s": click,
+                 "browser_click_s": in_browser},
     }
     del hf
     result["peers"] = (peers(model, ids) if n <= 1024 else
@@ -234,6 +307,7 @@ def main() -> None:
     print(f"  prompt change -> explorer   median {result['prompt_to_view_s']:.2f} s  "
           f"= {result['ratio']:.2f}x the forward pass")
     print(f"  click on a head (rerun)     median {result['click_s']:.2f} s")
+    print(f"  click in Chromium           {result['browser_click_s']}")
     print(f"  peak RSS above the models   {result['peak_rss_above_model_mb']:.0f} MiB")
     print(f"  one view sends              {result['payload_mb']:.2f} MB "
           + ", ".join(f"{k} {v:.2f}" for k, v in result["payload_parts_mb"].items()))

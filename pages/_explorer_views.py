@@ -27,7 +27,7 @@ K_GRID, K_TOKENS, K_OVERVIEW = "explorer_grid", "explorer_tokens", "explorer_ove
 K_SCOPE, K_DIR, K_ROW0, K_COL0 = "explorer_scope", "explorer_dir", "explorer_row0", "explorer_col0"
 K_SCALE, K_NORM, K_SKIP0, K_PIN = ("explorer_scale", "explorer_norm", "explorer_skip0",
                                    "explorer_pin")
-K_VIEW, K_VW = "atlas_view", "explorer_vw"
+K_VIEW, K_VW, K_GRID_SHOWN = "atlas_view", "explorer_vw", "explorer_grid_shown"
 WINDOW = 160
 SCOPES = {"This head": "head", "Mean over the layer's heads": "layer", "Mean over all heads": "all"}
 DIRECTIONS = {"What the token attends to": "from", "Which tokens attend to it": "to"}
@@ -38,6 +38,11 @@ def remember() -> None:
     """Copy the widget choices into the page-independent view."""
     st.session_state[K_VIEW] = {key: st.session_state.get(key) for key in
                                 (K_LAYER, K_HEAD, K_TOKEN, K_ROW0, K_COL0)}
+
+
+def full_run() -> None:
+    """A full page run redraws the grid from scratch: the pictures must be sent again."""
+    st.session_state.pop(K_GRID_SHOWN, None)
 
 
 def seed_view(run: AttentionRun) -> None:
@@ -235,6 +240,10 @@ def explorer_view(run: AttentionRun) -> None:
         st.caption("Each picture is one head's whole pattern (rows: queries, columns: keys), "
                    "max-pooled and scaled to its own strongest weight. Click one to open it.")
         cells = caches.thumbnails(run.spec, run.prompt, weighted=weighting is not None)
+        shown = (run.spec, run.prompt, weighting is not None)
+        if ss.get(K_GRID_SHOWN) == shown:
+            cells = None  # this fragment rerun only moves the selection: keep 1.5 MB off the wire
+        ss[K_GRID_SHOWN] = shown
         cell = 72 if facts.n_heads <= 6 else 52 if facts.n_heads <= 12 else 36
         widgets.head_grid(cells, facts.n_heads, f"{ss[K_LAYER]}.{ss[K_HEAD]}", K_GRID,
                           on_head_click, cell_px=cell)

@@ -25,5 +25,6 @@ if run is not None:
     if run.first_is_special:
         st.caption(f"Position 0 is {md(run.tokens[0])}, a special token the tokenizer adds; "
                    "many heads park attention there (an attention sink).")
+    views.full_run()
     views.seed_view(run)
     views.explorer_view(run)

@@ -33,27 +33,31 @@ export default function(component) {
               parentElement.appendChild(box); }
   let root = box.querySelector('.grid');
   if (!root) { root = document.createElement('div'); root.className = 'grid'; box.appendChild(root); }
-  root.style.gridTemplateColumns = `2em repeat(${data.n_heads}, minmax(0, ${data.cell}px))`;
-  root.replaceChildren();
-  const label = (text, top) => { const d = document.createElement('div');
-                                 d.className = top ? 'lab top' : 'lab';
-                                 d.textContent = text; root.appendChild(d); };
-  label('L\\\\H', true);
-  for (let h = 0; h < data.n_heads; h++) label(String(h), true);
-  data.cells.forEach((cell, i) => {
-    if (i % data.n_heads === 0) label(String(Math.floor(i / data.n_heads)));
-    const b = document.createElement('button');
-    b.className = cell.id === data.selected ? 'sel' : '';
-    b.title = 'head ' + cell.id; b.dataset.head = cell.id;
-    b.setAttribute('aria-label', 'open head ' + cell.id);
-    const img = document.createElement('img'); img.src = cell.src; img.alt = 'head ' + cell.id;
-    b.appendChild(img);
-    b.onclick = () => {
-      root.querySelectorAll('button.sel').forEach((el) => el.classList.remove('sel'));
-      b.classList.add('sel');
-      setTriggerValue('clicked', cell.id);
-    };
-    root.appendChild(b);
+  if (data.cells) {  // null: the browser already holds these pictures, only the choice moved
+    root.style.gridTemplateColumns = `2em repeat(${data.n_heads}, minmax(0, ${data.cell}px))`;
+    root.replaceChildren();
+    const label = (text, top) => { const d = document.createElement('div');
+                                   d.className = top ? 'lab top' : 'lab';
+                                   d.textContent = text; root.appendChild(d); };
+    label('L\\\\H', true);
+    for (let h = 0; h < data.n_heads; h++) label(String(h), true);
+    data.cells.forEach((cell, i) => {
+      if (i % data.n_heads === 0) label(String(Math.floor(i / data.n_heads)));
+      const b = document.createElement('button');
+      b.title = 'head ' + cell.id; b.dataset.head = cell.id;
+      b.setAttribute('aria-label', 'open head ' + cell.id);
+      const img = document.createElement('img'); img.src = cell.src; img.alt = 'head ' + cell.id;
+      b.appendChild(img);
+      b.onclick = () => {
+        root.querySelectorAll('button.sel').forEach((el) => el.classList.remove('sel'));
+        b.classList.add('sel');
+        setTriggerValue('clicked', cell.id);
+      };
+      root.appendChild(b);
+    });
+  }
+  root.querySelectorAll('button[data-head]').forEach((el) => {
+    el.classList.toggle('sel', el.dataset.head === data.selected);
   });
   const chosen = root.querySelector('button.sel');
   if (chosen && data.scroll) {
@@ -79,9 +83,10 @@ export default function(component) {
   if (!root) { root = document.createElement('div'); root.className = 'toks';
                parentElement.appendChild(root); }
   root.innerHTML = data.html;  // built and escaped by viz.token_view
-  root.querySelectorAll('.tok').forEach((el) => {
-    el.onclick = () => setTriggerValue('clicked', Number(el.dataset.pos));
-  });
+  root.onclick = (ev) => {  // one listener for every token, however long the prompt
+    const el = ev.target.closest('.tok');
+    if (el) setTriggerValue('clicked', Number(el.dataset.pos));
+  };
   const chosen = root.querySelector('.tok.sel');
   if (chosen) {
     const top = chosen.offsetTop - root.offsetTop;
@@ -173,10 +178,11 @@ def clicked_value(key: str, name: str = "clicked"):
     return value.get(name) if hasattr(value, "get") else getattr(value, name, None)
 
 
-def head_grid(cells: list[dict], n_heads: int, selected: str, key: str,
+def head_grid(cells: list[dict] | None, n_heads: int, selected: str, key: str,
               on_click: Callable[[], None], cell_px: int = 72) -> None:
     """Grid of head thumbnails in a scrolling box; ``cells`` hold ``id`` (``L.H``) and ``src``
-    (a data URI). The selected head is outlined at once in the browser and scrolled into view."""
+    (a data URI), or None when the browser already shows these pictures (only the selection is
+    sent then). The selected head is outlined at once in the browser and scrolled into view."""
     _head_grid(data={"cells": cells, "n_heads": n_heads, "selected": selected,
                      "cell": cell_px, "scroll": True}, key=key, on_clicked_change=on_click)
 

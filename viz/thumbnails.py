@@ -18,6 +18,7 @@ from PIL import Image
 LOW = np.array([255, 255, 255], dtype=np.float32)
 HIGH = np.array([8, 48, 107], dtype=np.float32)
 MASKED = np.array([225, 225, 225], dtype=np.uint8)
+PALETTE = 48
 
 
 def head_top(pooled: np.ndarray) -> float:
@@ -43,6 +44,8 @@ def pooled_png(pooled: np.ndarray, size: int = 72, normalise: bool = True,
     rgb = (LOW + (HIGH - LOW) * weights[..., None]).astype(np.uint8)
     rgb[np.isnan(pooled)] = MASKED
     image = Image.fromarray(rgb, mode="RGB").resize((size, size), Image.Resampling.NEAREST)
+    if len(np.unique(rgb.reshape(-1, 3), axis=0)) > PALETTE:  # a palette PNG is a third the size
+        image = image.quantize(colors=PALETTE, method=Image.Quantize.MEDIANCUT, dither=0)
     buf = io.BytesIO()
     image.save(buf, format="PNG", optimize=True)
     return buf.getvalue()
