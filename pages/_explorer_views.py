@@ -13,7 +13,7 @@ import streamlit as st
 
 import app_state
 from models.capture.run import AttentionRun
-from models.capture.views import scoped_weights, strongest_key, strongest_sink
+from models.capture.views import scoped_weights, strongest_key
 from models.errors import UserError
 from ui import caches, job_view, widgets
 from ui.text import md
@@ -122,7 +122,7 @@ def jump_to_strongest(run: AttentionRun) -> None:
 
 def pinned_keys(run: AttentionRun, layer: int, head: int, first: int) -> list[int]:
     """Sink keys shown before the window: key 0 and this head's strongest sink, if outside it."""
-    keys = {0, strongest_sink(run, layer, head)}
+    keys = {0, caches.sink_key(run.spec, run.prompt, layer, head)}
     return sorted(k for k in keys if not first <= k < first + WINDOW)
 
 

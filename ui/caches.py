@@ -17,7 +17,7 @@ import streamlit as st
 
 from models.attention.check import KernelReport, check_kernel
 from models.capture.run import AttentionRun, capture
-from models.capture.views import head_overview, pooled_layer
+from models.capture.views import head_overview, pooled_layer, strongest_sink
 from models.capture.weighted import ValueWeighting, value_weighting
 from models.circuits.presets import presets
 from models.circuits.value_weighted import value_norms
@@ -109,6 +109,12 @@ def thumbnails(spec: ModelSpec, prompt: str, normalise: bool = True,
                    "src": data_uri(pooled_png(pooled[head], THUMB, normalise=normalise))}
                   for head in range(captured.facts.n_heads)]
     return cells
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def sink_key(spec: ModelSpec, prompt: str, layer: int, head: int) -> int:
+    """The key position head ``layer.head`` sinks most weight into (see ``strongest_sink``)."""
+    return strongest_sink(run(spec, prompt), layer, head)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)

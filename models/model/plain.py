@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import inspect
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -139,8 +140,15 @@ def plain_model(model: LoadedModel) -> torch.nn.Module:
     return model.memo["plain"]
 
 
-def run_plain(model: LoadedModel, ids: torch.Tensor, on_layer: OnLayer) -> torch.Tensor:
+def run_plain(model: LoadedModel, ids: torch.Tensor, on_layer: OnLayer,
+              keep_logits: int = 1) -> torch.Tensor:
     """One forward pass of the plain view; ``on_layer`` sees each layer (no lock: see above).
+
+    Args:
+        model: the loaded model.
+        ids: ``batch pos`` token ids.
+        on_layer: called with each attention layer's :class:`LayerAttention`.
+        keep_logits: how many last positions get logits (0: all); a capture needs none.
 
     Returns:
         The model's output logits (or, for an encoder, its first output).
@@ -151,6 +159,8 @@ def run_plain(model: LoadedModel, ids: torch.Tensor, on_layer: OnLayer) -> torch
     try:
         with torch.no_grad():
             extra = {"use_cache": False} if model.facts.causal else {}
+            if "logits_to_keep" in inspect.signature(plain.forward).parameters:
+                extra["logits_to_keep"] = keep_logits  # 8,192 x 49,152 logits are 1.6 GB
             out = plain(input_ids=ids.to(device), **extra)
     finally:
         _local.callback = None
