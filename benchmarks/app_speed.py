@@ -275,12 +275,12 @@ def main() -> None:
     at = app_session(args.model)  # the app loads its own copy of the model, cached from here on
     gc.collect()
     with_models = status_mib("VmRSS")
-    reset_peak()
-    view = []
+    view, peak = [], with_models
     for prompt in prompts:  # interleaved, so both see the same load on the machine
+        reset_peak()  # the peak counts the app's work only, not the bare forward pass
         view += prompt_to_view(at, [prompt])
+        peak = max(peak, status_mib("VmHWM"))
         forward += bare_forward_again(hf, ids)
-    peak = status_mib("VmHWM")
     click = clicks(at, model.facts.n_heads, max(3, args.repeats))
     payload = view_payload(spec, prompts[0])
     in_browser = browser_clicks(args.model, prompts[0], model.facts.n_layers,
