@@ -178,7 +178,5 @@ def row_losses(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         ``batch`` losses; row ``b`` equals :func:`loss_from_logits` of ``logits[b:b+1]``.
     """
     labels = labels.to(logits.device).expand(logits.shape[0], -1)
-    each = F.cross_entropy(logits.float().transpose(1, 2), labels, ignore_index=IGNORE,
-                           reduction="none")
-    scored = (labels != IGNORE).sum(dim=1).clamp(min=1)
-    return (each.sum(dim=1) / scored).cpu()
+    return torch.stack([loss_from_logits(logits[b:b + 1], labels[b:b + 1]).detach().cpu()
+                        for b in range(logits.shape[0])])
