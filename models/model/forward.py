@@ -388,3 +388,17 @@ def run_resumed(model: LoadedModel, ids: torch.Tensor, fwd_hooks: Sequence[Hook]
         finally:
             for block in blocks:
                 object.__delattr__(block, "forward")
+
+
+def run_plain(hf_model: Any, ids: torch.Tensor) -> torch.Tensor:
+    """Logits of a standalone Hugging Face model (not a shared bridge: no lock, no hooks).
+
+    Used for checkpoints the app writes itself, such as a pruned copy of a model.
+
+    Args:
+        hf_model: a ``transformers`` model with a language-model head.
+        ids: ``batch pos`` token ids.
+    """
+    device = next(hf_model.parameters()).device
+    with torch.no_grad():
+        return hf_model(input_ids=ids.to(device)).logits
