@@ -251,3 +251,14 @@ def stdlib_held_out(model_dir: Path, tokenizer: Any, max_tokens: int,
         source += (" (this Python's standard library differs from the one the model was "
                    "trained on, so some passages may be text it saw in training)")
     return Corpus("stdlib held-out", tuple(spread_pick(chunks, n_passages)), source)
+
+
+def default_corpus(model: Any) -> Corpus:
+    """The bundled corpus for a loaded model: its held-out split for the bundled GPT-2, the
+    English passages for every other model."""
+    from models.model.spec import BUNDLED_DIR
+
+    if model.spec.kind == "bundled":
+        per_passage = max(MIN_PASSAGE_TOKENS, min(120, model.facts.n_ctx - 8))
+        return stdlib_held_out(BUNDLED_DIR, model.tokenizer, per_passage)
+    return english()

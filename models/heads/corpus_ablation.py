@@ -298,3 +298,29 @@ def pruning_curve(model: LoadedModel, tasks: Sequence[LossTask], order: Sequence
     ks = curve_points(len(order))
     return ks, corpus_losses(model, tasks, [list(order[:k]) for k in ks], method, means,
                              progress)
+
+
+def default_budget(model: LoadedModel) -> int:
+    """Tokens the ablation runs on by default: 4,096 for a small model, 512 for a larger one."""
+    return 4096 if model.facts.n_total_heads <= 48 else 512
+
+
+def budget_tasks(model: LoadedModel, texts: Sequence[str], budget: int,
+                 max_tokens: int | None = None, min_tokens: int = 16) -> list[LossTask]:
+    """Loss tasks of the first texts that fit in ``budget`` tokens (special tokens counted).
+
+    The last text is cut to what is left, unless fewer than ``min_tokens`` are; the first text
+    is always used.
+    """
+    tasks: list[LossTask] = []
+    left = budget
+    for text in texts:
+        cap = min(left, max_tokens or left)
+        if tasks and cap < min_tokens:
+            break
+        task = reference_task(model, text, max_tokens=max(cap, 2))
+        tasks.append(task)
+        left -= int(task.ids.shape[1])
+        if left <= 0:
+            break
+    return tasks
