@@ -16,6 +16,7 @@ from models.attention.check import KernelReport, check_kernel
 from models.capture.run import AttentionRun, capture
 from models.capture.views import pooled_layer
 from models.classroom.real import LayerActivations, layer_activations
+from models.heads import corpus as heads_corpus
 from models.heads import induction, scores
 from models.heads.store import ResultStore
 from models.model.loading import LoadedModel, load
@@ -105,3 +106,10 @@ def kernel_report(spec: ModelSpec, prompt: str, dtype: str) -> KernelReport:
 def layer_acts(spec: ModelSpec, prompt: str, layer: int) -> LayerActivations:
     """One layer's q, k, v, scores, pattern and z, cached per (model, prompt, layer)."""
     return layer_activations(model(spec), prompt, layer)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def bundled_corpus(spec: ModelSpec) -> heads_corpus.Corpus:
+    """The model's bundled corpus (rebuilding the bundled model's held-out split reads the
+    standard library once: a few seconds)."""
+    return heads_corpus.default_corpus(model(spec))

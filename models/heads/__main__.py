@@ -79,7 +79,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--export", type=Path, metavar="DIR", help="write the pruned checkpoint here")
     p.add_argument("--corpus", type=Path, metavar="FILE",
                    help="corpus for the pruning ranking and report (.txt or .jsonl)")
-    p.add_argument("--tokens", type=positive, help="tokens of the corpus to use (default: 4096 "
+    p.add_argument("--tokens", type=positive, help="tokens of the corpus to use (default: 1024 "
                                                    "for a model of 48 heads or fewer, else 512)")
     args = p.parse_args(argv)
     pruning = args.prune is not None or args.prune_groups is not None

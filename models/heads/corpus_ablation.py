@@ -29,6 +29,7 @@ from models.progress import Progress, quiet
 
 CorpusRanking = Literal["zero", "mean", "gradient", "first_order"]
 TOKENS_PER_BATCH = 1024
+FLOPS = {"cpu": 4e10, "cuda": 2e12}  # sustained FLOP/s assumed before anything is measured
 
 
 @dataclass(frozen=True)
@@ -217,6 +218,21 @@ class CorpusImportance:
         raise AttributeError(name)
 
 
+def importance_work(model: LoadedModel, sizes: Sequence[int], methods: Sequence[str]) -> float:
+    """Work units of :func:`measure_corpus_importance` on texts of ``sizes`` tokens."""
+    masks = single_heads(model)
+    ablate = sum(m in methods for m in ("zero", "mean"))
+    total = sum(pass_cost(model, n) * (1 + 3 * ("gradient" in methods))
+                + ablate * plan_cost(model, masks, n) for n in sizes)
+    return total + (sum(pass_cost(model, n) for n in sizes) if "mean" in methods else 0.0)
+
+
+def seconds_for(model: LoadedModel, work: float) -> float:
+    """A first guess at the time ``work`` units take (2 FLOPs per parameter and token); the
+    progress panel replaces it with the rate it measures once the work has started."""
+    return 2.0 * work / FLOPS.get(model.spec.device, FLOPS["cpu"])
+
+
 def measure_corpus_importance(model: LoadedModel, tasks: Sequence[LossTask],
                               methods: Sequence[str] = ("zero", "mean", "gradient"),
                               progress: Progress = quiet) -> CorpusImportance:
@@ -236,10 +252,7 @@ def measure_corpus_importance(model: LoadedModel, tasks: Sequence[LossTask],
     masks = single_heads(model)
     ablate = [m for m in ("zero", "mean") if m in methods]
     sizes = [task.ids.shape[1] for task in tasks]
-    total = sum(pass_cost(model, n) * (1 + 3 * ("gradient" in methods))
-                + len(ablate) * plan_cost(model, masks, n) for n in sizes)
-    total += sum(pass_cost(model, n) for n in sizes) if "mean" in methods else 0.0
-    meter = Meter(progress, total)
+    meter = Meter(progress, importance_work(model, sizes, methods))
     means = corpus_means(model, tasks, meter) if "mean" in methods else None
     per_text = {name: np.full(shape, np.nan) for name in
                 [*ablate, *(["gradient", "first_order"] if "gradient" in methods else [])]}
@@ -301,8 +314,8 @@ def pruning_curve(model: LoadedModel, tasks: Sequence[LossTask], order: Sequence
 
 
 def default_budget(model: LoadedModel) -> int:
-    """Tokens the ablation runs on by default: 4,096 for a small model, 512 for a larger one."""
-    return 4096 if model.facts.n_total_heads <= 48 else 512
+    """Tokens the ablation runs on by default: 1,024 for a small model, 512 for a larger one."""
+    return 1024 if model.facts.n_total_heads <= 48 else 512
 
 
 def budget_tasks(model: LoadedModel, texts: Sequence[str], budget: int,

@@ -28,6 +28,9 @@ from models.errors import UserError
 
 Family = Literal["gpt2", "bert", "llama"]
 Head = tuple[int, int]
+# Configurations whose attention is Llama's: separate q/k/v/o projections, head_dim in config.
+LLAMA_TYPES = {"llama", "mistral", "qwen2", "qwen3", "olmo", "granite", "smollm3",
+               "gemma", "gemma2", "helium"}
 
 
 class PruneError(UserError):
@@ -47,6 +50,8 @@ def family(hf_model: Any) -> Family:
         return "gpt2"
     if kind == "bert":
         return "bert"
+    if kind in LLAMA_TYPES:
+        return "llama"
     inner = getattr(hf_model, "model", None)
     layers = getattr(inner, "layers", None)
     attn = getattr(layers[0], "self_attn", None) if layers is not None and len(layers) else None
