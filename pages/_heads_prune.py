@@ -13,7 +13,7 @@ from models.heads.ablation import check_hooks, pruning_order
 from models.heads.corpus import Corpus
 from models.heads.export import export_dir, prune_and_export, zip_directory
 from models.heads.loss import loss_kind
-from models.heads.names import COLUMN_HELP, COLUMN_LABELS, CORPUS_ABLATION
+from models.heads.names import COLUMN_LABELS, CORPUS_ABLATION
 from models.heads.prune import PruneError, family, uniform_group_heads
 from models.heads.table import corpus_prune_list, prune_list_json
 from ui import job_view
@@ -32,8 +32,8 @@ def _start(key: str, value):
 
 
 def measure(model, corpus: Corpus, cap: int):
-    """Importance over the corpus as a job; returns ``(importance, tasks, ranking, method)`` or
-    None (not available, switched off, or still running)."""
+    """Importance over the corpus as a job; returns ``(importance, tasks, ranking, method,
+    job key)`` or None (not available, switched off, or still running)."""
     st.subheader("Pruning importance")
     try:
         loss_kind(model)
@@ -45,7 +45,10 @@ def measure(model, corpus: Corpus, cap: int):
     c = st.columns(3)
     _start("heads_ranking", "first_order" if big else "zero")
     ranking = c[0].selectbox("Rank heads by", list(RANKINGS), format_func=RANKINGS.get,
-                             key="heads_ranking", help=COLUMN_HELP[CORPUS_ABLATION["zero"]])
+                             key="heads_ranking",
+                             help="Measured: one forward pass per head over the corpus tokens "
+                                  "(exact, slow on a large model). Fast: one forward and one "
+                                  "backward pass per text (an estimate).")
     method = c[1].radio("Prune by", ["zero", "mean"], key="heads_method", horizontal=True,
                         format_func=lambda m: f"{m}-ablation")
     _start("heads_budget", ca.default_budget(model))
@@ -54,7 +57,7 @@ def measure(model, corpus: Corpus, cap: int):
                                     "each head costs one forward pass over them.")
     tasks = ca.budget_tasks(model, corpus.texts, int(budget), cap)
     sizes = [int(t.ids.shape[1]) for t in tasks]
-    methods = tuple(sorted({"gradient", method} | ({ranking} & {"zero", "mean"})))
+    methods = tuple(sorted({"gradient"} | ({ranking} & {"zero", "mean"})))
     seconds = ca.seconds_for(model, ca.importance_work(model, sizes, methods))
     _start("heads_ablate", not big)
     if not st.toggle(f"Measure it: {len(tasks)} texts, {sum(sizes)} tokens, "
@@ -75,10 +78,15 @@ def show_importance(model, corpus: Corpus, measured) -> list[tuple[int, int]] | 
     order = pruning_order(imp.ranking(ranking))
     ks = ca.curve_points(len(order))
     work = sum(ca.plan_cost(model, [order[:k] for k in ks], int(t.ids.shape[1])) for t in tasks)
-    curve = job_view.run_job(
-        key + ("curve", ranking, method), "Pruning curve",
-        lambda p: ca.pruning_curve(model, tasks, order, method, imp.means, p),
-        estimate_s=ca.seconds_for(model, work))
+
+    def work_curve(progress):
+        means = imp.means
+        if method == "mean" and means is None:
+            means = ca.corpus_means(model, tasks)
+        return ca.pruning_curve(model, tasks, order, method, means, progress)
+
+    curve = job_view.run_job(key + ("curve", ranking, method), "Pruning curve", work_curve,
+                             estimate_s=ca.seconds_for(model, work))
     kind = "next-token" if imp.kind == "next_token" else "masked-token"
     st.caption(f"{kind} cross-entropy, mean over {imp.n_texts} texts ({imp.n_targets} scored "
                f"tokens); clean loss {imp.base_loss:.4f}. Each point of the curve ablates all k "
@@ -102,7 +110,7 @@ def show_importance(model, corpus: Corpus, measured) -> list[tuple[int, int]] | 
     return order
 
 
-def choose_heads(model, order, fam: str, imp) -> list[tuple[int, int]]:
+def choose_heads(model, order, fam: str, values) -> list[tuple[int, int]]:
     n_total = model.facts.n_total_heads
     modes = {"least": "The k least important", "hand": "Hand-picked"}
     if fam == "llama" and model.facts.n_kv_heads > 1:
@@ -111,13 +119,12 @@ def choose_heads(model, order, fam: str, imp) -> list[tuple[int, int]]:
                     horizontal=True)
     if mode == "least":
         _start("heads_prune_k", max(1, n_total // 10))
-        k = st.slider("k", 1, n_total - 1, key="heads_prune_k")
+        k = st.slider("How many heads (k)", 1, n_total - 1, key="heads_prune_k")
         return list(order[:k])
     if mode == "groups":
         r = st.slider("Groups removed per layer", 1, model.facts.n_kv_heads - 1,
                       key="heads_prune_groups")
-        return uniform_group_heads(imp.ranking("zero" if "zero" in imp.spreads else "gradient"),
-                                   model.facts.n_kv_heads, r)
+        return uniform_group_heads(values, model.facts.n_kv_heads, r)
     names = [f"{l}.{h}" for l, h in np.ndindex(model.facts.n_layers, model.facts.n_heads)]
     picked = st.multiselect("Heads to prune", names, key="heads_prune_pick")
     return [tuple(int(x) for x in name.split(".")) for name in picked]
@@ -130,14 +137,20 @@ def export(model, measured, order) -> None:
     except PruneError as err:
         app_state.show_error(err)
         return
-    st.caption("GPT-2 and BERT: pruned heads are masked (their rows of the output projection set "
-               "to zero, bias kept), because the stock classes derive the head size from the "
-               "model width. Llama-style models: key/value groups whose every query head is "
-               "pruned are removed from the weights when the same number goes in every layer; "
-               "other pruned heads are masked. Either way the checkpoint computes exactly what "
-               "zero-ablating the heads computes.")
-    imp, tasks = measured[0], measured[1]
-    heads = choose_heads(model, order, fam, imp)
+    if fam == "llama":
+        st.caption("A key/value group whose every query head is pruned is cut out of the "
+                   "weights when the same number of groups goes in every layer (a stock "
+                   "checkpoint holds one head count for all layers); every other pruned head is "
+                   "masked: its columns of the output projection set to zero. Both compute "
+                   "exactly what zero-ablating the heads computes.")
+    else:
+        st.caption("This architecture derives the head size from the model width, so a stock "
+                   "checkpoint cannot hold fewer heads: pruned heads are masked, their rows of "
+                   "the output projection set to zero with the bias kept, which computes "
+                   "exactly what zero-ablating them computes. The report counts the weights "
+                   "they leave unused.")
+    imp, tasks, ranking = measured[0], measured[1], measured[2]
+    heads = choose_heads(model, order, fam, imp.ranking(ranking))
     if not heads:
         st.info("Pick at least one head.")
         return

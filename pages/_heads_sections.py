@@ -158,14 +158,21 @@ def explorer_url(model_name: str, text: str, layer: int, head: int, token: int |
     return "./?" + urlencode(to_query(view))
 
 
-def context(tokens, query: int, key: int, width: int = 10) -> str:
-    """Tokens around the query, the key in [brackets] and the query in «guillemets»."""
+def context(tokens, query: int, key: int, width: int = 8) -> str:
+    """Tokens before the query, the key in [brackets] and the query in «guillemets»; a key far
+    back is shown with its neighbours, then ``…``, then the tokens before the query."""
     if query < 0:
-        return "".join(tokens[:width]) + " …"
-    low = max(0, min(key, query) - 2, query - width)
-    marked = [f"«{t}»" if i == query else f"[{t}]" if i == key else t
-              for i, t in enumerate(tokens[low:query + 1], start=low)]
-    return ("… " if low else "") + "".join(marked)
+        return "".join(tokens[:2 * width]) + " …"
+
+    def span(low: int, high: int) -> str:
+        return "".join(f"«{t}»" if i == query else f"[{t}]" if i == key else t
+                       for i, t in enumerate(tokens[low:high], start=low))
+
+    low = max(0, query - width)
+    if key >= low:
+        return ("… " if low else "") + span(low, query + 1)
+    return (("… " if key > 2 else "") + span(max(0, key - 2), key + 3) + " … "
+            + span(low, query + 1))
 
 
 def top_examples(model, corpus: Corpus, scores: CorpusScores) -> None:

@@ -296,9 +296,9 @@ def corpus_losses(model: LoadedModel, tasks: Sequence[LossTask], masks: Sequence
     return out.mean(axis=0)
 
 
-def curve_points(n_heads: int, most: int = 33) -> list[int]:
-    """The ``k`` of a pruning curve: every ``k`` for a small model, else ``most`` spaced points."""
-    if n_heads + 1 <= most:
+def curve_points(n_heads: int, most: int = 17) -> list[int]:
+    """The ``k`` of a pruning curve: every ``k`` up to 48 heads, else ``most`` spaced points."""
+    if n_heads <= 48:
         return list(range(n_heads + 1))
     return sorted({int(k) for k in np.linspace(0, n_heads, most).round()})
 

@@ -32,7 +32,7 @@ from models.model.gguf import cache_dir
 from models.model.spec import ModelSpec
 from models.progress import Progress, quiet
 
-TIMING_ROUNDS = 5
+TIMING_ROUNDS = 7
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,8 @@ def export_dir(spec: ModelSpec, heads: Sequence[tuple[int, int]]) -> Path:
     """Where the page writes a pruned checkpoint: one folder per (model, pruned heads)."""
     key = json.dumps([spec.name, spec.dtype, sorted(map(list, heads))])
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(spec.name).name or "model").strip("-")[:40]
-    return cache_dir() / "pruned" / f"{slug}-{len(heads)}h-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:10]
+    return cache_dir() / "pruned" / f"{slug}-{len(heads)}h-{digest}"
 
 
 def corpus_loss(hf_model: Any, tasks: Sequence[LossTask]) -> float:
@@ -112,8 +113,8 @@ def compare_times(before: Any, after: Any, tasks: Sequence[LossTask],
     Returns:
         ``(median seconds before, median seconds after, median after/before ratio)``.
     """
-    timed(before, tasks[:1])
-    timed(after, tasks[:1])
+    timed(before, tasks)
+    timed(after, tasks)
     first, second = [], []
     for round_ in range(rounds):
         if round_ % 2:

@@ -33,6 +33,10 @@ LLAMA_TYPES = {"llama", "mistral", "qwen2", "qwen3", "olmo", "granite", "smollm3
                "gemma", "gemma2", "helium"}
 
 
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 class PruneError(UserError):
     """This model cannot be pruned and exported; the message says why."""
 
@@ -90,15 +94,17 @@ class PrunePlan:
     def describe(self) -> str:
         """One paragraph for the page and the command line."""
         size = self.n_heads // self.n_kv_heads
-        parts = [f"{len(self.heads)} heads pruned."]
+        parts = [f"{plural(len(self.heads), 'head')} pruned."]
         if self.groups_per_layer:
-            parts.append(f"Removed from the weights: {self.groups_per_layer} key/value group(s) "
-                         f"({self.groups_per_layer * size} query heads) in every layer; the "
+            parts.append(f"Removed from the weights: "
+                         f"{plural(self.groups_per_layer, 'key/value group')} "
+                         f"({plural(self.groups_per_layer * size, 'query head')}) in every "
+                         f"layer; the "
                          f"config now says {self.n_heads - self.groups_per_layer * size} heads "
                          f"and {self.n_kv_heads - self.groups_per_layer} key/value heads.")
         if self.masked:
             parts.append(f"Masked (output columns set to zero, parameters kept): "
-                         f"{len(self.masked)} heads.")
+                         f"{plural(len(self.masked), 'head')}.")
         return " ".join(parts + list(self.notes))
 
 

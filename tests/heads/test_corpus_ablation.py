@@ -7,7 +7,7 @@ import torch
 from models.heads.ablation import (ablated_loss, gradient_importance, head_means, mask_gradient,
                                    single_head_effects, task_loss)
 from models.heads.corpus_ablation import (Meter, ablated_losses, clean_text, copy_hooks,
-                                          corpus_losses, corpus_means, corpus_tasks, curve_points,
+                                          corpus_losses, corpus_tasks, curve_points,
                                           measure_corpus_importance, pruning_curve)
 from models.model.forward import clean_pass, run_resumed, run_with_hooks
 
@@ -81,9 +81,9 @@ def test_pruning_curve_ablates_heads_together(bundled, tasks):
 
 
 def test_curve_points_cover_both_ends():
-    assert curve_points(12) == list(range(13))
+    assert curve_points(12) == list(range(13)) and curve_points(48) == list(range(49))
     ks = curve_points(270)
-    assert ks[0] == 0 and ks[-1] == 270 and len(ks) == 33
+    assert ks[0] == 0 and ks[-1] == 270 and len(ks) == 17 and ks == sorted(set(ks))
 
 
 def test_meter_reports_the_share_of_work_done():
