@@ -30,6 +30,7 @@ import torch
 from models.heads import corpus_ablation as ca
 from models.heads.ablation import ablated_loss, pruning_order, task_loss
 from models.heads.corpus import default_corpus
+from models.heads.work import budget_tasks
 from models.model.loading import load
 from models.model.spec import ModelSpec
 
@@ -51,7 +52,7 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} CPUs, torch {torch.__version__}, threads "
           f"{torch.get_num_threads()}")
     model = load(ModelSpec(args.model))
-    tasks = ca.budget_tasks(model, default_corpus(model).texts, args.tokens)
+    tasks = budget_tasks(model, default_corpus(model).texts, args.tokens)
     n_tokens = sum(int(t.ids.shape[1]) for t in tasks)
     n_heads = model.facts.n_total_heads
     print(f"{model.facts.name}: {n_heads} heads; {len(tasks)} texts, {n_tokens} tokens")

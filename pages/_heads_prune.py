@@ -9,6 +9,7 @@ import streamlit as st
 import app_state
 from models.errors import UserError
 from models.heads import corpus_ablation as ca
+from models.heads import work
 from models.heads.ablation import check_hooks, pruning_order
 from models.heads.corpus import Corpus
 from models.heads.export import export_dir, prune_and_export, zip_directory
@@ -51,14 +52,14 @@ def measure(model, corpus: Corpus, cap: int):
                                   "backward pass per text (an estimate).")
     method = c[1].radio("Prune by", ["zero", "mean"], key="heads_method", horizontal=True,
                         format_func=lambda m: f"{m}-ablation")
-    _start("heads_budget", ca.default_budget(model))
+    _start("heads_budget", work.default_budget(model))
     budget = c[2].number_input("Corpus tokens to ablate on", 16, 1_000_000, key="heads_budget",
                                help="The first texts of the corpus up to this many tokens: "
                                     "each head costs one forward pass over them.")
-    tasks = ca.budget_tasks(model, corpus.texts, int(budget), cap)
+    tasks = work.budget_tasks(model, corpus.texts, int(budget), cap)
     sizes = [int(t.ids.shape[1]) for t in tasks]
     methods = tuple(sorted({"gradient"} | ({ranking} & {"zero", "mean"})))
-    seconds = ca.seconds_for(model, ca.importance_work(model, sizes, methods))
+    seconds = work.seconds_for(model, ca.importance_work(model, sizes, methods))
     _start("heads_ablate", not big)
     if not st.toggle(f"Measure it: {len(tasks)} texts, {sum(sizes)} tokens, "
                      f"{' + '.join(methods)} (first guess {seconds:.0f} s)", key="heads_ablate"):
@@ -86,7 +87,7 @@ def show_importance(model, corpus: Corpus, measured) -> list[tuple[int, int]] | 
         return ca.pruning_curve(model, tasks, order, method, means, progress)
 
     curve = job_view.run_job(key + ("curve", ranking, method), "Pruning curve", work_curve,
-                             estimate_s=ca.seconds_for(model, work))
+                             estimate_s=work.seconds_for(model, work))
     kind = "next-token" if imp.kind == "next_token" else "masked-token"
     st.caption(f"{kind} cross-entropy, mean over {imp.n_texts} texts ({imp.n_targets} scored "
                f"tokens); clean loss {imp.base_loss:.4f}. Each point of the curve ablates all k "
@@ -162,8 +163,8 @@ def export(model, measured, order) -> None:
         return
     report = job_view.run_job(key, "Pruning, writing and timing the checkpoint",
                               lambda p: prune_and_export(model.spec, heads, target, tasks, p),
-                              estimate_s=5 + 12 * ca.seconds_for(
-                                  model, sum(ca.pass_cost(model, int(t.ids.shape[1]))
+                              estimate_s=5 + 12 * work.seconds_for(
+                                  model, sum(work.pass_cost(model, int(t.ids.shape[1]))
                                              for t in tasks)))
     if report is job_view.MISSING:
         return

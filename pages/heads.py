@@ -4,7 +4,7 @@ import streamlit as st
 
 import app_state
 from models.errors import UserError
-from models.heads.corpus_ablation import pass_cost, seconds_for
+from models.heads.work import pass_cost, seconds_for
 from models.heads.corpus_scores import score_corpus
 from models.heads.table import corpus_flag_grids, corpus_table, table_csv
 from models.model.forward import tokenize

@@ -9,6 +9,7 @@
 - :mod:`models.heads.spread` -- a score over many texts: mean, standard error, range, bound;
 - :mod:`models.heads.corpus_scores` -- every score over a corpus, and where each head fires;
 - :mod:`models.heads.corpus_ablation` -- importance over a corpus, batched and resumed;
+- :mod:`models.heads.work` -- token budgets, the cost of a pass, progress in units of work;
 - :mod:`models.heads.prune` / :mod:`models.heads.export` -- pruned checkpoints and their report;
 - ``python -m models.heads`` -- the table, or a pruned checkpoint, from the command line.
 """

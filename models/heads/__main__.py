@@ -154,8 +154,8 @@ def run(args: argparse.Namespace):
 def prune(args: argparse.Namespace) -> list[str]:
     """Rank, prune, export; return the report lines."""
     from models.heads.corpus import default_corpus, read_corpus_file
-    from models.heads.corpus_ablation import (budget_tasks, default_budget,
-                                              measure_corpus_importance)
+    from models.heads.corpus_ablation import measure_corpus_importance
+    from models.heads.work import budget_tasks, default_budget
     from models.heads.ablation import pruning_order
     from models.heads.export import prune_and_export
     from models.heads.prune import uniform_group_heads

@@ -21,15 +21,15 @@ import numpy as np
 import torch
 
 from models.heads.ablation import AblationMethod, Head, check_hooks, mask_gradient
-from models.heads.loss import LossTask, reference_task, row_losses
+from models.heads.loss import LossTask, row_losses
 from models.heads.spread import Spread, spread
+from models.heads.work import Meter, pass_cost
 from models.model.forward import clean_pass, every_layer, run_hooks, run_resumed, z_hook
 from models.model.loading import LoadedModel
 from models.progress import Progress, quiet
 
 CorpusRanking = Literal["zero", "mean", "gradient", "first_order"]
 TOKENS_PER_BATCH = 1024
-FLOPS = {"cpu": 4e10, "cuda": 2e12}  # sustained FLOP/s assumed before anything is measured
 
 
 @dataclass(frozen=True)
@@ -39,32 +39,6 @@ class CleanText:
     task: LossTask
     loss: float
     outputs: list[torch.Tensor] | None
-
-
-class Meter:
-    """Progress in units of work (parameters x tokens), so that the fraction done is the share
-    of the time spent and a rate measured on the first steps predicts the rest."""
-
-    def __init__(self, progress: Progress, total: float) -> None:
-        self.progress, self.total, self.done = progress, max(total, 1e-9), 0.0
-
-    def step(self, cost: float, text: str) -> None:
-        self.progress(min(self.done / self.total, 1.0), text)
-        self.done += cost
-
-
-def unit_costs(model: LoadedModel) -> tuple[float, float]:
-    """Relative cost per token of one block and of the unembedding (parameter counts)."""
-    d_vocab = int(getattr(model.bridge.cfg, "d_vocab", 0) or 0)
-    unembed = float(d_vocab * model.facts.d_model)
-    body = max(model.facts.n_params - unembed, 0.5 * model.facts.n_params)
-    return body / model.facts.n_layers, unembed
-
-
-def pass_cost(model: LoadedModel, n_tokens: int, start: int = 0, copies: int = 1) -> float:
-    """Work of a pass of ``copies`` x ``n_tokens`` tokens that starts at block ``start``."""
-    block, unembed = unit_costs(model)
-    return copies * n_tokens * ((model.facts.n_layers - start) * block + unembed)
 
 
 def copy_hooks(masks: Sequence[Iterable[Head]], method: AblationMethod,
@@ -150,12 +124,6 @@ def plan_cost(model: LoadedModel, masks: Sequence[Sequence[Head]], n_tokens: int
                for rows in batches(masks, n_tokens))
 
 
-def corpus_tasks(model: LoadedModel, texts: Sequence[str], max_tokens: int | None = None
-                 ) -> list[LossTask]:
-    """The loss task of every text (cut to ``max_tokens``)."""
-    return [reference_task(model, text, max_tokens=max_tokens) for text in texts]
-
-
 def corpus_means(model: LoadedModel, tasks: Sequence[LossTask], meter: Meter | None = None
                  ) -> torch.Tensor:
     """Every head's ``hook_z`` averaged over every position of every text.
@@ -209,13 +177,27 @@ class CorpusImportance:
         return len(self.base_losses)
 
     def ranking(self, by: CorpusRanking) -> np.ndarray:
+        """``layer head_index`` means of one measure; NaN where it was not measured."""
+        if by not in self.spreads:
+            first = next(iter(self.spreads.values())).mean
+            return np.full(first.shape, np.nan)
         return self.spreads[by].mean
 
-    def __getattr__(self, name: str) -> np.ndarray:
-        spreads = self.__dict__.get("spreads", {})
-        if name in spreads:
-            return spreads[name].mean
-        raise AttributeError(name)
+    @property
+    def zero(self) -> np.ndarray:
+        return self.ranking("zero")
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.ranking("mean")
+
+    @property
+    def gradient(self) -> np.ndarray:
+        return self.ranking("gradient")
+
+    @property
+    def first_order(self) -> np.ndarray:
+        return self.ranking("first_order")
 
 
 def importance_work(model: LoadedModel, sizes: Sequence[int], methods: Sequence[str]) -> float:
@@ -227,12 +209,6 @@ def importance_work(model: LoadedModel, sizes: Sequence[int], methods: Sequence[
     return total + (sum(pass_cost(model, n) for n in sizes) if "mean" in methods else 0.0)
 
 
-def seconds_for(model: LoadedModel, work: float) -> float:
-    """A first guess at the time ``work`` units take (2 FLOPs per parameter and token); the
-    progress panel replaces it with the rate it measures once the work has started."""
-    return 2.0 * work / FLOPS.get(model.spec.device, FLOPS["cpu"])
-
-
 def measure_corpus_importance(model: LoadedModel, tasks: Sequence[LossTask],
                               methods: Sequence[str] = ("zero", "mean", "gradient"),
                               progress: Progress = quiet) -> CorpusImportance:
@@ -240,7 +216,7 @@ def measure_corpus_importance(model: LoadedModel, tasks: Sequence[LossTask],
 
     Args:
         model: a loaded model.
-        tasks: from :func:`corpus_tasks`.
+        tasks: from :func:`models.heads.work.corpus_tasks` or ``budget_tasks``.
         methods: any of ``zero``, ``mean``, ``gradient`` (the last also gives ``first_order``).
         progress: ``progress(fraction, text)`` in proportion to the work done.
 
@@ -311,29 +287,3 @@ def pruning_curve(model: LoadedModel, tasks: Sequence[LossTask], order: Sequence
     ks = curve_points(len(order))
     return ks, corpus_losses(model, tasks, [list(order[:k]) for k in ks], method, means,
                              progress)
-
-
-def default_budget(model: LoadedModel) -> int:
-    """Tokens the ablation runs on by default: 1,024 for a small model, 512 for a larger one."""
-    return 1024 if model.facts.n_total_heads <= 48 else 512
-
-
-def budget_tasks(model: LoadedModel, texts: Sequence[str], budget: int,
-                 max_tokens: int | None = None, min_tokens: int = 16) -> list[LossTask]:
-    """Loss tasks of the first texts that fit in ``budget`` tokens (special tokens counted).
-
-    The last text is cut to what is left, unless fewer than ``min_tokens`` are; the first text
-    is always used.
-    """
-    tasks: list[LossTask] = []
-    left = budget
-    for text in texts:
-        cap = min(left, max_tokens or left)
-        if tasks and cap < min_tokens:
-            break
-        task = reference_task(model, text, max_tokens=max(cap, 2))
-        tasks.append(task)
-        left -= int(task.ids.shape[1])
-        if left <= 0:
-            break
-    return tasks

@@ -90,7 +90,8 @@ def test_smollm2_by_name_from_the_command_line(smollm2, tmp_path):
 def test_prune_and_export_from_the_command_line(bundled, tmp_path, capsys):
     from models.heads.ablation import pruning_order
     from models.heads.corpus import read_corpus_file
-    from models.heads.corpus_ablation import budget_tasks, corpus_losses, measure_corpus_importance
+    from models.heads.corpus_ablation import corpus_losses, measure_corpus_importance
+    from models.heads.work import budget_tasks
 
     corpus = tmp_path / "code.txt"
     corpus.write_text("def f(x):\n    return x * 2\n\n\nprint(f(3))\nprint(f(4))\n\n\n"

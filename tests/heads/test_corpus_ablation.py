@@ -6,9 +6,9 @@ import torch
 
 from models.heads.ablation import (ablated_loss, gradient_importance, head_means, mask_gradient,
                                    single_head_effects, task_loss)
-from models.heads.corpus_ablation import (Meter, ablated_losses, clean_text, copy_hooks,
-                                          corpus_losses, corpus_tasks, curve_points,
-                                          measure_corpus_importance, pruning_curve)
+from models.heads.corpus_ablation import (ablated_losses, clean_text, copy_hooks, corpus_losses,
+                                          curve_points, measure_corpus_importance, pruning_curve)
+from models.heads.work import Meter, corpus_tasks
 from models.model.forward import clean_pass, run_resumed, run_with_hooks
 
 TEXTS = ("def area(width, height):\n    return width * height\n\n\nprint(area(3, 4))\n",

@@ -9,7 +9,8 @@ import torch
 import transformers
 
 from models.heads.ablation import ablation_hooks
-from models.heads.corpus_ablation import corpus_losses, corpus_tasks
+from models.heads.corpus_ablation import corpus_losses
+from models.heads.work import corpus_tasks
 from models.heads.export import load_fresh, prune_and_export, zip_directory
 from models.heads.prune import (PruneError, PrunePlan, n_parameters, plan_pruning, remove_groups,
                                 uniform_group_heads)
