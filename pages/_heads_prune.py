@@ -78,7 +78,7 @@ def show_importance(model, corpus: Corpus, measured) -> list[tuple[int, int]] | 
     imp, tasks, ranking, method, key = measured
     order = pruning_order(imp.ranking(ranking))
     ks = ca.curve_points(len(order))
-    work = sum(ca.plan_cost(model, [order[:k] for k in ks], int(t.ids.shape[1])) for t in tasks)
+    units = sum(ca.plan_cost(model, [order[:k] for k in ks], int(t.ids.shape[1])) for t in tasks)
 
     def work_curve(progress):
         means = imp.means
@@ -87,7 +87,7 @@ def show_importance(model, corpus: Corpus, measured) -> list[tuple[int, int]] | 
         return ca.pruning_curve(model, tasks, order, method, means, progress)
 
     curve = job_view.run_job(key + ("curve", ranking, method), "Pruning curve", work_curve,
-                             estimate_s=work.seconds_for(model, work))
+                             estimate_s=work.seconds_for(model, units))
     kind = "next-token" if imp.kind == "next_token" else "masked-token"
     st.caption(f"{kind} cross-entropy, mean over {imp.n_texts} texts ({imp.n_targets} scored "
                f"tokens); clean loss {imp.base_loss:.4f}. Each point of the curve ablates all k "
