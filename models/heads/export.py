@@ -67,6 +67,22 @@ class PruneReport:
                 f"written to {self.directory}"]
 
 
+def auto_class(config: Any) -> Any:
+    """The ``transformers`` auto class that keeps every weight of the checkpoint: a BERT with
+    a masked-LM head loads as one, a bare encoder as ``AutoModel``, everything else as a
+    causal LM."""
+    import transformers
+
+    if getattr(config, "model_type", "") == "bert":
+        masked = any("MaskedLM" in name for name in getattr(config, "architectures", None) or [])
+        return transformers.AutoModelForMaskedLM if masked else transformers.AutoModel
+    return transformers.AutoModelForCausalLM
+
+
+def has_lm_head(hf_model: Any) -> bool:
+    return getattr(hf_model, "get_output_embeddings", lambda: None)() is not None
+
+
 def load_fresh(spec: ModelSpec) -> Any:
     """The model's own weights as a plain ``transformers`` model (float32 unless the spec says
     otherwise), eager attention, on the spec's device."""
@@ -74,9 +90,7 @@ def load_fresh(spec: ModelSpec) -> Any:
 
     config = transformers.AutoConfig.from_pretrained(spec.path_or_name,
                                                      trust_remote_code=spec.trust_remote_code)
-    auto = (transformers.AutoModel if getattr(config, "model_type", "") == "bert"
-            else transformers.AutoModelForCausalLM)
-    model = auto.from_pretrained(spec.path_or_name, dtype=spec.torch_dtype,
+    model = auto_class(config).from_pretrained(spec.path_or_name, dtype=spec.torch_dtype,
                                  attn_implementation="eager",
                                  trust_remote_code=spec.trust_remote_code)
     return model.to(spec.device).eval()
@@ -154,8 +168,6 @@ def prune_and_export(spec: ModelSpec, heads: Sequence[tuple[int, int]], director
     Raises:
         models.heads.prune.PruneError: an architecture or head the recipe does not cover.
     """
-    import transformers
-
     progress(0.0, "loading a fresh copy of the weights")
     original = load_fresh(spec)
     fam = family(original)
@@ -171,9 +183,9 @@ def prune_and_export(spec: ModelSpec, heads: Sequence[tuple[int, int]], director
     write_checkpoint(spec, pruned, directory, plan)
     del pruned
     progress(0.4, "loading the pruned checkpoint back from disk")
-    auto = transformers.AutoModel if fam == "bert" else transformers.AutoModelForCausalLM
-    reloaded = auto.from_pretrained(directory, attn_implementation="eager").to(spec.device).eval()
-    has_lm = fam != "bert"
+    reloaded = auto_class(original.config).from_pretrained(
+        directory, attn_implementation="eager").to(spec.device).eval()
+    has_lm = has_lm_head(original)
     progress(0.5, "loss before and after")
     before = corpus_loss(original, tasks) if has_lm else None
     after = corpus_loss(reloaded, tasks) if has_lm else None

@@ -12,8 +12,8 @@ from models.heads.ablation import ablation_hooks
 from models.heads.corpus_ablation import corpus_losses
 from models.heads.work import corpus_tasks
 from models.heads.export import load_fresh, prune_and_export, zip_directory
-from models.heads.prune import (PruneError, PrunePlan, n_parameters, plan_pruning, remove_groups,
-                                uniform_group_heads)
+from models.heads.prune import (PruneError, PrunePlan, apply_plan, family, n_parameters,
+                                plan_pruning, remove_groups, uniform_group_heads)
 from models.model.forward import run_plain, run_with_hooks
 from models.model.loading import load
 from models.model.spec import ModelSpec
@@ -139,3 +139,33 @@ def test_smollm2_uniform_group_removal_exports_a_smaller_stock_checkpoint(smollm
     assert (model.config.num_attention_heads, model.config.num_key_value_heads) == (6, 2)
     app = load(ModelSpec(str(tmp_path / "uniform")))
     assert (app.facts.n_heads, app.facts.n_kv_heads, app.facts.d_head) == (6, 2, 64)
+
+
+def test_bert_export_masks_heads_like_zeroing_their_context(minilm, tmp_path):
+    ids = minilm.bridge.to_tokens("The cat sat on the mat.")
+    heads = [(0, 2), (3, 11)]
+    original = load_fresh(minilm.spec)
+
+    def zero_context(layer_heads):
+        def hook(_module, args):
+            (hidden,) = args
+            hidden = hidden.clone()
+            for head in layer_heads:
+                hidden[..., head * 32:(head + 1) * 32] = 0.0
+            return (hidden,)
+        return hook
+
+    handles = [original.encoder.layer[l].attention.output.dense.register_forward_pre_hook(
+        zero_context([h for ll, h in heads if ll == l])) for l in {l for l, _ in heads}]
+    with torch.no_grad():
+        want = original(input_ids=ids).last_hidden_state
+    for handle in handles:
+        handle.remove()
+    plan = plan_pruning(family(original), 6, 12, 12, 32, heads)
+    masked = apply_plan(load_fresh(minilm.spec), plan)
+    masked.save_pretrained(tmp_path / "minilm")
+    reloaded = transformers.AutoModel.from_pretrained(tmp_path / "minilm")
+    with torch.no_grad():
+        got = reloaded(input_ids=ids).last_hidden_state
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    assert plan.masked == tuple(sorted(heads)) and not plan.removed
