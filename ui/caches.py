@@ -23,6 +23,7 @@ from models.circuits.presets import presets
 from models.circuits.value_weighted import value_norms
 from models.circuits.task import CircuitTask
 from models.classroom.real import LayerActivations, layer_activations
+from models.heads import corpus as heads_corpus
 from models.heads import induction, scores
 from models.heads.store import ResultStore
 from models.model.loading import LoadedModel, load
@@ -179,3 +180,10 @@ def layer_acts(spec: ModelSpec, prompt: str, layer: int) -> LayerActivations:
 def circuit_presets(spec: ModelSpec) -> dict[str, CircuitTask]:
     """The circuits page's ready-made tasks for ``spec`` (words drawn from its vocabulary)."""
     return presets(model(spec))
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def bundled_corpus(spec: ModelSpec) -> heads_corpus.Corpus:
+    """The model's bundled corpus (rebuilding the bundled model's held-out split reads the
+    standard library once: a few seconds)."""
+    return heads_corpus.default_corpus(model(spec))

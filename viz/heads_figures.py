@@ -35,17 +35,20 @@ def sink_position_grid(alpha: np.ndarray, positions: np.ndarray, tokens: Sequenc
 
 
 def pruning_curve(losses: Sequence[float], order: Sequence[tuple[int, int]], *,
-                  title: str, loss_name: str = "loss") -> go.Figure:
-    """Measured loss with the ``k`` least important heads ablated together, ``k = 0..N``.
+                  title: str, loss_name: str = "loss",
+                  ks: Sequence[int] | None = None) -> go.Figure:
+    """Measured loss with the ``k`` least important heads ablated together.
 
     Args:
-        losses: ``N + 1`` losses, entry 0 the clean model.
-        order: the ``N`` heads in pruning order.
+        losses: one loss per ``k``; ``k = 0`` (the clean model) first.
+        order: the heads in pruning order.
         title: figure title (escaped here).
         loss_name: y-axis label.
+        ks: the ``k`` of each loss; ``0..N`` when not given.
     """
-    ks = list(range(len(losses)))
-    removed = ["none"] + [f"{layer}.{head}" for layer, head in order]
+    ks = list(range(len(losses))) if ks is None else [int(k) for k in ks]
+    names = ["none"] + [f"{layer}.{head}" for layer, head in order]
+    removed = [names[k] for k in ks]
     fig = go.Figure(go.Scatter(
         x=ks, y=list(losses), mode="lines+markers", customdata=removed,
         hovertemplate="k = %{x}<br>last head removed: %{customdata}<br>"

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from models.capture.store import FactoredPatterns, read_only
-from models.model.forward import output_projection
+from models.model.weights import output_projection
 from models.model.loading import LoadedModel
 from models.model.plain import LayerAttention, run_plain
 from models.progress import Progress, quiet

@@ -21,9 +21,9 @@ import numpy as np
 import torch
 
 from models.circuits.task import CircuitsUnavailable, Setup
-from models.model.forward import (embed_hook, every_layer, final_norm, final_norm_in_hook,
-                                  mlp_out_hook, output_projection, pos_embed_hook,
-                                  unembedding_columns, z_hook)
+from models.model.forward import (embed_hook, every_layer, final_norm_in_hook, mlp_out_hook,
+                                  pos_embed_hook, z_hook)
+from models.model.weights import final_norm, output_projection, unembedding_columns
 from models.model.loading import LoadedModel
 
 

@@ -23,8 +23,8 @@ import torch
 
 from models.circuits.attribution import Attribution, attribute, attribution_hooks
 from models.circuits.task import CircuitsUnavailable, Setup, TaskError, logit_diff
-from models.model.forward import (Hook, every_layer, missing_hooks, run_with_hooks, vocab_size,
-                                  z_hook)
+from models.model.forward import Hook, every_layer, missing_hooks, run_with_hooks, z_hook
+from models.model.weights import vocab_size
 from models.model.loading import LoadedModel
 from models.progress import Progress, quiet
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from models.circuits.task import CircuitTask, TaskError, prepare
-from models.model.forward import piece_ids, tokenize, vocab_size
+from models.model.forward import piece_ids, tokenize
+from models.model.weights import vocab_size
 from models.model.loading import LoadedModel
 
 COPY_WORDS = 12

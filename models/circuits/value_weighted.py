@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from models.model.forward import every_layer, output_projection, run_hooks, v_hook
+from models.model.forward import every_layer, run_hooks, v_hook
+from models.model.weights import output_projection
 from models.model.loading import LoadedModel
 
 

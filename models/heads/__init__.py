@@ -4,8 +4,14 @@
 - :mod:`models.heads.induction` -- repeated random tokens and the scores measured on them;
 - :mod:`models.heads.loss` -- the reference loss (next-token or masked-token) and when it exists;
 - :mod:`models.heads.ablation` -- zero/mean ablation, gradient importance, cumulative pruning;
-- :mod:`models.heads.table` -- the per-head table, its CSV and the JSON prune list;
-- ``python -m models.heads`` -- the same table from the command line.
+- :mod:`models.heads.table` -- the per-head tables, their CSV and the JSON prune lists;
+- :mod:`models.heads.corpus` -- corpora: the bundled ones and uploaded ``.txt`` / ``.jsonl``;
+- :mod:`models.heads.spread` -- a score over many texts: mean, standard error, range, bound;
+- :mod:`models.heads.corpus_scores` -- every score over a corpus, and where each head fires;
+- :mod:`models.heads.corpus_ablation` -- importance over a corpus, batched and resumed;
+- :mod:`models.heads.work` -- token budgets, the cost of a pass, progress in units of work;
+- :mod:`models.heads.prune` / :mod:`models.heads.export` -- pruned checkpoints and their report;
+- ``python -m models.heads`` -- the table, or a pruned checkpoint, from the command line.
 """
 
 from models.heads.ablation import (Importance, ablated_loss, cumulative_pruning,

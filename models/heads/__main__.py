@@ -1,12 +1,21 @@
-"""Command line: write the head finder's per-head table as CSV.
+"""Command line: write the head finder's per-head table as CSV, or prune and export.
 
     python -m models.heads MODEL [--text TEXT] [--seq-len 50] [--batch 8] [--seed 0]
                                  [--ablation] [--prune-list FILE.json] --out FILE.csv
+    python -m models.heads MODEL --prune K --export DIR [--corpus FILE] [--tokens N]
+    python -m models.heads MODEL --prune-groups R --export DIR [--corpus FILE] [--tokens N]
 
-MODEL is ``bundled``, ``minilm``, a Hugging Face name or a local directory. Induction is measured
-on repeated random tokens; the other scores on TEXT (the bundled sample when no text is given),
-which is also the reference text for ``--ablation``. Progress goes to stderr; a failure prints
-one line and exits non-zero.
+MODEL is ``bundled``, ``minilm``, ``smollm2``, a Hugging Face name or a local directory.
+Induction is measured on repeated random tokens; the other scores on TEXT (the bundled sample
+when no text is given), which is also the reference text for ``--ablation``.
+
+``--prune K`` ranks every head by its zero-ablation loss change over a corpus (FILE: ``.txt``
+with passages separated by blank lines, or ``.jsonl`` with one ``{"text": ...}`` per line; by
+default the model's bundled corpus, cut to ``--tokens`` tokens), prunes the K least important,
+writes a Hugging Face checkpoint to DIR and prints the loss, parameter count and forward time
+before and after. ``--prune-groups R`` instead removes, in every layer, the R key/value groups
+whose heads matter least (Llama-style models). Progress goes to stderr; a failure prints one
+line and exits non-zero.
 """
 
 from __future__ import annotations
@@ -62,10 +71,28 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "strongest sink)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
-    p.add_argument("--out", type=Path, required=True, help="CSV file to write")
+    p.add_argument("--out", type=Path, help="CSV file to write")
+    p.add_argument("--prune", type=positive, metavar="K",
+                   help="prune the K heads with the smallest zero-ablation loss change")
+    p.add_argument("--prune-groups", type=positive, metavar="R",
+                   help="remove the R least important key/value groups of every layer")
+    p.add_argument("--export", type=Path, metavar="DIR", help="write the pruned checkpoint here")
+    p.add_argument("--corpus", type=Path, metavar="FILE",
+                   help="corpus for the pruning ranking and report (.txt or .jsonl)")
+    p.add_argument("--tokens", type=positive, help="tokens of the corpus to use (default: 1024 "
+                                                   "for a model of 48 heads or fewer, else 512)")
     args = p.parse_args(argv)
-    if not args.out.parent.is_dir():
+    pruning = args.prune is not None or args.prune_groups is not None
+    if args.prune is not None and args.prune_groups is not None:
+        p.error("give --prune or --prune-groups, not both")
+    if pruning != (args.export is not None):
+        p.error("--prune K (or --prune-groups R) and --export DIR go together")
+    if args.out is None and not pruning:
+        p.error("the following arguments are required: --out (or --prune K --export DIR)")
+    if args.out is not None and not args.out.parent.is_dir():
         p.error(f"--out: no directory {args.out.parent}")
+    if args.export is not None and not args.export.parent.is_dir():
+        p.error(f"--export: no directory {args.export.parent}")
     if args.prune_list is not None and not args.ablation:
         p.error("--prune-list needs --ablation")
     if args.text is not None and not args.text.strip():
@@ -124,14 +151,51 @@ def run(args: argparse.Namespace):
     return table, plan
 
 
+def prune(args: argparse.Namespace) -> list[str]:
+    """Rank, prune, export; return the report lines."""
+    from models.heads.corpus import default_corpus, read_corpus_file
+    from models.heads.corpus_ablation import measure_corpus_importance
+    from models.heads.work import budget_tasks, default_budget
+    from models.heads.ablation import pruning_order
+    from models.heads.export import prune_and_export
+    from models.heads.prune import uniform_group_heads
+    from models.model.loading import load
+    from models.model.spec import ModelSpec
+
+    spec = ModelSpec(name=args.model, device=args.device, dtype=args.dtype)
+    model = load(spec, progress=lambda _f, text: say(text))
+    corpus = read_corpus_file(args.corpus) if args.corpus else default_corpus(model)
+    tasks = budget_tasks(model, corpus.texts, args.tokens or default_budget(model))
+    n_tokens = sum(int(t.ids.shape[1]) for t in tasks)
+    say(f"corpus: {corpus.source}; using {len(tasks)} texts, {n_tokens} tokens")
+    importance = measure_corpus_importance(model, tasks, ("zero",),
+                                           lambda f, t: say(f"{100 * f:3.0f}% {t}"))
+    if args.prune_groups is not None:
+        heads = uniform_group_heads(importance.zero, model.facts.n_kv_heads, args.prune_groups)
+    else:
+        heads = pruning_order(importance.zero)[:args.prune]
+    say(f"pruning {len(heads)} heads: {' '.join(f'{l}.{h}' for l, h in sorted(heads))}")
+    report = prune_and_export(spec, heads, args.export, tasks,
+                              lambda f, t: say(f"{100 * f:3.0f}% {t}"))
+    return report.lines()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args = parse_args(argv)
-    from models.errors import PromptError
+    from models.errors import PromptError, UserError
     from models.heads.induction import ScoreError
     from models.heads.table import prune_list_json, table_csv
     from models.model.loading import ModelLoadError
 
+    if args.export is not None:
+        try:
+            print("\n".join(prune(args)), flush=True)
+        except (UserError, OSError) as err:
+            print(f"error: {str(err).splitlines()[0] if str(err) else type(err).__name__}",
+                  file=sys.stderr)
+            return 1
+        return 0
     try:
         table, plan = run(args)
         args.out.write_text(table_csv(table), encoding="utf-8")

@@ -103,15 +103,16 @@ def single_head_effects(model: LoadedModel, task: LossTask, method: AblationMeth
     return out
 
 
-def gradient_importance(model: LoadedModel, task: LossTask) -> tuple[np.ndarray, float]:
-    """Michel et al. (2019) importance ``|dL / d xi_h|`` through a head mask, one backward pass.
+def mask_gradient(model: LoadedModel, task: LossTask) -> tuple[np.ndarray, float]:
+    """``dL / d xi_h`` (signed) for a head mask ``xi`` (all ones), one backward pass.
 
     Each head's ``hook_z`` is multiplied by ``xi[layer, head]`` (all ones, so the forward pass
-    is unchanged). The raw absolute gradient is returned, not normalised per layer. Gradients
-    are taken with ``torch.autograd.grad`` on ``xi`` only, so no ``.grad`` lands on the model.
+    is unchanged). Gradients are taken with ``torch.autograd.grad`` on ``xi`` only, so no
+    ``.grad`` lands on the model. ``-dL/dxi_h`` is the first-order estimate of the loss change
+    when head ``h`` is zeroed (``xi_h``: 1 -> 0).
 
     Returns:
-        ``(layer head_index importance, clean loss)``.
+        ``(layer head_index gradient, clean loss)``.
     """
     xi = torch.ones(model.facts.n_layers, model.facts.n_heads, requires_grad=True,
                     device=model_device(model))
@@ -125,7 +126,19 @@ def gradient_importance(model: LoadedModel, task: LossTask) -> tuple[np.ndarray,
     logits = run_with_hooks(model, task.ids, hooks, grad=True)
     loss = loss_from_logits(logits, task.labels)
     (grad,) = torch.autograd.grad(loss, xi)
-    return grad.abs().detach().cpu().double().numpy(), float(loss.detach())
+    return grad.detach().cpu().double().numpy(), float(loss.detach())
+
+
+def gradient_importance(model: LoadedModel, task: LossTask) -> tuple[np.ndarray, float]:
+    """Michel et al. (2019) importance ``|dL / d xi_h|`` through a head mask, one backward pass.
+
+    The raw absolute gradient of :func:`mask_gradient`, not normalised per layer.
+
+    Returns:
+        ``(layer head_index importance, clean loss)``.
+    """
+    grad, loss = mask_gradient(model, task)
+    return np.abs(grad), loss
 
 
 def pruning_order(importance: np.ndarray) -> list[Head]:

@@ -52,7 +52,11 @@ class RepeatedTokens:
 
 @dataclass(frozen=True)
 class RepeatedScores:
-    """Scores on repeated random tokens, ``layer head_index``, averaged over the batch."""
+    """Scores on repeated random tokens, ``layer head_index``, averaged over the batch.
+
+    ``induction_per_sequence`` is ``batch layer head_index``: the induction score of each
+    sequence, whose mean over the batch is ``induction``.
+    """
 
     induction: np.ndarray
     previous_token: np.ndarray
@@ -62,6 +66,7 @@ class RepeatedScores:
     batch: int
     seed: int
     n_vocab_drawn: int
+    induction_per_sequence: np.ndarray | None = None
 
 
 def ordinary_token_ids(tokenizer, d_vocab: int) -> list[int]:
@@ -134,13 +139,16 @@ def scores_on_repeated(patterns: np.ndarray, tokens: RepeatedTokens) -> dict[str
         tokens: the sequences the patterns were computed on.
 
     Returns:
-        Score name -> ``layer head_index`` array.
+        Score name -> ``layer head_index`` array, and ``induction_per_sequence``
+        (``batch layer head_index``).
     """
     ids = tokens.ids.numpy()
     duplicate = np.stack([duplicate_token_score(patterns[b], ids[b])
                           for b in range(patterns.shape[0])])
+    induction = induction_score(patterns, tokens.seq_len, tokens.prefix_len)
     return {
-        "induction": induction_score(patterns, tokens.seq_len, tokens.prefix_len).mean(axis=0),
+        "induction": induction.mean(axis=0),
+        "induction_per_sequence": induction,
         "previous_token": previous_token_score(patterns).mean(axis=0),
         "duplicate_token": duplicate.mean(axis=0),
         "current_token": current_token_score(patterns).mean(axis=0),

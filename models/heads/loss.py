@@ -136,15 +136,16 @@ def _masked(model: LoadedModel, ids: torch.Tensor, seed: int
     return inputs, labels
 
 
-def reference_task(model: LoadedModel, text: str, seed: int = 0) -> LossTask:
-    """The loss task for ``text`` on ``model`` (cut to the model's context).
+def reference_task(model: LoadedModel, text: str, seed: int = 0,
+                   max_tokens: int | None = None) -> LossTask:
+    """The loss task for ``text`` on ``model`` (cut to the model's context, or ``max_tokens``).
 
     Raises:
         LossUnavailable: no meaningful loss for this model or this text.
         models.errors.PromptError: empty or oversized text.
     """
     kind = loss_kind(model)
-    ids, n_full = tokenize(model, text)
+    ids, n_full = tokenize(model, text, max_tokens)
     if kind == "next_token":
         if ids.shape[1] < 2:
             raise LossUnavailable("The reference text needs at least two tokens.")
@@ -164,3 +165,18 @@ def loss_from_logits(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor
     """
     flat = logits.reshape(-1, logits.shape[-1]).float()
     return F.cross_entropy(flat, labels.reshape(-1).to(flat.device), ignore_index=IGNORE)
+
+
+def row_losses(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of each batch row over its scored positions, float32 on CPU.
+
+    Args:
+        logits: ``batch pos d_vocab``.
+        labels: ``1 pos`` or ``batch pos`` targets, ``-100`` where not scored.
+
+    Returns:
+        ``batch`` losses; row ``b`` equals :func:`loss_from_logits` of ``logits[b:b+1]``.
+    """
+    labels = labels.to(logits.device).expand(logits.shape[0], -1)
+    return torch.stack([loss_from_logits(logits[b:b + 1], labels[b:b + 1]).detach().cpu()
+                        for b in range(logits.shape[0])])

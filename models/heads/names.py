@@ -77,3 +77,44 @@ COLUMN_HELP: dict[str, str] = {
     "grad_importance": "|dL/dξ| for a mask ξ on the head's output (Michel et al. 2019): how "
                        "fast the loss would change if the head were faded out.",
 }
+
+# --- corpus-level columns ---------------------------------------------------------------------
+
+CORPUS_SCORES: list[str] = ["induction", "induction_text", "previous_token", "duplicate_token",
+                            "current_token", "sink", "top_sink_alpha"]
+CORPUS_ABLATION: dict[str, str] = {"zero": "zero_ablation_dloss", "mean": "mean_ablation_dloss",
+                                   "gradient": "grad_importance",
+                                   "first_order": "first_order_dloss"}
+SPREAD_PARTS: dict[str, tuple[str, str]] = {
+    "_se": ("± SE", "standard error of the mean over texts (± 2 SE is about a 95 % interval)"),
+    "_min": ("min", "smallest value on any one text"),
+    "_max": ("max", "largest value on any one text"),
+    "_lower": ("lower bound", "mean - 2 SE: the value flags are judged on (the mean itself "
+                              "when only one text was scored)"),
+    "_spread": ("spread", "± standard error · smallest to largest value over texts"),
+}
+
+COLUMN_LABELS.update({
+    "induction_text": "Induction (on the corpus)",
+    "first_order_dloss": "Loss change, zeroed (first-order estimate)",
+    "top_sink_alpha": "Strongest sink: alpha",
+    "n_texts": "Texts scored",
+})
+COLUMN_HELP.update({
+    "induction_text": "Mean weight a query puts on the token right after the previous copy of "
+                      "its own token, over the corpus texts (queries with no earlier copy left "
+                      "out). The natural-text view of the induction score.",
+    "first_order_dloss": "-dL/dξ: the loss change zeroing the head would cause, to first order "
+                         "(one backward pass per text instead of one forward pass per head). "
+                         "Fast, but only an estimate: check it against the measured column.",
+    "top_sink_alpha": "Per text, the largest alpha over all key positions; averaged over texts",
+    "n_texts": "How many texts had something to score for this head",
+    "layer": "Layer, counted from 0",
+    "head": "Head within its layer, counted from 0",
+    "flags": "Scores whose lower bound (mean - 2 SE over texts) is above its threshold "
+             "(Settings)",
+})
+for _base in CORPUS_SCORES + list(CORPUS_ABLATION.values()):
+    for _suffix, (_label, _help) in SPREAD_PARTS.items():
+        COLUMN_LABELS[_base + _suffix] = f"{COLUMN_LABELS.get(_base, _base)}: {_label}"
+        COLUMN_HELP[_base + _suffix] = f"{COLUMN_LABELS.get(_base, _base)}, {_help}"

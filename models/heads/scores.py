@@ -116,6 +116,41 @@ def duplicate_token_score(pattern: np.ndarray, token_ids: Sequence[int]) -> np.n
     return on_copies[..., queries].mean(axis=-1)
 
 
+def induction_targets(token_ids: Sequence[int]) -> np.ndarray:
+    """``query_pos`` key each query's induction attention should go to, or -1.
+
+    For query ``i`` whose token appeared before, the key is ``j + 1`` where ``j < i`` is the
+    most recent earlier position holding the same token (the token that followed it last time).
+    Queries with no earlier copy, or whose target is themselves (``j + 1 == i``), get -1.
+    """
+    last: dict[int, int] = {}
+    targets = np.full(len(token_ids), -1)
+    for i, token in enumerate(int(t) for t in token_ids):
+        j = last.get(token)
+        if j is not None and j + 1 < i:
+            targets[i] = j + 1
+        last[token] = i
+    return targets
+
+
+def text_induction_score(pattern: np.ndarray, token_ids: Sequence[int]) -> np.ndarray:
+    """Induction on natural text: mean weight on the token after the previous copy.
+
+    ``(1 / |Q|) * sum_{i in Q} A[i, target(i)]`` with ``target`` from
+    :func:`induction_targets` and ``Q`` the queries that have one; NaN when ``Q`` is empty.
+
+    Args:
+        pattern: ``... query_pos key_pos``.
+        token_ids: the ``query_pos`` token ids.
+    """
+    pattern = _as_float(pattern)
+    targets = induction_targets(token_ids)
+    queries = np.flatnonzero(targets >= 0)
+    if not len(queries):
+        return np.full(pattern.shape[:-2], np.nan)
+    return pattern[..., queries, targets[queries]].mean(axis=-1)
+
+
 def sink_query_mask(n: int, causal: bool) -> np.ndarray:
     """``query_pos key_pos`` boolean: the queries counted for each key's sink score.
 

@@ -1,7 +1,11 @@
-"""AppTest: the head finder page on the two shipped models."""
+"""AppTest: the head finder page over a corpus, on the shipped models."""
 
+from urllib.parse import parse_qs, urlparse
+
+import numpy as np
 from streamlit.testing.v1 import AppTest
 
+from models.heads.names import COLUMN_HELP, COLUMN_LABELS
 from tests.app.helpers import APP, open_app, texts
 
 PAGE = "pages/heads.py"
@@ -10,7 +14,7 @@ PAGE = "pages/heads.py"
 def open_with_state(model: str, **state) -> AppTest:
     """The page with session values preset: after ``switch_page`` AppTest's tree has no
     sidebar widgets, so a widget rerun would drop the sidebar's model and prompt."""
-    at = AppTest.from_file(APP, default_timeout=240)
+    at = AppTest.from_file(APP, default_timeout=300)
     at.query_params["model"] = model
     for key, value in state.items():
         at.session_state[key] = value
@@ -24,33 +28,83 @@ def downloads(at) -> dict:
     return {el.proto.label: el for el in at.get("download_button")}
 
 
-def test_page_runs_for_the_bundled_model_with_pruning(bundled):
-    at = open_app(PAGE, model="bundled")
+def test_page_runs_over_the_bundled_corpus_with_pruning(bundled):
+    at = open_with_state("bundled", heads_passages=12)
     assert not at.exception
     table = at.dataframe[0].value
     n = bundled.facts.n_total_heads
     assert len(table) == n
-    assert {"zero_ablation_dloss", "mean_ablation_dloss", "grad_importance"} <= set(table)
+    assert {"zero_ablation_dloss", "grad_importance", "first_order_dloss",
+            "zero_ablation_dloss_se", "sink_lower", "sink_spread"} <= set(table)
     assert table["open"].str.contains("layer=").all()
     said = texts(at)
-    assert "Sink rate" in said and "next-token cross-entropy" in said
+    assert "held-out split" in said and "over 12 texts" in said
+    assert "next-token cross-entropy, mean over" in said and "what each attention head does" in (
+        said.lower())
     assert {"Download the prune list (JSON)", "Download all scores (CSV)"} <= set(downloads(at))
     metric = next(m for m in at.metric if m.label.startswith("Sink"))
-    assert metric.value == f"{int((table['sink'] > 0.3).sum())} / {n}"
+    assert metric.value == f"{int((table['sink_lower'] > 0.3).sum())} / {n}"
+    assert (table.loc[table["L.H"] == "0.3", "flags"].iloc[0]).startswith("Previous token")
 
 
-def test_sink_threshold_slider_changes_the_flags(bundled):
-    at = open_with_state("bundled", heads_th_sink=0.0, heads_ablate=False)
+def test_every_table_column_has_a_header_and_a_tooltip(bundled):
+    at = open_with_state("bundled", heads_passages=4, heads_ablate=False)
+    table = at.dataframe[0].value
+    for column in table.columns:
+        if column != "open":
+            assert column in COLUMN_LABELS and column in COLUMN_HELP, column
+            assert COLUMN_LABELS[column] != column or column == "L.H", column
+
+
+def test_sink_threshold_is_judged_on_the_lower_bound(bundled):
+    at = open_with_state("bundled", heads_th_sink=0.0, heads_ablate=False, heads_passages=6)
     assert not at.exception
+    table = at.dataframe[0].value
     metric = next(m for m in at.metric if m.label.startswith("Sink"))
     n = bundled.facts.n_total_heads
-    assert metric.value == f"{n} / {n}"  # eps 0: every head puts some weight on token 0
-    assert at.dataframe[0].value["sink_flag"].all()
-    assert "zero_ablation_dloss" not in at.dataframe[0].value  # pruning switched off
+    assert metric.value == f"{int((table['sink_lower'] > 0.0).sum())} / {n}"
+    assert table["sink_flag"].tolist() == (table["sink_lower"] > 0.0).tolist()
+    assert "zero_ablation_dloss" not in table  # pruning switched off
+    assert (table["sink_lower"] <= table["sink"]).all()
+
+
+def test_sidebar_prompt_as_the_corpus_has_no_spread(bundled):
+    at = open_with_state("bundled", heads_corpus="prompt", heads_ablate=False)
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert (table["previous_token_spread"] == "one text").all()
+    np.testing.assert_array_equal(table["previous_token_lower"], table["previous_token"])
+    assert "over 1 text" in texts(at)
+
+
+def test_top_examples_link_into_the_explorer_on_their_text(bundled):
+    at = open_with_state("bundled", heads_passages=6, heads_ablate=False,
+                         heads_example_score="previous_token")
+    examples = at.dataframe[1].value
+    assert len(examples) == 8 and examples["weight"].is_monotonic_decreasing
+    first = parse_qs(urlparse(examples["open"].iloc[0]).query)
+    assert first["model"] == ["bundled"] and first["layer"] == ["0"] and first["head"] == ["3"]
+    assert int(first["token"][0]) > 0 and len(first["prompt"][0]) <= 2000
+    assert examples["weight"].iloc[0] > 0.9  # head 0.3 is the previous-token head
+
+
+def test_build_and_download_a_pruned_checkpoint(bundled, tmp_path, monkeypatch):
+    monkeypatch.setenv("ATLAS_CACHE", str(tmp_path))
+    at = open_with_state("bundled", heads_passages=4, heads_budget=256, heads_prune_k=2)
+    assert not at.exception
+    at.button(key="heads_export").click().run()
+    assert not at.exception
+    said = texts(at)
+    assert "2 heads pruned" in said and "Masked" in said and "Local directory" in said
+    labels = {m.label for m in at.metric}
+    assert {"Loss on the corpus", "Parameters stored", "Forward-pass time, after / before"} <= labels
+    assert "Download the pruned checkpoint (zip)" in downloads(at)
+    written = list((tmp_path / "pruned").iterdir())
+    assert any((p / "model.safetensors").is_file() for p in written)
 
 
 def test_page_runs_for_minilm_and_says_the_loss_is_unavailable():
-    at = open_app(PAGE, model="minilm")
+    at = open_with_state("minilm", heads_passages=3)
     assert not at.exception
     said = texts(at)
     assert "Not available for all-MiniLM-L6-v2" in said and "no causal mask" in said

@@ -7,8 +7,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from models.circuits import IOI, CircuitTask, baseline, copying_task, prepare
-from models.model.forward import (attn_out_hook, final_norm_scale_hook, output_projection,
-                                  run_hooks, tokenize, z_hook)
+from models.model.forward import attn_out_hook, final_norm_scale_hook, run_hooks, tokenize, z_hook
+from models.model.weights import output_projection
 from models.model.spec import BUNDLED_DIR
 
 

@@ -85,3 +85,44 @@ def test_smollm2_by_name_from_the_command_line(smollm2, tmp_path):
     assert len(table) == 30 * 9 and list(table.columns) == CORE_COLUMNS
     repeated = measure_repeated(smollm2, 20, 2, 0)
     np.testing.assert_allclose(table["induction"], repeated.induction.ravel(), rtol=1e-5)
+
+
+def test_prune_and_export_from_the_command_line(bundled, tmp_path, capsys):
+    from models.heads.ablation import pruning_order
+    from models.heads.corpus import read_corpus_file
+    from models.heads.corpus_ablation import corpus_losses, measure_corpus_importance
+    from models.heads.work import budget_tasks
+
+    corpus = tmp_path / "code.txt"
+    corpus.write_text("def f(x):\n    return x * 2\n\n\nprint(f(3))\nprint(f(4))\n\n\n"
+                      "import os\nprint(os.sep)\n", encoding="utf-8")
+    out = tmp_path / "pruned"
+    code = main(["bundled", "--prune", "2", "--export", str(out), "--corpus", str(corpus),
+                 "--tokens", "64"])
+    said = capsys.readouterr()
+    assert code == 0, said.err
+    tasks = budget_tasks(bundled, read_corpus_file(corpus).texts, 64)
+    imp = measure_corpus_importance(bundled, tasks, ("zero",))
+    heads = pruning_order(imp.zero)[:2]
+    clean, after = corpus_losses(bundled, tasks, [[], heads])
+    assert f"loss on {len(tasks)} texts" in said.out
+    assert f"{clean:.4f} -> {after:.4f}" in said.out
+    assert "parameters stored: 873,600 -> 873,600" in said.out
+    import transformers
+    model = transformers.AutoModelForCausalLM.from_pretrained(out)
+    for layer, head in heads:
+        rows = model.transformer.h[layer].attn.c_proj.weight[head * 32:(head + 1) * 32]
+        assert not rows.any()
+
+
+@pytest.mark.parametrize("args, code", [
+    (["bundled", "--prune", "2"], 2),
+    (["bundled", "--export", "/tmp/x"], 2),
+    (["bundled", "--prune", "2", "--prune-groups", "1", "--export", "/tmp/x"], 2),
+    (["bundled", "--prune", "2", "--export", "/no/such/dir/x"], 2),
+    (["bundled", "--prune", "0", "--export", "/tmp/x"], 2),
+    (["bundled", "--prune", "2", "--export", "/tmp/x", "--corpus", "/no/such.txt"], 1),
+])
+def test_bad_prune_arguments_give_one_line_and_nonzero(args, code):
+    rc, error = one_line_error(args)
+    assert rc == code and error.count("\n") == 0 and error.startswith("error: ")

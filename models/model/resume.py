@@ -1,0 +1,99 @@
+"""Forward passes that resume from a stored block output, for ablating many heads: the clean
+pass keeps every block's output, and an ablated pass for a head in layer ``l`` starts at block
+``l`` with that output instead of recomputing the blocks before it. Also the plain forward of a
+standalone checkpoint the app wrote itself."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Sequence
+
+import torch
+
+from models.model.forward import Hook, model_device, released_patterns, run_with_hooks
+from models.model.loading import LoadedModel
+
+
+def clean_pass(model: LoadedModel, ids: torch.Tensor, hook_names: Iterable[str] = ()
+               ) -> tuple[torch.Tensor, dict[str, torch.Tensor], list[torch.Tensor] | None]:
+    """One pass under the lock: logits, the named activations, and every block's output.
+
+    Args:
+        model: a loaded model.
+        ids: ``batch pos`` token ids.
+        hook_names: activations to return (on CPU, float32).
+
+    Returns:
+        ``(logits, activations, block outputs)``; the block outputs (``batch pos d_model``, on
+        the model's device) are ``None`` when a block returns something other than one tensor,
+        and :func:`run_resumed` then runs the whole model.
+    """
+    wanted = set(hook_names)
+    blocks = list(getattr(model.bridge, "blocks", []))
+    outputs: dict[int, torch.Tensor | None] = {}
+
+    def keep(index: int) -> Callable:
+        def hook(_module, _inputs, output):
+            outputs[index] = output.detach() if torch.is_tensor(output) else None
+        return hook
+
+    with model.lock, torch.no_grad(), released_patterns(model.bridge):
+        handles = [block.register_forward_hook(keep(j)) for j, block in enumerate(blocks)]
+        try:
+            logits, cache = model.bridge.run_with_cache(ids.to(model_device(model)),
+                                                        names_filter=lambda n: n in wanted)
+        finally:
+            for handle in handles:
+                handle.remove()
+        acts = {name: cache[name].detach().to("cpu", torch.float32) for name in wanted}
+    stored = [outputs.get(j) for j in range(len(blocks))]
+    return logits, acts, (stored if blocks and all(o is not None for o in stored) else None)
+
+
+def run_resumed(model: LoadedModel, ids: torch.Tensor, fwd_hooks: Sequence[Hook], start: int,
+                outputs: list[torch.Tensor] | None, copies: int = 1) -> torch.Tensor:
+    """Logits of ``copies`` copies of ``ids`` with ``fwd_hooks``, skipping blocks ``< start``.
+
+    The skipped blocks pass on ``outputs[start - 1]`` (block ``start - 1``'s output in a
+    :func:`clean_pass` of the same ids) instead of computing it, so the pass costs only the
+    blocks from ``start`` on. Exact as long as no hook acts before block ``start``.
+
+    Args:
+        model: a loaded model.
+        ids: ``1 pos`` token ids.
+        fwd_hooks: ``(hook name, fn)`` pairs, on blocks ``>= start`` only.
+        start: the first block that computes.
+        outputs: from :func:`clean_pass`; ``None`` runs every block.
+        copies: the batch size.
+
+    Returns:
+        ``copies pos d_vocab`` logits.
+    """
+    batch = ids.repeat(copies, 1)
+    if start <= 0 or outputs is None:
+        return run_with_hooks(model, batch, fwd_hooks)
+    stored = outputs[start - 1]
+    resume = stored.expand(copies, *stored.shape[1:]).contiguous()
+    blocks = list(model.bridge.blocks)[:start]
+    with model.lock, torch.no_grad(), released_patterns(model.bridge):
+        for block in blocks:  # past the bridge's attribute forwarding, on this instance only
+            object.__setattr__(block, "forward", lambda *_args, **_kwargs: resume)
+        try:
+            return model.bridge.run_with_hooks(batch.to(model_device(model)),
+                                               fwd_hooks=list(fwd_hooks), return_type="logits")
+        finally:
+            for block in blocks:
+                object.__delattr__(block, "forward")
+
+
+def run_standalone(hf_model: Any, ids: torch.Tensor) -> torch.Tensor:
+    """Logits of a standalone Hugging Face model (not a shared bridge: no lock, no hooks).
+
+    Used for checkpoints the app writes itself, such as a pruned copy of a model.
+
+    Args:
+        hf_model: a ``transformers`` model with a language-model head.
+        ids: ``batch pos`` token ids.
+    """
+    device = next(hf_model.parameters()).device
+    with torch.no_grad():
+        return hf_model(input_ids=ids.to(device)).logits
