@@ -45,12 +45,25 @@ class ModelFacts:
         return "MQA" if self.n_kv_heads == 1 else "GQA"
 
 
+def distinct_parameters(module: Any) -> int:
+    """How many numbers a module's parameters hold, each storage counted once.
+
+    The bridge splits GPT-2's joint ``c_attn`` into q, k and v parameters that are views of the
+    same storage; counting parameters would count those weights twice.
+    """
+    storages = {}
+    for p in module.parameters():
+        storage = p.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes() // p.element_size()
+    return int(sum(storages.values()))
+
+
 def facts_from_bridge(bridge: Any, name: str) -> ModelFacts:
     """Read :class:`ModelFacts` off a ``TransformerBridge``; nothing here assumes causal or MHA."""
     cfg = bridge.cfg
     n_heads = int(cfg.n_heads)
     n_kv = getattr(cfg, "n_key_value_heads", None) or n_heads
-    n_params = sum(p.numel() for p in bridge.original_model.parameters())
+    n_params = distinct_parameters(bridge.original_model)
     return ModelFacts(
         name=name,
         architecture=str(getattr(cfg, "architecture", None) or type(bridge.original_model).__name__),

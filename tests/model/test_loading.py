@@ -77,3 +77,10 @@ def test_device_map_placement_gives_the_same_patterns(bundled):
     assert placed.bridge.cfg.device == "cpu"
     prompt = "placement should not change a single number"
     assert (capture(placed, prompt).patterns == capture(bundled, prompt).patterns).all()
+
+
+def test_parameter_count_matches_plain_transformers(bundled):
+    from transformers import AutoModelForCausalLM
+
+    hf = AutoModelForCausalLM.from_pretrained(BUNDLED_DIR)
+    assert bundled.facts.n_params == sum(p.numel() for p in hf.parameters()) == 873_600
