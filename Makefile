@@ -23,6 +23,10 @@ $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
 run: $(VENV)/.runtime
 	$(PY) -m streamlit run app.py --server.port $(PORT) --server.address $(ADDRESS)
 
+# One server for a room: listen on every interface (see README, "One server for a class").
+serve-class: $(VENV)/.runtime
+	$(PY) -m streamlit run app.py --server.port $(PORT) --server.address 0.0.0.0
+
 test: $(VENV)/.dev
 	bash tests/e2e/setup_browser.sh
 	HF_HUB_OFFLINE=1 $(PY) -m pytest
@@ -32,7 +36,7 @@ test-fast: $(VENV)/.dev
 
 bench: $(VENV)/.dev
 	$(PY) benchmarks/attention_kernel.py --quick
-	$(PY) benchmarks/app_speed.py --quick
+	$(PY) benchmarks/app_speed.py --model bundled --tokens 128
 
 clean:
 	rm -rf $(VENV) .pytest_cache artifacts

@@ -120,8 +120,12 @@ export default function(component) {
   const img = root.querySelector('img'), win = root.querySelector('.win');
   const drag = root.querySelector('.drag');
   parentElement.querySelector('.ovcap').textContent = data.caption;
-  img.src = data.src; img.style.width = data.size + 'px'; img.style.height = data.size + 'px';
-  const scale = data.size / data.n;
+  // Never wider than the column it sits in: a narrow column shrinks the picture, not the layout.
+  const host = parentElement.host || parentElement;  // a shadow root has no width of its own
+  const room = host.clientWidth ? host.clientWidth - 2 : data.size;
+  const size = Math.max(96, Math.min(data.size, room));
+  img.src = data.src; img.style.width = size + 'px'; img.style.height = size + 'px';
+  const scale = size / data.n;
   const box = (el, r0, r1, c0, c1) => {
     el.style.top = (r0 * scale) + 'px'; el.style.height = Math.max(2, (r1 - r0) * scale) + 'px';
     el.style.left = (c0 * scale) + 'px'; el.style.width = Math.max(2, (c1 - c0) * scale) + 'px';
