@@ -183,8 +183,14 @@ def detail(run: AttentionRun, labels: list[str], weighting=None) -> None:
     st.plotly_chart(fig, width="stretch", key="explorer_heatmap", config={
         "toImageButtonOptions": {"format": "svg", "filename": f"head_{layer}_{head}"}})
     st.download_button("Download this head's pattern (CSV)",
-                       lambda: pattern_csv(run.pattern(layer, head), run.tokens),
+                       lambda: head_csv(spec, prompt, layer, head),
                        file_name=f"pattern_L{layer}_H{head}.csv", mime="text/csv")
+
+
+def head_csv(spec, prompt: str, layer: int, head: int) -> str:
+    """One head's whole pattern as CSV, built when the button is pressed."""
+    run = caches.run(spec, prompt)
+    return pattern_csv(run.pattern(layer, head), run.tokens)
 
 
 def tokens(run: AttentionRun, labels: list[str], weighting=None) -> None:
@@ -223,8 +229,14 @@ def value_weighting(run: AttentionRun):
 
 
 @st.fragment
-def explorer_view(run: AttentionRun) -> None:
-    """The whole interactive view; reruns alone on every click."""
+def explorer_view(spec, prompt: str) -> None:
+    """The whole interactive view; reruns alone on every click.
+
+    Takes the run's key, not the run: Streamlit keeps a fragment's arguments (and a download's
+    callable) for as long as the browser session lingers, which would pin a long prompt's q and k
+    in memory after the shared store had let it go.
+    """
+    run = caches.run(spec, prompt)
     facts, labels = run.facts, run.labels()
     c = st.columns([1, 1, 2])
     c[0].selectbox("Layer", range(facts.n_layers), key=K_LAYER, on_change=remember)

@@ -27,4 +27,4 @@ if run is not None:
                    "many heads park attention there (an attention sink).")
     views.full_run()
     views.seed_view(run)
-    views.explorer_view(run)
+    views.explorer_view(run.spec, run.prompt)

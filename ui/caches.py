@@ -42,7 +42,7 @@ KERNEL_MAX_TOKENS = 256
 
 MODEL_BYTES = int(float(os.environ.get("ATLAS_MODEL_MB", "8192")) * 1024**2)
 MODELS = ResultStore(max_entries=3, max_bytes=MODEL_BYTES)
-JANITOR = Janitor([MODELS, POOL.results])
+JANITOR = Janitor([MODELS, POOL.results], busy=POOL.busy)
 JANITOR.start()
 
 

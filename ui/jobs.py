@@ -163,6 +163,11 @@ class JobPool:
         with self._lock:
             return self._jobs.get(key)
 
+    def busy(self) -> bool:
+        """Whether any job is queued or running."""
+        with self._lock:
+            return bool(self._jobs)
+
     def ahead(self, job: Job) -> int:
         """How many queued or running heavy jobs were submitted before ``job`` (0 once it runs)."""
         if job.started is not None:
@@ -195,17 +200,24 @@ def release_memory() -> None:
 class Janitor:
     """Drops results and models nobody used for ``idle_s`` seconds, then frees their memory.
 
-    Runs in one daemon thread that wakes every ``idle_s / 4`` seconds (at most 30).
+    Runs in one daemon thread that wakes every ``idle_s / 4`` seconds (at most 30). Memory is
+    also collected once per ``idle_s`` while no job runs: a closed browser session lets go of
+    what it held minutes after the janitor dropped the store's own reference, and an idle server
+    allocates too little for Python's collector to notice the cycles left behind.
     """
 
-    def __init__(self, stores: list[ResultStore], idle_s: float = IDLE_S) -> None:
-        self.stores, self.idle_s = stores, idle_s
+    def __init__(self, stores: list[ResultStore], idle_s: float = IDLE_S,
+                 busy: Callable[[], bool] = lambda: False) -> None:
+        self.stores, self.idle_s, self.busy = stores, idle_s, busy
+        self._collected = time.monotonic()
         self._thread: threading.Thread | None = None
 
     def sweep(self, now: float | None = None) -> int:
+        now = time.monotonic() if now is None else now
         dropped = sum(store.evict_idle(self.idle_s, now) for store in self.stores)
-        if dropped:
+        if dropped or (now - self._collected >= self.idle_s and not self.busy()):
             release_memory()
+            self._collected = now
         return dropped
 
     def start(self) -> None:

@@ -14,26 +14,13 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import Sequence
+
+from models.cli import OneLineParser, positive
 
 
 def say(text: str) -> None:
     print(f"[circuits] {text}", file=sys.stderr, flush=True)
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """Argument errors as one line on stderr, exit code 2."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"error: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
-
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text}")
-    return value
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

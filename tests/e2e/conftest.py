@@ -6,6 +6,7 @@ Screenshots land in ``artifacts/screenshots/`` (git-ignored).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -45,12 +46,13 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 120) -> None
     raise TimeoutError("the app did not answer its health check")
 
 
-@pytest.fixture(scope="session")
-def app_url():
+@contextlib.contextmanager
+def app_server(log_name: str, **env: str):
+    """``streamlit run app.py`` on a free loopback port; yields ``(url, pid)``."""
     port = free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **env}
     (ROOT / "artifacts").mkdir(exist_ok=True)
-    log = open(ROOT / "artifacts" / "e2e-server.log", "w")
+    log = open(ROOT / "artifacts" / log_name, "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
          str(port), "--server.address", "127.0.0.1", "--server.headless", "true"],
@@ -58,7 +60,7 @@ def app_url():
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, proc)
-        yield url
+        yield url, proc.pid
     finally:
         proc.terminate()
         try:
@@ -66,6 +68,12 @@ def app_url():
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+@pytest.fixture(scope="session")
+def app_url():
+    with app_server("e2e-server.log") as (url, _):
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -160,3 +160,32 @@ def test_janitor_drops_what_nobody_used_lately():
     janitor = Janitor([store], idle_s=60)
     assert janitor.sweep(now=time.monotonic() + 30) == 0 and store.get("old") == 1
     assert janitor.sweep(now=time.monotonic() + 120) == 1 and store.get("old") is None
+
+
+def test_janitor_collects_left_over_cycles_only_while_no_job_runs():
+    import gc
+    import weakref
+
+    from models.heads.store import ResultStore
+    from ui.jobs import Janitor
+
+    class Node:
+        pass
+
+    busy = [True]
+    janitor = Janitor([ResultStore()], idle_s=60, busy=lambda: busy[0])
+    node = Node()
+    node.me = node  # a cycle: only the collector frees it
+    gone = weakref.ref(node)
+    del node
+    gc.disable()
+    try:
+        janitor.sweep(now=time.monotonic() + 30)
+        assert gone() is not None  # too soon
+        janitor.sweep(now=time.monotonic() + 120)
+        assert gone() is not None  # a job is running: never stall it with a full collection
+        busy[0] = False
+        janitor.sweep(now=time.monotonic() + 120)
+        assert gone() is None
+    finally:
+        gc.enable()
