@@ -44,7 +44,9 @@ def pooled_png(pooled: np.ndarray, size: int = 72, normalise: bool = True,
     rgb = (LOW + (HIGH - LOW) * weights[..., None]).astype(np.uint8)
     rgb[np.isnan(pooled)] = MASKED
     image = Image.fromarray(rgb, mode="RGB").resize((size, size), Image.Resampling.NEAREST)
-    if len(np.unique(rgb.reshape(-1, 3), axis=0)) > PALETTE:  # a palette PNG is a third the size
+    packed = (rgb[..., 0].astype(np.uint32) << 16) | (rgb[..., 1].astype(np.uint32) << 8) \
+        | rgb[..., 2]
+    if len(np.unique(packed)) > PALETTE:  # a palette PNG is a third the size
         image = image.quantize(colors=PALETTE, method=Image.Quantize.MEDIANCUT, dither=0)
     buf = io.BytesIO()
     image.save(buf, format="PNG", optimize=True)

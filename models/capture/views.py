@@ -86,19 +86,23 @@ def head_overview(run: "AttentionRun", layer: int, head: int, size: int = 192,
 
 
 def _banded(run: "AttentionRun", size: int, read) -> np.ndarray:
-    """Max-pool what ``read(rows)`` returns, a band of rows at a time (never the whole head)."""
+    """Max-pool what ``read(rows)`` returns, a band of rows at a time (never the whole head).
+
+    Weights are never negative and a rebuilt pattern holds 0 where the mask forbids, so the
+    plain maximum of a block is the maximum over its allowed cells; blocks that lie wholly above
+    a causal diagonal are then marked NaN (masked).
+    """
     n = run.n_tokens
     factor = -(-n // size)
     band = factor * max(1, 256 // factor)
-    parts = []
-    for start in range(0, n, band):
-        rows = slice(start, min(start + band, n))
-        chunk = np.array(read(rows), dtype=np.float32, copy=True)
-        if run.facts.causal:
-            above = np.arange(n)[None, :] > np.arange(rows.start, rows.stop)[:, None]
-            chunk[..., above] = np.nan
-        parts.append(pool_rows(chunk, factor, size))
-    return np.concatenate(parts, axis=-2)
+    parts = [pool_rows(np.asarray(read(slice(start, min(start + band, n))), dtype=np.float32),
+                       factor, size) for start in range(0, n, band)]
+    pooled = np.concatenate(parts, axis=-2)
+    if run.facts.causal:
+        first_key = np.arange(pooled.shape[-1]) * factor
+        last_query = np.minimum((np.arange(pooled.shape[-2]) + 1) * factor, n) - 1
+        pooled[..., first_key[None, :] > last_query[:, None]] = np.nan
+    return pooled
 
 
 def strongest_key(run: "AttentionRun", layer: int, head: int, query: int,
@@ -146,7 +150,8 @@ def pool_rows(chunk: np.ndarray, factor: int, size: int, how: Pooling = "max") -
     pad[..., :n_rows, :n_k] = chunk
     blocks = pad.reshape(chunk.shape[:-2] + (pad.shape[-2] // factor, factor,
                                              pad.shape[-1] // fk, fk))
+    if how == "max":  # fmax skips NaN without copying; an all-masked block stays NaN
+        return np.fmax.reduce(np.fmax.reduce(blocks, axis=-1), axis=-2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-masked blocks stay NaN
-        reduce = np.nanmax if how == "max" else np.nanmean
-        return reduce(blocks, axis=(-3, -1))
+        return np.nanmean(blocks, axis=(-3, -1))
