@@ -66,6 +66,7 @@ def test_model_repository_code_never_runs_for_a_visitor(tmp_path, monkeypatch, t
     assert "own modelling code" in texts(at) and at.get("plotly_chart")
 
 
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
 def test_a_pickled_checkpoint_is_never_unpickled(tmp_path, monkeypatch):
     monkeypatch.setenv("ATLAS_MODEL_ROOTS", str(tmp_path))
     marker = tmp_path / "pickle-ran.txt"

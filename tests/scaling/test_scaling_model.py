@@ -106,6 +106,7 @@ def test_no_hook_left_on_the_shared_bridge(bundled):
     assert all(not hp.fwd_hooks for hp in bundled.bridge.hook_dict.values())
 
 
+@pytest.mark.filterwarnings("ignore:A hook on attention.hook_attn_scores returned a modified")
 def test_encoder_has_no_next_token_loss(minilm):
     assert "encoder" in loss_unavailable(minilm, 10)
     with pytest.raises(ScalingUnavailable):
