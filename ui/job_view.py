@@ -2,8 +2,9 @@
 Cancel button, and pick the result up when it is done.
 
 Work that finishes within ``ATLAS_JOB_WAIT_S`` seconds (default 1) is simply waited for, so a
-small model's page draws in one run; anything longer leaves a progress panel (a fragment that
-polls once a second) and the page carries on with what it had before.
+small model's page draws in one run; so is light work (expected under three seconds) for up to
+:data:`LIGHT_WAIT_S` seconds on a busy server, under a spinner. Anything longer leaves a progress
+panel (a fragment that polls once a second) and the page carries on with what it had before.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ui.jobs import POOL, Job, Work
 from ui.text import md
 
 WAIT_S = float(os.environ.get("ATLAS_JOB_WAIT_S", "1.0"))
+LIGHT_WAIT_S = 15.0
 MISSING = object()
 K_CANCELLED = "atlas_cancelled_jobs"
 
@@ -69,13 +71,29 @@ def run_job(key: Hashable, label: str, work: Work, *, estimate_s: float | None =
         return MISSING
     job = POOL.submit(key, label, work, estimate_s, waiter=session_id(), cost=cost)
     try:
-        return job.future.result(timeout=WAIT_S if wait_s is None else wait_s)
+        return _result(job, label, WAIT_S if wait_s is None else wait_s)
     except FutureTimeout:
         pass
     except CancelledError as err:
         raise Cancelled(f"Stopped: {label}.") from err
     progress_panel(key)
     return MISSING
+
+
+def _result(job: Job, label: str, wait_s: float) -> Any:
+    """The job's result within ``wait_s`` seconds; light work, slowed by a busy server, gets up to
+    :data:`LIGHT_WAIT_S` more under a spinner, so the page still draws in one run.
+
+    Raises:
+        concurrent.futures.TimeoutError: still running.
+    """
+    try:
+        return job.future.result(timeout=wait_s)
+    except FutureTimeout:
+        if not job.light:
+            raise
+    with st.spinner(f"{md(label)} (the server is busy)…"):
+        return job.future.result(timeout=LIGHT_WAIT_S)
 
 
 def _status(job: Job) -> tuple[float, str]:

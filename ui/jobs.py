@@ -60,6 +60,11 @@ class Job:
     cost: tuple[str, float] | None = None
     alive: Callable[[str], bool] | None = None
 
+    @property
+    def light(self) -> bool:
+        """Expected to take less than :data:`LIGHT_S`: runs on the light workers."""
+        return self.estimate_s is not None and self.estimate_s < LIGHT_S
+
     def report(self, fraction: float, text: str) -> None:
         """The progress callback handed to the work; raises Cancelled once cancelled, or once
         every session that asked for it has closed (nobody would see the result)."""
@@ -139,8 +144,7 @@ class JobPool:
                 job = Job(key=key, label=label, estimate_s=estimate_s, cost=cost,
                           alive=self.alive)
                 self._jobs[key] = job
-                light = estimate_s is not None and estimate_s < LIGHT_S
-                job.future = (self._light if light else self._executor).submit(
+                job.future = (self._light if job.light else self._executor).submit(
                     self._run, job, work)
             job.waiters.add(waiter)
             return job
@@ -175,7 +179,7 @@ class JobPool:
         with self._lock:
             return sum(1 for other in self._jobs.values()
                        if other is not job and other.submitted <= job.submitted
-                       and not (other.estimate_s is not None and other.estimate_s < LIGHT_S))
+                       and not other.light)
 
     def cancel(self, job: Job, waiter: str = "") -> None:
         """Stop waiting on ``job``; the work stops when nobody else waits on it."""

@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.e2e.conftest import app_server, settle
+from tests.e2e.conftest import ROOT, app_server, settle, shoot
 
 pytestmark = pytest.mark.e2e
 
@@ -50,7 +50,17 @@ HEADING = re.compile(r"^Head \d+\.\d+$")
 
 
 def shown_head(page) -> str:
-    return page.locator("h3", has_text=HEADING).first.inner_text().strip()
+    """The explorer's "Head L.H" heading; on failure, what the page and the server said instead."""
+    heading = page.locator("h3", has_text=HEADING).first
+    try:
+        heading.wait_for(timeout=120_000)
+    except Exception as err:  # say what the session showed instead
+        shoot(page, "class-server-no-heading")
+        text = page.locator("body").inner_text()
+        log = (ROOT / "artifacts" / "class-server.log").read_text(errors="replace")
+        raise AssertionError(f"no head heading; the page showed:\n{text[:3000]}\n"
+                             f"server log (end):\n{log[-3000:]}") from err
+    return heading.inner_text().strip()
 
 
 def test_twelve_sessions_share_one_server(browser, class_server):

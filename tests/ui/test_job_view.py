@@ -1,0 +1,30 @@
+"""How a page waits for pool work: light work draws in the same run, heavy work leaves a panel."""
+
+from streamlit.testing.v1 import AppTest
+
+
+def page():
+    import time
+
+    import streamlit as st
+
+    from ui import job_view
+
+    nonce = time.monotonic()  # a fresh key each run: nothing from an earlier run is stored
+
+    def work(result):
+        return lambda progress: (time.sleep(0.6), result)[1]
+
+    light = job_view.run_job(("light", nonce), "light work", work("light done"), estimate_s=0.5,
+                             wait_s=0.05)
+    heavy = job_view.run_job(("heavy", nonce), "heavy work", work("heavy done"), estimate_s=60,
+                             wait_s=0.05)
+    st.write(f"light: {light}; heavy: {'still running' if heavy is job_view.MISSING else heavy}")
+
+
+def test_light_work_is_waited_for_and_heavy_work_shows_progress():
+    at = AppTest.from_function(page, default_timeout=30).run()
+    assert not at.exception
+    assert [m.value for m in at.markdown] == ["light: light done; heavy: still running"]
+    assert any("heavy work" in bar.proto.text for bar in at.get("progress"))
+    assert [b.label for b in at.button] == ["Cancel"]
