@@ -16,10 +16,10 @@ import torch
 
 from models.attention.reference import naive_attention
 from models.errors import UserError
-from models.model.forward import (QKSource, k_hook, layer_scales, layer_windows, missing_hooks,
-                                  model_alibi_slopes, pattern_hook, q_hook, qk_names, qk_source,
-                                  run_hooks, softmax_qk, tokenize, v_hook, z_hook)
+from models.model.forward import (QKSource, k_hook, missing_hooks, pattern_hook, q_hook, qk_names,
+                                  qk_source, run_hooks, softmax_qk, tokenize, v_hook, z_hook)
 from models.model.loading import LoadedModel
+from models.model.softmax_terms import layer_scales, layer_windows, model_alibi_slopes
 from models.model.tokens import readable_tokens
 
 BASE_HOOKS = (q_hook, k_hook, v_hook, z_hook, pattern_hook)

@@ -13,9 +13,9 @@ from __future__ import annotations
 import torch
 
 from models.capture.store import FactoredPatterns, read_only
-from models.model.forward import (layer_scales, pattern_hook, qk_names, qk_source, run_with_hooks,
-                                  softmax_qk)
+from models.model.forward import pattern_hook, qk_names, qk_source, run_with_hooks, softmax_qk
 from models.model.loading import LoadedModel
+from models.model.softmax_terms import layer_scales
 
 CHECK_TOLERANCE = 1e-5
 

@@ -14,9 +14,10 @@ import numpy as np
 
 from models.classroom.steps import AttentionSteps, attention_steps
 from models.errors import UserError
-from models.model.forward import (layer_scales, missing_hooks, pattern_hook, qk_names, qk_source, run_hooks,
+from models.model.forward import (missing_hooks, pattern_hook, qk_names, qk_source, run_hooks,
                                   scores_hook, softmax_qk, tokenize, v_hook, z_hook)
 from models.model.loading import LoadedModel
+from models.model.softmax_terms import layer_scales
 from models.model.tokens import readable_tokens
 
 MASKED_BELOW = -1e9

@@ -29,10 +29,11 @@ import numpy as np
 import torch
 
 from models.errors import UserError
-from models.model.forward import (QKSource, every_layer, layer_scales, missing_hooks,
-                                  pattern_hook, qk_names, qk_source, run_hooks, run_with_hooks,
-                                  scores_hook, softmax_qk, tokenize)
+from models.model.forward import (QKSource, every_layer, missing_hooks, pattern_hook, qk_names,
+                                  qk_source, run_hooks, run_with_hooks, scores_hook, softmax_qk,
+                                  tokenize)
 from models.model.loading import LoadedModel
+from models.model.softmax_terms import layer_scales
 from models.model.tokens import readable_tokens
 from models.scaling.maths import scale_scores, scaled_patterns, with_inf_mask
 

@@ -13,7 +13,7 @@ from transformers import AutoModelForCausalLM
 from models.model.forward import run_hooks
 from models.attention.check import compare, run_layer
 from models.attention.inputs import KernelUnavailable, capture_inputs
-from models.model.forward import alibi_slopes
+from models.model.softmax_terms import alibi_slopes
 from models.model.loading import load
 from models.model.spec import ModelSpec
 from tests.attention.hf_reference import eager_patterns_and_z

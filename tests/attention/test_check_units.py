@@ -13,7 +13,7 @@ from transformers.models.gpt_neox.modeling_gpt_neox import apply_rotary_pos_emb
 from models.attention import naive_attention
 from models.attention.check import compare, tolerance
 from models.attention.inputs import KernelInputs
-from models.model.forward import alibi_slopes, rotate, windows_from_config as layer_windows
+from models.model.softmax_terms import alibi_slopes, rotate, windows_from_config as layer_windows
 from models.attention.timing import median_ms, sdpa, time_implementations
 
 
