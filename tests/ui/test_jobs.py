@@ -1,12 +1,15 @@
 """The heavy-work pool: one job per key, a queue in order, progress, cancel, stored results."""
 
+import gc
 import threading
 import time
+import weakref
 
 import pytest
 
+from models.heads.store import ResultStore
 from models.progress import Cancelled
-from ui.jobs import Job, JobPool
+from ui.jobs import Janitor, Job, JobPool
 
 
 def blocking_work(release: threading.Event, steps: int = 4, result="done"):
@@ -109,8 +112,6 @@ def test_estimates_follow_what_this_machine_measured():
 
 
 def test_results_are_bounded_in_bytes():
-    from models.heads.store import ResultStore
-
     class Blob:
         def __init__(self, n):
             self.nbytes = n
@@ -152,9 +153,6 @@ def test_work_stops_when_every_waiting_session_has_gone():
 
 
 def test_janitor_drops_what_nobody_used_lately():
-    from models.heads.store import ResultStore
-    from ui.jobs import Janitor
-
     store = ResultStore()
     store.put("old", 1)
     janitor = Janitor([store], idle_s=60)
@@ -163,12 +161,6 @@ def test_janitor_drops_what_nobody_used_lately():
 
 
 def test_janitor_collects_left_over_cycles_only_while_no_job_runs():
-    import gc
-    import weakref
-
-    from models.heads.store import ResultStore
-    from ui.jobs import Janitor
-
     class Node:
         pass
 
