@@ -166,3 +166,27 @@ def run_plain(model: LoadedModel, ids: torch.Tensor, on_layer: OnLayer,
         _local.callback = None
     return out[0] if isinstance(out, tuple) else getattr(out, "logits", out[0])
 
+
+def attention_view(model: LoadedModel, implementation: str, attention: Callable[..., Any]
+                   ) -> torch.nn.Module:
+    """A bridge-free view like :func:`plain_model` whose attention layers call ``attention``.
+
+    ``attention`` is registered once under ``implementation`` as a transformers
+    ``AttentionInterface`` entry (same signature as SDPA's: module, query, key, value, mask,
+    keyword arguments; returns output and weights). The view is built once per name and shares
+    every parameter with the loaded model.
+    """
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    key = f"view:{implementation}"
+    if key not in model.memo:
+        with _register_lock:
+            if implementation not in AttentionInterface._global_mapping:
+                AttentionInterface.register(implementation, attention)
+                AttentionMaskInterface.register(implementation, sdpa_mask)
+        original = model.bridge.original_model
+        config = copy.deepcopy(original.config)
+        config._attn_implementation = implementation
+        model.memo[key] = _unwrapped(original, config).eval()
+    return model.memo[key]

@@ -1,0 +1,300 @@
+"""The model writes, one token at a time with its KV cache, and every head's attention row of
+every step is kept.
+
+Step ``s`` is the forward call that chose output token ``s``: its query is the position before
+that token (step 0: the last prompt token), and its rows cover keys ``0 .. n_prompt - 1 + s``.
+The first call reads the whole prompt (prefill); each later call reads the one token chosen
+before it, the cache holding the rest. Calls go through :mod:`models.generate.view` (the model's
+own modules with SDPA, as transformers' ``generate`` runs them), so greedy decoding writes what
+``generate(do_sample=False)`` writes, token for token.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from models.errors import UserError
+from models.generate.kv import cache_length, cache_nbytes
+from models.generate.rows import RowRecorder, RowStore, RowsUnavailable, row_series
+from models.generate.sampling import Choice, choose
+from models.generate.settings import (
+    GenerationError,
+    GenerationSettings,
+    Prompt,
+    check,
+    prepare_prompt,
+)
+from models.generate.view import handling, model_view, view_device
+from models.model.facts import ModelFacts
+from models.model.forward import tokenize
+from models.model.loading import LoadedModel
+from models.model.tokens import readable_tokens
+from models.progress import Progress, quiet
+
+StopReason = Literal["eos", "length"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One generated token.
+
+    Attributes:
+        index: the step (0 = first new token).
+        choice: the token, its probability, the entropy and the top alternatives.
+        label: the token as a readable label; ``top_labels`` the alternatives'.
+        sink: ``layer head_index`` attention of this step's query on position 0.
+        prompt_share: ``layer head_index`` attention on the prompt (the rest is on the output).
+        rows: ``layer head_index key_pos`` float32 rows, given to ``on_step`` only (a page keeps
+            what it shows; the result rebuilds any step from :class:`RowStore`).
+    """
+
+    index: int
+    choice: Choice
+    label: str
+    top_labels: tuple[str, ...]
+    sink: np.ndarray
+    prompt_share: np.ndarray
+    rows: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A finished (or stopped) generation; NumPy and plain values only, no model, no cache.
+
+    Attributes:
+        prompt: the text typed; ``templated`` the chat-template text fed (None without chat).
+        settings: as run, with the seed that was used (so a link reproduces the text).
+        ids: prompt + output token ids; ``n_prompt`` of them are the prompt.
+        tokens: a readable label per id.
+        steps: one :class:`Step` per output token (rows dropped).
+        sink, prompt_share: ``step layer head_index`` series (see :class:`Step`).
+        store: every step's rows, rebuilt on demand.
+        stop: ``"eos"`` (the model ended its text) or ``"length"`` (max_new_tokens reached).
+        cache_tokens, cache_bytes: the real KV cache after the last step (it holds every token
+            but the last one written, which was never fed back).
+        explorer_text: text whose tokenization gives ``ids`` (the tokenizer's own leading BOS
+            left out), to open the whole text in the explorer; ``explorer_exact`` whether it
+            really tokenizes back to ``ids`` (a decoded text can tokenize differently).
+    """
+
+    prompt: str
+    templated: str | None
+    settings: GenerationSettings
+    facts: ModelFacts
+    ids: tuple[int, ...]
+    n_prompt: int
+    tokens: tuple[str, ...]
+    steps: tuple[Step, ...]
+    sink: np.ndarray
+    prompt_share: np.ndarray
+    store: RowStore
+    stop: StopReason
+    cache_tokens: int
+    cache_bytes: int
+    explorer_text: str
+    explorer_exact: bool
+
+    @property
+    def output_ids(self) -> tuple[int, ...]:
+        return self.ids[self.n_prompt :]
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.store.nbytes + self.sink.nbytes + self.prompt_share.nbytes)
+
+    def rows(self, step: int) -> np.ndarray:
+        """``layer head_index key_pos`` rows of step ``step`` over its ``n_prompt + step`` keys."""
+        return self.store.rows(step)
+
+
+def eos_ids(model: LoadedModel) -> set[int]:
+    """Tokens that end a text: the generation config's (as ``generate`` uses), else the
+    tokenizer's."""
+    config = getattr(model.bridge.original_model, "generation_config", None)
+    found = getattr(config, "eos_token_id", None)
+    if found is None:
+        found = getattr(model.tokenizer, "eos_token_id", None)
+    if found is None:
+        return set()
+    return {int(i) for i in (found if isinstance(found, (list, tuple)) else [found])}
+
+
+def explorer_text(model: LoadedModel, ids: list[int]) -> tuple[str, bool]:
+    """Text for the explorer whose tokenization is ``ids``, and whether it really is."""
+    tok = model.tokenizer
+    bos = getattr(tok, "bos_token_id", None)
+    body = ids[1:] if model.facts.prepends_bos and ids and ids[0] == bos else ids
+    text = tok.decode(body, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    try:
+        again = [int(i) for i in tokenize(model, text)[0][0]]
+    except UserError:  # an empty text (the prompt was only a BOS) does not round-trip
+        return text, False
+    return text, again == list(ids)
+
+
+class _Collector:
+    """What the loop keeps per step."""
+
+    def __init__(self) -> None:
+        self.steps: list[Step] = []
+        self.q: list[torch.Tensor] = []
+        self.lse: list[torch.Tensor] = []
+        self.keys: list[list[torch.Tensor]] = []
+        self.terms: list = []
+
+    def add(self, recorder: RowRecorder, step: Step) -> None:
+        self.steps.append(step)
+        self.q.append(torch.stack(recorder.q).cpu())
+        self.lse.append(torch.stack(recorder.lse).cpu())
+        if not self.keys:
+            self.keys = [[] for _ in recorder.new_keys]
+            self.terms = list(recorder.terms)
+        for layer, new in enumerate(recorder.new_keys):
+            self.keys[layer].append(new)
+
+    def store(self, first_query: int) -> RowStore:
+        keys = np.stack([torch.cat(parts, dim=1).numpy() for parts in self.keys])
+        return RowStore(
+            q=torch.stack(self.q).numpy(),
+            lse=torch.stack(self.lse).numpy(),
+            keys=keys,
+            scales=tuple(t[0] for t in self.terms),
+            windows=tuple(t[1] for t in self.terms),
+            softcaps=tuple(t[2] for t in self.terms),
+            first_query=first_query,
+        )
+
+
+def _forward(view: Any, inputs: torch.Tensor, cache: object, recorder: RowRecorder) -> torch.Tensor:
+    """One cached forward call; the last position's float32 logits on the CPU."""
+    with handling(recorder):
+        out = view(
+            input_ids=inputs.to(view_device(view)),
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+    if any(row is None for row in recorder.rows):
+        raise GenerationError(
+            "This model's attention does not run through the interface the "
+            "app reads rows from; generation with attention is not "
+            "available for it."
+        )
+    return out.logits[0, -1].to("cpu", torch.float32)
+
+
+def _step(
+    model: LoadedModel,
+    index: int,
+    choice: Choice,
+    rows: torch.Tensor,
+    n_prompt: int,
+    keep_rows: bool,
+) -> Step:
+    labels = readable_tokens(model.tokenizer, [choice.token_id, *choice.top_ids])
+    sink, prompt_share = row_series(rows, n_prompt)
+    return Step(
+        index=index,
+        choice=choice,
+        label=labels[0],
+        top_labels=tuple(labels[1:]),
+        sink=sink,
+        prompt_share=prompt_share,
+        rows=rows.to("cpu", torch.float32).numpy() if keep_rows else None,
+    )
+
+
+def generate(
+    model: LoadedModel,
+    prompt: str,
+    settings: GenerationSettings,
+    on_step: Callable[[Step], None] | None = None,
+    progress: Progress = quiet,
+) -> Generation:
+    """Let the model write after ``prompt`` and keep every step's attention rows.
+
+    Args:
+        model: a loaded causal language model.
+        prompt: the text to continue (or the user turn, with ``settings.chat``).
+        settings: how many tokens and how to choose them.
+        on_step: called with each :class:`Step` (live rows included) as soon as it is chosen,
+            for streaming; it may raise :class:`models.progress.Cancelled`.
+        progress: ``progress(fraction, text)`` per step; it may raise Cancelled.
+
+    Returns:
+        The :class:`Generation`.
+
+    Raises:
+        PromptError: empty prompt.
+        GenerationError: encoder, bad settings, prompt + new tokens over the context, or a
+            model whose attention rows cannot be read.
+        Cancelled: raised by a callback; nothing is kept.
+    """
+    from transformers import DynamicCache
+
+    prepared: Prompt = prepare_prompt(model, prompt, settings.chat)
+    check(model, settings, prepared.n_full)
+    if settings.sampling and settings.seed is None:
+        settings = settings.with_seed(secrets.randbits(31))
+    generator = (
+        torch.Generator().manual_seed(int(settings.seed or 0)) if settings.sampling else None
+    )
+    view, stops = model_view(model), eos_ids(model)
+    n_prompt = int(prepared.ids.shape[1])
+    ids, inputs = [int(i) for i in prepared.ids[0]], prepared.ids
+    cache, kept, stop = DynamicCache(config=view.config), _Collector(), "length"
+    total = settings.max_new_tokens
+    with torch.no_grad():
+        for index in range(total):
+            progress(index / total, f"token {index + 1} of at most {total}")
+            recorder = RowRecorder(model.facts.n_layers, n_prompt - 1 + index)
+            try:
+                logits = _forward(view, inputs, cache, recorder)
+            except RowsUnavailable as err:
+                raise GenerationError(
+                    f"Attention rows of {model.facts.name} cannot be read: "
+                    f"its attention uses {err}."
+                ) from err
+            choice = choose(logits, settings, generator)
+            step = _step(
+                model,
+                index,
+                choice,
+                torch.stack(recorder.rows),
+                n_prompt,
+                keep_rows=on_step is not None,
+            )
+            kept.add(recorder, replace(step, rows=None))
+            ids.append(choice.token_id)
+            if on_step is not None:
+                on_step(step)
+            if choice.token_id in stops:
+                stop = "eos"
+                break
+            inputs = torch.tensor([[choice.token_id]])
+    progress(1.0, "done")
+    text, exact = explorer_text(model, ids)
+    return Generation(
+        prompt=prompt,
+        templated=prepared.templated,
+        settings=settings,
+        facts=model.facts,
+        ids=tuple(ids),
+        n_prompt=n_prompt,
+        tokens=tuple(readable_tokens(model.tokenizer, ids)),
+        steps=tuple(kept.steps),
+        sink=np.stack([s.sink for s in kept.steps]),
+        prompt_share=np.stack([s.prompt_share for s in kept.steps]),
+        store=kept.store(n_prompt - 1),
+        stop=stop,  # type: ignore[arg-type]
+        cache_tokens=cache_length(cache),
+        cache_bytes=cache_nbytes(cache),
+        explorer_text=text,
+        explorer_exact=exact,
+    )

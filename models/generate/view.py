@@ -1,0 +1,103 @@
+"""The model view generation and eviction run through: the model's own Hugging Face modules
+(shared weights, no bridge hooks) whose attention calls a handler set for the current thread.
+
+Why not the bridge: TransformerLens re-implements attention eagerly and fires hooks on every
+step; writing one token at a time through it is several times slower than the model itself.
+Why not ``bridge.original_model``: its modules are the bridge's wrappers. This view (built by
+:func:`models.model.plain.attention_view`) is the model as transformers runs it, with the KV
+cache passed as ``past_key_values``; the attention of every layer goes through :func:`dispatch`,
+which calls the thread's handler (a row recorder, an eviction policy) or plain SDPA when none is
+set. No lock is needed: nothing is written into the shared modules, and the handler is per
+thread and set only for the duration of one call (see :func:`handling`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+from models.model.loading import LoadedModel
+from models.model.plain import attention_view
+
+IMPLEMENTATION = "atlas_generate"
+Handler = Callable[..., tuple[torch.Tensor, Any]]
+_local = threading.local()
+
+# Attention keyword arguments that change the softmax in ways the handlers do not model.
+UNSUPPORTED_KWARGS = ("s_aux", "sinks")
+
+
+def sdpa(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, Any]:
+    """transformers' own SDPA attention (what ``generate`` runs by default)."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+
+
+def dispatch(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, Any]:
+    """The registered attention: the thread's handler, or SDPA when none is set."""
+    handler = getattr(_local, "handler", None)
+    if handler is None:
+        return sdpa(module, query, key, value, attention_mask, **kwargs)
+    return handler(module, query, key, value, attention_mask, **kwargs)
+
+
+def model_view(model: LoadedModel) -> Any:
+    """The causal-LM view of ``model`` (a transformers ``PreTrainedModel``) whose attention
+    goes through :func:`dispatch`."""
+    return attention_view(model, IMPLEMENTATION, dispatch)
+
+
+def view_device(view: torch.nn.Module) -> torch.device:
+    return next(view.parameters()).device
+
+
+@contextmanager
+def handling(handler: Handler | None) -> Iterator[None]:
+    """Route this thread's attention calls to ``handler`` for the ``with`` block only."""
+    before = getattr(_local, "handler", None)
+    _local.handler = handler
+    try:
+        yield
+    finally:
+        _local.handler = before
+
+
+def layer_index(module: torch.nn.Module) -> int:
+    """The attention module's layer index (every decoder transformers ships sets it)."""
+    idx = getattr(module, "layer_idx", None)
+    if not isinstance(idx, int):
+        raise RuntimeError(f"{type(module).__name__} has no layer_idx")
+    return idx
+
+
+def kv_group(n_heads: int, n_kv_heads: int) -> int:
+    """Query heads per key/value head; query head ``h`` reads key/value head ``h // group``."""
+    return n_heads // n_kv_heads
+
+
+def grouped_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+    """``head_index query_pos key_pos`` dot products of ``head_index query_pos d_head`` queries
+    with ``kv_head_index key_pos d_head`` keys, each query head against its shared key head."""
+    n_heads, n_q, d_head = query.shape
+    n_kv = key.shape[0]
+    grouped = query.reshape(n_kv, -1, d_head)  # (kv, group * q, d)
+    return torch.matmul(grouped, key.transpose(1, 2)).reshape(n_heads, n_q, -1)
