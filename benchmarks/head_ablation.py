@@ -27,10 +27,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np
 import torch
 
-from models.heads import corpus_ablation as ca
-from models.heads.ablation import ablated_loss, pruning_order, task_loss
-from models.heads.corpus import default_corpus
-from models.heads.work import budget_tasks
+from models.heads.finding.corpus import default_corpus
+from models.heads.pruning import importance as ca
+from models.heads.pruning.ablation import ablated_loss, pruning_order
+from models.heads.pruning.loss import budget_tasks
 from models.model.loading import load
 from models.model.spec import ModelSpec
 
@@ -71,7 +71,7 @@ def main() -> None:
     heads = [divmod(int(i), model.facts.n_heads) for i in picks]
     start = time.perf_counter()
     for task in tasks:
-        base = task_loss(model, task)
+        base = ablated_loss(model, task)
         for head in heads:
             ablated_loss(model, task, [head]) - base
     single = (time.perf_counter() - start) / len(heads) * n_heads
@@ -92,12 +92,12 @@ def main() -> None:
            "one_pass_per_head_s": round(single, 2), "first_order_s": round(first_order, 2),
            "spearman_first_order": round(rho, 3), "bottom_k_overlap": overlap}
     if args.prune:
-        from models.heads.export import prune_and_export
+        from models.heads.pruning.export import prune_and_export
 
         with tempfile.TemporaryDirectory() as tmp:
-            report = prune_and_export(model.spec, order_exact[:args.prune], Path(tmp) / "pruned",
-                                      tasks)
-        print("\n".join(report.lines()[:-1]))
+            report = prune_and_export(model.spec, order_exact[:args.prune], Path(tmp), tasks,
+                                      budget_bytes=None)
+        print("\n".join(report.lines()))
         row.update({"pruned": args.prune, "loss_before": report.loss_before,
                     "loss_after": report.loss_after, "params_before": report.params_before,
                     "params_after": report.params_after, "time_ratio": report.time_ratio})

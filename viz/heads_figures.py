@@ -1,37 +1,11 @@
-"""Figures of the head finder: where each head's strongest sink is, and loss versus heads pruned.
-
-Token text comes from the prompt, so it is escaped before plotly sees it.
-"""
+"""Figures of the head finder: loss versus heads pruned."""
 
 from __future__ import annotations
 
 import html
 from typing import Sequence
 
-import numpy as np
 import plotly.graph_objects as go
-
-from viz.heatmap import score_grid
-
-
-def sink_position_grid(alpha: np.ndarray, positions: np.ndarray, tokens: Sequence[str], *,
-                       title: str, flagged: np.ndarray | None = None) -> go.Figure:
-    """``layer head_index`` grid of each head's strongest sink alpha; hover names its token.
-
-    Args:
-        alpha: ``layer head_index`` top alpha per head.
-        positions: ``layer head_index`` key position of that alpha.
-        tokens: token labels of the prompt.
-        title: figure title (escaped here).
-        flagged: heads to mark with a star.
-    """
-    where = np.vectorize(lambda p: f"({p}) {html.escape(str(tokens[p]), quote=True)}",
-                         otypes=[object])(positions)
-    fig = score_grid(alpha, title=title, flagged=flagged, zmin=0.0, zmax=1.0)
-    fig.update_traces(
-        customdata=where, selector={"type": "heatmap"},
-        hovertemplate="head %{y}.%{x}<br>sink on %{customdata}<br>alpha %{z:.4f}<extra></extra>")
-    return fig
 
 
 def pruning_curve(losses: Sequence[float], order: Sequence[tuple[int, int]], *,

@@ -1,30 +1,14 @@
-"""Head finder: what each head does and which heads can go.
+"""Head finder: what each head does over a corpus, and which heads can go.
 
-- :mod:`models.heads.scores` -- pure score functions over ``query_pos key_pos`` patterns;
-- :mod:`models.heads.induction` -- repeated random tokens and the scores measured on them;
-- :mod:`models.heads.loss` -- the reference loss (next-token or masked-token) and when it exists;
-- :mod:`models.heads.ablation` -- zero/mean ablation, gradient importance, cumulative pruning;
-- :mod:`models.heads.table` -- the per-head tables, their CSV and the JSON prune lists;
-- :mod:`models.heads.corpus` -- corpora: the bundled ones and uploaded ``.txt`` / ``.jsonl``;
-- :mod:`models.heads.spread` -- a score over many texts: mean, standard error, range, bound;
-- :mod:`models.heads.corpus_scores` -- every score over a corpus, and where each head fires;
-- :mod:`models.heads.corpus_ablation` -- importance over a corpus, batched and resumed;
-- :mod:`models.heads.work` -- token budgets, the cost of a pass, progress in units of work;
-- :mod:`models.heads.prune` / :mod:`models.heads.export` -- pruned checkpoints and their report;
-- ``python -m models.heads`` -- the table, or a pruned checkpoint, from the command line.
+The package follows the head-finder page's two halves, with what both share beside them:
+
+- :mod:`models.heads.finding` -- finding heads: scores over a corpus, spreads, repeated-token
+  induction, top examples, corpora;
+- :mod:`models.heads.pruning` -- pruning heads: the loss, ablation, importance over a corpus,
+  the prune plan and the exported checkpoint;
+- :mod:`models.heads.names` -- the vocabulary: score and ranking names, column headers and help;
+- :mod:`models.heads.cost` -- what the work costs before it runs (seconds, peak bytes, units);
+- :mod:`models.heads.table` -- the per-head table of both halves, its CSV and the prune list;
+- :mod:`models.heads.store` -- a bounded store of finished results (models and jobs);
+- :mod:`models.heads.__main__` -- ``python -m models.heads``: the table or a pruned checkpoint.
 """
-
-from models.heads.ablation import (Importance, ablated_loss, cumulative_pruning,
-                                   gradient_importance, measure_importance, pruning_order)
-from models.heads.induction import RepeatedScores, ScoreError, measure_repeated
-from models.heads.loss import LossUnavailable, reference_task
-from models.heads.sample import SAMPLE_TEXT
-from models.heads.scores import PromptScores, prompt_scores
-from models.heads.table import Thresholds, head_table, prune_list, table_csv
-
-__all__ = [
-    "Importance", "LossUnavailable", "PromptScores", "RepeatedScores", "SAMPLE_TEXT",
-    "ScoreError", "Thresholds", "ablated_loss", "cumulative_pruning", "gradient_importance",
-    "head_table", "measure_importance", "measure_repeated", "prompt_scores", "prune_list",
-    "pruning_order", "reference_task", "table_csv",
-]

@@ -13,8 +13,9 @@ from safetensors import safe_open
 
 from models.capture.run import capture
 from models.errors import ModelLoadError
-from models.heads.induction import measure_repeated
-from models.heads.scores import flag, run_scores
+from models.heads.finding.corpus_scores import score_corpus
+from models.heads.finding.induction import measure_repeated
+from models.heads.finding.scores import flag
 from models.model.gguf import converted_dir
 from models.model.loading import load
 from models.model.spec import ModelSpec
@@ -74,8 +75,8 @@ def test_tokenizer_and_chat_template_survive(smollm2):
 def test_head_finder_finds_induction_and_sink_heads(smollm2):
     repeated = measure_repeated(smollm2, seq_len=20, batch=2, seed=0)
     assert float(np.nanmax(repeated.induction)) >= 0.5
-    prompt = run_scores(capture(smollm2, PROMPT))
-    assert flag(prompt.sink, 0.3).sum() >= 10  # many heads park attention on the first token
+    sink = score_corpus(smollm2, [PROMPT]).spreads["sink"].mean
+    assert flag(sink, 0.3).sum() >= 10  # many heads park attention on the first token
 
 
 def test_a_gguf_path_loads_the_same_model(smollm2):

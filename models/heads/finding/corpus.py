@@ -11,9 +11,14 @@ A corpus is a list of passages. Two ship with the app:
 - ``english``: 24 passages of plain English prose written for this repository
   (``corpora/english.txt``), for SmolLM2 and every other model.
 
+The command line's default text, :func:`sample` (``corpora/sample.txt``), is a one-text corpus.
+
 Uploads are ``.txt`` (passages separated by blank lines) or ``.jsonl`` (one ``{"text": ...}``
-object per line). Every passage is kept under :data:`MAX_PASSAGE_CHARS` characters (longer
-ones are split at whitespace) so that a link into the explorer can carry it.
+object per line), at most :data:`MAX_UPLOAD_BYTES`. Whatever a visitor uploads ends in a
+:class:`CorpusError` with a message or in a corpus, never in another exception: JSON nested too
+deeply, an integer too long to convert and a lone surrogate escape are each refused by line.
+Every passage is kept under :data:`MAX_PASSAGE_CHARS` characters (longer ones are split at
+whitespace) so that a link into the explorer can carry it.
 """
 
 from __future__ import annotations
@@ -21,9 +26,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -64,7 +70,7 @@ class Corpus:
         digest = hashlib.sha256("\x00".join(self.texts).encode("utf-8")).hexdigest()
         return f"{self.name}:{digest[:16]}"
 
-    def head(self, n: int) -> "Corpus":
+    def head(self, n: int) -> Corpus:
         """The first ``n`` passages."""
         return Corpus(self.name, self.texts[: max(1, n)], self.source)
 
@@ -89,8 +95,10 @@ def _checked(name: str, texts: Sequence[str], source: str) -> Corpus:
     if not passages:
         raise CorpusError(f"{name} holds no text: every passage is empty.")
     if len(passages) > MAX_PASSAGES:
-        raise CorpusError(f"{name} holds {len(passages):,} passages (after cutting long ones to "
-                          f"{MAX_PASSAGE_CHARS:,} characters); the limit is {MAX_PASSAGES:,}.")
+        raise CorpusError(
+            f"{name} holds {len(passages):,} passages (after cutting long ones to "
+            f"{MAX_PASSAGE_CHARS:,} characters); the limit is {MAX_PASSAGES:,}."
+        )
     return Corpus(name, tuple(passages), source)
 
 
@@ -100,22 +108,54 @@ def parse_txt(text: str) -> list[str]:
     return [block.strip() for block in re.split(r"\n[ \t]*\n", text) if block.strip()]
 
 
+def json_line(line: str, where: str) -> Any:
+    """One JSON value, or a :class:`CorpusError` saying why not (``where``: file and line).
+
+    Besides malformed JSON, ``json.loads`` raises ``RecursionError`` for deep nesting and
+    ``ValueError`` for an integer of more than ``sys.get_int_max_str_digits()`` digits; both
+    are refused here, before any of it reaches the page.
+    """
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as err:
+        raise CorpusError(f"{where}: not valid JSON ({err.msg}).") from err
+    except RecursionError as err:
+        raise CorpusError(f"{where}: the JSON is nested too deeply to read.") from err
+    except ValueError as err:  # an integer longer than Python converts
+        raise CorpusError(f"{where}: holds a number too long to read.") from err
+
+
+def has_lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a surrogate code point (``\\ud800``): JSON can spell one, but it
+    is not a character and cannot be written as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def parse_jsonl(text: str, name: str = "the file") -> list[str]:
     """Passages of a JSON Lines file: one ``{"text": "..."}`` object per non-blank line."""
     out = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            record: Any = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise CorpusError(f"{name}, line {number}: not valid JSON ({err.msg}).") from err
+        where = f"{name}, line {number}"
+        record = json_line(line, where)
         if not isinstance(record, dict) or "text" not in record:
-            raise CorpusError(f'{name}, line {number}: expected an object with a "text" field, '
-                              f'like {{"text": "..."}}.')
+            raise CorpusError(
+                f'{where}: expected an object with a "text" field, like {{"text": "..."}}.'
+            )
         if not isinstance(record["text"], str):
-            raise CorpusError(f'{name}, line {number}: "text" must be a string, not '
-                              f"{type(record['text']).__name__}.")
+            raise CorpusError(
+                f'{where}: "text" must be a string, not {type(record["text"]).__name__}.'
+            )
+        if has_lone_surrogate(record["text"]):
+            raise CorpusError(
+                f'{where}: "text" holds a lone surrogate escape (such as '
+                "\\ud800), which is not a character."
+            )
         out.append(record["text"])
     return out
 
@@ -128,11 +168,14 @@ def parse_upload(name: str, data: bytes) -> Corpus:
     """
     suffix = Path(name).suffix.lower()
     if suffix not in (".txt", ".jsonl"):
-        raise CorpusError(f"{name}: upload a .txt file (passages separated by blank lines) or a "
-                          '.jsonl file (one {"text": ...} per line).')
+        raise CorpusError(
+            f"{name}: upload a .txt file (passages separated by blank lines) or a "
+            '.jsonl file (one {"text": ...} per line).'
+        )
     if len(data) > MAX_UPLOAD_BYTES:
-        raise CorpusError(f"{name} is {len(data) / 1e6:.1f} MB; the limit is "
-                          f"{MAX_UPLOAD_BYTES / 1e6:.0f} MB.")
+        raise CorpusError(
+            f"{name} is {len(data) / 1e6:.1f} MB; the limit is {MAX_UPLOAD_BYTES / 1e6:.0f} MB."
+        )
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
@@ -152,14 +195,30 @@ def read_corpus_file(path: Path) -> Corpus:
     return parse_upload(Path(path).name, data)
 
 
+def sample() -> Corpus:
+    """The command line's default text as a one-text corpus: half Python, half plain English,
+    because the bundled model learned from Python source and a hub model mostly from prose."""
+    text = (CORPORA_DIR / "sample.txt").read_text(encoding="utf-8")
+    return Corpus(
+        "bundled sample",
+        (text,),
+        "the bundled sample text (models/heads/finding/corpora/sample.txt): one text, so no spread",
+    )
+
+
 def english() -> Corpus:
     """The bundled English passages (plain prose written for this repository)."""
     text = (CORPORA_DIR / "english.txt").read_text(encoding="utf-8")
-    return _checked("english", parse_txt(text), "24 passages of plain English prose written for "
-                    "this repository (models/heads/corpora/english.txt)")
+    return _checked(
+        "english",
+        parse_txt(text),
+        "24 passages of plain English prose written for "
+        "this repository (models/heads/finding/corpora/english.txt)",
+    )
 
 
 # --- the bundled model's held-out split -------------------------------------------------------
+
 
 def training_facts(model_dir: Path) -> tuple[int, int]:
     """``(max_chars, corpus_tokens)`` of the bundled model's training corpus, from its log."""
@@ -200,16 +259,21 @@ def held_out_text(tokenizer: Any, text: str, corpus_tokens: int) -> str:
         chars *= 2
 
 
-def line_chunks(text: str, tokenizer: Any, max_tokens: int,
-                max_chars: int = MAX_PASSAGE_CHARS) -> list[str]:
+def line_chunks(
+    text: str, tokenizer: Any, max_tokens: int, max_chars: int = MAX_PASSAGE_CHARS
+) -> list[str]:
     """Consecutive whole lines of ``text`` grouped into passages of at most ``max_tokens``
     tokens and ``max_chars`` characters; the first (possibly partial) line and passages under
     :data:`MIN_PASSAGE_TOKENS` tokens are dropped."""
     lines = text.split("\n")[1:]
-    counts = [len(ids) for ids in
-              tokenizer([line + "\n" for line in lines], add_special_tokens=False)["input_ids"]]
-    chunks, current, tokens, chars = [], [], 0, 0
-    for line, count in zip(lines, counts):
+    counts = [
+        len(ids)
+        for ids in tokenizer([line + "\n" for line in lines], add_special_tokens=False)["input_ids"]
+    ]
+    chunks: list[str] = []
+    current: list[str] = []
+    tokens, chars = 0, 0
+    for line, count in zip(lines, counts, strict=True):
         if current and (tokens + count > max_tokens or chars + len(line) + 1 > max_chars):
             chunks.append("\n".join(current))
             current, tokens, chars = [], 0, 0
@@ -218,8 +282,12 @@ def line_chunks(text: str, tokenizer: Any, max_tokens: int,
             tokens, chars = tokens + count, chars + len(line) + 1
     if current:
         chunks.append("\n".join(current))
-    return [c for c in chunks if c.strip() and
-            len(tokenizer(c, add_special_tokens=False)["input_ids"]) >= MIN_PASSAGE_TOKENS]
+    return [
+        c
+        for c in chunks
+        if c.strip()
+        and len(tokenizer(c, add_special_tokens=False)["input_ids"]) >= MIN_PASSAGE_TOKENS
+    ]
 
 
 def spread_pick(items: Sequence[str], n: int) -> list[str]:
@@ -229,8 +297,9 @@ def spread_pick(items: Sequence[str], n: int) -> list[str]:
     return [items[int(i)] for i in np.linspace(0, len(items) - 1, n).round()]
 
 
-def stdlib_held_out(model_dir: Path, tokenizer: Any, max_tokens: int,
-                    n_passages: int = STDLIB_PASSAGES) -> Corpus:
+def stdlib_held_out(
+    model_dir: Path, tokenizer: Any, max_tokens: int, n_passages: int = STDLIB_PASSAGES
+) -> Corpus:
     """Passages of the bundled model's held-out split, evenly spaced through it.
 
     Args:
@@ -245,11 +314,15 @@ def stdlib_held_out(model_dir: Path, tokenizer: Any, max_tokens: int,
     text = read_corpus(max_chars)
     same = hashlib.sha256(text.encode("utf-8")).hexdigest() == STDLIB_SHA256
     chunks = line_chunks(held_out_text(tokenizer, text, corpus_tokens), tokenizer, max_tokens)
-    source = (f"{n_passages} passages of the bundled model's held-out split: the last 2 % of "
-              "its Python standard-library training corpus, rebuilt from this Python's sources")
+    source = (
+        f"{n_passages} passages of the bundled model's held-out split: the last 2 % of "
+        "its Python standard-library training corpus, rebuilt from this Python's sources"
+    )
     if not same:
-        source += (" (this Python's standard library differs from the one the model was "
-                   "trained on, so some passages may be text it saw in training)")
+        source += (
+            " (this Python's standard library differs from the one the model was "
+            "trained on, so some passages may be text it saw in training)"
+        )
     return Corpus("stdlib held-out", tuple(spread_pick(chunks, n_passages)), source)
 
 

@@ -1,33 +1,52 @@
 """Head scores over a corpus: each text scored on its own, then averaged with a spread, and the
 passages and positions where each head fires most.
 
-Per text (cut to ``max_tokens``), one forward pass gives every head's pattern, and the
-functions of :mod:`models.heads.scores` give one number per head: previous-, duplicate- and
-current-token, sink alpha on the first token, the strongest sink anywhere, and induction on
-natural text (weight on the token after the previous copy of the current token). Every text
-counts once in the mean (:mod:`models.heads.spread`), whatever its length.
+Per text (cut to ``max_tokens``), forward passes give every head's pattern, a few layers at a
+time (:func:`layer_groups`), and the functions of :mod:`models.heads.finding.scores` give one
+number per head: previous-, duplicate- and current-token, sink alpha on the first token, the
+strongest sink anywhere, and induction on natural text (weight on the token after the previous
+copy of the current token). Every text counts once in the mean
+(:mod:`models.heads.finding.spread`), whatever its length. A one-text corpus is the command
+line's table for one text.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
+from jaxtyping import Float, Int
 
-from models.heads.scores import (duplicate_mask, induction_targets, prompt_scores, sink_score,
-                                 text_induction_score)
-from models.heads.spread import Spread, spread
+from models.heads.cost import (
+    Estimate,
+    d_vocab,
+    forward_peak_bytes,
+    forward_seconds,
+    layer_pattern_bytes,
+)
+from models.heads.finding.scores import (
+    current_token_score,
+    duplicate_mask,
+    duplicate_token_score,
+    induction_targets,
+    previous_token_score,
+    sink_alphas,
+    sink_score,
+    text_induction_score,
+    top_sink,
+)
+from models.heads.finding.spread import Spread, spread
+from models.heads.names import EXAMPLE_SCORES, TEXT_SCORES, ExampleScore
+from models.model.facts import ModelFacts
 from models.model.forward import pattern_hook, run_hooks, tokenize
 from models.model.loading import LoadedModel
 from models.model.tokens import readable_tokens
 from models.progress import Progress, quiet
 
-TEXT_SCORES = ("induction_text", "previous_token", "duplicate_token", "current_token", "sink",
-               "top_sink_alpha")
-EXAMPLE_SCORES = ("induction_text", "previous_token", "duplicate_token", "current_token", "sink")
 TOP_K = 8
 PATTERN_BYTES = 512 * 2**20  # patterns held at once per pass
+SCORING_COPIES = 3  # pattern-sized temporaries the scoring of one layer makes at most
 
 
 @dataclass(frozen=True)
@@ -55,9 +74,16 @@ class TopExamples:
     def of(self, layer: int, head: int) -> list[Example]:
         """The head's examples, strongest first."""
         keep = np.isfinite(self.value[layer, head])
-        return [Example(int(t), int(q), int(k), float(v)) for t, q, k, v in zip(
-            self.text[layer, head][keep], self.query[layer, head][keep],
-            self.key[layer, head][keep], self.value[layer, head][keep])]
+        return [
+            Example(int(t), int(q), int(k), float(v))
+            for t, q, k, v in zip(
+                self.text[layer, head][keep],
+                self.query[layer, head][keep],
+                self.key[layer, head][keep],
+                self.value[layer, head][keep],
+                strict=True,
+            )
+        ]
 
 
 @dataclass(frozen=True)
@@ -69,12 +95,15 @@ class CorpusScores:
         examples: score name (:data:`EXAMPLE_SCORES`) -> :class:`TopExamples`.
         tokens: the readable tokens of each text as scored (after any cut).
         n_cut: how many texts were cut to ``max_tokens``.
+        top_sink_pos: per text, the key position of each head's strongest sink (the one
+            ``top_sink_alpha`` measured).
     """
 
     spreads: dict[str, Spread]
     examples: dict[str, TopExamples]
     tokens: tuple[tuple[str, ...], ...]
     n_cut: int
+    top_sink_pos: Int[np.ndarray, "text layer head_index"]
 
     @property
     def n_texts(self) -> int:
@@ -85,8 +114,9 @@ class CorpusScores:
         return sum(len(t) for t in self.tokens)
 
 
-def position_values(pattern: np.ndarray, token_ids: Sequence[int], score: str, causal: bool
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def position_values(
+    pattern: np.ndarray, token_ids: Sequence[int], score: ExampleScore, causal: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Where one layer's heads fire for ``score``, query by query.
 
     Args:
@@ -118,16 +148,21 @@ def position_values(pattern: np.ndarray, token_ids: Sequence[int], score: str, c
     return on_copies.sum(axis=-1), queries, on_copies.argmax(axis=-1)
 
 
-def merge_top(best: dict[str, np.ndarray], layer: int, text: int, values: np.ndarray,
-              queries: np.ndarray, keys: np.ndarray) -> None:
+def merge_top(
+    best: dict[str, np.ndarray],
+    layer: int,
+    text: int,
+    values: np.ndarray,
+    queries: np.ndarray,
+    keys: np.ndarray,
+) -> None:
     """Fold one text's ``head_index n`` candidates into ``best`` (``layer head_index TOP_K``)."""
     if values.shape[-1] == 0:
         return
     cand_v = np.concatenate([best["value"][layer], np.nan_to_num(values, nan=-np.inf)], axis=1)
     heads = values.shape[0]
     cand_t = np.concatenate([best["text"][layer], np.full(values.shape, text)], axis=1)
-    cand_q = np.concatenate([best["query"][layer],
-                             np.broadcast_to(queries, values.shape)], axis=1)
+    cand_q = np.concatenate([best["query"][layer], np.broadcast_to(queries, values.shape)], axis=1)
     cand_k = np.concatenate([best["key"][layer], keys], axis=1)
     order = np.argsort(-cand_v, axis=1, kind="stable")[:, :TOP_K]
     rows = np.arange(heads)[:, None]
@@ -137,23 +172,66 @@ def merge_top(best: dict[str, np.ndarray], layer: int, text: int, values: np.nda
 
 def layer_groups(model: LoadedModel, n_tokens: int) -> list[list[int]]:
     """Layers grouped so that one pass holds at most :data:`PATTERN_BYTES` of patterns."""
-    per_layer = model.facts.n_heads * n_tokens * n_tokens * 4
-    size = max(1, PATTERN_BYTES // max(per_layer, 1))
+    size = max(1, PATTERN_BYTES // max(layer_pattern_bytes(model.facts, n_tokens), 1))
     layers = list(range(model.facts.n_layers))
-    return [layers[i:i + size] for i in range(0, len(layers), size)]
+    return [layers[i : i + size] for i in range(0, len(layers), size)]
 
 
-def text_scores(patterns: np.ndarray, token_ids: Sequence[int], causal: bool
-                ) -> dict[str, np.ndarray]:
-    """:data:`TEXT_SCORES` of every head on one text; ``patterns`` is ``layer head q k``."""
-    scores = prompt_scores(patterns, token_ids, causal)
-    out = {name: getattr(scores, name) for name in TEXT_SCORES if name != "induction_text"}
-    out["induction_text"] = text_induction_score(patterns, token_ids)
-    return out
+def text_scores(
+    patterns: Float[np.ndarray, "*layer head_index query_pos key_pos"],
+    token_ids: Sequence[int],
+    causal: bool,
+) -> dict[str, np.ndarray]:
+    """Every head's scores on one text: :data:`TEXT_SCORES` and ``top_sink_pos``.
+
+    Args:
+        patterns: ``layer head_index query_pos key_pos`` (or one layer's ``head_index ...``).
+        token_ids: the ``query_pos`` ids the patterns were computed on.
+        causal: whether the model masks future keys.
+
+    Returns:
+        Score name -> one value per head (the leading axes of ``patterns``).
+    """
+    alphas = sink_alphas(patterns, causal)
+    position, alpha = top_sink(alphas, causal)
+    return {
+        "induction_text": text_induction_score(patterns, token_ids),
+        "previous_token": previous_token_score(patterns),
+        "duplicate_token": duplicate_token_score(patterns, token_ids),
+        "current_token": current_token_score(patterns),
+        "sink": alphas[..., 0],
+        "top_sink_alpha": alpha,
+        "top_sink_pos": position,
+    }
 
 
-def score_corpus(model: LoadedModel, texts: Sequence[str], max_tokens: int | None = None,
-                 progress: Progress = quiet) -> CorpusScores:
+def score_peak_bytes(facts: ModelFacts, vocab: int, n_tokens: int) -> int:
+    """Upper bound on the bytes :func:`score_corpus` needs beyond the weights, for texts of at
+    most ``n_tokens`` tokens: one pass's layer group of patterns, that pass's own working set,
+    and the scoring's temporaries of one layer."""
+    layer = layer_pattern_bytes(facts, n_tokens)
+    group = min(facts.n_layers, max(1, PATTERN_BYTES // max(layer, 1))) * layer
+    return group + forward_peak_bytes(facts, vocab, n_tokens) + SCORING_COPIES * layer
+
+
+def score_estimate(model: LoadedModel, sizes: Sequence[int]) -> Estimate:
+    """Seconds and peak bytes of :func:`score_corpus` on texts of ``sizes`` tokens (each
+    already cut to ``max_tokens``), before it runs; a long text costs one pass per layer group."""
+    facts = model.facts
+    seconds = sum(
+        len(layer_groups(model, n)) * forward_seconds(facts, model.spec.device, n) for n in sizes
+    )
+    return Estimate(
+        seconds=seconds, peak_bytes=score_peak_bytes(facts, d_vocab(model), max(sizes, default=1))
+    )
+
+
+def score_corpus(
+    model: LoadedModel,
+    texts: Sequence[str],
+    max_tokens: int | None = None,
+    progress: Progress = quiet,
+) -> CorpusScores:
     """Score every head on every text; see the module docstring.
 
     Args:
@@ -168,11 +246,20 @@ def score_corpus(model: LoadedModel, texts: Sequence[str], max_tokens: int | Non
     shape = (model.facts.n_layers, model.facts.n_heads)
     encoded = [tokenize(model, text, max_tokens) for text in texts]
     sizes = np.array([ids.shape[1] for ids, _ in encoded], dtype=float)
-    done = np.concatenate([[0.0], np.cumsum(sizes ** 1.2)]) / np.sum(sizes ** 1.2)
-    per_text = {name: np.full((len(texts),) + shape, np.nan) for name in TEXT_SCORES}
-    best = {name: {"value": np.full(shape + (TOP_K,), -np.inf), "text": np.zeros(
-        shape + (TOP_K,), int), "query": np.zeros(shape + (TOP_K,), int), "key": np.zeros(
-        shape + (TOP_K,), int)} for name in EXAMPLE_SCORES}
+    done = np.concatenate([[0.0], np.cumsum(sizes**1.2)]) / np.sum(sizes**1.2)
+    per_text: dict[str, np.ndarray] = {
+        name: np.full((len(texts), *shape), np.nan) for name in TEXT_SCORES
+    }
+    top_pos = np.zeros((len(texts), *shape), dtype=int)
+    best = {
+        name: {
+            "value": np.full((*shape, TOP_K), -np.inf),
+            "text": np.zeros((*shape, TOP_K), int),
+            "query": np.zeros((*shape, TOP_K), int),
+            "key": np.zeros((*shape, TOP_K), int),
+        }
+        for name in EXAMPLE_SCORES
+    }
     tokens = []
     for t, (ids, _n_full) in enumerate(encoded):
         progress(done[t], f"scoring text {t + 1} of {len(texts)} ({ids.shape[1]} tokens)")
@@ -181,18 +268,25 @@ def score_corpus(model: LoadedModel, texts: Sequence[str], max_tokens: int | Non
         for group in layer_groups(model, ids.shape[1]):
             names = [pattern_hook(layer) for layer in group]
             acts = run_hooks(model, ids, names)
-            patterns = np.stack([acts[name][0].numpy() for name in names])
-            for name, values in text_scores(patterns, id_list, model.facts.causal).items():
-                per_text[name][t, group] = values
-            for layer, pattern in zip(group, patterns):
-                for name in EXAMPLE_SCORES:
-                    merge_top(best[name], layer, t, *position_values(
-                        pattern, id_list, name, model.facts.causal))
+            for layer, name in zip(group, names, strict=True):
+                pattern = acts.pop(name)[0].numpy()  # head_index query_pos key_pos
+                for score, values in text_scores(pattern, id_list, model.facts.causal).items():
+                    if score == "top_sink_pos":
+                        top_pos[t, layer] = values
+                    else:
+                        per_text[score][t, layer] = values
+                for score in EXAMPLE_SCORES:
+                    merge_top(
+                        best[score],
+                        layer,
+                        t,
+                        *position_values(pattern, id_list, score, model.facts.causal),
+                    )
     progress(1.0, "done")
     return CorpusScores(
         spreads={name: spread(values) for name, values in per_text.items()},
         examples={name: TopExamples(**arrays) for name, arrays in best.items()},
         tokens=tuple(tokens),
         n_cut=sum(1 for ids, n_full in encoded if n_full > ids.shape[1]),
+        top_sink_pos=top_pos,
     )
-

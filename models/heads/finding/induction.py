@@ -5,26 +5,52 @@ tokens the model's tokenizer wraps text in (BOS for the bundled GPT-2, [CLS] ...
 nothing for a model that adds none), ``r`` are drawn uniformly from the ordinary vocabulary
 with a fixed seed. An induction head at query ``q`` in the second span looks at the token that
 followed ``q``'s earlier copy.
+
+Memory: every layer's patterns of one sequence are ``layer x head_index x n^2`` floats (1 GB for
+SmolLM2 at ``L = 500``), so the batch runs in chunks of sequences and each layer's patterns are
+scored inside the forward pass, as the layer produces them, then dropped. The peak grows with
+the chunk and one layer, not with the batch or the depth (:func:`repeated_peak_bytes`); the
+scores are the same whatever the chunk.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+from jaxtyping import Float, Int
 
 from models.errors import UserError
-from models.model.forward import every_layer, pattern_hook, run_hooks
-from models.heads.scores import (current_token_score, duplicate_token_score, induction_score,
-                                 previous_token_score)
+from models.heads.cost import (
+    Estimate,
+    d_vocab,
+    forward_peak_bytes,
+    forward_seconds,
+    layer_pattern_bytes,
+)
+from models.heads.finding.scores import (
+    current_token_score,
+    duplicate_token_score,
+    induction_score,
+    previous_token_score,
+)
+from models.model.facts import ModelFacts
+from models.model.forward import pattern_hook, run_with_hooks
 from models.model.loading import LoadedModel
+from models.progress import Progress, quiet
 
 DEFAULT_SEQ_LEN = 50
 DEFAULT_BATCH = 8
 DEFAULT_SEED = 0
 MAX_BATCH = 64
+CHUNK_BYTES = 512 * 2**20  # working set one chunk of sequences may take by default
+MAX_SPECIAL = 3  # special tokens a frame adds at most ([CLS] ... [SEP], BOS, ...)
+SCORED_PER_SECOND = 2e8  # pattern entries the numpy scoring reads per second, per pass
+SCORING_PASSES = 6  # times the scoring reads a layer's patterns (copy, gathers, duplicates)
+REPEATED_SCORES = ("induction", "previous_token", "duplicate_token", "current_token")
 # Placeholder pieces that are in the vocabulary but never in real text: [unused7], <pad>, <|x|>.
 _PLACEHOLDER = re.compile(r"^(\[[^\]]+\]|<\|?[^<>]*\|?>)$")
 
@@ -44,7 +70,7 @@ class RepeatedTokens:
         n_vocab_drawn: how many ordinary token ids the spans were drawn from.
     """
 
-    ids: torch.Tensor
+    ids: Int[torch.Tensor, "batch pos"]
     prefix_len: int
     seq_len: int
     n_vocab_drawn: int
@@ -58,15 +84,15 @@ class RepeatedScores:
     sequence, whose mean over the batch is ``induction``.
     """
 
-    induction: np.ndarray
-    previous_token: np.ndarray
-    duplicate_token: np.ndarray
-    current_token: np.ndarray
+    induction: Float[np.ndarray, "layer head_index"]
+    previous_token: Float[np.ndarray, "layer head_index"]
+    duplicate_token: Float[np.ndarray, "layer head_index"]
+    current_token: Float[np.ndarray, "layer head_index"]
     seq_len: int
     batch: int
     seed: int
     n_vocab_drawn: int
-    induction_per_sequence: np.ndarray | None = None
+    induction_per_sequence: Float[np.ndarray, "batch layer head_index"] | None = None
 
 
 def ordinary_token_ids(tokenizer, d_vocab: int) -> list[int]:
@@ -80,8 +106,11 @@ def ordinary_token_ids(tokenizer, d_vocab: int) -> list[int]:
     special = set(getattr(tokenizer, "all_special_ids", []) or [])
     special |= set(getattr(tokenizer, "added_tokens_decoder", {}) or {})
     pieces = tokenizer.convert_ids_to_tokens(list(range(n)))
-    return [i for i, piece in enumerate(pieces)
-            if i not in special and piece is not None and not _PLACEHOLDER.match(piece)]
+    return [
+        i
+        for i, piece in enumerate(pieces)
+        if i not in special and piece is not None and not _PLACEHOLDER.match(piece)
+    ]
 
 
 def special_frame(model: LoadedModel) -> tuple[list[int], list[int]]:
@@ -90,13 +119,17 @@ def special_frame(model: LoadedModel) -> tuple[list[int], list[int]]:
     full = [int(i) for i in model.bridge.to_tokens(probe)[0]]
     plain = list(model.tokenizer(probe, add_special_tokens=False)["input_ids"])
     for start in range(len(full) - len(plain) + 1):
-        if full[start:start + len(plain)] == plain:
-            return full[:start], full[start + len(plain):]
+        if full[start : start + len(plain)] == plain:
+            return full[:start], full[start + len(plain) :]
     return [], []
 
 
-def repeated_tokens(model: LoadedModel, seq_len: int = DEFAULT_SEQ_LEN,
-                    batch: int = DEFAULT_BATCH, seed: int = DEFAULT_SEED) -> RepeatedTokens:
+def repeated_tokens(
+    model: LoadedModel,
+    seq_len: int = DEFAULT_SEQ_LEN,
+    batch: int = DEFAULT_BATCH,
+    seed: int = DEFAULT_SEED,
+) -> RepeatedTokens:
     """Seeded ``[start, r_1..r_L, r_1..r_L, end]`` sequences for ``model``.
 
     Raises:
@@ -110,65 +143,161 @@ def repeated_tokens(model: LoadedModel, seq_len: int = DEFAULT_SEQ_LEN,
     total = len(prefix) + 2 * seq_len + len(suffix)
     if total > model.facts.n_ctx:
         longest = (model.facts.n_ctx - len(prefix) - len(suffix)) // 2
-        raise ScoreError(f"{model.facts.name} reads at most {model.facts.n_ctx} tokens, so the "
-                         f"repeated span can be at most {longest} tokens long.")
+        raise ScoreError(
+            f"{model.facts.name} reads at most {model.facts.n_ctx} tokens, so the "
+            f"repeated span can be at most {longest} tokens long."
+        )
     ordinary = torch.tensor(ordinary_token_ids(model.tokenizer, int(model.bridge.cfg.d_vocab)))
     if len(ordinary) < 2:
         raise ScoreError("The vocabulary has no ordinary tokens to draw from.")
     gen = torch.Generator().manual_seed(seed)
     span = ordinary[torch.randint(len(ordinary), (batch, seq_len), generator=gen)]
-    parts = [torch.tensor([prefix] * batch, dtype=torch.long).reshape(batch, len(prefix)),
-             span, span,
-             torch.tensor([suffix] * batch, dtype=torch.long).reshape(batch, len(suffix))]
-    return RepeatedTokens(ids=torch.cat(parts, dim=1), prefix_len=len(prefix), seq_len=seq_len,
-                          n_vocab_drawn=len(ordinary))
+    parts = [
+        torch.tensor([prefix] * batch, dtype=torch.long).reshape(batch, len(prefix)),
+        span,
+        span,
+        torch.tensor([suffix] * batch, dtype=torch.long).reshape(batch, len(suffix)),
+    ]
+    return RepeatedTokens(
+        ids=torch.cat(parts, dim=1),
+        prefix_len=len(prefix),
+        seq_len=seq_len,
+        n_vocab_drawn=len(ordinary),
+    )
 
 
-def repeated_patterns(model: LoadedModel, tokens: RepeatedTokens) -> np.ndarray:
-    """``batch layer head_index query_pos key_pos`` patterns of the repeated sequences."""
-    names = every_layer(pattern_hook, model.facts.n_layers)
-    acts = run_hooks(model, tokens.ids, names)
-    return np.stack([acts[name].numpy() for name in names], axis=1)
+# --- cost -----------------------------------------------------------------------------------
 
 
-def scores_on_repeated(patterns: np.ndarray, tokens: RepeatedTokens) -> dict[str, np.ndarray]:
-    """Induction, previous-, duplicate- and current-token scores, averaged over the batch.
+def repeated_positions(seq_len: int, n_special: int = MAX_SPECIAL) -> int:
+    """Tokens of one ``[start, r, r, end]`` sequence (``n_special``: the frame's size)."""
+    return 2 * seq_len + n_special
+
+
+def sequence_bytes(facts: ModelFacts, vocab: int, n_tokens: int) -> int:
+    """Working set one sequence adds to a chunk: its forward pass and the scoring of one layer
+    (the layer's patterns copied to the CPU, and the duplicate-token rows they are masked to)."""
+    scoring = 2 * layer_pattern_bytes(facts, n_tokens) + n_tokens * n_tokens
+    return forward_peak_bytes(facts, vocab, n_tokens) + scoring
+
+
+def default_chunk(facts: ModelFacts, vocab: int, seq_len: int, budget: int = CHUNK_BYTES) -> int:
+    """The most sequences one chunk holds within ``budget`` bytes (at least one)."""
+    per_sequence = sequence_bytes(facts, vocab, repeated_positions(seq_len))
+    return max(1, min(MAX_BATCH, budget // per_sequence))
+
+
+def repeated_peak_bytes(
+    facts: ModelFacts, vocab: int, seq_len: int, batch: int, chunk: int | None = None
+) -> int:
+    """Upper bound on the bytes :func:`measure_repeated` needs beyond the weights.
+
+    One chunk's working set (:func:`sequence_bytes` per sequence: every pattern is
+    ``head_index x n^2`` floats of one layer at a time) plus the per-sequence scores it keeps
+    (``batch x layer x head_index`` floats of each score).
 
     Args:
-        patterns: ``batch layer head_index query_pos key_pos``.
-        tokens: the sequences the patterns were computed on.
-
-    Returns:
-        Score name -> ``layer head_index`` array, and ``induction_per_sequence``
-        (``batch layer head_index``).
+        facts: the model's shape.
+        vocab: its vocabulary size (the logits of a chunk are ``chunk x n x vocab``).
+        seq_len: L, the span length.
+        batch: how many sequences.
+        chunk: sequences per forward pass; None for :func:`default_chunk`.
     """
-    ids = tokens.ids.numpy()
-    duplicate = np.stack([duplicate_token_score(patterns[b], ids[b])
-                          for b in range(patterns.shape[0])])
-    induction = induction_score(patterns, tokens.seq_len, tokens.prefix_len)
-    return {
-        "induction": induction.mean(axis=0),
-        "induction_per_sequence": induction,
-        "previous_token": previous_token_score(patterns).mean(axis=0),
-        "duplicate_token": duplicate.mean(axis=0),
-        "current_token": current_token_score(patterns).mean(axis=0),
-    }
+    chunk = min(batch, chunk or default_chunk(facts, vocab, seq_len))
+    kept = len(REPEATED_SCORES) * batch * facts.n_total_heads * 8
+    return chunk * sequence_bytes(facts, vocab, repeated_positions(seq_len)) + kept
 
 
-def measure_repeated(model: LoadedModel, seq_len: int = DEFAULT_SEQ_LEN,
-                     batch: int = DEFAULT_BATCH, seed: int = DEFAULT_SEED) -> RepeatedScores:
+def repeated_seconds(facts: ModelFacts, device: str, seq_len: int, batch: int) -> float:
+    """A first guess at the seconds of :func:`measure_repeated`: the forward passes and the
+    numpy scoring of every layer's patterns (:data:`SCORING_PASSES` reads of each entry)."""
+    n = repeated_positions(seq_len)
+    entries = batch * facts.n_total_heads * n * n
+    return forward_seconds(facts, device, n, batch) + SCORING_PASSES * entries / SCORED_PER_SECOND
+
+
+def repeated_estimate(
+    model: LoadedModel, seq_len: int, batch: int, chunk: int | None = None
+) -> Estimate:
+    """Seconds and peak bytes of :func:`measure_repeated` on ``model``, before it runs."""
+    facts = model.facts
+    return Estimate(
+        seconds=repeated_seconds(facts, model.spec.device, seq_len, batch),
+        peak_bytes=repeated_peak_bytes(facts, d_vocab(model), seq_len, batch, chunk),
+    )
+
+
+# --- measurement ----------------------------------------------------------------------------
+
+
+def layer_scorer(
+    tokens: RepeatedTokens, rows: slice, out: dict[str, np.ndarray], layer: int
+) -> Callable:
+    """A pattern hook that scores layer ``layer`` of the sequences ``rows`` into ``out``.
+
+    ``out[name]`` is ``batch layer head_index``; the hook reads the ``batch head_index
+    query_pos key_pos`` pattern the layer has just computed and keeps only the scores.
+    """
+    ids = tokens.ids[rows].numpy()
+
+    def hook(pattern: torch.Tensor, hook=None) -> None:
+        values = pattern.detach().to("cpu", torch.float32).numpy()
+        out["induction"][rows, layer] = induction_score(values, tokens.seq_len, tokens.prefix_len)
+        out["previous_token"][rows, layer] = previous_token_score(values)
+        out["current_token"][rows, layer] = current_token_score(values)
+        out["duplicate_token"][rows, layer] = np.stack(
+            [duplicate_token_score(values[b], ids[b]) for b in range(len(ids))]
+        )
+
+    return hook
+
+
+def measure_repeated(
+    model: LoadedModel,
+    seq_len: int = DEFAULT_SEQ_LEN,
+    batch: int = DEFAULT_BATCH,
+    seed: int = DEFAULT_SEED,
+    chunk: int | None = None,
+    progress: Progress = quiet,
+) -> RepeatedScores:
     """Run the repeated random tokens through ``model`` and score every head.
 
     Args:
-        model: a loaded model (the forward pass takes its lock).
+        model: a loaded model (each forward pass takes its lock).
         seq_len: L, the span length.
         batch: how many random sequences to average over.
         seed: seed of the token draw.
+        chunk: sequences per forward pass (None: as many as :data:`CHUNK_BYTES` allow); the
+            scores do not depend on it, the peak memory does (:func:`repeated_peak_bytes`).
+        progress: ``progress(fraction, text)`` once per chunk; may raise to stop.
 
     Raises:
         ScoreError: for settings the model cannot run.
     """
     tokens = repeated_tokens(model, seq_len, batch, seed)
-    scores = scores_on_repeated(repeated_patterns(model, tokens), tokens)
-    return RepeatedScores(seq_len=seq_len, batch=batch, seed=seed,
-                          n_vocab_drawn=tokens.n_vocab_drawn, **scores)
+    chunk = max(1, min(batch, chunk or default_chunk(model.facts, d_vocab(model), seq_len)))
+    n_layers = model.facts.n_layers
+    shape = (batch, n_layers, model.facts.n_heads)
+    out = {name: np.full(shape, np.nan) for name in REPEATED_SCORES}
+    for start in range(0, batch, chunk):
+        rows = slice(start, min(start + chunk, batch))
+        progress(start / batch, f"repeated tokens: sequences {start + 1}-{rows.stop} of {batch}")
+        hooks = [
+            (pattern_hook(layer), layer_scorer(tokens, rows, out, layer))
+            for layer in range(n_layers)
+        ]
+        run_with_hooks(model, tokens.ids[rows], hooks, return_type=None)
+    if np.isnan(out["previous_token"]).all(axis=(0, 2)).any():
+        raise ScoreError(f"{model.facts.name} did not show its attention pattern in every layer.")
+    progress(1.0, "done")
+    return RepeatedScores(
+        induction=out["induction"].mean(axis=0),
+        previous_token=out["previous_token"].mean(axis=0),
+        duplicate_token=out["duplicate_token"].mean(axis=0),
+        current_token=out["current_token"].mean(axis=0),
+        induction_per_sequence=out["induction"],
+        seq_len=seq_len,
+        batch=batch,
+        seed=seed,
+        n_vocab_drawn=tokens.n_vocab_drawn,
+    )

@@ -3,25 +3,22 @@
 Every function takes a pattern stack whose last two axes are ``query_pos key_pos`` (leading axes,
 such as ``layer head_index``, are kept) and returns one number per head. Positions are
 zero-based; ``A[i, j]`` is the weight query ``i`` puts on key ``j``. A score that has no query to
-average over is NaN, never a made-up 0.
+average over is NaN, never a made-up 0. A score converts only the entries it reads to float64
+(sums run in float64), so a large float32 stack is never copied whole at double precision.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 DEFAULT_SINK_EPS = 0.3
 DEFAULT_MIN_SINK_QUERIES = 4
 
-if TYPE_CHECKING:
-    from models.capture.run import AttentionRun
 
-
-def _as_float(pattern: np.ndarray) -> np.ndarray:
-    return np.asarray(pattern, dtype=np.float64)
+def _as_float(values: np.ndarray) -> np.ndarray:
+    return np.asarray(values, dtype=np.float64)
 
 
 def induction_score(pattern: np.ndarray, seq_len: int, prefix_len: int = 1) -> np.ndarray:
@@ -41,12 +38,14 @@ def induction_score(pattern: np.ndarray, seq_len: int, prefix_len: int = 1) -> n
     Returns:
         ``...`` scores in [0, 1].
     """
-    pattern = _as_float(pattern)
+    pattern = np.asarray(pattern)
     if seq_len < 1 or pattern.shape[-2] < prefix_len + 2 * seq_len:
-        raise ValueError(f"pattern of {pattern.shape[-2]} positions is too short for "
-                         f"prefix {prefix_len} + 2 x {seq_len} tokens")
+        raise ValueError(
+            f"pattern of {pattern.shape[-2]} positions is too short for "
+            f"prefix {prefix_len} + 2 x {seq_len} tokens"
+        )
     queries = np.arange(prefix_len + seq_len, prefix_len + 2 * seq_len)
-    return pattern[..., queries, queries - seq_len + 1].mean(axis=-1)
+    return _as_float(pattern[..., queries, queries - seq_len + 1]).mean(axis=-1)
 
 
 def previous_token_score(pattern: np.ndarray) -> np.ndarray:
@@ -57,12 +56,12 @@ def previous_token_score(pattern: np.ndarray) -> np.ndarray:
     Args:
         pattern: ``... query_pos key_pos``.
     """
-    pattern = _as_float(pattern)
+    pattern = np.asarray(pattern)
     n = pattern.shape[-2]
     if n < 2:
         return np.full(pattern.shape[:-2], np.nan)
     rows = np.arange(1, n)
-    return pattern[..., rows, rows - 1].mean(axis=-1)
+    return _as_float(pattern[..., rows, rows - 1]).mean(axis=-1)
 
 
 def current_token_score(pattern: np.ndarray, first_query: int = 1) -> np.ndarray:
@@ -76,12 +75,12 @@ def current_token_score(pattern: np.ndarray, first_query: int = 1) -> np.ndarray
         pattern: ``... query_pos key_pos``.
         first_query: the first query row counted.
     """
-    pattern = _as_float(pattern)
+    pattern = np.asarray(pattern)
     n = pattern.shape[-2]
     if n <= first_query:
         return np.full(pattern.shape[:-2], np.nan)
     rows = np.arange(first_query, n)
-    return pattern[..., rows, rows].mean(axis=-1)
+    return _as_float(pattern[..., rows, rows]).mean(axis=-1)
 
 
 def duplicate_mask(token_ids: Sequence[int]) -> np.ndarray:
@@ -105,15 +104,16 @@ def duplicate_token_score(pattern: np.ndarray, token_ids: Sequence[int]) -> np.n
         pattern: ``... query_pos key_pos``.
         token_ids: the ``query_pos`` token ids the pattern was computed on.
     """
-    pattern = _as_float(pattern)
+    pattern = np.asarray(pattern)
     dup = duplicate_mask(token_ids)
     if dup.shape != pattern.shape[-2:]:
         raise ValueError(f"{len(dup)} token ids for a pattern of shape {pattern.shape[-2:]}")
-    queries = dup.any(axis=-1)
-    if not queries.any():
+    queries = np.flatnonzero(dup.any(axis=-1))
+    if not len(queries):
         return np.full(pattern.shape[:-2], np.nan)
-    on_copies = (pattern * dup).sum(axis=-1)
-    return on_copies[..., queries].mean(axis=-1)
+    rows = pattern[..., queries, :]  # only the queries that have a copy
+    on_copies = np.where(dup[queries], rows, 0).sum(axis=-1, dtype=np.float64)
+    return on_copies.mean(axis=-1)
 
 
 def induction_targets(token_ids: Sequence[int]) -> np.ndarray:
@@ -143,12 +143,12 @@ def text_induction_score(pattern: np.ndarray, token_ids: Sequence[int]) -> np.nd
         pattern: ``... query_pos key_pos``.
         token_ids: the ``query_pos`` token ids.
     """
-    pattern = _as_float(pattern)
+    pattern = np.asarray(pattern)
     targets = induction_targets(token_ids)
     queries = np.flatnonzero(targets >= 0)
     if not len(queries):
         return np.full(pattern.shape[:-2], np.nan)
-    return pattern[..., queries, targets[queries]].mean(axis=-1)
+    return _as_float(pattern[..., queries, targets[queries]]).mean(axis=-1)
 
 
 def sink_query_mask(n: int, causal: bool) -> np.ndarray:
@@ -175,10 +175,10 @@ def sink_alphas(pattern: np.ndarray, causal: bool) -> np.ndarray:
     Returns:
         ``... key_pos`` alphas.
     """
-    pattern = _as_float(pattern)
+    pattern = np.asarray(pattern)
     counted = sink_query_mask(pattern.shape[-1], causal)
     n_queries = counted.sum(axis=0)
-    total = (pattern * counted).sum(axis=-2)
+    total = np.where(counted, pattern, 0).sum(axis=-2, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(n_queries > 0, total / np.maximum(n_queries, 1), np.nan)
 
@@ -191,11 +191,16 @@ def sink_score(pattern: np.ndarray, causal: bool, key: int = 0) -> np.ndarray:
         causal: whether the model masks future keys.
         key: the key position.
     """
-    return sink_alphas(pattern, causal)[..., key]
+    pattern = np.asarray(pattern)
+    counted = np.flatnonzero(sink_query_mask(pattern.shape[-1], causal)[:, key])
+    if not len(counted):
+        return np.full(pattern.shape[:-2], np.nan)
+    return _as_float(pattern[..., counted, key]).mean(axis=-1)
 
 
-def top_sink(alphas: np.ndarray, causal: bool,
-             min_queries: int = DEFAULT_MIN_SINK_QUERIES) -> tuple[np.ndarray, np.ndarray]:
+def top_sink(
+    alphas: np.ndarray, causal: bool, min_queries: int = DEFAULT_MIN_SINK_QUERIES
+) -> tuple[np.ndarray, np.ndarray]:
     """The key with the largest alpha per head, among keys enough queries can see.
 
     Under a causal mask a late key is seen by few queries, so one previous-token glance would
@@ -222,63 +227,3 @@ def flag(values: np.ndarray, threshold: float) -> np.ndarray:
     """Heads whose score is strictly above ``threshold``; NaN scores are never flagged."""
     values = np.asarray(values, dtype=np.float64)
     return np.where(np.isnan(values), False, values > threshold)
-
-
-def rate(flags: np.ndarray) -> float:
-    """Share of heads flagged (the sink rate when ``flags`` are sink flags)."""
-    flags = np.asarray(flags, dtype=bool)
-    return float(flags.mean()) if flags.size else float("nan")
-
-
-@dataclass(frozen=True)
-class PromptScores:
-    """Scores of every head on one token sequence; arrays are ``layer head_index``.
-
-    ``sink`` is alpha on position 0; ``sink_alphas`` is ``layer head_index key_pos``;
-    ``top_sink_pos``/``top_sink_alpha`` give each head's strongest sink anywhere.
-    """
-
-    previous_token: np.ndarray
-    duplicate_token: np.ndarray
-    current_token: np.ndarray
-    sink: np.ndarray
-    sink_alphas: np.ndarray
-    top_sink_pos: np.ndarray
-    top_sink_alpha: np.ndarray
-    has_duplicates: bool
-
-
-def prompt_scores(patterns: np.ndarray, token_ids: Sequence[int], causal: bool) -> PromptScores:
-    """Previous-, duplicate-, current-token and sink scores of every head on one prompt.
-
-    Args:
-        patterns: ``layer head_index query_pos key_pos``.
-        token_ids: the ``query_pos`` ids the patterns were computed on.
-        causal: whether the model masks future keys.
-    """
-    alphas = sink_alphas(patterns, causal)
-    top_pos, top_alpha = top_sink(alphas, causal)
-    return PromptScores(
-        previous_token=previous_token_score(patterns),
-        duplicate_token=duplicate_token_score(patterns, token_ids),
-        current_token=current_token_score(patterns),
-        sink=alphas[..., 0],
-        sink_alphas=alphas,
-        top_sink_pos=top_pos,
-        top_sink_alpha=top_alpha,
-        has_duplicates=bool(duplicate_mask(token_ids).any()),
-    )
-
-
-def run_scores(run: "AttentionRun") -> PromptScores:
-    """:func:`prompt_scores` of a captured run, one layer at a time.
-
-    A long prompt's patterns are rebuilt layer by layer (see ``models.capture.store``), so the
-    whole ``layer head_index query_pos key_pos`` stack is never held at once.
-    """
-    layers = [prompt_scores(patterns[None], run.token_ids, run.facts.causal)
-              for patterns in run.iter_layers()]
-    stacked = {name: np.concatenate([getattr(layer, name) for layer in layers])
-               for name in ("previous_token", "duplicate_token", "current_token", "sink",
-                            "sink_alphas", "top_sink_pos", "top_sink_alpha")}
-    return PromptScores(**stacked, has_duplicates=layers[0].has_duplicates)

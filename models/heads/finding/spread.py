@@ -45,8 +45,11 @@ class Spread:
     def se(self) -> np.ndarray:
         """Standard error of the mean; NaN for a head scored on fewer than two texts."""
         n = self.n
-        std = self._quiet(np.nanstd, ddof=1) if self.per_text.shape[0] > 1 else np.full(
-            n.shape, np.nan)
+        std = (
+            self._quiet(np.nanstd, ddof=1)
+            if self.per_text.shape[0] > 1
+            else np.full(n.shape, np.nan)
+        )
         return np.where(n >= 2, std / np.sqrt(np.maximum(n, 1)), np.nan)
 
     @property

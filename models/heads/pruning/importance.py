@@ -4,33 +4,47 @@ Per text, one clean pass stores every block's output. An ablated run of the head
 ``l`` cannot differ from the clean run before block ``l``, so it starts there
 (:func:`models.model.resume.run_resumed`): several ablated runs go in one batch, copy ``i``
 with its own heads ablated at ``hook_z``. Each copy's loss is the mean cross-entropy over its
-text, exactly what :func:`models.heads.ablation.ablated_loss` measures one pass at a time.
+text, exactly what :func:`models.heads.pruning.ablation.ablated_loss` measures one whole pass at
+a time.
 
 Every text counts once: the corpus importance of a head is the mean over texts of its loss
-change on each text, with the spread of :mod:`models.heads.spread`. Mean-ablation replaces a
-head's ``hook_z`` by its mean over every position of every text of the corpus.
+change on each text, with the spread of :mod:`models.heads.finding.spread`. Mean-ablation
+replaces a head's ``hook_z`` by its mean over every position of every text of the corpus. A
+one-text corpus is the command line's importance on one text.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Literal, Sequence
 
 import numpy as np
 import torch
+from jaxtyping import Float
 
-from models.heads.ablation import AblationMethod, Head, check_hooks, mask_gradient
-from models.heads.loss import LossTask, row_losses
-from models.heads.spread import Spread, spread
-from models.heads.work import Meter, pass_cost
+from models.head import Head, all_heads
+from models.heads.cost import (
+    FLOAT_BYTES,
+    RESIDUAL_COPIES,
+    Estimate,
+    Meter,
+    d_vocab,
+    forward_peak_bytes,
+    layer_pattern_bytes,
+    pass_cost,
+    seconds_for,
+)
+from models.heads.finding.spread import Spread, spread
+from models.heads.names import ABLATION_METHODS, AblationMethod, Ranking
+from models.heads.pruning.ablation import check_hooks, copy_hooks, first_layer, mask_gradient
+from models.heads.pruning.loss import LossTask, row_losses
 from models.model.forward import every_layer, run_hooks, z_hook
-from models.model.resume import clean_pass, run_resumed
 from models.model.loading import LoadedModel
+from models.model.resume import clean_pass, run_resumed
 from models.progress import Progress, quiet
 
-CorpusRanking = Literal["zero", "mean", "gradient", "first_order"]
 TOKENS_PER_BATCH = 1024
+Mask = Sequence[tuple[int, int]]  # the heads one copy ablates together
 
 
 @dataclass(frozen=True)
@@ -42,72 +56,51 @@ class CleanText:
     outputs: list[torch.Tensor] | None
 
 
-def copy_hooks(masks: Sequence[Iterable[Head]], method: AblationMethod,
-               means: torch.Tensor | None = None) -> list[tuple[str, Callable]]:
-    """``hook_z`` hooks for a batch: copy ``i`` has the heads of ``masks[i]`` ablated.
-
-    Args:
-        masks: one collection of ``(layer, head)`` per batch row (empty: a clean row).
-        method: ``zero`` or ``mean``.
-        means: ``layer head_index d_head``; needed for ``mean``.
-    """
-    if method == "mean" and means is None:
-        raise ValueError("mean ablation needs the heads' means")
-    per_layer: dict[int, list[tuple[int, list[int]]]] = defaultdict(list)
-    for row, heads in enumerate(masks):
-        by_layer: dict[int, list[int]] = defaultdict(list)
-        for layer, head in heads:
-            by_layer[int(layer)].append(int(head))
-        for layer, idx in by_layer.items():
-            per_layer[layer].append((row, sorted(idx)))
-
-    def make(layer: int, rows: list[tuple[int, list[int]]]) -> Callable:
-        def hook(z: torch.Tensor, hook=None) -> torch.Tensor:
-            out = z.clone()
-            for row, idx in rows:
-                if method == "zero":
-                    out[row, :, idx] = 0.0
-                else:
-                    out[row, :, idx] = means[layer, idx].to(out.device, out.dtype)
-            return out
-        return hook
-
-    return [(z_hook(layer), make(layer, rows)) for layer, rows in sorted(per_layer.items())]
-
-
-def first_layer(masks: Sequence[Iterable[Head]], n_layers: int) -> int:
-    """The earliest layer any copy ablates (``n_layers`` when none does)."""
-    return min((int(layer) for heads in masks for layer, _ in heads), default=n_layers)
-
-
 def clean_text(model: LoadedModel, task: LossTask) -> CleanText:
+    """The clean pass of one text, keeping every block's output to resume from."""
     logits, _, outputs = clean_pass(model, task.ids)
     return CleanText(task, float(row_losses(logits, task.labels)[0]), outputs)
 
 
-def ablated_losses(model: LoadedModel, clean: CleanText, masks: Sequence[Iterable[Head]],
-                   method: AblationMethod = "zero", means: torch.Tensor | None = None
-                   ) -> np.ndarray:
+def ablated_losses(
+    model: LoadedModel,
+    clean: CleanText,
+    masks: Sequence[Iterable[tuple[int, int]]],
+    method: AblationMethod = "zero",
+    means: Float[torch.Tensor, "layer head_index d_head"] | None = None,
+) -> Float[np.ndarray, " copies"]:
     """Loss of each copy in one batched pass; ``masks[i]`` are the heads copy ``i`` ablates."""
-    masks = [list(m) for m in masks]
-    start = first_layer(masks, model.facts.n_layers)
+    rows = [list(m) for m in masks]
+    start = first_layer(rows, model.facts.n_layers)
     if start >= model.facts.n_layers:
-        return np.full(len(masks), clean.loss)
-    logits = run_resumed(model, clean.task.ids, copy_hooks(masks, method, means), start,
-                         clean.outputs, copies=len(masks))
+        return np.full(len(rows), clean.loss)
+    logits = run_resumed(
+        model,
+        clean.task.ids,
+        copy_hooks(rows, method, means),
+        start,
+        clean.outputs,
+        copies=len(rows),
+    )
     return row_losses(logits, clean.task.labels).double().numpy()
 
 
-def batches(masks: Sequence[Sequence[Head]], n_tokens: int) -> list[list[int]]:
+def batches(masks: Sequence[Mask], n_tokens: int) -> list[list[int]]:
     """Indices of ``masks`` in batches of at most ``TOKENS_PER_BATCH`` tokens, by first layer."""
     size = max(1, TOKENS_PER_BATCH // max(n_tokens, 1))
     order = sorted(range(len(masks)), key=lambda i: first_layer([masks[i]], 10**9))
-    return [order[i:i + size] for i in range(0, len(order), size)]
+    return [order[i : i + size] for i in range(0, len(order), size)]
 
 
-def run_masks(model: LoadedModel, clean: CleanText, masks: Sequence[Sequence[Head]],
-              method: AblationMethod, means: torch.Tensor | None, meter: Meter, label: str
-              ) -> np.ndarray:
+def run_masks(
+    model: LoadedModel,
+    clean: CleanText,
+    masks: Sequence[Mask],
+    method: AblationMethod,
+    means: torch.Tensor | None,
+    meter: Meter,
+    label: str,
+) -> np.ndarray:
     """Loss under every mask, batch by batch, reporting to ``meter``."""
     n_tokens = clean.task.ids.shape[1]
     out = np.zeros(len(masks))
@@ -119,21 +112,27 @@ def run_masks(model: LoadedModel, clean: CleanText, masks: Sequence[Sequence[Hea
     return out
 
 
-def plan_cost(model: LoadedModel, masks: Sequence[Sequence[Head]], n_tokens: int) -> float:
-    return sum(pass_cost(model, n_tokens, first_layer([masks[i] for i in rows],
-                                                      model.facts.n_layers), len(rows))
-               for rows in batches(masks, n_tokens))
+def plan_cost(model: LoadedModel, masks: Sequence[Mask], n_tokens: int) -> float:
+    """Work units of :func:`run_masks` over one text of ``n_tokens`` tokens."""
+    return sum(
+        pass_cost(
+            model, n_tokens, first_layer([masks[i] for i in rows], model.facts.n_layers), len(rows)
+        )
+        for rows in batches(masks, n_tokens)
+    )
 
 
-def corpus_means(model: LoadedModel, tasks: Sequence[LossTask], meter: Meter | None = None
-                 ) -> torch.Tensor:
+def corpus_means(
+    model: LoadedModel, tasks: Sequence[LossTask], meter: Meter | None = None
+) -> Float[torch.Tensor, "layer head_index d_head"]:
     """Every head's ``hook_z`` averaged over every position of every text.
 
     Returns:
         ``layer head_index d_head`` float32 on CPU.
     """
     names = every_layer(z_hook, model.facts.n_layers)
-    total, count = None, 0
+    total: torch.Tensor | None = None
+    count = 0
     for t, task in enumerate(tasks):
         if meter is not None:
             meter.step(pass_cost(model, task.ids.shape[1]), f"head means: text {t + 1}")
@@ -141,12 +140,14 @@ def corpus_means(model: LoadedModel, tasks: Sequence[LossTask], meter: Meter | N
         sums = torch.stack([acts[name].sum(dim=(0, 1)) for name in names])
         total = sums if total is None else total + sums
         count += task.ids.shape[1]
+    if total is None:
+        raise ValueError("head means need at least one text")
     return total / count
 
 
 def single_heads(model: LoadedModel) -> list[list[Head]]:
-    return [[(layer, head)] for layer, head in np.ndindex(model.facts.n_layers,
-                                                          model.facts.n_heads)]
+    """One mask per head, in ``L.H`` order."""
+    return [[head] for head in all_heads(model.facts.n_layers, model.facts.n_heads)]
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,7 @@ class CorpusImportance:
         n_targets: scored tokens over the whole corpus.
     """
 
-    spreads: dict[str, Spread]
+    spreads: dict[Ranking, Spread]
     base_losses: np.ndarray
     means: torch.Tensor | None
     kind: str
@@ -177,7 +178,7 @@ class CorpusImportance:
     def n_texts(self) -> int:
         return len(self.base_losses)
 
-    def ranking(self, by: CorpusRanking) -> np.ndarray:
+    def ranking(self, by: Ranking) -> np.ndarray:
         """``layer head_index`` means of one measure; NaN where it was not measured."""
         if by not in self.spreads:
             first = next(iter(self.spreads.values())).mean
@@ -201,23 +202,72 @@ class CorpusImportance:
         return self.ranking("first_order")
 
 
+def masks_peak_bytes(model: LoadedModel, n_tokens: int) -> int:
+    """Bytes :func:`run_masks` needs on one text: its stored block outputs and one batch of
+    copies resumed from them (:func:`models.heads.cost.forward_peak_bytes`)."""
+    facts = model.facts
+    copies = max(1, TOKENS_PER_BATCH // max(n_tokens, 1))
+    stored = facts.n_layers * n_tokens * facts.d_model * FLOAT_BYTES
+    return stored + forward_peak_bytes(facts, d_vocab(model), n_tokens, copies)
+
+
+def gradient_peak_bytes(model: LoadedModel, n_tokens: int) -> int:
+    """Bytes :func:`mask_gradient` needs on one text: the backward pass keeps every layer's
+    attention (two pattern-sized tensors) and residual-stream activations, and the logits
+    with their gradient."""
+    facts = model.facts
+    per_layer = (
+        2 * layer_pattern_bytes(facts, n_tokens)
+        + RESIDUAL_COPIES * n_tokens * facts.d_model * FLOAT_BYTES
+    )
+    return facts.n_layers * per_layer + 2 * n_tokens * d_vocab(model) * FLOAT_BYTES
+
+
+def importance_estimate(
+    model: LoadedModel, sizes: Sequence[int], methods: Sequence[str]
+) -> Estimate:
+    """Seconds and peak bytes of :func:`measure_corpus_importance` on texts of ``sizes``
+    tokens, before it runs (the longest text sets the peak)."""
+    longest = max(sizes, default=1)
+    peak = masks_peak_bytes(model, longest)
+    if "gradient" in methods:
+        peak = max(peak, gradient_peak_bytes(model, longest))
+    return Estimate(
+        seconds=seconds_for(model, importance_work(model, sizes, methods)), peak_bytes=peak
+    )
+
+
+def curve_estimate(model: LoadedModel, sizes: Sequence[int], n_points: int) -> Estimate:
+    """Seconds and peak bytes of :func:`pruning_curve` with ``n_points`` head sets."""
+    work = sum(pass_cost(model, n) + pass_cost(model, n, copies=n_points) for n in sizes)
+    return Estimate(
+        seconds=seconds_for(model, work), peak_bytes=masks_peak_bytes(model, max(sizes, default=1))
+    )
+
+
 def importance_work(model: LoadedModel, sizes: Sequence[int], methods: Sequence[str]) -> float:
     """Work units of :func:`measure_corpus_importance` on texts of ``sizes`` tokens."""
     masks = single_heads(model)
     ablate = sum(m in methods for m in ("zero", "mean"))
-    total = sum(pass_cost(model, n) * (1 + 3 * ("gradient" in methods))
-                + ablate * plan_cost(model, masks, n) for n in sizes)
+    total = sum(
+        pass_cost(model, n) * (1 + 3 * ("gradient" in methods))
+        + ablate * plan_cost(model, masks, n)
+        for n in sizes
+    )
     return total + (sum(pass_cost(model, n) for n in sizes) if "mean" in methods else 0.0)
 
 
-def measure_corpus_importance(model: LoadedModel, tasks: Sequence[LossTask],
-                              methods: Sequence[str] = ("zero", "mean", "gradient"),
-                              progress: Progress = quiet) -> CorpusImportance:
+def measure_corpus_importance(
+    model: LoadedModel,
+    tasks: Sequence[LossTask],
+    methods: Sequence[str] = ("zero", "mean", "gradient"),
+    progress: Progress = quiet,
+) -> CorpusImportance:
     """Single-head ablation effects (and the mask gradient) on every text.
 
     Args:
         model: a loaded model.
-        tasks: from :func:`models.heads.work.corpus_tasks` or ``budget_tasks``.
+        tasks: from :func:`models.heads.pruning.loss.corpus_tasks` or ``budget_tasks``.
         methods: any of ``zero``, ``mean``, ``gradient`` (the last also gives ``first_order``).
         progress: ``progress(fraction, text)`` in proportion to the work done.
 
@@ -227,12 +277,14 @@ def measure_corpus_importance(model: LoadedModel, tasks: Sequence[LossTask],
     check_hooks(model)
     shape = (len(tasks), model.facts.n_layers, model.facts.n_heads)
     masks = single_heads(model)
-    ablate = [m for m in ("zero", "mean") if m in methods]
+    ablate = [m for m in ABLATION_METHODS if m in methods]
     sizes = [task.ids.shape[1] for task in tasks]
     meter = Meter(progress, importance_work(model, sizes, methods))
     means = corpus_means(model, tasks, meter) if "mean" in methods else None
-    per_text = {name: np.full(shape, np.nan) for name in
-                [*ablate, *(["gradient", "first_order"] if "gradient" in methods else [])]}
+    measured: list[Ranking] = [*ablate]
+    if "gradient" in methods:
+        measured += ["gradient", "first_order"]
+    per_text = {name: np.full(shape, np.nan) for name in measured}
     base = np.zeros(len(tasks))
     for t, task in enumerate(tasks):
         where = f"text {t + 1} of {len(tasks)}"
@@ -240,22 +292,32 @@ def measure_corpus_importance(model: LoadedModel, tasks: Sequence[LossTask],
         clean = clean_text(model, task)
         base[t] = clean.loss
         for method in ablate:
-            losses = run_masks(model, clean, masks, method, means, meter,
-                               f"{method}-ablating every head, {where}")
+            losses = run_masks(
+                model, clean, masks, method, means, meter, f"{method}-ablating every head, {where}"
+            )
             per_text[method][t] = (losses - clean.loss).reshape(shape[1:])
         if "gradient" in methods:
             meter.step(3 * pass_cost(model, sizes[t]), f"gradient through a head mask, {where}")
             grad, _ = mask_gradient(model, task)
             per_text["gradient"][t], per_text["first_order"][t] = np.abs(grad), -grad
     progress(1.0, "done")
-    return CorpusImportance(spreads={k: spread(v) for k, v in per_text.items()},
-                            base_losses=base, means=means, kind=tasks[0].kind,
-                            n_targets=sum(task.n_targets for task in tasks))
+    return CorpusImportance(
+        spreads={k: spread(v) for k, v in per_text.items()},
+        base_losses=base,
+        means=means,
+        kind=tasks[0].kind,
+        n_targets=sum(task.n_targets for task in tasks),
+    )
 
 
-def corpus_losses(model: LoadedModel, tasks: Sequence[LossTask], masks: Sequence[Sequence[Head]],
-                  method: AblationMethod = "zero", means: torch.Tensor | None = None,
-                  progress: Progress = quiet) -> np.ndarray:
+def corpus_losses(
+    model: LoadedModel,
+    tasks: Sequence[LossTask],
+    masks: Sequence[Mask],
+    method: AblationMethod = "zero",
+    means: torch.Tensor | None = None,
+    progress: Progress = quiet,
+) -> np.ndarray:
     """Mean over texts of the loss with each mask's heads ablated together.
 
     Returns:
@@ -267,8 +329,15 @@ def corpus_losses(model: LoadedModel, tasks: Sequence[LossTask], masks: Sequence
     for t, task in enumerate(tasks):
         meter.step(pass_cost(model, sizes[t]), f"clean run, text {t + 1} of {len(tasks)}")
         clean = clean_text(model, task)
-        out[t] = run_masks(model, clean, masks, method, means, meter,
-                           f"{method}-ablating head sets, text {t + 1} of {len(tasks)}")
+        out[t] = run_masks(
+            model,
+            clean,
+            masks,
+            method,
+            means,
+            meter,
+            f"{method}-ablating head sets, text {t + 1} of {len(tasks)}",
+        )
     progress(1.0, "done")
     return out.mean(axis=0)
 
@@ -280,11 +349,15 @@ def curve_points(n_heads: int, most: int = 17) -> list[int]:
     return sorted({int(k) for k in np.linspace(0, n_heads, most).round()})
 
 
-def pruning_curve(model: LoadedModel, tasks: Sequence[LossTask], order: Sequence[Head],
-                  method: AblationMethod = "zero", means: torch.Tensor | None = None,
-                  progress: Progress = quiet) -> tuple[list[int], np.ndarray]:
+def pruning_curve(
+    model: LoadedModel,
+    tasks: Sequence[LossTask],
+    order: Sequence[Head],
+    method: AblationMethod = "zero",
+    means: torch.Tensor | None = None,
+    progress: Progress = quiet,
+) -> tuple[list[int], np.ndarray]:
     """Corpus loss with the first ``k`` heads of ``order`` ablated together, for each ``k`` of
     :func:`curve_points`; every point is its own pass, not a sum of single-head effects."""
     ks = curve_points(len(order))
-    return ks, corpus_losses(model, tasks, [list(order[:k]) for k in ks], method, means,
-                             progress)
+    return ks, corpus_losses(model, tasks, [list(order[:k]) for k in ks], method, means, progress)

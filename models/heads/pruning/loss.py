@@ -1,4 +1,4 @@
-"""The loss a pruning measurement watches, on a reference text.
+"""The loss a pruning measurement watches: one task per text, and the texts a token budget holds.
 
 Causal models: next-token cross-entropy, averaged over every position that has a next token.
 Encoders: masked-token cross-entropy on a seeded 15 % of the ordinary tokens, each replaced by
@@ -6,17 +6,22 @@ the mask token -- but only when the checkpoint ships trained masked-LM head weig
 builds encoders as ``...ForMaskedLM``; when the checkpoint has no head (all-MiniLM-L6-v2 is a
 sentence-embedding checkpoint) that head is random, its loss means nothing, and we say so
 instead of showing a number. The decision reads the checkpoint's tensor names, not the model.
+
+A corpus becomes one task per text (:func:`corpus_tasks`), or the first texts that fit a token
+budget (:func:`budget_tasks`), which is what the ablation's cost grows with.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import torch
 import torch.nn.functional as F
+from jaxtyping import Float, Int
 
 from models.errors import UserError
 from models.model.forward import tokenize
@@ -27,10 +32,19 @@ LossKind = Literal["next_token", "masked_token"]
 IGNORE = -100
 MASK_RATE = 0.15
 # Tensor-name fragments of trained masked-LM heads (BERT, RoBERTa, DistilBERT, ELECTRA, ALBERT).
-MLM_HEAD_KEYS = ("cls.predictions.", "lm_head.", "vocab_transform.", "vocab_projector.",
-                 "generator_predictions.", "predictions.dense.")
-CHECKPOINT_FILES = ("model.safetensors.index.json", "model.safetensors",
-                    "pytorch_model.bin.index.json")
+MLM_HEAD_KEYS = (
+    "cls.predictions.",
+    "lm_head.",
+    "vocab_transform.",
+    "vocab_projector.",
+    "generator_predictions.",
+    "predictions.dense.",
+)
+CHECKPOINT_FILES = (
+    "model.safetensors.index.json",
+    "model.safetensors",
+    "pytorch_model.bin.index.json",
+)
 
 
 class LossUnavailable(UserError):
@@ -50,8 +64,8 @@ class LossTask:
         n_tokens_full: the text's length in tokens before any cut to the context.
     """
 
-    ids: torch.Tensor
-    labels: torch.Tensor
+    ids: Int[torch.Tensor, "1 pos"]
+    labels: Int[torch.Tensor, "1 pos"]
     kind: LossKind
     n_tokens_full: int
 
@@ -91,6 +105,8 @@ def mlm_head_in_checkpoint(spec: ModelSpec) -> bool | None:
         keys = _checkpoint_keys(path)
     except (OSError, ValueError):
         return None
+    if keys is None:
+        return None
     return any(fragment in key for key in keys for fragment in MLM_HEAD_KEYS)
 
 
@@ -104,24 +120,28 @@ def loss_kind(model: LoadedModel) -> LossKind:
         return "next_token"
     name = model.facts.name
     if getattr(model.tokenizer, "mask_token_id", None) is None:
-        raise LossUnavailable(f"Not available for {name}: an encoder without a mask token has "
-                              "no masked-token loss.")
+        raise LossUnavailable(
+            f"Not available for {name}: an encoder without a mask token has no masked-token loss."
+        )
     if not model.facts.architecture.endswith("ForMaskedLM"):
-        raise LossUnavailable(f"Not available for {name}: it was not loaded with a "
-                              "masked-language-model head.")
+        raise LossUnavailable(
+            f"Not available for {name}: it was not loaded with a masked-language-model head."
+        )
     present = mlm_head_in_checkpoint(model.spec)
     if present is None:
-        raise LossUnavailable(f"Not available for {name}: its checkpoint could not be read to "
-                              "confirm it ships masked-LM head weights.")
+        raise LossUnavailable(
+            f"Not available for {name}: its checkpoint could not be read to "
+            "confirm it ships masked-LM head weights."
+        )
     if not present:
         raise LossUnavailable(
             f"Not available for {name}: its checkpoint has no masked-language-model head, so "
-            "the head the loader attaches is random and its loss would mean nothing.")
+            "the head the loader attaches is random and its loss would mean nothing."
+        )
     return "masked_token"
 
 
-def _masked(model: LoadedModel, ids: torch.Tensor, seed: int
-            ) -> tuple[torch.Tensor, torch.Tensor]:
+def _masked(model: LoadedModel, ids: torch.Tensor, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     special = set(getattr(model.tokenizer, "all_special_ids", []) or [])
     candidates = [i for i, t in enumerate(ids[0].tolist()) if t not in special]
     if not candidates:
@@ -136,8 +156,9 @@ def _masked(model: LoadedModel, ids: torch.Tensor, seed: int
     return inputs, labels
 
 
-def reference_task(model: LoadedModel, text: str, seed: int = 0,
-                   max_tokens: int | None = None) -> LossTask:
+def reference_task(
+    model: LoadedModel, text: str, seed: int = 0, max_tokens: int | None = None
+) -> LossTask:
     """The loss task for ``text`` on ``model`` (cut to the model's context, or ``max_tokens``).
 
     Raises:
@@ -156,7 +177,9 @@ def reference_task(model: LoadedModel, text: str, seed: int = 0,
     return LossTask(ids=inputs, labels=labels, kind=kind, n_tokens_full=n_full)
 
 
-def loss_from_logits(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def loss_from_logits(
+    logits: Float[torch.Tensor, "batch pos d_vocab"], labels: Int[torch.Tensor, "batch pos"]
+) -> Float[torch.Tensor, ""]:
     """Mean cross-entropy over the scored positions, in float32.
 
     Args:
@@ -167,7 +190,9 @@ def loss_from_logits(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor
     return F.cross_entropy(flat, labels.reshape(-1).to(flat.device), ignore_index=IGNORE)
 
 
-def row_losses(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def row_losses(
+    logits: Float[torch.Tensor, "batch pos d_vocab"], labels: Int[torch.Tensor, "batch pos"]
+) -> Float[torch.Tensor, " batch"]:
     """Mean cross-entropy of each batch row over its scored positions, float32 on CPU.
 
     Args:
@@ -178,5 +203,50 @@ def row_losses(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         ``batch`` losses; row ``b`` equals :func:`loss_from_logits` of ``logits[b:b+1]``.
     """
     labels = labels.to(logits.device).expand(logits.shape[0], -1)
-    return torch.stack([loss_from_logits(logits[b:b + 1], labels[b:b + 1]).detach().cpu()
-                        for b in range(logits.shape[0])])
+    return torch.stack(
+        [
+            loss_from_logits(logits[b : b + 1], labels[b : b + 1]).detach().cpu()
+            for b in range(logits.shape[0])
+        ]
+    )
+
+
+# --- a corpus as tasks --------------------------------------------------------------------------
+
+
+def corpus_tasks(
+    model: LoadedModel, texts: Sequence[str], max_tokens: int | None = None
+) -> list[LossTask]:
+    """The loss task of every text (cut to ``max_tokens``)."""
+    return [reference_task(model, text, max_tokens=max_tokens) for text in texts]
+
+
+def default_budget(model: LoadedModel) -> int:
+    """Tokens the ablation runs on by default: 1,024 for a small model, 512 for a larger one."""
+    return 1024 if model.facts.n_total_heads <= 48 else 512
+
+
+def budget_tasks(
+    model: LoadedModel,
+    texts: Sequence[str],
+    budget: int,
+    max_tokens: int | None = None,
+    min_tokens: int = 16,
+) -> list[LossTask]:
+    """Loss tasks of the first texts that fit in ``budget`` tokens (special tokens counted).
+
+    The last text is cut to what is left, unless fewer than ``min_tokens`` are; the first text
+    is always used.
+    """
+    tasks: list[LossTask] = []
+    left = budget
+    for text in texts:
+        cap = min(left, max_tokens or left)
+        if tasks and cap < min_tokens:
+            break
+        task = reference_task(model, text, max_tokens=max(cap, 2))
+        tasks.append(task)
+        left -= int(task.ids.shape[1])
+        if left <= 0:
+            break
+    return tasks

@@ -18,22 +18,36 @@ classes, whose configuration holds one head count for the whole model:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
+import numpy as np
 import torch
+from jaxtyping import Float
 from torch import nn
 
 from models.errors import UserError
+from models.head import Head
 
 Family = Literal["gpt2", "bert", "llama"]
-Head = tuple[int, int]
 # Configurations whose attention is Llama's: separate q/k/v/o projections, head_dim in config.
-LLAMA_TYPES = {"llama", "mistral", "qwen2", "qwen3", "olmo", "granite", "smollm3",
-               "gemma", "gemma2", "helium"}
+LLAMA_TYPES = {
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "olmo",
+    "granite",
+    "smollm3",
+    "gemma",
+    "gemma2",
+    "helium",
+}
 
 
 def plural(n: int, word: str) -> str:
+    """``1 head``, ``2 heads``."""
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
@@ -59,11 +73,15 @@ def family(hf_model: Any) -> Family:
     inner = getattr(hf_model, "model", None)
     layers = getattr(inner, "layers", None)
     attn = getattr(layers[0], "self_attn", None) if layers is not None and len(layers) else None
-    if attn is not None and all(isinstance(getattr(attn, name, None), nn.Linear)
-                                for name in ("q_proj", "k_proj", "v_proj", "o_proj")):
+    if attn is not None and all(
+        isinstance(getattr(attn, name, None), nn.Linear)
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj")
+    ):
         return "llama"
-    raise PruneError(f"Pruning and export cover GPT-2, BERT and Llama-style models (separate "
-                     f"q/k/v/o projections); {type(hf_model).__name__} is none of these.")
+    raise PruneError(
+        f"Pruning and export cover GPT-2, BERT and Llama-style models (separate "
+        f"q/k/v/o projections); {type(hf_model).__name__} is none of these."
+    )
 
 
 @dataclass(frozen=True)
@@ -96,51 +114,95 @@ class PrunePlan:
         size = self.n_heads // self.n_kv_heads
         parts = [f"{plural(len(self.heads), 'head')} pruned."]
         if self.groups_per_layer:
-            parts.append(f"Removed from the weights: "
-                         f"{plural(self.groups_per_layer, 'key/value group')} "
-                         f"({plural(self.groups_per_layer * size, 'query head')}) in every "
-                         f"layer; the "
-                         f"config now says {self.n_heads - self.groups_per_layer * size} heads "
-                         f"and {self.n_kv_heads - self.groups_per_layer} key/value heads.")
+            parts.append(
+                f"Removed from the weights: "
+                f"{plural(self.groups_per_layer, 'key/value group')} "
+                f"({plural(self.groups_per_layer * size, 'query head')}) in every "
+                f"layer; the "
+                f"config now says {self.n_heads - self.groups_per_layer * size} heads "
+                f"and {self.n_kv_heads - self.groups_per_layer} key/value heads."
+            )
         if self.masked:
-            parts.append(f"Masked (output columns set to zero, parameters kept): "
-                         f"{plural(len(self.masked), 'head')}.")
+            parts.append(
+                f"Masked (output columns set to zero, parameters kept): "
+                f"{plural(len(self.masked), 'head')}."
+            )
         return " ".join(parts + list(self.notes))
 
 
-def plan_pruning(fam: Family, n_layers: int, n_heads: int, n_kv_heads: int, d_head: int,
-                 heads: Iterable[Head]) -> PrunePlan:
-    """Decide, per pruned head, removal or masking (see the module docstring)."""
-    chosen = tuple(sorted({(int(l), int(h)) for l, h in heads}))
-    for layer, head in chosen:
-        if not (0 <= layer < n_layers and 0 <= head < n_heads):
-            raise PruneError(f"There is no head {layer}.{head} in a model of {n_layers} layers "
-                             f"x {n_heads} heads.")
+def plan_pruning(
+    fam: Family,
+    n_layers: int,
+    n_heads: int,
+    n_kv_heads: int,
+    d_head: int,
+    heads: Iterable[tuple[int, int]],
+) -> PrunePlan:
+    """Decide, per pruned head, removal or masking (see the module docstring).
+
+    Args:
+        fam: the recipe (:func:`family`).
+        n_layers, n_heads, n_kv_heads, d_head: the model's attention shape.
+        heads: the heads to prune (``Head`` or ``(layer, index)``; repeats are ignored).
+
+    Raises:
+        PruneError: a head the model does not have.
+    """
+    chosen = tuple(sorted({Head(int(layer), int(index)) for layer, index in heads}))
+    for head in chosen:
+        if not head.fits(n_layers, n_heads):
+            raise PruneError(
+                f"There is no head {head} in a model of {n_layers} layers x {n_heads} heads."
+            )
     notes: list[str] = []
     removed: dict[int, tuple[int, ...]] = {}
     if fam == "llama":
         size = n_heads // n_kv_heads
-        full = {layer: [g for g in range(n_kv_heads)
-                        if all((layer, g * size + j) in chosen for j in range(size))]
-                for layer in range(n_layers)}
+        full = {
+            layer: [
+                g
+                for g in range(n_kv_heads)
+                if all((layer, g * size + j) in chosen for j in range(size))
+            ]
+            for layer in range(n_layers)
+        }
         r = min(min(len(g) for g in full.values()), n_kv_heads - 1)
         if r:
             removed = {layer: tuple(groups[:r]) for layer, groups in full.items()}
         elif any(full.values()):
-            notes.append("Whole key/value groups are pruned in some layers but not in every "
-                         "layer; a stock checkpoint has one head count for all layers, so "
-                         "they are masked.")
+            notes.append(
+                "Whole key/value groups are pruned in some layers but not in every "
+                "layer; a stock checkpoint has one head count for all layers, so "
+                "they are masked."
+            )
     else:
-        notes.append(f"{'GPT-2' if fam == 'gpt2' else 'BERT'} derives the head size from the "
-                     "model width, so a stock checkpoint cannot hold fewer heads: pruned heads "
-                     "are masked.")
+        notes.append(
+            f"{'GPT-2' if fam == 'gpt2' else 'BERT'} derives the head size from the "
+            "model width, so a stock checkpoint cannot hold fewer heads: pruned heads "
+            "are masked."
+        )
     size = n_heads // n_kv_heads
-    gone = {(l, g * size + j) for l, groups in removed.items() for g in groups for j in range(size)}
-    return PrunePlan(fam, chosen, removed, tuple(h for h in chosen if h not in gone), n_heads,
-                     n_kv_heads, d_head, tuple(notes))
+    gone = {
+        Head(layer, g * size + j)
+        for layer, groups in removed.items()
+        for g in groups
+        for j in range(size)
+    }
+    return PrunePlan(
+        fam,
+        chosen,
+        removed,
+        tuple(h for h in chosen if h not in gone),
+        n_heads,
+        n_kv_heads,
+        d_head,
+        tuple(notes),
+    )
 
 
-def uniform_group_heads(importance: Any, n_kv_heads: int, groups: int) -> list[Head]:
+def uniform_group_heads(
+    importance: Float[np.ndarray, "layer head_index"], n_kv_heads: int, groups: int
+) -> list[Head]:
     """The query heads of the ``groups`` least important key/value groups of every layer.
 
     Args:
@@ -148,8 +210,6 @@ def uniform_group_heads(importance: Any, n_kv_heads: int, groups: int) -> list[H
         n_kv_heads: key/value heads per layer.
         groups: how many groups to drop per layer.
     """
-    import numpy as np
-
     values = np.nan_to_num(np.asarray(importance, dtype=float), nan=np.inf)
     n_layers, n_heads = values.shape
     size = n_heads // n_kv_heads
@@ -157,11 +217,12 @@ def uniform_group_heads(importance: Any, n_kv_heads: int, groups: int) -> list[H
     out = []
     for layer in range(n_layers):
         for g in sorted(np.argsort(per_group[layer], kind="stable")[:groups]):
-            out += [(layer, int(g) * size + j) for j in range(size)]
+            out += [Head(layer, int(g) * size + j) for j in range(size)]
     return out
 
 
 # --- applying a plan to a Hugging Face model ---------------------------------------------------
+
 
 def attention_modules(hf_model: Any, fam: Family) -> list[Any]:
     """Each layer's attention module, in layer order."""
@@ -181,11 +242,16 @@ def _sliced(linear: nn.Linear, index: torch.Tensor, dim: int) -> nn.Linear:
     """A copy of ``linear`` keeping ``index`` along ``dim`` of its weight (0: outputs, 1: inputs);
     the bias follows the outputs and is kept whole when inputs are cut."""
     weight = linear.weight.detach().index_select(dim, index.to(linear.weight.device)).clone()
-    bias = linear.bias
+    bias: torch.Tensor | None = linear.bias
     if bias is not None and dim == 0:
         bias = bias.detach().index_select(0, index.to(bias.device)).clone()
-    out = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None,
-                    device=weight.device, dtype=weight.dtype)
+    out = nn.Linear(
+        weight.shape[1],
+        weight.shape[0],
+        bias=bias is not None,
+        device=weight.device,
+        dtype=weight.dtype,
+    )
     out.weight = nn.Parameter(weight)
     if bias is not None:
         out.bias = nn.Parameter(bias.detach().clone())
@@ -240,6 +306,7 @@ def apply_plan(hf_model: Any, plan: PrunePlan) -> Any:
 
 
 def n_parameters(hf_model: Any) -> int:
+    """Numbers stored in ``hf_model``'s parameters."""
     return sum(p.numel() for p in hf_model.parameters())
 
 
@@ -266,7 +333,7 @@ def dead_parameters(hf_model: Any, plan: PrunePlan) -> int:
     if plan.family == "llama":
         size = plan.n_heads // plan.n_kv_heads
         masked = set(plan.masked)
-        for layer in {l for l, _ in plan.masked}:
+        for layer in {head.layer for head in plan.masked}:
             attn = modules[layer]
             for g in range(plan.n_kv_heads):
                 if all((layer, g * size + j) in masked for j in range(size)):

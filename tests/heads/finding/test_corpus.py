@@ -4,8 +4,18 @@ import json
 
 import pytest
 
-from models.heads.corpus import (MAX_PASSAGE_CHARS, MAX_UPLOAD_BYTES, Corpus, CorpusError,
-                                 english, held_out_text, parse_upload, split_long, tail_start)
+from models.heads.finding.corpus import (
+    MAX_PASSAGE_CHARS,
+    MAX_UPLOAD_BYTES,
+    Corpus,
+    CorpusError,
+    english,
+    held_out_text,
+    parse_upload,
+    sample,
+    split_long,
+    tail_start,
+)
 
 
 def test_txt_passages_are_split_on_blank_lines():
@@ -25,21 +35,62 @@ def test_utf8_bom_is_accepted():
     assert parse_upload("a.txt", "\ufeffHello".encode("utf-8")).texts == ("Hello",)
 
 
-@pytest.mark.parametrize("name, data, says", [
-    ("corpus.csv", b"a,b", "upload a .txt file"),
-    ("empty.txt", b"  \n\n \n", "holds no text"),
-    ("latin.txt", "caf\xe9".encode("latin-1"), "not UTF-8"),
-    ("binary.txt", b"abc\x00def", "NUL bytes"),
-    ("bad.jsonl", b'{"text": "ok"}\n{"text": "unclosed', "line 2: not valid JSON"),
-    ("list.jsonl", b'["text"]', 'line 1: expected an object with a "text" field'),
-    ("key.jsonl", b'{"body": "x"}', 'line 1: expected an object with a "text" field'),
-    ("num.jsonl", b'{"text": 3}', '"text" must be a string, not int'),
-    ("blank.jsonl", b'{"text": "  "}', "holds no text"),
-])
+@pytest.mark.parametrize(
+    "name, data, says",
+    [
+        ("corpus.csv", b"a,b", "upload a .txt file"),
+        ("empty.txt", b"  \n\n \n", "holds no text"),
+        ("latin.txt", "caf\xe9".encode("latin-1"), "not UTF-8"),
+        ("binary.txt", b"abc\x00def", "NUL bytes"),
+        ("bad.jsonl", b'{"text": "ok"}\n{"text": "unclosed', "line 2: not valid JSON"),
+        ("list.jsonl", b'["text"]', 'line 1: expected an object with a "text" field'),
+        ("key.jsonl", b'{"body": "x"}', 'line 1: expected an object with a "text" field'),
+        ("num.jsonl", b'{"text": 3}', '"text" must be a string, not int'),
+        ("blank.jsonl", b'{"text": "  "}', "holds no text"),
+    ],
+)
 def test_bad_uploads_say_what_is_wrong(name, data, says):
     with pytest.raises(CorpusError, match=says) as err:
         parse_upload(name, data)
     assert err.value.level == "error"
+
+
+@pytest.mark.parametrize(
+    "name, data, says",
+    [
+        (
+            "deep.jsonl",
+            b'{"text": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+            "line 1: the JSON is nested too deeply",
+        ),
+        (
+            "open.jsonl",
+            b'{"text": "ok"}\n' + b"[" * (MAX_UPLOAD_BYTES - 20),
+            "line 2: the JSON is nested",
+        ),
+        (
+            "digits.jsonl",
+            b'{"text": "ok", "n": ' + b"7" * 5000 + b"}",
+            "line 1: holds a number too long to read",
+        ),
+        ("surrogate.jsonl", b'{"text": "a\\ud800b"}', "line 1: .*lone surrogate"),
+        ("low.jsonl", b'{"text": "ok"}\n{"text": "\\udfff"}', "line 2: .*lone surrogate"),
+    ],
+)
+def test_hostile_jsonl_gets_a_message_not_an_error_page(name, data, says):
+    assert len(data) <= MAX_UPLOAD_BYTES
+    with pytest.raises(CorpusError, match=says):
+        parse_upload(name, data)
+
+
+def test_a_surrogate_pair_escape_is_one_character():
+    assert parse_upload("emoji.jsonl", b'{"text": "a\\ud83d\\ude00b"}').texts == ("a\U0001f600b",)
+
+
+def test_the_sample_is_one_text_of_python_and_english():
+    corpus = sample()
+    assert len(corpus.texts) == 1 and "def moving_average" in corpus.texts[0]
+    assert "ferry" in corpus.texts[0] and len(corpus.texts[0]) <= MAX_PASSAGE_CHARS
 
 
 def test_oversized_upload_and_too_many_passages_are_refused():
@@ -77,4 +128,4 @@ def test_held_out_text_is_the_tail_of_the_full_tokenization(bundled):
     text = "\n".join(f"def f{i}(x):\n    return x + {i}  # line {i}" for i in range(300))
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     tail = held_out_text(tokenizer, text, len(ids))
-    assert tail == tokenizer.decode(ids[-(len(ids) // 50):])
+    assert tail == tokenizer.decode(ids[-(len(ids) // 50) :])

@@ -4,14 +4,23 @@ import numpy as np
 import pytest
 
 from models.capture.run import capture
-from models.heads.corpus import english
-from models.heads.corpus_scores import EXAMPLE_SCORES, TOP_K, score_corpus
-from models.heads.induction import measure_repeated
-from models.heads.scores import induction_targets, run_scores, text_induction_score
+from models.heads.finding import corpus_scores
+from models.heads.finding.corpus import english
+from models.heads.finding.corpus_scores import (
+    EXAMPLE_SCORES,
+    TOP_K,
+    score_corpus,
+    score_estimate,
+    text_scores,
+)
+from models.heads.finding.induction import measure_repeated
+from models.heads.finding.scores import induction_targets, text_induction_score
 
-TEXTS = ("def add(a, b):\n    return a + b\n\n\ndef add_three(a, b, c):\n    return add(a, add(b, c))\n",
-         "import os\nprint(os.getcwd())\n",
-         "for i in range(10):\n    total = total + i\n    print(total, i)\n")
+TEXTS = (
+    "def add(a, b):\n    return a + b\n\n\ndef add_three(a, b, c):\n    return add(a, add(b, c))\n",
+    "import os\nprint(os.getcwd())\n",
+    "for i in range(10):\n    total = total + i\n    print(total, i)\n",
+)
 
 
 def test_induction_targets_by_hand():
@@ -33,18 +42,20 @@ def scored(bundled):
 
 def test_corpus_scores_are_the_mean_of_per_text_scores(bundled, scored):
     runs = [capture(bundled, text) for text in TEXTS]
-    per = [run_scores(run) for run in runs]
+    per = [text_scores(run.patterns, run.token_ids, causal=True) for run in runs]
     for name in ("previous_token", "duplicate_token", "current_token", "sink", "top_sink_alpha"):
-        each = np.stack([getattr(p, name) for p in per])
+        each = np.stack([p[name] for p in per])
         np.testing.assert_allclose(scored.spreads[name].per_text, each, atol=1e-12)
-        np.testing.assert_allclose(scored.spreads[name].mean, np.nanmean(each, axis=0),
-                                   atol=1e-12)
+        np.testing.assert_allclose(scored.spreads[name].mean, np.nanmean(each, axis=0), atol=1e-12)
     text_ind = np.stack([text_induction_score(run.patterns, run.token_ids) for run in runs])
-    np.testing.assert_allclose(scored.spreads["induction_text"].mean, np.nanmean(text_ind, 0),
-                               atol=1e-12)
-    prev = np.stack([p.previous_token for p in per])
-    np.testing.assert_allclose(scored.spreads["previous_token"].se,
-                               prev.std(axis=0, ddof=1) / np.sqrt(3), atol=1e-12)
+    np.testing.assert_allclose(
+        scored.spreads["induction_text"].mean, np.nanmean(text_ind, 0), atol=1e-12
+    )
+    prev = np.stack([p["previous_token"] for p in per])
+    np.testing.assert_array_equal(scored.top_sink_pos, np.stack([p["top_sink_pos"] for p in per]))
+    np.testing.assert_allclose(
+        scored.spreads["previous_token"].se, prev.std(axis=0, ddof=1) / np.sqrt(3), atol=1e-12
+    )
     assert scored.n_texts == 3 and scored.n_tokens == sum(r.n_tokens for r in runs)
     assert scored.tokens[1] == runs[1].tokens
 
@@ -65,8 +76,14 @@ def brute_force(runs, name, layer, head):
             for i in range(n):
                 copies = [j for j in range(i) if ids[j] == ids[i]]
                 if copies:
-                    found.append((sum(a[i, j] for j in copies), t, i,
-                                  max(copies, key=lambda j: (a[i, j], -j))))
+                    found.append(
+                        (
+                            sum(a[i, j] for j in copies),
+                            t,
+                            i,
+                            max(copies, key=lambda j: (a[i, j], -j)),
+                        )
+                    )
         else:
             found.append((a[1:, 0].mean(), t, -1, 0))
     return sorted(found, key=lambda f: -f[0])[:TOP_K]
@@ -93,5 +110,22 @@ def test_previous_token_head_fires_on_its_neighbour(bundled):
 def test_repeated_induction_per_sequence_averages_to_the_score(bundled):
     repeated = measure_repeated(bundled, 10, 3, 0)
     assert repeated.induction_per_sequence.shape == (3, 3, 4)
-    np.testing.assert_allclose(repeated.induction_per_sequence.mean(axis=0), repeated.induction,
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        repeated.induction_per_sequence.mean(axis=0), repeated.induction, atol=1e-12
+    )
+
+
+def test_one_layer_per_pass_gives_the_same_scores(bundled, scored, monkeypatch):
+    monkeypatch.setattr(corpus_scores, "PATTERN_BYTES", 1)  # every layer its own pass
+    assert corpus_scores.layer_groups(bundled, 40) == [[0], [1], [2]]
+    alone = score_corpus(bundled, TEXTS)
+    for name, values in scored.spreads.items():
+        np.testing.assert_allclose(alone.spreads[name].per_text, values.per_text, atol=1e-6)
+    np.testing.assert_array_equal(alone.top_sink_pos, scored.top_sink_pos)
+
+
+def test_score_estimate_grows_with_the_texts(bundled):
+    small, large = score_estimate(bundled, [32]), score_estimate(bundled, [32, 128])
+    assert 0 < small.seconds < large.seconds and 0 < small.peak_bytes < large.peak_bytes
+    facts = bundled.facts
+    assert large.peak_bytes >= facts.n_total_heads * 128 * 128 * 4  # every pattern at 128 tokens

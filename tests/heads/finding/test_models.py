@@ -1,7 +1,7 @@
 """Head scores on the real models against Hugging Face eager attention, computed independently.
 
 The references below use plain loops over ``output_attentions=True`` from transformers, fed the
-exact token ids the app used; they share no code with ``models.heads.scores``.
+exact token ids the app used; they share no code with ``models.heads.finding.scores``.
 """
 
 import json
@@ -12,15 +12,18 @@ import torch
 from transformers import AutoModel, AutoModelForCausalLM
 
 from models.capture.run import capture
+from models.heads.finding.corpus_scores import score_corpus
+from models.heads.finding.induction import measure_repeated, repeated_tokens
+from models.heads.finding.scores import sink_alphas
+from models.heads.table import Thresholds, corpus_flag_grids
 from models.model.forward import tokenize
-from models.heads.induction import measure_repeated, repeated_tokens
-from models.heads.scores import prompt_scores
-from models.heads.table import Thresholds, flag_grids
 from models.model.spec import BUNDLED_DIR
 
 SPAN, BATCH, SEED = 50, 8, 0
-PROMPT = ('def area(width, height):\n    """Area of a rectangle."""\n    return width * height\n'
-          '\n\nprint(area(3, 4), area(5, 6))\n')
+PROMPT = (
+    'def area(width, height):\n    """Area of a rectangle."""\n    return width * height\n'
+    "\n\nprint(area(3, 4), area(5, 6))\n"
+)
 SENTENCE = "The cat sat on the mat, and the cat looked at the dog; the dog sat down."
 
 
@@ -62,7 +65,7 @@ def test_repeated_tokens_are_ordinary_and_repeat(request, name):
     ids = tokens.ids
     frame = tokenize(model, "x")[0][0].tolist()
     assert tokens.prefix_len == 1 and ids[0, 0].item() == frame[0]
-    body = ids[:, 1:1 + 2 * SPAN]
+    body = ids[:, 1 : 1 + 2 * SPAN]
     assert torch.equal(body[:, :SPAN], body[:, SPAN:])
     special = set(model.tokenizer.all_special_ids)
     assert not any(int(t) in special for t in body.flatten())
@@ -78,51 +81,58 @@ def test_repeated_tokens_are_ordinary_and_repeat(request, name):
 def test_repeated_scores_match_hf_eager(request, name):
     model = request.getfixturevalue(name)
     tokens = repeated_tokens(model, SPAN, BATCH, SEED)
-    expected = reference_repeated(hf_attentions(model, tokens.ids), tokens.ids,
-                                  tokens.prefix_len, SPAN)
+    expected = reference_repeated(
+        hf_attentions(model, tokens.ids), tokens.ids, tokens.prefix_len, SPAN
+    )
     got = measure_repeated(model, SPAN, BATCH, SEED)
     for key, values in expected.items():
         np.testing.assert_allclose(getattr(got, key), values, atol=1e-5, rtol=0, err_msg=key)
 
 
 @pytest.mark.parametrize("name, text", [("bundled", PROMPT), ("minilm", SENTENCE)])
-def test_prompt_scores_match_hf_eager(request, name, text):
+def test_text_scores_match_hf_eager(request, name, text):
     model = request.getfixturevalue(name)
-    run = capture(model, text)
     ids, _ = tokenize(model, text)
     att = hf_attentions(model, ids)[:, 0]  # layer head q k
     n = ids.shape[1]
-    got = prompt_scores(run.patterns, run.token_ids, model.facts.causal)
+    got = {k: v.per_text[0] for k, v in score_corpus(model, [text]).spreads.items()}
     first = att[:, :, 1:, 0].mean(-1)  # alpha on position 0, row 0 left out
-    np.testing.assert_allclose(got.sink, first.numpy(), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(got["sink"], first.numpy(), atol=1e-5, rtol=0)
     rows = torch.arange(1, n)
-    np.testing.assert_allclose(got.previous_token, att[:, :, rows, rows - 1].mean(-1).numpy(),
-                               atol=1e-5, rtol=0)
-    np.testing.assert_allclose(got.current_token, att[:, :, rows, rows].mean(-1).numpy(),
-                               atol=1e-5, rtol=0)
+    np.testing.assert_allclose(
+        got["previous_token"], att[:, :, rows, rows - 1].mean(-1).numpy(), atol=1e-5, rtol=0
+    )
+    np.testing.assert_allclose(
+        got["current_token"], att[:, :, rows, rows].mean(-1).numpy(), atol=1e-5, rtol=0
+    )
+    alphas = sink_alphas(capture(model, text).patterns, model.facts.causal)
     for k in range(n):
         seen = [t for t in range(n) if t != k and (t > k or not model.facts.causal)]
         if seen:
-            np.testing.assert_allclose(got.sink_alphas[..., k], att[:, :, seen, k].mean(-1),
-                                       atol=1e-5, rtol=0)
+            np.testing.assert_allclose(
+                alphas[..., k], att[:, :, seen, k].mean(-1), atol=1e-5, rtol=0
+            )
 
 
 def test_minilm_sinks_on_cls_and_sep_match_hf(minilm):
-    run = capture(minilm, SENTENCE)
+    scored = score_corpus(minilm, [SENTENCE])
     ids, _ = tokenize(minilm, SENTENCE)
-    assert run.tokens[0] == "[CLS]" and run.tokens[-1] == "[SEP]"
+    assert scored.tokens[0][0] == "[CLS]" and scored.tokens[0][-1] == "[SEP]"
     att = hf_attentions(minilm, ids)[:, 0]
     n = ids.shape[1]
-    got = prompt_scores(run.patterns, run.token_ids, causal=False)
+    alphas = sink_alphas(capture(minilm, SENTENCE).patterns, causal=False)
     cls_alpha = att[:, :, 1:, 0].mean(-1)
     sep_alpha = att[:, :, : n - 1, n - 1].mean(-1)  # every query except [SEP] itself
-    np.testing.assert_allclose(got.sink_alphas[..., 0], cls_alpha, atol=1e-5, rtol=0)
-    np.testing.assert_allclose(got.sink_alphas[..., n - 1], sep_alpha, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(alphas[..., 0], cls_alpha, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(alphas[..., n - 1], sep_alpha, atol=1e-5, rtol=0)
     # MiniLM parks heavily on [SEP]/[CLS] in some heads; the per-key search finds them.
-    on_special = np.isin(got.top_sink_pos, [0, n - 1])
+    top_pos = scored.top_sink_pos[0]
+    top_alpha = scored.spreads["top_sink_alpha"].per_text[0]
+    on_special = np.isin(top_pos, [0, n - 1])
     assert on_special.any()
-    assert (got.top_sink_alpha[on_special] >= np.maximum(cls_alpha, sep_alpha).numpy()[
-        on_special] - 1e-5).all()
+    assert (
+        top_alpha[on_special] >= np.maximum(cls_alpha, sep_alpha).numpy()[on_special] - 1e-5
+    ).all()
 
 
 def logged_final_scores() -> dict | None:
@@ -139,8 +149,11 @@ def known_heads(bundled) -> dict[str, tuple[int, int]]:
     """The bundled model's strongest induction and previous-token heads, found without the app
     (Hugging Face eager attention, another seed, another text)."""
     tokens = repeated_tokens(bundled, SPAN, BATCH, seed=1234)
-    grids = {"induction": reference_repeated(hf_attentions(bundled, tokens.ids), tokens.ids,
-                                             tokens.prefix_len, SPAN)["induction"]}
+    grids = {
+        "induction": reference_repeated(
+            hf_attentions(bundled, tokens.ids), tokens.ids, tokens.prefix_len, SPAN
+        )["induction"]
+    }
     ids, _ = tokenize(bundled, SENTENCE + "\n" + PROMPT)
     att = hf_attentions(bundled, ids)[:, 0]
     rows = torch.arange(1, ids.shape[1])
@@ -150,15 +163,16 @@ def known_heads(bundled) -> dict[str, tuple[int, int]]:
         assert grid.max() > 0.5, f"the bundled model has no strong {name} head"
         if logged is not None:  # the training run found the same head
             assert np.argmax(logged[name]) == np.argmax(grid), name
-    return {name: tuple(int(i) for i in np.unravel_index(np.argmax(g), g.shape))
-            for name, g in grids.items()}
+    return {
+        name: tuple(int(i) for i in np.unravel_index(np.argmax(g), g.shape))
+        for name, g in grids.items()
+    }
 
 
 def test_bundled_known_heads_are_flagged(bundled):
     known = known_heads(bundled)
     repeated = measure_repeated(bundled, SPAN, BATCH, SEED)
-    run = capture(bundled, PROMPT)
-    flags = flag_grids(repeated, prompt_scores(run.patterns, run.token_ids, True), Thresholds())
+    flags = corpus_flag_grids(repeated, score_corpus(bundled, [PROMPT]), Thresholds())
     assert flags["induction"][known["induction"]], repeated.induction
-    assert flags["previous_token"][known["previous_token"]], run.patterns.shape
+    assert flags["previous_token"][known["previous_token"]]
     assert repeated.induction[known["induction"]] == repeated.induction.max()

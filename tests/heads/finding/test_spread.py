@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from models.heads.spread import Z, spread
+from models.heads.finding.spread import Z, spread
 
 
 def test_spread_matches_hand_computed_values():

@@ -8,19 +8,30 @@ import pytest
 import torch
 import transformers
 
-from models.heads.ablation import ablation_hooks
-from models.heads.corpus_ablation import corpus_losses
-from models.heads.work import corpus_tasks
-from models.heads.export import load_fresh, prune_and_export, zip_directory
-from models.heads.prune import (PruneError, PrunePlan, apply_plan, family, n_parameters,
-                                plan_pruning, remove_groups, uniform_group_heads)
+from models.heads.pruning.export import prune_and_export, zip_directory
+from models.heads.pruning.importance import corpus_losses
+from models.heads.pruning.loss import corpus_tasks
+from models.heads.pruning.prune import (
+    PruneError,
+    PrunePlan,
+    apply_plan,
+    family,
+    n_parameters,
+    plan_pruning,
+    remove_groups,
+    uniform_group_heads,
+)
+from models.heads.pruning.standalone import load_fresh
 from models.model.forward import run_with_hooks
-from models.model.resume import run_standalone
 from models.model.loading import load
+from models.model.resume import run_standalone
 from models.model.spec import ModelSpec
+from tests.heads.reference import ablation_hooks
 
-TEXTS = ("def mean(values):\n    return sum(values) / len(values)\n",
-         "import sys\nfor line in sys.stdin:\n    print(line.strip())\n")
+TEXTS = (
+    "def mean(values):\n    return sum(values) / len(values)\n",
+    "import sys\nfor line in sys.stdin:\n    print(line.strip())\n",
+)
 
 
 def test_llama_plan_removes_the_same_number_of_whole_groups_per_layer():
@@ -41,7 +52,7 @@ def test_gpt2_plan_masks_and_bad_heads_are_refused():
     plan = plan_pruning("gpt2", 3, 4, 4, 32, [(2, 1), (0, 3), (2, 1)])
     assert plan.heads == ((0, 3), (2, 1)) and plan.masked == plan.heads and not plan.removed
     assert "cannot hold fewer heads" in plan.describe()
-    with pytest.raises(PruneError, match="no head 3.0"):
+    with pytest.raises(PruneError, match=r"no head 3\.0"):
         plan_pruning("gpt2", 3, 4, 4, 32, [(3, 0)])
 
 
@@ -55,7 +66,9 @@ def bundled_export(bundled, tmp_path_factory):
     tasks = corpus_tasks(bundled, TEXTS)
     heads = [(0, 1), (1, 3), (2, 0), (2, 3)]
     directory = tmp_path_factory.mktemp("pruned") / "bundled-pruned"
-    report = prune_and_export(bundled.spec, heads, directory, tasks)
+    report = prune_and_export(
+        bundled.spec, heads, directory.parent, tasks, budget_bytes=None, name=directory.name
+    )
     return tasks, heads, directory, report
 
 
@@ -70,8 +83,17 @@ def test_pruned_gpt2_loss_equals_the_ablation_estimate(bundled, bundled_export):
 def test_gpt2_parameters_match_a_hand_count(bundled_export):
     _tasks, heads, _directory, report = bundled_export
     d_model, d_head, vocab, ctx, mlp = 128, 32, 2048, 128, 512
-    layer = (2 * 2 * d_model + d_model * 3 * d_model + 3 * d_model + d_model * d_model + d_model
-             + d_model * mlp + mlp + mlp * d_model + d_model)
+    layer = (
+        2 * 2 * d_model
+        + d_model * 3 * d_model
+        + 3 * d_model
+        + d_model * d_model
+        + d_model
+        + d_model * mlp
+        + mlp
+        + mlp * d_model
+        + d_model
+    )
     total = vocab * d_model + ctx * d_model + 3 * layer + 2 * d_model
     assert report.params_before == report.params_after == total == 873_600
     per_head = 3 * d_model * d_head + 3 * d_head + d_head * d_model  # q, k, v columns + c_proj rows
@@ -82,20 +104,25 @@ def test_gpt2_export_round_trips_through_plain_transformers_and_the_app(bundled,
     tasks, heads, directory, report = bundled_export
     model = transformers.AutoModelForCausalLM.from_pretrained(directory)
     for layer, head in heads:
-        rows = model.transformer.h[layer].attn.c_proj.weight[head * 32:(head + 1) * 32]
+        rows = model.transformer.h[layer].attn.c_proj.weight[head * 32 : (head + 1) * 32]
         assert torch.count_nonzero(rows) == 0
-    want = run_with_hooks(bundled, tasks[0].ids, ablation_hooks(heads, "zero"))
+    want = run_with_hooks(bundled, tasks[0].ids, ablation_hooks(heads))
     torch.testing.assert_close(run_standalone(model, tasks[0].ids), want, atol=1e-4, rtol=0)
     app = load(ModelSpec(str(directory)))
     assert app.facts.n_heads == 4
     torch.testing.assert_close(run_with_hooks(app, tasks[0].ids), want, atol=1e-4, rtol=0)
     info = json.loads((directory / "pruning.json").read_text())
-    assert info["heads"] == [f"{l}.{h}" for l, h in sorted(heads)] and "report" in info
+    assert (
+        info["heads"] == [f"{layer}.{head}" for layer, head in sorted(heads)] and "report" in info
+    )
     assert report.time_ratio > 0 and report.n_texts == 2
-    archive = zip_directory(directory)
+    archive = zip_directory(directory, budget_bytes=None)
     import zipfile
+
     names = zipfile.ZipFile(archive).namelist()
-    assert f"{directory.name}/model.safetensors" in names and f"{directory.name}/config.json" in names
+    assert (
+        f"{directory.name}/model.safetensors" in names and f"{directory.name}/config.json" in names
+    )
 
 
 def smollm2_plan(heads, removed):
@@ -112,19 +139,21 @@ def test_smollm2_removing_one_group_equals_zero_ablating_its_three_heads(smollm2
     assert attn.q_proj.out_features == 6 * 64 and attn.k_proj.out_features == 2 * 64
     assert attn.o_proj.in_features == 6 * 64
     assert before - n_parameters(fresh) == 3 * 64 * 576 + 2 * 64 * 576 + 576 * 3 * 64
-    want = run_with_hooks(smollm2, ids, ablation_hooks(heads, "zero"))
+    want = run_with_hooks(smollm2, ids, ablation_hooks(heads))
     torch.testing.assert_close(run_standalone(fresh, ids), want, atol=1e-4, rtol=0)
 
 
 def test_smollm2_one_group_checkpoint_is_masked_and_equals_ablation(smollm2, tmp_path):
     tasks = corpus_tasks(smollm2, ["The cat sat on the mat. The cat"])
     heads = [(4, 3), (4, 4), (4, 5)]
-    report = prune_and_export(smollm2.spec, heads, tmp_path / "one-group", tasks)
+    report = prune_and_export(
+        smollm2.spec, heads, tmp_path, tasks, budget_bytes=None, name="one-group"
+    )
     assert report.plan.masked == tuple(heads) and not report.plan.removed
     assert report.params_after == report.params_before
     assert report.params_effective == report.params_before - 3 * 2 * 64 * 576 - 2 * 64 * 576
     model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "one-group")
-    want = run_with_hooks(smollm2, tasks[0].ids, ablation_hooks(heads, "zero"))
+    want = run_with_hooks(smollm2, tasks[0].ids, ablation_hooks(heads))
     torch.testing.assert_close(run_standalone(model, tasks[0].ids), want, atol=1e-4, rtol=0)
 
 
@@ -132,7 +161,9 @@ def test_smollm2_one_group_checkpoint_is_masked_and_equals_ablation(smollm2, tmp
 def test_smollm2_uniform_group_removal_exports_a_smaller_stock_checkpoint(smollm2, tmp_path):
     tasks = corpus_tasks(smollm2, ["The cat sat on the mat. The cat"])
     heads = uniform_group_heads(np.arange(270.0).reshape(30, 9), 3, 1)  # group 0 of each layer
-    report = prune_and_export(smollm2.spec, heads, tmp_path / "uniform", tasks)
+    report = prune_and_export(
+        smollm2.spec, heads, tmp_path, tasks, budget_bytes=None, name="uniform"
+    )
     assert report.plan.groups_per_layer == 1 and not report.plan.masked
     assert report.params_before - report.params_after == 30 * (2 * 3 * 64 * 576 + 2 * 64 * 576)
     assert report.loss_after == pytest.approx(corpus_losses(smollm2, tasks, [heads])[0], abs=1e-4)
@@ -152,12 +183,17 @@ def test_bert_export_masks_heads_like_zeroing_their_context(minilm, tmp_path):
             (hidden,) = args
             hidden = hidden.clone()
             for head in layer_heads:
-                hidden[..., head * 32:(head + 1) * 32] = 0.0
+                hidden[..., head * 32 : (head + 1) * 32] = 0.0
             return (hidden,)
+
         return hook
 
-    handles = [original.encoder.layer[l].attention.output.dense.register_forward_pre_hook(
-        zero_context([h for ll, h in heads if ll == l])) for l in {l for l, _ in heads}]
+    handles = [
+        original.encoder.layer[layer].attention.output.dense.register_forward_pre_hook(
+            zero_context([h for other, h in heads if other == layer])
+        )
+        for layer in {layer for layer, _ in heads}
+    ]
     with torch.no_grad():
         want = original(input_ids=ids).last_hidden_state
     for handle in handles:
