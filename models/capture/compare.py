@@ -1,0 +1,330 @@
+"""How far each head's pattern moved between two prompts: Jensen–Shannon divergence per head.
+
+:data:`DIVERGENCE_RULE` is the rule the page shows. In short: the prompts are aligned (equal
+lengths position by position, else on the common prefix and suffix, see
+:mod:`models.capture.alignment`); for every aligned query, A's and B's attention rows are put on
+the aligned key axis (aligned keys kept, all unaligned middle keys added into one bin, so both
+rows still sum to 1) and compared with the Jensen–Shannon divergence in bits (0: the same row,
+1: no key in common); a head's divergence is the mean over the aligned queries.
+
+Long prompts are compared a band of query rows at a time (one layer's heads, at most
+:data:`CHUNK_CELLS` weights per prompt in memory), reading rows from the run's store: a q/k/LSE
+store rebuilds them, never a whole ``n x n`` pattern for all heads at once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+import torch
+from jaxtyping import Float
+
+from models.capture.alignment import Alignment, Side, align
+from models.capture.words import Words, local_starts, merge_keys, merge_queries
+from models.head import Head
+from models.progress import Progress, quiet
+
+if TYPE_CHECKING:
+    from models.capture.run import AttentionRun
+    from models.model.facts import ModelFacts
+
+CHUNK_CELLS = 1 << 21
+CELL_BYTES = 32  # per weight of a band and its copies: measured 72-145 MB for 2 x 2.1M weights
+CELLS_PER_S = 4.0e7  # binning + divergence on 2 busy CPU cores (benchmarks/compare_prompts.py)
+REBUILD_FLOPS_PER_S = 2.0e10  # rebuilding rows from q, k and LSE, likewise
+LN2 = math.log(2.0)
+
+DIVERGENCE_RULE = (
+    "Divergence of a head = mean over aligned query positions of the Jensen–Shannon divergence "
+    "(base 2, 0 = the same row, 1 = no key in common) between A's and B's attention rows. Rows are "
+    "compared on the aligned keys: a key of the common prefix or suffix keeps its weight, and the "
+    "weights on the unaligned middle keys are added into one 'unaligned' bin, so both rows still "
+    "sum to 1. Queries in the unaligned middle are not compared. In a causal model the prefix "
+    "rows see the same tokens in A and B, so they diverge only where the prompts differ after them."
+)
+
+
+def jensen_shannon(
+    p: Float[np.ndarray, "*batch key"], q: Float[np.ndarray, "*batch key"]
+) -> Float[np.ndarray, "*batch"]:
+    """Jensen–Shannon divergence in bits of rows ``p`` and ``q`` (each summing to 1)."""
+    out = _jsd(
+        torch.as_tensor(np.asarray(p, dtype=np.float64)),
+        torch.as_tensor(np.asarray(q, dtype=np.float64)),
+    )
+    return out.numpy()
+
+
+def _jsd(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """``½ KL(p‖m) + ½ KL(q‖m)``, ``m = (p + q) / 2``, as ``Σ ½ p log p + ½ q log q − m log m``
+    (exactly 0 where ``p == q``), in bits, clipped to [0, 1] against rounding.
+
+    Terms are computed in the rows' dtype (float32 for whole heads: each term's rounding error is
+    ~1e-7 of a weight, far below the 4 digits shown) and summed in float64."""
+    m = 0.5 * (p + q)
+    terms = 0.5 * (torch.special.xlogy(p, p) + torch.special.xlogy(q, q)) - torch.special.xlogy(
+        m, m
+    )
+    return (terms.sum(dim=-1, dtype=torch.float64) / LN2).clamp(0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What two runs were compared on and every head's divergence.
+
+    Attributes:
+        alignment: how the positions (tokens, or words when ``words``) lined up.
+        divergence: ``layer head_index`` mean JSD in bits.
+        words: whether rows were merged into words first.
+    """
+
+    alignment: Alignment
+    divergence: np.ndarray
+    words: bool = False
+
+    def ranking(self) -> pd.DataFrame:
+        """Heads from the largest divergence to the smallest: ``head, layer, index,
+        divergence`` (ties keep layer-then-head order)."""
+        return ranking_table(self.divergence)
+
+
+def ranking_table(divergence: Float[np.ndarray, "layer head_index"]) -> pd.DataFrame:
+    """Heads sorted by divergence, largest first: columns ``head`` (``L.H``), ``layer``,
+    ``index``, ``divergence``."""
+    n_heads = divergence.shape[1]
+    flat = np.asarray(divergence, dtype=np.float64).ravel()
+    order = np.argsort(-flat, kind="stable")
+    heads = [Head(int(i) // n_heads, int(i) % n_heads) for i in order]
+    return pd.DataFrame(
+        {
+            "head": [str(h) for h in heads],
+            "layer": [h.layer for h in heads],
+            "index": [h.index for h in heads],
+            "divergence": flat[order],
+        }
+    )
+
+
+def divergence_csv(divergence: Float[np.ndarray, "layer head_index"]) -> str:
+    """``layer,head,divergence`` for every head in layer-then-head order (numbers only)."""
+    n_layers, n_heads = divergence.shape
+    lines = ["layer,head,divergence"]
+    lines += [
+        f"{h.layer},{h.index},{float(divergence[h]):.6g}"
+        for h in (Head(li, hi) for li in range(n_layers) for hi in range(n_heads))
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def unit_keys(run: AttentionRun, words: Words | None) -> list:
+    """What alignment compares: token ids, or each word's tuple of token ids."""
+    return list(run.token_ids) if words is None else words.keys(run.token_ids)
+
+
+def align_runs(
+    run_a: AttentionRun,
+    run_b: AttentionRun,
+    words_a: Words | None = None,
+    words_b: Words | None = None,
+) -> Alignment:
+    """Align two runs on their tokens, or on their words when both ``Words`` are given."""
+    if (words_a is None) != (words_b is None):
+        raise ValueError("give the words of both prompts, or of neither")
+    return align(unit_keys(run_a, words_a), unit_keys(run_b, words_b))
+
+
+def unit_rows(
+    run: AttentionRun,
+    layer: int,
+    head: int | None,
+    units: slice,
+    words: Words | None,
+    key_stop: int | None = None,
+) -> Float[np.ndarray, "*head query key"]:
+    """Rows of ``units`` (tokens, or words when given) over the first ``key_stop`` key units
+    (all by default), one head or all heads of the layer."""
+    rows = units if words is None else words.tokens_of(units)
+    keys = slice(0, key_stop) if words is None else words.tokens_of(slice(0, key_stop))
+    window = (
+        run.store.layer_window(layer, rows, keys)
+        if head is None
+        else run.window(layer, head, rows, keys)
+    )
+    if words is None:
+        return np.array(window, dtype=np.float32)
+    merged = merge_queries(
+        merge_keys(window, local_starts(words, slice(0, key_stop))), local_starts(words, units)
+    )
+    return merged.astype(np.float32)
+
+
+def _chunks(
+    alignment: Alignment, words: Words | None, run: AttentionRun, n_heads: int
+) -> Iterator[tuple[int, int, int]]:
+    """``(a_start, b_start, length)`` bands of aligned query units."""
+    width = run.n_tokens * n_heads
+    per_chunk = max(1, CHUNK_CELLS // width)
+    if words is not None:  # about as many token rows as a token chunk
+        per_chunk = max(1, int(per_chunk * words.n_words / max(1, words.n_tokens)))
+    for (_, a0, length), (_, b0, _) in zip(
+        alignment.blocks("a"), alignment.blocks("b"), strict=True
+    ):
+        for off in range(0, length, per_chunk):
+            yield a0 + off, b0 + off, min(per_chunk, length - off)
+
+
+def band_divergence(
+    run_a: AttentionRun,
+    run_b: AttentionRun,
+    alignment: Alignment,
+    layer: int,
+    band: tuple[int, int, int],
+    words_a: Words | None = None,
+    words_b: Words | None = None,
+) -> Float[np.ndarray, "head_index band"]:
+    """JSD of every head of a layer at a band ``(a_start, b_start, length)`` of aligned queries.
+
+    A causal band reads only the keys up to its last query (later weights are 0 on both sides).
+    """
+    a0, b0, length = band
+    causal = run_a.facts.causal
+    rows = []
+    for run, start, words, side in ((run_a, a0, words_a, "a"), (run_b, b0, words_b, "b")):
+        stop = start + length if causal else None
+        weights = unit_rows(run, layer, None, slice(start, start + length), words, stop)
+        rows.append(torch.from_numpy(alignment.bin_keys(weights, side)))  # type: ignore[arg-type]
+    return _jsd(rows[0], rows[1]).numpy()
+
+
+def head_divergence(
+    run_a: AttentionRun,
+    run_b: AttentionRun,
+    words_a: Words | None = None,
+    words_b: Words | None = None,
+    progress: Progress = quiet,
+) -> Comparison:
+    """Every head's divergence between two runs of the same model (see :data:`DIVERGENCE_RULE`).
+
+    Args:
+        run_a: prompt A's run.
+        run_b: prompt B's run (same model).
+        words_a, words_b: compare in word space (both or neither).
+        progress: called once per layer; may raise Cancelled.
+
+    Returns:
+        A :class:`Comparison`; cost: :func:`compare_cost`.
+
+    Raises:
+        NothingAligned: lengths differ and the prompts share no first or last token (word).
+    """
+    alignment = align_runs(run_a, run_b, words_a, words_b)
+    n_layers, n_heads = run_a.facts.n_layers, run_a.facts.n_heads
+    totals = np.zeros((n_layers, n_heads))
+    for layer in range(n_layers):
+        for band in _chunks(alignment, words_a, run_a, n_heads):
+            totals[layer] += band_divergence(
+                run_a, run_b, alignment, layer, band, words_a, words_b
+            ).sum(axis=-1)
+        progress((layer + 1) / n_layers, f"layer {layer + 1} of {n_layers}")
+    return Comparison(alignment, totals / max(1, alignment.n_aligned), words_a is not None)
+
+
+def aligned_rows(
+    run: AttentionRun,
+    alignment: Alignment,
+    side: Side,
+    layer: int,
+    head: int,
+    rows: slice,
+    words: Words | None = None,
+) -> Float[np.ndarray, "aligned aligned_key"]:
+    """One head's rows ``rows`` (aligned query indices) on the aligned key axis."""
+    start, stop, _ = rows.indices(alignment.n_aligned)
+    parts = []
+    for at, pos, length in alignment.blocks(side):
+        lo, hi = max(start, at), min(stop, at + length)
+        if lo < hi:
+            units = slice(pos + lo - at, pos + hi - at)
+            parts.append(alignment.bin_keys(unit_rows(run, layer, head, units, words), side))
+    if not parts:
+        return np.zeros((0, alignment.n_keys))
+    return np.concatenate(parts, axis=0)
+
+
+def difference_window(
+    run_a: AttentionRun,
+    run_b: AttentionRun,
+    alignment: Alignment,
+    layer: int,
+    head: int,
+    rows: slice,
+    cols: slice,
+    words_a: Words | None = None,
+    words_b: Words | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One head's A, B and A − B on aligned queries ``rows`` x aligned keys ``cols``.
+
+    Keys are on the aligned key axis (the unaligned bin at index ``alignment.prefix`` when the
+    lengths differ); cells a causal query cannot see are NaN in all three.
+
+    Returns:
+        ``(a, b, a - b)``, each ``len(rows) x len(cols)`` float64.
+    """
+    a = aligned_rows(run_a, alignment, "a", layer, head, rows, words_a)[:, cols].astype(float)
+    b = aligned_rows(run_b, alignment, "b", layer, head, rows, words_b)[:, cols].astype(float)
+    seen = alignment.visible(run_a.facts.causal)[rows, cols]
+    a, b = np.where(seen, a, np.nan), np.where(seen, b, np.nan)
+    return a, b, a - b
+
+
+def query_divergence(
+    run_a: AttentionRun,
+    run_b: AttentionRun,
+    alignment: Alignment,
+    layer: int,
+    head: int,
+    words_a: Words | None = None,
+    words_b: Words | None = None,
+) -> Float[np.ndarray, " aligned"]:
+    """One head's JSD at each aligned query (where in the prompt its attention moved)."""
+    every = slice(None)
+    p = aligned_rows(run_a, alignment, "a", layer, head, every, words_a)
+    q = aligned_rows(run_b, alignment, "b", layer, head, every, words_b)
+    return _jsd(torch.from_numpy(p), torch.from_numpy(q)).numpy()
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a computation will take: floating-point operations, seconds on 2 CPU cores (an
+    estimate from measured rates), and the peak memory it adds."""
+
+    flops: float
+    seconds: float
+    peak_bytes: int
+
+
+def compare_cost(facts: ModelFacts, n_a: int, n_b: int, factored: bool) -> Cost:
+    """Cost of :func:`head_divergence` for prompts of ``n_a`` and ``n_b`` tokens.
+
+    Every aligned row of every head is read once per prompt, only up to its band's last key in
+    a causal model (rebuilt from q and k when ``factored``: ``2 d_head + 8`` operations per
+    weight), then binned and compared (about 12 operations per weight). Seconds use rates
+    measured on 2 busy CPU cores; the peak is one band of rows per prompt with its copies.
+    """
+    heads = facts.n_layers * facts.n_heads
+    longest = max(n_a, n_b, 1)
+    cells = heads * min(n_a, n_b) * (n_a + n_b) * (0.5 if facts.causal else 1.0)
+    rebuild = cells * (2 * facts.d_head + 8) if factored else 0.0
+    seconds = cells / CELLS_PER_S + rebuild / REBUILD_FLOPS_PER_S
+    rows = min(longest, max(1, CHUNK_CELLS // (facts.n_heads * longest)))
+    band = facts.n_heads * rows * longest
+    return Cost(
+        flops=float(rebuild + 12 * cells),
+        seconds=float(seconds),
+        peak_bytes=int(2 * band * CELL_BYTES),
+    )
