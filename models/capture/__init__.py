@@ -3,7 +3,15 @@
 - :mod:`models.capture.run` -- :class:`AttentionRun` and :func:`capture`;
 - :mod:`models.capture.store` -- the whole pattern stack, or q, k and LSE that rebuild any window;
 - :mod:`models.capture.factored` -- the long-prompt capture that fills the factored store;
-- :mod:`models.capture.views` -- token colours and pooled thumbnails read from a run.
+- :mod:`models.capture.views` -- token colours and pooled thumbnails read from a run;
+- :mod:`models.capture.alignment` -- which positions of prompt A stand for which of prompt B;
+- :mod:`models.capture.compare` -- every head's Jensen–Shannon divergence between two prompts,
+  one head's A − B window, the ranking table and the cost estimate;
+- :mod:`models.capture.words` -- word-level attention (to a word: sum; from a word: mean);
+- :mod:`models.capture.word_split` -- which tokens form a word, for each tokenizer family;
+- :mod:`models.capture.spans` -- attention from and to a selected span of tokens or words;
+- :mod:`models.capture.rollout` -- attention rollout (Abnar & Zuidema 2020) and its refusal;
+- :mod:`models.capture.__main__` -- ``python -m models.capture compare``: one CSV row per head.
 """
 
 from models.capture.run import AttentionRun, capture
