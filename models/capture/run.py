@@ -6,16 +6,22 @@ cached and shared between sessions without holding the model or an ActivationCac
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Literal
 
 import numpy as np
 import torch
 
 from models.capture.factored import capture_factored
-from models.capture.streaming import capture_streaming
-from models.capture.store import (DensePatterns, FactoredPatterns, PatternStore, iter_layers,
-                                  read_only)
+from models.capture.store import (
+    DensePatterns,
+    FactoredPatterns,
+    PatternStore,
+    iter_layers,
+    read_only,
+)
+from models.capture.streaming import stream
 from models.model.facts import ModelFacts
 from models.model.forward import every_layer, pattern_hook, run_hooks, tokenize
 from models.model.loading import LoadedModel
@@ -24,6 +30,7 @@ from models.model.tokens import readable_tokens
 from models.progress import Progress, part, quiet
 
 DENSE_LIMIT_BYTES = 192 * 1024**2
+CapturePath = Literal["dense", "fused", "hooks", "shortened"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,11 @@ class AttentionRun:
         first_is_special: position 0 is a BOS / [CLS] token the tokenizer added.
         n_prompt_tokens: how many tokens the full prompt had before truncation.
         spec: the model the run was captured on.
+        path: how the patterns were read: ``dense`` (every pattern through the bridge's hooks),
+            ``fused`` (one pass through the model's own fused attention, in its own dtype),
+            ``hooks`` (q and k through the bridge's hooks) or ``shortened`` (a dense capture of
+            the first tokens only, when nothing else could read this model).
+        fallback: why the fused pass was not used, when a long prompt fell back (for the page).
     """
 
     prompt: str
@@ -49,6 +61,13 @@ class AttentionRun:
     first_is_special: bool
     n_prompt_tokens: int
     spec: ModelSpec | None = None
+    path: CapturePath = "dense"
+    fallback: str | None = None
+
+    @property
+    def dtype(self) -> str:
+        """The dtype the model ran in (q and k are kept, and patterns rebuilt, in float32)."""
+        return self.spec.dtype if self.spec is not None else "float32"
 
     @property
     def n_tokens(self) -> int:
@@ -106,8 +125,13 @@ def capture_dense(model: LoadedModel, ids: torch.Tensor) -> DensePatterns:
     return DensePatterns(read_only(np.stack([acts[name][0].numpy() for name in names])))
 
 
-def capture(model: LoadedModel, prompt: str, max_tokens: int | None = None,
-            dense_limit: int = DENSE_LIMIT_BYTES, progress: Progress = quiet) -> AttentionRun:
+def capture(
+    model: LoadedModel,
+    prompt: str,
+    max_tokens: int | None = None,
+    dense_limit: int = DENSE_LIMIT_BYTES,
+    progress: Progress = quiet,
+) -> AttentionRun:
     """Every head's pattern on ``prompt``.
 
     Patterns are held whole when they take at most ``dense_limit`` bytes. Longer prompts keep q,
@@ -130,14 +154,17 @@ def capture(model: LoadedModel, prompt: str, max_tokens: int | None = None,
     """
     ids, n_full = tokenize(model, prompt, max_tokens)
     store: PatternStore | None = None
+    path: CapturePath = "dense"
+    fallback = None
     if dense_bytes(model.facts, ids.shape[1]) > dense_limit:
-        store = capture_streaming(model, ids, part(progress, 0.0, 0.95))
+        store, fallback = stream(model, ids, part(progress, 0.0, 0.95))
+        path = "fused"
         if store is None:
-            progress(0.0, "reading q and k through the bridge's hooks (slower)")
-            store = capture_factored(model, ids)
+            progress(0.0, f"reading q and k through the bridge's hooks (slower): {fallback}")
+            store, path = capture_factored(model, ids), "hooks"
         if store is None:  # q/k hooks do not rebuild the scores: keep what fits whole
-            fits = int((dense_limit / dense_bytes(model.facts, 1)) ** 0.5)
-            ids = ids[:, :fits]
+            fits = max(1, int((dense_limit / dense_bytes(model.facts, 1)) ** 0.5))
+            ids, path = ids[:, :fits], "shortened"
     if store is None:
         store = capture_dense(model, ids)
     id_list = [int(i) for i in ids[0]]
@@ -151,4 +178,6 @@ def capture(model: LoadedModel, prompt: str, max_tokens: int | None = None,
         first_is_special=id_list[0] in special,
         n_prompt_tokens=n_full,
         spec=model.spec,
+        path=path,
+        fallback=fallback,
     )

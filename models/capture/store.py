@@ -4,13 +4,15 @@ A prompt of a few hundred tokens keeps the whole ``layer head_index query_pos ke
 (:class:`DensePatterns`). Past that the stack outgrows memory (GPT-2 small at 2,048 tokens would
 need 2.4 GB in fp32), so :class:`FactoredPatterns` keeps each layer's q and k and the per-row
 log-sum-exp of the model's own scores: ``P = exp(q k^T * scale - lse)``, masked to 0, gives any
-head, row or window exactly, on demand.
+head, row or window exactly, on demand. A streaming capture also keeps every head's max-pooled
+overview and thumbnail, its value norms, and how well the kept arrays reproduced the fused
+kernel's output (:class:`SdpaCheck`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 import torch
@@ -45,6 +47,28 @@ class DensePatterns:
 
 
 @dataclass(frozen=True)
+class SdpaCheck:
+    """How closely the kept q, k and LSE reproduce the fused kernel's own output.
+
+    Attributes:
+        dtype: the dtype the model (and its kernel) ran in.
+        error: largest ``|sum_j w_j v_j - SDPA output|`` over the sampled rows, every layer,
+            head and dimension (float32 arithmetic on the kept arrays).
+        ratio: largest error divided by what that dtype's rounding allows (the check passes
+            at <= 1; see :func:`models.capture.streaming.allowed_error`).
+        lse_error: largest ``|kept LSE - float32 LSE|`` on the sampled rows (the kernel's own
+            statistics against a float32 recomputation; 0 when computed here).
+        rows: the sampled query rows.
+    """
+
+    dtype: str
+    error: float
+    ratio: float
+    lse_error: float
+    rows: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class FactoredPatterns:
     """Patterns rebuilt on demand from q, k and the log-sum-exp of each row.
 
@@ -59,6 +83,10 @@ class FactoredPatterns:
         pool_factor: positions per pixel edge of ``pooled``.
         value_norms: ``layer head_index key_pos`` ``||v_j W_O^h||`` from the streaming capture
             (for value-weighted views), or None.
+        overview: ``layer head_index pixel pixel`` float16 exact max-pool of every head's whole
+            pattern (at most 256 pixels, NaN where wholly masked), or None.
+        overview_factor: positions per pixel edge of ``overview``.
+        check: how well the kept arrays reproduced the fused kernel (streaming capture only).
     """
 
     q: np.ndarray
@@ -69,10 +97,15 @@ class FactoredPatterns:
     pooled: np.ndarray | None = None
     pool_factor: int = 1
     value_norms: np.ndarray | None = None
+    overview: np.ndarray | None = None
+    overview_factor: int = 1
+    check: SdpaCheck | None = None
 
     @property
     def nbytes(self) -> int:
-        extra = sum(0 if a is None else a.nbytes for a in (self.pooled, self.value_norms))
+        extra = sum(
+            0 if a is None else a.nbytes for a in (self.pooled, self.value_norms, self.overview)
+        )
         return int(self.q.nbytes + self.k.nbytes + self.lse.nbytes + extra)
 
     def _rebuild(self, layer: int, heads: slice, rows: slice, cols: slice) -> np.ndarray:
@@ -85,8 +118,9 @@ class FactoredPatterns:
         if group > 1:  # the rebuilt heads must line up with their shared key head
             k = k[torch.tensor([h // group - kv_lo for h in head_ids])]
         lse = torch.from_numpy(np.array(self.lse[layer, heads]))[None]
-        out = rebuild_pattern(q, k[None], lse, rows, cols, causal=self.causal,
-                              scale=self.scales[layer])
+        out = rebuild_pattern(
+            q, k[None], lse, rows, cols, causal=self.causal, scale=self.scales[layer]
+        )
         return out[0].numpy()
 
     def layer(self, layer: int) -> np.ndarray:

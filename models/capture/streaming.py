@@ -1,18 +1,22 @@
-"""Capture a long prompt at the speed of the model's own fused attention.
+"""Capture a long prompt at the speed of the model's own fused attention, in its own dtype.
 
 The model runs once through its plain Hugging Face modules with SDPA attention
-(:mod:`models.model.plain`). As each layer's attention runs, its q and k (rotated, as the softmax
-sees them) are kept, and one chunked pass over ``q k^T`` computes, a block of query rows at a
-time and never the whole ``n x n`` matrix:
+(:mod:`models.model.plain`), in the dtype it was loaded in (bfloat16 runs bfloat16 SDPA). As each
+layer's attention runs, its q and k (rotated, as the softmax sees them) are kept, upcast to
+float32, and everything shown later is computed from them in float32:
 
 - the log-sum-exp of every row (so any window of any head rebuilds exactly later): on the CPU
-  the fused kernel returns it beside its output at no extra cost, elsewhere it is computed,
-- each head's max-pooled thumbnail (a thin diagonal or a single sink column survives pooling),
-- a self-check: a few rows of ``softmax(q k^T * scale) v`` against SDPA's own output, which proves
-  that the kept q, k, scale and mask are what the model used,
+  the fused kernel returns it beside its output (float32 statistics even for bfloat16 inputs),
+  elsewhere it is computed here;
+- each head's overview, max-pooled exactly to at most 256 pixels
+  (:mod:`models.capture.overview`), and from it the 64-pixel thumbnails;
+- a self-check: a few rows of ``softmax(q k^T * scale) v`` against SDPA's own output, which
+  proves that the kept q, k, scale and mask are what the model used. The allowed difference is
+  derived from the dtype (see :func:`allowed_error`), so a bfloat16 pass passes on its merits;
 - each head's value norms ``||v_j W_O^h||`` for value-weighted views.
 
-If a layer never calls back or the check fails, the caller falls back to the bridge.
+If a layer never calls back, its mask is not plain causal / full, or the check fails, the store
+is None and :func:`stream` says why; the caller reports the fallback to the bridge.
 """
 
 from __future__ import annotations
@@ -21,22 +25,25 @@ import math
 
 import numpy as np
 import torch
+from jaxtyping import Float
 
-from models.capture.store import FactoredPatterns, read_only
-from models.model.weights import output_projection
+from models.capture.overview import layer_overview, overview_factor, pool_again, thumb_factor
+from models.capture.store import FactoredPatterns, SdpaCheck, read_only
 from models.model.loading import LoadedModel
 from models.model.plain import LayerAttention, run_plain
+from models.model.weights import output_projection
 from models.progress import Progress, quiet
 
 THUMB = 64
 CHUNK_ROWS = 256
-ROWS_PER_BLOCK = 4
-CHECK_TOLERANCE = 1e-4
+UNIT_ROUNDOFF = {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}
+EXP_SLACK = 2e-4  # relative: the CPU kernel's fast exp for half types, float32 accumulation
+ABS_SLACK = 1e-5
 
 
 def pool_factor(n: int, size: int = THUMB) -> int:
-    """Block edge that max-pools ``n`` positions into at most ``size`` pixels."""
-    return max(1, math.ceil(n / size))
+    """Positions per thumbnail pixel edge (a whole number of overview pixels)."""
+    return thumb_factor(n, size)
 
 
 def sample_rows(n: int) -> list[int]:
@@ -47,146 +54,230 @@ class LayerSummary:
     """Collects, layer by layer, what the factored store keeps (see the module docstring)."""
 
     def __init__(self, model: LoadedModel, n_tokens: int, progress: Progress) -> None:
-        n_layers = model.facts.n_layers
-        self.model, self.n_layers, self.n = model, n_layers, n_tokens
-        self.factor = pool_factor(n_tokens)
-        self.q: list = [None] * n_layers
-        self.k: list = [None] * n_layers
-        self.lse: list = [None] * n_layers
-        self.pooled: list = [None] * n_layers
-        self.norms: list = [None] * n_layers
-        self.scales: list = [None] * n_layers
-        self.causal: bool | None = None
-        self.worst = 0.0
+        self.model, self.n_layers, self.n = model, model.facts.n_layers, n_tokens
+        self.factor = overview_factor(n_tokens)
+        self.thumb = thumb_factor(n_tokens) // self.factor
+        self.arrays: dict[str, np.ndarray] = {}
+        self.seen = [False] * self.n_layers
+        self.scales = [1.0] * self.n_layers
+        self.causal = False
+        self.dtype = torch.float32
+        self.worst = SdpaCheck(
+            dtype="float32", error=0.0, ratio=0.0, lse_error=0.0, rows=tuple(sample_rows(n_tokens))
+        )
         self.unsupported: str | None = None
         self.progress = progress
 
+    def _allocate(self, q: torch.Tensor, k: torch.Tensor) -> None:
+        """The store's arrays, filled in place layer by layer (no stacking copy at the end)."""
+        if self.arrays:
+            return
+        n_layers, (n_heads, n, d), n_kv = self.n_layers, q.shape, k.shape[0]
+        pix = math.ceil(n / self.factor)
+        thumb = math.ceil(pix / self.thumb)
+        shapes = {
+            "q": ((n_heads, n, d), np.float32),
+            "k": ((n_kv, n, k.shape[2]), np.float32),
+            "lse": ((n_heads, n), np.float32),
+            "norms": ((n_heads, n), np.float32),
+            "overview": ((n_heads, pix, pix), np.float16),
+            "pooled": ((n_heads, thumb, thumb), np.float32),
+        }
+        self.arrays = {
+            name: np.empty((n_layers, *shape), dtype) for name, (shape, dtype) in shapes.items()
+        }
+
     def __call__(self, att: LayerAttention) -> None:
         if att.mask is not None or att.window is not None:
-            self.unsupported = "a custom attention mask or sliding window"
+            self.unsupported = "the model uses a custom attention mask or a sliding window"
+        if self.unsupported:
             return
-        q = att.query[0].detach().to("cpu", torch.float32).contiguous()
-        k = att.key[0].detach().to("cpu", torch.float32).contiguous()
-        lse = (layer_lse(q, k, att.scale, att.causal) if att.lse is None
-               else att.lse[0].detach().to("cpu", torch.float32))
-        out = att.output[0].detach().to("cpu", torch.float32)
-        v = att.value[0].detach().to("cpu", torch.float32)
-        error = output_error(q, k, v, out, lse, att.scale, att.causal)
-        layer = att.layer
-        self.norms[layer] = value_norms(v, output_projection(self.model, layer)[0],
-                                        q.shape[0])
-        self.q[layer], self.k[layer], self.lse[layer] = q, k, lse
-        self.pooled[layer] = pooled_weights(q, k, lse, att.scale, att.causal, self.factor)
-        self.scales[layer], self.causal = att.scale, att.causal
-        self.worst = max(self.worst, error)
+        layer, query, key = att.layer, att.query[0].detach(), att.key[0].detach()
+        self._allocate(query, key)
+        a = self.arrays
+        q = torch.from_numpy(a["q"][layer]).copy_(query)  # float32 on the CPU, in the store
+        k = torch.from_numpy(a["k"][layer]).copy_(key)
+        if query.device.type != "cpu":  # compute where the model runs
+            q, k = query.to(torch.float32), key.to(torch.float32)
+        lse = (
+            layer_lse(q, k, att.scale, att.causal)
+            if att.lse is None
+            else att.lse[0].detach().to(torch.float32)
+        )
+        a["lse"][layer] = lse.cpu().numpy()
+        v = att.value[0].detach().to(torch.float32)
+        check = check_rows(q, k, v, att.output[0].detach(), lse, att.scale, att.causal, query.dtype)
+        a["norms"][layer] = value_norms(v, output_projection(self.model, layer)[0]).cpu().numpy()
+        overview = layer_overview(q, k, lse, att.scale, att.causal, self.factor).cpu().numpy()
+        a["overview"][layer] = overview
+        a["pooled"][layer] = pool_again(overview, self.thumb)
+        self.seen[layer], self.scales[layer], self.causal = True, att.scale, att.causal
+        self.dtype = query.dtype
+        if check.ratio >= self.worst.ratio:
+            self.worst = check
         self.progress((layer + 1) / self.n_layers, f"layer {layer + 1} of {self.n_layers}")
 
+    def failure(self) -> str | None:
+        """Why this pass cannot be used, or None."""
+        if self.unsupported:
+            return self.unsupported
+        if not all(self.seen):
+            return "some attention layers did not run through the fused kernel"
+        if not self.worst.ratio <= 1.0:
+            return (
+                f"the kept q and k did not reproduce the fused kernel's output within "
+                f"{self.worst.dtype} rounding (largest difference {self.worst.error:.2g}, "
+                f"{self.worst.ratio:.1f} times what that rounding allows)"
+            )
+        return None
+
     def store(self) -> FactoredPatterns | None:
-        """The factored store, or None when a layer was missed or failed its check."""
-        if self.unsupported or any(x is None for x in self.lse) or not (
-                self.worst <= CHECK_TOLERANCE):
+        """The factored store, or None when :meth:`failure` has a reason."""
+        if self.failure() is not None:
             return None
+        a = {name: read_only(array) for name, array in self.arrays.items()}
         return FactoredPatterns(
-            q=read_only(torch.stack(self.q).numpy()), k=read_only(torch.stack(self.k).numpy()),
-            lse=read_only(torch.stack(self.lse).numpy()), scales=tuple(self.scales),
-            causal=bool(self.causal), pooled=read_only(np.stack(self.pooled)),
-            pool_factor=self.factor, value_norms=read_only(np.stack(self.norms)))
+            q=a["q"],
+            k=a["k"],
+            lse=a["lse"],
+            scales=tuple(self.scales),
+            causal=bool(self.causal),
+            pooled=a["pooled"],
+            pool_factor=self.factor * self.thumb,
+            value_norms=a["norms"],
+            overview=a["overview"],
+            overview_factor=self.factor,
+            check=self.worst,
+        )
 
 
-def value_norms(v: torch.Tensor, w_o: torch.Tensor, n_heads: int) -> np.ndarray:
-    """``head_index key_pos`` ``||v_j W_O^h||`` from one layer's ``kv_head key_pos d_head`` v and
-    ``head_index d_head d_model`` W_O, through each head's ``W_O W_O^T`` (no pos x d_model
-    buffer)."""
-    heads = v.to(torch.float64).repeat_interleave(n_heads // v.shape[0], dim=0)
-    gram = w_o @ w_o.transpose(1, 2)
-    squared = torch.einsum("hpd,hde,hpe->hp", heads, gram, heads)
-    return squared.clamp_min(0.0).sqrt().to(torch.float32).numpy()
+def value_norms(
+    v: Float[torch.Tensor, "kv_head_index key_pos d_head"],
+    w_o: Float[torch.Tensor, "head_index d_head d_model"],
+) -> Float[torch.Tensor, "head_index key_pos"]:
+    """``||v_j W_O^h||`` of one layer, in float32 without a ``pos x d_model`` buffer.
+
+    With ``W_O^T = Q R`` (QR, float64), ``||v W_O|| = ||v R^T||``: a ``d_head x d_head`` product
+    whose squares are all positive, so float32 loses nothing to cancellation.
+    """
+    r = torch.linalg.qr(w_o.transpose(1, 2), mode="r")[1]
+    factor = r.transpose(1, 2).to(device=v.device, dtype=torch.float32)
+    projected = torch.matmul(v[:, None], factor.unflatten(0, (v.shape[0], -1)))
+    return torch.linalg.vector_norm(projected, dim=-1).flatten(0, 1)
 
 
-def _scores(q: torch.Tensor, k: torch.Tensor, rows: torch.Tensor, n_keys: int, scale: float,
-            causal: bool) -> torch.Tensor:
-    """``head_index len(rows) n_keys`` logits of the given query rows, later keys at -inf."""
+def _scores(
+    q: torch.Tensor, k: torch.Tensor, rows: torch.Tensor, n_keys: int, scale: float, causal: bool
+) -> torch.Tensor:
+    """``head_index len(rows) n_keys`` float32 logits of the given rows, later keys at -inf."""
     n_kv = k.shape[0]
-    picked = q[:, rows].unflatten(0, (n_kv, -1)) * scale
-    scores = torch.matmul(picked, k[:, None, :n_keys].transpose(-1, -2)).flatten(0, 1)
+    picked = q[:, rows].to(torch.float32).unflatten(0, (n_kv, -1))
+    keys = k[:, None, :n_keys].to(torch.float32).transpose(-1, -2)
+    scores = (torch.matmul(picked, keys) * scale).flatten(0, 1)
     if causal:
-        scores.masked_fill_(torch.arange(n_keys)[None, :] > rows[:, None], float("-inf"))
+        later = torch.arange(n_keys, device=q.device)[None, :] > rows[:, None]
+        scores.masked_fill_(later, float("-inf"))
     return scores
 
 
 def layer_lse(q: torch.Tensor, k: torch.Tensor, scale: float, causal: bool) -> torch.Tensor:
-    """``head_index query_pos`` log-sum-exp of every row, a block of rows at a time."""
+    """``head_index query_pos`` float32 log-sum-exp of every row, a block of rows at a time."""
     n = q.shape[1]
     parts = []
     for r0 in range(0, n, CHUNK_ROWS):
-        rows = torch.arange(r0, min(r0 + CHUNK_ROWS, n))
-        parts.append(torch.logsumexp(_scores(q, k, rows, int(rows[-1]) + 1 if causal else n,
-                                             scale, causal), dim=-1))
+        rows = torch.arange(r0, min(r0 + CHUNK_ROWS, n), device=q.device)
+        parts.append(
+            torch.logsumexp(
+                _scores(q, k, rows, int(rows[-1]) + 1 if causal else n, scale, causal), dim=-1
+            )
+        )
     return torch.cat(parts, dim=-1)
 
 
-def output_error(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
-                 lse: torch.Tensor, scale: float, causal: bool) -> float:
-    """``max |exp(q k^T * scale - lse) v - out|`` over a few rows: are q, k, scale, mask and
-    LSE what the model used?"""
-    n = q.shape[1]
-    rows = torch.tensor(sample_rows(n))
-    weights = (_scores(q, k, rows, n, scale, causal) - lse[:, rows, None]).exp()
-    n_kv = k.shape[0]
-    got = torch.matmul(weights.unflatten(0, (n_kv, -1)), v[:, None]).flatten(0, 1)
-    return float((got - out[:, rows]).abs().max())
+def allowed_error(out: torch.Tensor, spread: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """How far SDPA's output may lie from ``sum_j w_j v_j`` computed in float32.
 
-
-def pooled_weights(q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, scale: float,
-                   causal: bool, factor: int) -> np.ndarray:
-    """``head_index pixel pixel`` max-pooled weights of a layer, NaN where wholly masked.
-
-    Each block's maximum is taken over every key and over :data:`ROWS_PER_BLOCK` evenly spaced
-    query rows of the block: a diagonal, an offset stripe or a sink column lights every row, so
-    the picture is the same as over all rows at a fraction of the cost.
+    A fused kernel in a dtype with unit roundoff ``u`` rounds each (unnormalised) weight before
+    multiplying it with ``v`` (relative error ``u`` per term: at most ``u * sum_j w_j |v_j|``) and
+    rounds its result (``u * |out|``). Its float32 statistics add a relative ``EXP_SLACK`` (a
+    fast exponential for half types, the order of float32 sums), and ``ABS_SLACK`` covers
+    outputs near zero. bfloat16: ``u = 2^-8``; float16: ``2^-11``; float32: ``2^-24``.
     """
-    n_heads, n, _ = q.shape
-    n_kv = k.shape[0]
-    pixels = math.ceil(n / factor)
-    stride = max(1, factor // ROWS_PER_BLOCK)
-    per_block = math.ceil(factor / stride)
-    blocks_per_chunk = max(1, CHUNK_ROWS // per_block)
-    scaled_q = q * scale
-    pooled = torch.zeros(n_heads, pixels, pixels)
-    for b0 in range(0, pixels, blocks_per_chunk):
-        b1 = min(b0 + blocks_per_chunk, pixels)
-        r0, r1 = b0 * factor, min(b1 * factor, n)
-        rows = torch.arange(r0, r1).unflatten(0, (-1, factor))[:, :: stride].flatten() \
-            if (r1 - r0) % factor == 0 else torch.arange(r0, r1)[(torch.arange(r0, r1) - r0)
-                                                              % factor % stride == 0]
-        n_keys = r1 if causal else n
-        picked = scaled_q[:, rows].unflatten(0, (n_kv, -1))
-        weights = torch.matmul(picked, k[:, None, :n_keys].transpose(-1, -2)).flatten(0, 1)
-        weights.sub_(lse[:, rows, None])
-        if causal:  # only keys from r0 on can lie after a query of this chunk
-            later = torch.arange(r0, n_keys)[None, :] > rows[:, None]
-            weights[..., r0:].masked_fill_(later, float("-inf"))
-        weights.exp_()
-        weights = torch.nn.functional.pad(weights, (0, -n_keys % factor))
-        by_key = weights.unflatten(2, (-1, factor)).amax(dim=3)
-        block_of_row = (rows - r0) // factor
-        counts = torch.bincount(block_of_row, minlength=b1 - b0).tolist()
-        for offset, part in enumerate(torch.split(by_key, counts, dim=1)):
-            pooled[:, b0 + offset, : by_key.shape[2]] = part.amax(dim=1)
-    pooled = pooled.numpy()
-    if causal:
-        start = np.arange(pixels) * factor
-        pooled[:, start[:, None] + factor - 1 < start[None, :]] = np.nan  # wholly above diagonal
-    return pooled
+    u = UNIT_ROUNDOFF.get(dtype, 2.0**-8)
+    return u * out.abs() + (u + EXP_SLACK) * spread + ABS_SLACK
 
 
-def capture_streaming(model: LoadedModel, ids: torch.Tensor,
-                      progress: Progress = quiet) -> FactoredPatterns | None:
-    """q, k, LSE and thumbnails of every layer for ``ids`` ``(1, pos)`` in one fused pass.
+def check_rows(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    scale: float,
+    causal: bool,
+    dtype: torch.dtype,
+) -> SdpaCheck:
+    """``exp(q k^T * scale - lse) v`` against SDPA's ``out`` on a few rows, in float32.
+
+    Args:
+        q: ``head_index query_pos d_head``; k, v: ``kv_head_index key_pos d_head`` (float32).
+        out: ``head_index query_pos d_head`` SDPA's output in the model's dtype.
+        lse: ``head_index query_pos`` float32, as kept.
+        dtype: the dtype the kernel ran in (sets the allowed rounding).
+    """
+    n = q.shape[1]
+    rows = torch.tensor(sample_rows(n), device=q.device)
+    scores = _scores(q, k, rows, n, scale, causal)
+    weights = (scores - lse[:, rows, None]).exp().unflatten(0, (k.shape[0], -1))
+    got = torch.matmul(weights, v[:, None]).flatten(0, 1)
+    spread = torch.matmul(weights, v.abs()[:, None]).flatten(0, 1)
+    want = out[:, rows].to(torch.float32)
+    error = (got - want).abs()
+    ratio = error / allowed_error(want, spread, dtype)
+    lse_error = (torch.logsumexp(scores, dim=-1) - lse[:, rows]).abs()
+    return SdpaCheck(
+        dtype=str(dtype).removeprefix("torch."),
+        error=float(error.max()),
+        ratio=float(ratio.max()),
+        lse_error=float(lse_error.max()),
+        rows=tuple(int(r) for r in rows),
+    )
+
+
+def stream(
+    model: LoadedModel, ids: torch.Tensor, progress: Progress = quiet
+) -> tuple[FactoredPatterns | None, str | None]:
+    """q, k, LSE, overviews, thumbnails and value norms of every layer in one fused pass.
+
+    Args:
+        model: the loaded model (any dtype; statistics are computed in float32).
+        ids: ``1 pos`` token ids.
+        progress: called after each layer; may raise Cancelled.
 
     Returns:
-        The factored store, or None when this model's attention cannot be read this way.
+        ``(store, None)``, or ``(None, why)`` when this model's attention cannot be read this
+        way (the caller falls back and says so).
     """
     summary = LayerSummary(model, int(ids.shape[1]), progress)
     run_plain(model, ids, summary)
-    return summary.store()
+    return summary.store(), summary.failure()
+
+
+def capture_streaming(
+    model: LoadedModel, ids: torch.Tensor, progress: Progress = quiet
+) -> FactoredPatterns | None:
+    """:func:`stream` without the reason: the store, or None."""
+    return stream(model, ids, progress)[0]
+
+
+def capture_bytes(model: LoadedModel, n_tokens: int) -> int:
+    """Bytes the store of a streaming capture of ``n_tokens`` holds (q, k as float32, LSE, value
+    norms, float16 overviews, thumbnails), for memory budgets."""
+    facts = model.facts
+    per_head = n_tokens * (facts.d_head + 2) * 4
+    pix = math.ceil(n_tokens / overview_factor(n_tokens))
+    heads = facts.n_layers * facts.n_heads
+    return (
+        heads * (per_head + pix * pix * 2 + THUMB * THUMB * 4)
+        + facts.n_layers * facts.n_kv_heads * n_tokens * facts.d_head * 4
+    )

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from models.capture.overview import pool_again
+
 if TYPE_CHECKING:
     from models.capture.run import AttentionRun
 
@@ -20,8 +22,15 @@ Scope = Literal["head", "layer", "all"]
 Pooling = Literal["max", "mean"]
 
 
-def scoped_weights(run: "AttentionRun", scope: Scope, layer: int, head: int, token: int,
-                   direction: Literal["from", "to"], weighting=None) -> np.ndarray:
+def scoped_weights(
+    run: AttentionRun,
+    scope: Scope,
+    layer: int,
+    head: int,
+    token: int,
+    direction: Literal["from", "to"],
+    weighting=None,
+) -> np.ndarray:
     """Weights to colour the prompt with, reading only row (or column) ``token`` of each head.
 
     ``from``: how much ``token`` attends to each key; ``to``: how much each query attends to
@@ -32,24 +41,29 @@ def scoped_weights(run: "AttentionRun", scope: Scope, layer: int, head: int, tok
     one = slice(token, token + 1)
     rows, cols = (one, slice(None)) if direction == "from" else (slice(None), one)
     if weighting is not None:
-        heads = {"head": [(layer, head)],
-                 "layer": [(layer, h) for h in range(run.facts.n_heads)],
-                 "all": [(li, h) for li in range(run.facts.n_layers)
-                         for h in range(run.facts.n_heads)]}[scope]
-        weights = sum(run.window(li, h, rows, cols).astype(np.float64)
-                      * weighting.scale(li, h, rows, cols) for li, h in heads) / len(heads)
+        heads = {
+            "head": [(layer, head)],
+            "layer": [(layer, h) for h in range(run.facts.n_heads)],
+            "all": [(li, h) for li in range(run.facts.n_layers) for h in range(run.facts.n_heads)],
+        }[scope]
+        weights = sum(
+            run.window(li, h, rows, cols).astype(np.float64) * weighting.scale(li, h, rows, cols)
+            for li, h in heads
+        ) / len(heads)
     elif scope == "head":
         weights = run.window(layer, head, rows, cols).astype(np.float64)
     elif scope == "layer":
         weights = run.store.layer_window(layer, rows, cols).astype(np.float64).mean(axis=0)
     else:
-        total = sum(run.store.layer_window(li, rows, cols).astype(np.float64).sum(axis=0)
-                    for li in range(run.facts.n_layers))
+        total = sum(
+            run.store.layer_window(li, rows, cols).astype(np.float64).sum(axis=0)
+            for li in range(run.facts.n_layers)
+        )
         weights = total / (run.facts.n_layers * run.facts.n_heads)
     weights = weights.reshape(-1)
     if run.facts.causal:
         if direction == "from":
-            weights[token + 1:] = np.nan
+            weights[token + 1 :] = np.nan
         else:
             weights[:token] = np.nan
     return weights
@@ -61,7 +75,7 @@ def pool(pattern: np.ndarray, size: int, how: Pooling = "max") -> np.ndarray:
     return pool_rows(pattern, -(-pattern.shape[-2] // size), size, how)
 
 
-def pooled_layer(run: "AttentionRun", layer: int, size: int) -> np.ndarray:
+def pooled_layer(run: AttentionRun, layer: int, size: int) -> np.ndarray:
     """``head_index q_pixel k_pixel`` max-pooled thumbnails of one layer, masked cells NaN.
 
     A streaming capture already holds max-pooled thumbnails (at its own resolution, about
@@ -74,18 +88,38 @@ def pooled_layer(run: "AttentionRun", layer: int, size: int) -> np.ndarray:
     return _banded(run, size, lambda rows: run.store.layer_window(layer, rows, slice(None)))
 
 
-def head_overview(run: "AttentionRun", layer: int, head: int, size: int = 192,
-                  weighting=None) -> np.ndarray:
+def head_overview(
+    run: AttentionRun, layer: int, head: int, size: int = 192, weighting=None
+) -> np.ndarray:
     """``q_pixel k_pixel`` max-pooled picture of one head's whole pattern, masked cells NaN
-    (value-weighted when ``weighting`` is given)."""
+    (value-weighted when ``weighting`` is given).
+
+    A streaming capture computed every head's overview in its pass (float16, exact max-pool of
+    the float32 pattern); it is returned when its pixels are the ones asked for (or pool to
+    them). A weighting that holds its own overviews (``weighting.overview``) is read the same
+    way. Otherwise the head's pattern is rebuilt a band of rows at a time and pooled.
+    """
+    factor = -(-run.n_tokens // size)
+    stored, stored_factor = (
+        (getattr(run.store, "overview", None), getattr(run.store, "overview_factor", 1))
+        if weighting is None
+        else (getattr(weighting, "overview", None), getattr(weighting, "overview_factor", 1))
+    )
+    if stored is not None and factor % stored_factor == 0:
+        return pool_again(stored[layer, head], factor // stored_factor)
+
     def read(rows: slice) -> np.ndarray:
         window = run.window(layer, head, rows, slice(None))
-        return window if weighting is None else window * weighting.scale(layer, head, rows,
-                                                                          slice(None))
+        return (
+            window
+            if weighting is None
+            else window * weighting.scale(layer, head, rows, slice(None))
+        )
+
     return _banded(run, size, read)
 
 
-def _banded(run: "AttentionRun", size: int, read) -> np.ndarray:
+def _banded(run: AttentionRun, size: int, read) -> np.ndarray:
     """Max-pool what ``read(rows)`` returns, a band of rows at a time (never the whole head).
 
     Weights are never negative and a rebuilt pattern holds 0 where the mask forbids, so the
@@ -95,8 +129,12 @@ def _banded(run: "AttentionRun", size: int, read) -> np.ndarray:
     n = run.n_tokens
     factor = -(-n // size)
     band = factor * max(1, 256 // factor)
-    parts = [pool_rows(np.asarray(read(slice(start, min(start + band, n))), dtype=np.float32),
-                       factor, size) for start in range(0, n, band)]
+    parts = [
+        pool_rows(
+            np.asarray(read(slice(start, min(start + band, n))), dtype=np.float32), factor, size
+        )
+        for start in range(0, n, band)
+    ]
     pooled = np.concatenate(parts, axis=-2)
     if run.facts.causal:
         first_key = np.arange(pooled.shape[-1]) * factor
@@ -105,20 +143,22 @@ def _banded(run: "AttentionRun", size: int, read) -> np.ndarray:
     return pooled
 
 
-def strongest_key(run: "AttentionRun", layer: int, head: int, query: int,
-                  skip_first: bool = False) -> int:
+def strongest_key(
+    run: AttentionRun, layer: int, head: int, query: int, skip_first: bool = False
+) -> int:
     """The key position query ``query`` of head ``layer.head`` puts the most weight on.
 
     ``skip_first`` leaves key 0 out: it is usually a sink the view shows anyway.
     """
-    row = np.array(run.window(layer, head, slice(query, query + 1), slice(None))[0],
-                   dtype=np.float64)
+    row = np.array(
+        run.window(layer, head, slice(query, query + 1), slice(None))[0], dtype=np.float64
+    )
     if skip_first and row.size > 1:
         row[0] = -np.inf
     return int(np.argmax(np.where(np.isfinite(row), row, -np.inf)))
 
 
-def strongest_sink(run: "AttentionRun", layer: int, head: int, max_rows: int = 512) -> int:
+def strongest_sink(run: AttentionRun, layer: int, head: int, max_rows: int = 512) -> int:
     """The key with the largest sink score (mean weight from the queries after it) in one head.
 
     Long prompts are scored on at most ``max_rows`` evenly spaced query rows; a key needs at
@@ -129,12 +169,18 @@ def strongest_sink(run: "AttentionRun", layer: int, head: int, max_rows: int = 5
     step = max(1, n // max_rows)
     rows = np.arange(0, n, step)
     sampled = run.window(layer, head, slice(0, n, step), slice(None)).astype(np.float64)
-    later = rows[:, None] > np.arange(n)[None, :] if run.facts.causal else \
-        rows[:, None] != np.arange(n)[None, :]
+    later = (
+        rows[:, None] > np.arange(n)[None, :]
+        if run.facts.causal
+        else rows[:, None] != np.arange(n)[None, :]
+    )
     counts = later.sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        alphas = np.where(counts >= min(4, len(rows) - 1), (sampled * later).sum(axis=0) /
-                          np.maximum(counts, 1), -np.inf)
+        alphas = np.where(
+            counts >= min(4, len(rows) - 1),
+            (sampled * later).sum(axis=0) / np.maximum(counts, 1),
+            -np.inf,
+        )
     return int(np.argmax(alphas))
 
 
@@ -145,11 +191,15 @@ def pool_rows(chunk: np.ndarray, factor: int, size: int, how: Pooling = "max") -
     if factor == 1 and fk == 1:
         return chunk
     n_rows = chunk.shape[-2]
-    pad = np.full(chunk.shape[:-2] + (-(-n_rows // factor) * factor, -(-n_k // fk) * fk), np.nan,
-                  dtype=np.float32)
+    pad = np.full(
+        (*chunk.shape[:-2], -(-n_rows // factor) * factor, -(-n_k // fk) * fk),
+        np.nan,
+        dtype=np.float32,
+    )
     pad[..., :n_rows, :n_k] = chunk
-    blocks = pad.reshape(chunk.shape[:-2] + (pad.shape[-2] // factor, factor,
-                                             pad.shape[-1] // fk, fk))
+    blocks = pad.reshape(
+        (*chunk.shape[:-2], pad.shape[-2] // factor, factor, pad.shape[-1] // fk, fk)
+    )
     if how == "max":  # fmax skips NaN without copying; an all-masked block stays NaN
         return np.fmax.reduce(np.fmax.reduce(blocks, axis=-1), axis=-2)
     with warnings.catch_warnings():

@@ -20,8 +20,9 @@ import collections
 import copy
 import inspect
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -65,8 +66,14 @@ class LayerAttention:
 OnLayer = Callable[[LayerAttention], None]
 
 
-def _attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
-               value: torch.Tensor, attention_mask: torch.Tensor | None, **kwargs: Any):
+def _attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    **kwargs: Any,
+):
     """transformers' SDPA attention, telling the pass's callback what it computed.
 
     On the CPU, with no extra mask, the flash kernel is called directly: it returns each row's
@@ -81,15 +88,21 @@ def _attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
     causal = bool(getattr(module, "is_causal", False) if causal is None else causal)
     causal = causal and query.shape[2] > 1 and attention_mask is None
     lse = None
-    plain = (callback is not None and query.device.type == "cpu" and attention_mask is None
-             and not kwargs.get("sliding_window") and kwargs.get("softcap") is None
-             and not kwargs.get("dropout"))
+    plain = (
+        callback is not None
+        and query.device.type == "cpu"
+        and attention_mask is None
+        and not kwargs.get("sliding_window")
+        and kwargs.get("softcap") is None
+        and not kwargs.get("dropout")
+    )
     if plain:
         group = query.shape[1] // key.shape[1]
         full_k = key.repeat_interleave(group, dim=1) if group > 1 else key
         full_v = value.repeat_interleave(group, dim=1) if group > 1 else value
         out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            query, full_k, full_v, 0.0, causal, scale=scale)
+            query, full_k, full_v, 0.0, causal, scale=scale
+        )
         out = out.transpose(1, 2).contiguous()
     else:
         out, _ = sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
@@ -98,10 +111,20 @@ def _attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
         layer = getattr(module, "layer_idx", None)
         layer = counter[0] if layer is None else int(layer)
         counter[0] += 1
-        callback(LayerAttention(layer=layer, query=query, key=key, value=value,
-                                output=out.transpose(1, 2), lse=lse, scale=scale,
-                                causal=causal if attention_mask is None else False,
-                                mask=attention_mask, window=kwargs.get("sliding_window")))
+        callback(
+            LayerAttention(
+                layer=layer,
+                query=query,
+                key=key,
+                value=value,
+                output=out.transpose(1, 2),
+                lse=lse,
+                scale=scale,
+                causal=causal if attention_mask is None else False,
+                mask=attention_mask,
+                window=kwargs.get("sliding_window"),
+            )
+        )
     return out, None
 
 
@@ -120,8 +143,10 @@ def _unwrapped(module: torch.nn.Module, config: Any) -> torch.nn.Module:
     base = getattr(module, "_original_component", None) or module
     plain = copy.copy(base)
     plain._modules = collections.OrderedDict(
-        (name, _unwrapped(child, config)) for name, child in base._modules.items()
-        if type(child).__name__ != "HookPoint")
+        (name, _unwrapped(child, config))
+        for name, child in base._modules.items()
+        if child is not None and type(child).__name__ != "HookPoint"
+    )
     for hooks in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks"):
         setattr(plain, hooks, collections.OrderedDict())
     if hasattr(plain, "config"):
@@ -140,8 +165,9 @@ def plain_model(model: LoadedModel) -> torch.nn.Module:
     return model.memo["plain"]
 
 
-def run_plain(model: LoadedModel, ids: torch.Tensor, on_layer: OnLayer,
-              keep_logits: int = 1) -> torch.Tensor:
+def run_plain(
+    model: LoadedModel, ids: torch.Tensor, on_layer: OnLayer, keep_logits: int = 1
+) -> torch.Tensor:
     """One forward pass of the plain view; ``on_layer`` sees each layer (no lock: see above).
 
     Args:
@@ -158,7 +184,7 @@ def run_plain(model: LoadedModel, ids: torch.Tensor, on_layer: OnLayer,
     _local.callback, _local.counter = on_layer, [0]
     try:
         with torch.no_grad():
-            extra = {"use_cache": False} if model.facts.causal else {}
+            extra: dict[str, Any] = {"use_cache": False} if model.facts.causal else {}
             if "logits_to_keep" in inspect.signature(plain.forward).parameters:
                 extra["logits_to_keep"] = keep_logits  # 8,192 x 49,152 logits are 1.6 GB
             out = plain(input_ids=ids.to(device), **extra)
@@ -167,8 +193,68 @@ def run_plain(model: LoadedModel, ids: torch.Tensor, on_layer: OnLayer,
     return out[0] if isinstance(out, tuple) else getattr(out, "logits", out[0])
 
 
-def attention_view(model: LoadedModel, implementation: str, attention: Callable[..., Any]
-                   ) -> torch.nn.Module:
+def _upcast(module: torch.nn.Module, _args: Any) -> None:
+    """Forward pre-hook: this module's own parameters and buffers as float32 copies."""
+    state = module.__dict__
+    state["_kept"] = (module._parameters, module._buffers)
+    state["_parameters"] = collections.OrderedDict(
+        (name, None if p is None else p.detach().to(torch.float32) if p.is_floating_point() else p)
+        for name, p in module._parameters.items()
+    )
+    state["_buffers"] = collections.OrderedDict(
+        (name, b.to(torch.float32) if b is not None and b.is_floating_point() else b)
+        for name, b in module._buffers.items()
+    )
+
+
+def _restore(module: torch.nn.Module, _args: Any, _out: Any) -> None:
+    state = module.__dict__
+    state["_parameters"], state["_buffers"] = state.pop("_kept")
+
+
+def _float32_copy(module: torch.nn.Module) -> torch.nn.Module:
+    """A shallow copy of ``module``'s tree whose modules each run on float32 copies of their own
+    weights, made as they start and dropped as they end (one module's weights at a time)."""
+    twin = copy.copy(module)
+    twin._modules = collections.OrderedDict(
+        (name, _float32_copy(child)) for name, child in module._modules.items() if child is not None
+    )
+    for hooks in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks"):
+        setattr(twin, hooks, collections.OrderedDict())  # never the shared module's dicts
+    if module._parameters or module._buffers:
+        twin.register_forward_pre_hook(_upcast)
+        twin.register_forward_hook(_restore)
+    return twin
+
+
+def run_plain_float32(model: LoadedModel, ids: torch.Tensor, on_layer: OnLayer) -> None:
+    """:func:`run_plain` in float32 arithmetic on the same (possibly bfloat16) weights.
+
+    Each module upcasts its own weights while it runs, so the extra memory is one module's
+    weights in float32 (the embedding's, for most models), never a second model. Used to
+    measure how far a low-precision pass lies from float32 on a short prefix.
+
+    Args:
+        model: the loaded model.
+        ids: ``batch pos`` token ids.
+        on_layer: called with each attention layer's :class:`LayerAttention` (float32 q, k).
+    """
+    twin = _float32_copy(plain_model(model))
+    device = next(plain_model(model).parameters()).device
+    _local.callback, _local.counter = on_layer, [0]
+    try:
+        with torch.no_grad():
+            extra: dict[str, Any] = {"use_cache": False} if model.facts.causal else {}
+            if "logits_to_keep" in inspect.signature(twin.forward).parameters:
+                extra["logits_to_keep"] = 1
+            twin(input_ids=ids.to(device), **extra)
+    finally:
+        _local.callback = None
+
+
+def attention_view(
+    model: LoadedModel, implementation: str, attention: Callable[..., Any]
+) -> torch.nn.Module:
     """A bridge-free view like :func:`plain_model` whose attention layers call ``attention``.
 
     ``attention`` is registered once under ``implementation`` as a transformers

@@ -1,5 +1,6 @@
-"""The fused long-prompt capture: same patterns as Hugging Face eager attention, thumbnails equal
-to a max-pool written here from those patterns, and Cancel that leaves the model usable."""
+"""The fused long-prompt capture: same patterns as Hugging Face eager attention, overviews and
+thumbnails equal to a max-pool written here from those patterns, and Cancel that leaves the model
+usable."""
 
 from __future__ import annotations
 
@@ -9,41 +10,42 @@ import numpy as np
 import pytest
 import torch
 
+from models.capture.overview import overview_factor
 from models.capture.run import capture
-from models.capture.streaming import ROWS_PER_BLOCK, capture_streaming, pool_factor
+from models.capture.streaming import capture_streaming, pool_factor
 from models.model.forward import tokenize
 from models.progress import Cancelled
 
-TEXT = ("def moving_average(values, window):\n    total = sum(values[:window])\n"
-        "    return total / window\n") * 6
-ENGLISH = ("The ferry leaves the harbour at seven in the morning and comes back before dark. "
-           "On calm days the crossing takes forty minutes. ") * 4
+TEXT = (
+    "def moving_average(values, window):\n    total = sum(values[:window])\n"
+    "    return total / window\n"
+) * 6
+ENGLISH = (
+    "The ferry leaves the harbour at seven in the morning and comes back before dark. "
+    "On calm days the crossing takes forty minutes. "
+) * 4
 
 
 def eager_patterns(model, ids: torch.Tensor) -> np.ndarray:
     """``layer head q k`` from the HF model with eager attention (weights of the loaded one)."""
     from transformers import AutoModelForCausalLM
 
-    hf = AutoModelForCausalLM.from_pretrained(model.spec.path_or_name,
-                                              attn_implementation="eager")
+    hf = AutoModelForCausalLM.from_pretrained(model.spec.path_or_name, attn_implementation="eager")
     with torch.no_grad():
         out = hf(ids, output_attentions=True)
     return torch.stack([a[0] for a in out.attentions]).double().numpy()
 
 
 def reference_pool(pattern: np.ndarray, factor: int) -> np.ndarray:
-    """Max over every key and the sampled rows of each block, masked blocks NaN."""
+    """Max over every cell of each block, blocks wholly above the diagonal NaN."""
     n = pattern.shape[-1]
-    stride = max(1, factor // ROWS_PER_BLOCK)
     pixels = math.ceil(n / factor)
-    out = np.full(pattern.shape[:-2] + (pixels, pixels), np.nan)
+    out = np.full((*pattern.shape[:-2], pixels, pixels), np.nan)
     for bi in range(pixels):
-        rows = [r for r in range(bi * factor, min(n, (bi + 1) * factor))
-                if (r - bi * factor) % stride == 0]
         for bj in range(pixels):
-            if bj * factor > bi * factor + factor - 1:
+            if bj * factor > min(n, (bi + 1) * factor) - 1:
                 continue
-            block = pattern[..., rows, bj * factor:(bj + 1) * factor]
+            block = pattern[..., bi * factor : (bi + 1) * factor, bj * factor : (bj + 1) * factor]
             out[..., bi, bj] = block.max(axis=(-2, -1))
     return out
 
@@ -58,8 +60,12 @@ def test_streaming_capture_equals_eager_attention(request, name, text):
     got = np.stack([store.layer(layer) for layer in range(model.facts.n_layers)])
     assert np.abs(got - want).max() < 1e-5
     factor = pool_factor(ids.shape[1])
-    assert store.pool_factor == factor
+    assert store.pool_factor == factor and store.overview_factor == overview_factor(ids.shape[1])
     np.testing.assert_allclose(store.pooled, reference_pool(want, factor), atol=1e-5)
+    assert store.overview.dtype == np.float16
+    np.testing.assert_allclose(
+        store.overview, reference_pool(want, store.overview_factor), atol=1e-5, rtol=2**-11
+    )
 
 
 def test_long_runs_use_the_fused_path_and_report_each_layer(smollm2):
@@ -104,8 +110,7 @@ def test_streaming_value_norms_equal_the_bridge_computation(request, name, text)
     model = request.getfixturevalue(name)
     ids, _ = tokenize(model, text)
     store = capture_streaming(model, ids)
-    np.testing.assert_allclose(store.value_norms, value_norms(model, ids), rtol=1e-4,
-                               atol=1e-5)
+    np.testing.assert_allclose(store.value_norms, value_norms(model, ids), rtol=1e-4, atol=1e-5)
 
 
 def test_value_weighted_views_equal_the_direct_formula(bundled):
