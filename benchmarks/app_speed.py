@@ -1,29 +1,34 @@
-"""How fast and how lean the explorer is on a real model and a long prompt.
+"""How fast and how lean the explorer is on a real model and a long prompt, in any dtype.
 
-Prints measured numbers and never fails on time. On one model and one prompt length it measures,
-in the same process:
+Prints measured numbers and never fails on time. On one model, dtype and prompt length it
+measures, in the same process:
 
-- ``forward_s``: a bare Hugging Face forward pass of the same tokens with SDPA attention (the
-  floor: the model itself, no app);
-- ``prompt_to_view_s``: a prompt change to a drawn explorer (AppTest reruns the real app.py:
-  capture, head grid, overview, detail heatmap, token strip), and its ratio to ``forward_s``;
-- ``click_s``: a click on another head, as a rerun of the page's view (AppTest reruns the whole
-  script, so this is an upper bound of the fragment the browser reruns); with ``--browser``,
-  ``browser_click_s``: the same click in Chromium against a real server, until the new head's
-  view has arrived;
-- ``peak_rss_above_model_mb``: the resident-memory peak while capturing and drawing, above what
-  the process held with the models loaded;
-- ``payload_mb``: the bytes one explorer view sends to the browser (grid pictures, overview,
-  heatmap JSON, token strip HTML);
-- the peers' payload for the same view (BertViz's head view, CircuitsVis' attention heads),
-  computed from their HTML when those packages are installed, else skipped.
+- the machine: a 2,048 x 2,048 matrix product's rate in float32 and bfloat16 (GFLOP/s), the
+  physical reference every pass below is compared with;
+- ``forward_s``: a bare Hugging Face forward pass of the same tokens with SDPA attention in the
+  same dtype (the floor: the model itself, logits for every position, no app), and
+  ``forward_no_logits_s`` (logits for the last position only, as a capture asks);
+- ``capture_s`` (``--core``, no Streamlit): :func:`models.capture.run.capture` alone (the fused
+  pass with float32 statistics, overviews, thumbnails, value norms) and its ratio to
+  ``forward_s``, the path it took and its self-check, and the measured pattern difference
+  from float32 on the first rows (:mod:`models.capture.precision`);
+- ``prompt_to_view_s``: a prompt change to a drawn explorer (AppTest reruns the real app.py)
+  and its ratio to ``forward_s``;
+- ``click_s``: a click on another head as an AppTest rerun; with ``--browser``, clicks in
+  Chromium against a real server until the new head's view has settled (median, p95, first);
+- ``peak_rss_above_model_mb``: the resident-memory peak of the app's (or the capture's) work,
+  above what the process held with the models loaded;
+- each pass's achieved GFLOP/s (the model's forward FLOPs over its seconds);
+- the view's payload and the peers' (BertViz, CircuitsVis) when those are installed.
 
-    python benchmarks/app_speed.py --model smollm2 --tokens 2048 --json
-    python benchmarks/app_speed.py --model smollm2 --tokens 8192 --json --repeats 1
-    python benchmarks/app_speed.py --model bundled --tokens 128
-    python benchmarks/app_speed.py --model smollm2 --peers 64,256,1024   # peers' payload only
+    python -m benchmarks.app_speed --model smollm2 --tokens 2048 --dtype bfloat16 --core
+    python -m benchmarks.app_speed --model smollm2 --tokens 2048 --json --browser
+    python -m benchmarks.app_speed --model smollm2 --tokens 8192 --json --repeats 1
+    python -m benchmarks.app_speed --model smollm2 --peers 64,256,1024   # peers' payload only
 
-The last line printed with ``--json`` is one JSON object with every number.
+The last line printed with ``--json`` is one JSON object with every number. Everything that
+depends on how the app is written (widget keys, page names, selectors, the prompt store) is in
+the block right below the imports; update it there when the app changes.
 """
 
 from __future__ import annotations
@@ -39,13 +44,27 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("ATLAS_JOB_WAIT_S", "3600")  # AppTest waits for the capture in one run
 
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-from models.model.loading import load  # noqa: E402
-from models.model.spec import ModelSpec  # noqa: E402
+from models.model.hardware import low_precision, matmul_rates
+from models.model.loading import load
+from models.model.spec import ModelSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = ROOT / "README.md"
+
+# --- how the app is driven: every key, page and selector in one place ---------------------
+APP_FILE = ROOT / "app.py"
+MODEL_PARAM, PROMPT_PARAM, PROMPT_ID_PARAM = "model", "prompt", "pid"  # URL query parameters
+PROMPT_KEY = "atlas_prompt"  # the sidebar's prompt text area
+DTYPE_KEY = "atlas_dtype"  # the sidebar's dtype select box
+DTYPE_LABEL = "Dtype"  # its label, for the browser
+HEAD_KEY = "explorer_head"  # the explorer's head select box
+HEAD_BUTTON = "button[data-head='{head}']"  # a thumbnail in the grid (browser)
+HEAD_TITLE = "Head {head}"  # the heading that shows the selected head
+IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+PROMPT_STORE = "ui.runtime.prompt_store"  # module with PromptStore (server-side long prompts)
 
 
 def status_mib(field: str) -> float:
@@ -76,58 +95,38 @@ def prompt_of(model, n_tokens: int, salt: int) -> str:
     return model.tokenizer.decode(ids)
 
 
-def bare_forward(spec: ModelSpec, ids: torch.Tensor, repeats: int) -> tuple[list[float], object]:
-    """Seconds of a plain HF SDPA forward pass (no app), and the model (kept loaded)."""
-    from transformers import AutoModel, AutoModelForCausalLM
-
-    path = spec.path_or_name
-    try:
-        hf = AutoModelForCausalLM.from_pretrained(path, attn_implementation="sdpa").eval()
-    except ValueError:
-        hf = AutoModel.from_pretrained(path, attn_implementation="sdpa").eval()
-    times = []
-    for _ in range(repeats + 1):
-        start = time.perf_counter()
-        with torch.no_grad():
-            hf(ids, use_cache=False) if hasattr(hf, "generate") else hf(ids)
-        times.append(time.perf_counter() - start)
-    return times[1:], hf  # the first pass warms up
-
-
-def bare_forward_again(hf, ids: torch.Tensor) -> list[float]:
-    start = time.perf_counter()
-    with torch.no_grad():
-        hf(ids, use_cache=False) if hasattr(hf, "generate") else hf(ids)
-    return [time.perf_counter() - start]
-
-
-def app_session(name: str):
+def app_session(spec: ModelSpec):
+    """The real app in AppTest on ``spec``'s model and dtype, after a first short prompt."""
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=3600)
-    at.query_params["model"] = name
-    at.query_params["prompt"] = "warm up"
+    at = AppTest.from_file(str(APP_FILE), default_timeout=3600)
+    at.query_params[MODEL_PARAM] = spec.name
+    at.query_params[PROMPT_PARAM] = "warm up"
     at.run()
+    if spec.dtype != "float32":
+        at.selectbox(key=DTYPE_KEY).set_value(spec.dtype)
+        at.run()
     assert not at.exception, at.exception
     return at
 
 
-def prompt_to_view(at, prompts: list[str]) -> list[float]:
-    times = []
-    for prompt in prompts:
-        at.text_area(key="atlas_prompt").set_value(prompt)
-        start = time.perf_counter()
-        at.run()
-        times.append(time.perf_counter() - start)
-        assert not at.exception, at.exception
-        assert at.get("plotly_chart"), "the explorer drew no heatmap"
-    return times
+def prompt_to_view(at, prompt: str) -> float:
+    """Seconds from a new prompt to a drawn explorer (one AppTest run)."""
+    at.text_area(key=PROMPT_KEY).set_value(prompt)
+    start = time.perf_counter()
+    at.run()
+    seconds = time.perf_counter() - start
+    assert not at.exception, at.exception
+    assert at.get("plotly_chart"), "the explorer drew no heatmap"
+    return seconds
 
 
 def clicks(at, n_heads: int, repeats: int) -> list[float]:
+    """Seconds of AppTest reruns after picking another head (the whole script: an upper bound
+    of the fragment a browser reruns)."""
     times = []
     for i in range(repeats):
-        at.selectbox(key="explorer_head").set_value((i + 1) % n_heads)
+        at.selectbox(key=HEAD_KEY).set_value((i + 1) % n_heads)
         start = time.perf_counter()
         at.run()
         times.append(time.perf_counter() - start)
@@ -135,10 +134,38 @@ def clicks(at, n_heads: int, repeats: int) -> list[float]:
     return times
 
 
-def browser_clicks(name: str, prompt: str, n_layers: int, n_heads: int,
-                   repeats: int) -> list[float] | str:
-    """Seconds from a click on a head's thumbnail to that head's view in Debian's Chromium,
-    against a real server on loopback; a string saying why when it cannot run."""
+def view_payload(at) -> dict[str, int]:
+    """Bytes of every element the last AppTest run drew, by element type (what the browser is
+    sent for one view)."""
+    sizes: dict[str, int] = {}
+
+    def walk(node) -> None:
+        proto = getattr(node, "proto", None)
+        if proto is not None and hasattr(proto, "ByteSize") and not getattr(node, "children", None):
+            kind = str(getattr(node, "type", type(node).__name__))
+            sizes[kind] = sizes.get(kind, 0) + proto.ByteSize()
+        for child in (getattr(node, "children", None) or {}).values():
+            walk(child)
+
+    walk(at._tree)
+    return sizes
+
+
+def save_prompt(prompt: str) -> str:
+    """Store a long prompt where a server started from here finds it; its ``pid``."""
+    import importlib
+
+    store = importlib.import_module(PROMPT_STORE)
+    cache = Path(os.environ.get("ATLAS_CACHE", Path.home() / ".cache" / "attention-atlas"))
+    return store.PromptStore(cache / "prompts").save(prompt)
+
+
+def browser_clicks(
+    spec: ModelSpec, prompt: str, n_layers: int, n_heads: int, repeats: int
+) -> list[float] | str:
+    """Seconds from a click on a head's thumbnail until that head's view has settled, in
+    Debian's Chromium against a real server on loopback (the first click included); a string
+    saying why when it cannot run."""
     import socket
     import subprocess
     import sys
@@ -147,39 +174,67 @@ def browser_clicks(name: str, prompt: str, n_layers: int, n_heads: int,
         return "skipped: no /usr/bin/chromium"
     from playwright.sync_api import sync_playwright
 
-    from ui import prompt_store
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    env = {**os.environ, "ATLAS_JOB_WAIT_S": "3600"}
-    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
-                               "--server.port", str(port), "--server.address", "127.0.0.1",
-                               "--server.headless", "true"], cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync"]
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(APP_FILE),
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "ATLAS_JOB_WAIT_S": "3600"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ]
     times = []
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=flags)
             page = browser.new_page(viewport={"width": 1400, "height": 1600})
+            url = (
+                f"http://127.0.0.1:{port}/?{MODEL_PARAM}={spec.name}&{PROMPT_ID_PARAM}="
+                f"{save_prompt(prompt)}"
+            )
             for _ in range(120):
                 try:
-                    page.goto(f"http://127.0.0.1:{port}/?model={name}&pid="
-                              f"{prompt_store.save(prompt)}")
+                    page.goto(url)
                     break
                 except Exception:  # noqa: BLE001 - the server is still starting
                     time.sleep(1)
             page.wait_for_selector("button[data-head]", timeout=900_000)
+            if spec.dtype != "float32":
+                page.locator('[data-testid="stSelectbox"]').filter(has_text=DTYPE_LABEL).click()
+                page.get_by_role("option", name=spec.dtype, exact=True).click()
+                page.wait_for_selector(IDLE, timeout=900_000)
+                page.wait_for_selector("button[data-head]", timeout=900_000)
             for i in range(repeats):
                 head = f"{(i * 7 + 3) % n_layers}.{(i * 5 + 1) % n_heads}"
+                title = HEAD_TITLE.format(head=head)
                 start = time.perf_counter()
-                page.locator(f"button[data-head='{head}']").click()
-                page.wait_for_function(f"() => [...document.querySelectorAll('h3')].some("
-                                       f"h => h.textContent.trim() === 'Head {head}')")
-                page.wait_for_selector('[data-testid="stApp"][data-test-script-state='
-                                       '"notRunning"]')
+                page.locator(HEAD_BUTTON.format(head=head)).click()
+                page.wait_for_function(
+                    f"() => [...document.querySelectorAll('h3')].some("
+                    f"h => h.textContent.trim() === '{title}')"
+                )
+                page.wait_for_selector(IDLE)
                 times.append(time.perf_counter() - start)
                 time.sleep(0.5)
             browser.close()
@@ -187,31 +242,6 @@ def browser_clicks(name: str, prompt: str, n_layers: int, n_heads: int,
         server.terminate()
         server.wait(30)
     return times
-
-
-def view_payload(spec: ModelSpec, prompt: str) -> dict[str, int]:
-    """Bytes one explorer view sends, built exactly as the page builds them."""
-    import numpy as np
-
-    from models.capture.views import scoped_weights
-    from ui import caches
-    from viz.heatmap import head_heatmap
-    from viz.token_view import token_spans
-
-    run = caches.run(spec, prompt)
-    token, n = run.n_tokens - 1, run.n_tokens
-    rows = slice(max(n - 160, 0), n)
-    cols = list(range(max(n - 160, 0), n))
-    pattern = run.window(0, 0, rows, slice(cols[0], cols[-1] + 1))
-    fig = head_heatmap(pattern, run.labels(), causal=run.facts.causal, title="", rows=rows,
-                       cols=cols, selected=token, scale="sqrt")
-    weights = scoped_weights(run, "head", 0, 0, token, "from")
-    sent = {"thumbnails": len(json.dumps(caches.thumbnails(spec, prompt))),
-            "heatmap": len(fig.to_json()),
-            "tokens": len(token_spans(run.tokens, np.asarray(weights), token, "from"))}
-    if n > 160:  # the overview is shown once the pattern outgrows the detail window
-        sent["overview"] = len(caches.overview_png(spec, prompt, 0, 0, True))
-    return sent
 
 
 def peers(model, ids: torch.Tensor) -> dict[str, float | str]:
@@ -228,8 +258,10 @@ def peers(model, ids: torch.Tensor) -> dict[str, float | str]:
         out["bertviz"] = "not installed"
     else:
         if run.n_tokens <= 256:
-            attention = tuple(torch.from_numpy(run.layer_patterns(layer))[None]
-                              for layer in range(model.facts.n_layers))
+            attention = tuple(
+                torch.from_numpy(run.layer_patterns(layer))[None]
+                for layer in range(model.facts.n_layers)
+            )
             html = head_view(attention, list(run.tokens), html_action="return")
             out["bertviz_mb"] = len(html.data) / 1e6
         else:
@@ -239,81 +271,253 @@ def peers(model, ids: torch.Tensor) -> dict[str, float | str]:
     except ImportError:
         out["circuitsvis"] = "not installed"
     else:
-        html = str(cv.attention.attention_heads(attention=run.layer_patterns(0),
-                                                tokens=list(run.tokens)))
+        html = str(
+            cv.attention.attention_heads(attention=run.layer_patterns(0), tokens=list(run.tokens))
+        )
         out["circuitsvis_one_layer_mb"] = len(html) / 1e6
     return out
+
+
+def bare_model(spec: ModelSpec):
+    """The checkpoint as plain transformers loads it, SDPA attention, the spec's dtype."""
+    from transformers import AutoModel, AutoModelForCausalLM
+
+    path, dtype = spec.path_or_name, spec.torch_dtype
+    try:
+        return AutoModelForCausalLM.from_pretrained(
+            path, attn_implementation="sdpa", dtype=dtype
+        ).eval()
+    except ValueError:
+        return AutoModel.from_pretrained(path, attn_implementation="sdpa", dtype=dtype).eval()
+
+
+def bare_forward(hf, ids: torch.Tensor, all_logits: bool = True) -> float:
+    """Seconds of one bare forward pass (logits for every position, or the last one only)."""
+    extra = {} if all_logits or not hasattr(hf, "generate") else {"logits_to_keep": 1}
+    start = time.perf_counter()
+    with torch.no_grad():
+        hf(ids, use_cache=False, **extra) if hasattr(hf, "generate") else hf(ids)
+    return time.perf_counter() - start
+
+
+def core(model, hf, prompts: list[str], ids: torch.Tensor) -> dict:
+    """The capture alone against the bare forward pass, interleaved, with its memory peak."""
+    from models.capture.precision import pattern_difference
+    from models.capture.run import capture
+
+    bare_forward(hf, ids)  # warm-up of both (first bf16 passes pick their kernels)
+    capture(model, prompts[0])
+    gc.collect()
+    base = status_mib("VmRSS")
+    forward, no_logits, captured, peak = [], [], [], base
+    run = capture(model, "warm up")
+    for prompt in prompts:
+        forward.append(bare_forward(hf, ids))
+        no_logits.append(bare_forward(hf, ids, all_logits=False))
+        del run
+        gc.collect()
+        reset_peak()
+        start = time.perf_counter()
+        run = capture(model, prompt)
+        captured.append(time.perf_counter() - start)
+        peak = max(peak, status_mib("VmHWM"))
+    start = time.perf_counter()
+    difference = pattern_difference(model, run)
+    difference_s = time.perf_counter() - start
+    check = getattr(run.store, "check", None)
+    return {
+        "forward_s": forward,
+        "forward_no_logits_s": no_logits,
+        "capture_s": captured,
+        "peak_rss_above_model_mb": peak - base,
+        "store_mb": run.nbytes / 2**20,
+        "path": run.path,
+        "fallback": run.fallback,
+        "check": None if check is None else check.__dict__,
+        "pattern_difference": None if difference is None else difference.__dict__,
+        "pattern_difference_s": difference_s,
+    }
+
+
+def in_app(
+    model, hf, spec: ModelSpec, prompts: list[str], ids: torch.Tensor, browser: bool
+) -> dict:
+    """Prompt to view and clicks through the real app (AppTest; Chromium with ``browser``)."""
+    bare_forward(hf, ids)  # warm-up
+    at = app_session(spec)  # the app loads its own copy of the model, cached from here on
+    gc.collect()
+    with_models = status_mib("VmRSS")
+    view, forward, peak = [], [], with_models
+    for prompt in prompts:  # interleaved, so both see the same load on the machine
+        reset_peak()  # the peak counts the app's work only, not the bare forward pass
+        view.append(prompt_to_view(at, prompt))
+        peak = max(peak, status_mib("VmHWM"))
+        forward.append(bare_forward(hf, ids))
+    click = clicks(at, model.facts.n_heads, max(3, len(prompts)))
+    payload = view_payload(at)
+    clicks_in_browser = (
+        browser_clicks(spec, prompts[0], model.facts.n_layers, model.facts.n_heads, 12)
+        if browser
+        else "not asked"
+    )
+    return {
+        "forward_s": forward,
+        "prompt_to_view_s": view,
+        "click_s": click,
+        "peak_rss_above_model_mb": peak - with_models,
+        "payload": payload,
+        "browser_click_s": clicks_in_browser,
+    }
+
+
+def spread(times: list[float] | str) -> dict | str:
+    """Median, 95th percentile and first of a list of seconds (a string passes through)."""
+    if isinstance(times, str):
+        return times
+    if not times:
+        return "no clicks"
+    return {
+        "median": statistics.median(times),
+        "p95": float(np.percentile(times, 95)),
+        "first": times[0],
+        "n": len(times),
+    }
+
+
+def summary(facts, n: int, measured: dict, rates: dict[str, float]) -> dict:
+    """Medians, ratios to the forward pass and achieved GFLOP/s of every timed pass."""
+    flops = facts.forward_flops(n)
+    forward = statistics.median(measured["forward_s"])
+    out = {"forward_s": forward, "forward_gflops": flops / forward / 1e9, "machine_gflops": rates}
+    for name in ("forward_no_logits_s", "capture_s", "prompt_to_view_s"):
+        if name in measured:
+            seconds = statistics.median(measured[name])
+            out[name] = seconds
+            out[name.removesuffix("_s") + "_ratio"] = seconds / forward
+            out[name.removesuffix("_s") + "_gflops"] = flops / seconds / 1e9
+    if "click_s" in measured:
+        out["click_s"] = statistics.median(measured["click_s"])
+    if "browser_click_s" in measured:
+        out["browser_click"] = spread(measured["browser_click_s"])
+    return out
+
+
+def report(name: str, n: int, dtype: str, result: dict) -> None:
+    rates = result["machine_gflops"]
+    print(f"{name}, {n:,} tokens, {dtype}")
+    print(
+        "  machine matmul 2048^2      "
+        + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in rates.items())
+    )
+    print(
+        f"  bare HF SDPA forward       {result['forward_s']:.2f} s "
+        f"({result['forward_gflops']:.0f} GFLOP/s)"
+    )
+    for key, label in (
+        ("forward_no_logits", "forward, last logits only"),
+        ("capture", "capture alone (core)"),
+        ("prompt_to_view", "prompt change -> explorer"),
+    ):
+        if key + "_s" in result:
+            print(
+                f"  {label:<26} {result[key + '_s']:.2f} s = {result[key + '_ratio']:.2f}x "
+                f"the forward pass ({result[key + '_gflops']:.0f} GFLOP/s)"
+            )
+    for key in (
+        "path",
+        "fallback",
+        "check",
+        "pattern_difference",
+        "store_mb",
+        "click_s",
+        "browser_click",
+        "peak_rss_above_model_mb",
+        "payload_mb",
+        "peers",
+    ):
+        if key in result:
+            print(f"  {key:<26} {result[key]}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2", help="bundled, smollm2, a name or a path")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--tokens", type=int, default=2048)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", action="store_true", help="end with one JSON line")
-    parser.add_argument("--browser", action="store_true",
-                        help="also time clicks in Chromium against a real server")
+    parser.add_argument(
+        "--core",
+        action="store_true",
+        help="time the capture alone against the forward pass (no Streamlit)",
+    )
+    parser.add_argument(
+        "--browser", action="store_true", help="also time clicks in Chromium against a real server"
+    )
     parser.add_argument("--peers", help="only the peers' payload, at these token counts (a,b,c)")
     args = parser.parse_args()
+    spec = ModelSpec(args.model, dtype=args.dtype)
     if args.peers:
-        model = load(ModelSpec(args.model))
-        rows = [peers(model, model.bridge.to_tokens(prompt_of(model, int(n), 0)))
-                for n in args.peers.split(",")]
+        model = load(spec)
+        rows = [
+            peers(model, model.bridge.to_tokens(prompt_of(model, int(n), 0)))
+            for n in args.peers.split(",")
+        ]
         for row in rows:
             print(row)
         print(json.dumps(rows))
         return
     threads = torch.get_num_threads()
-    print(f"machine: {os.cpu_count()} CPUs, torch {torch.__version__} ({threads} threads), "
-          f"CUDA {'yes' if torch.cuda.is_available() else 'no'}")
-    spec = ModelSpec(args.model)
+    support = low_precision("bfloat16")
+    print(
+        f"machine: {os.cpu_count()} CPUs, torch {torch.__version__} ({threads} threads), "
+        f"CUDA {'yes' if torch.cuda.is_available() else 'no'}, bfloat16 "
+        f"{'native' if support.native else 'emulated'} ({support.how})"
+    )
+    rates = matmul_rates()
     model = load(spec)
     prompts = [prompt_of(model, args.tokens, salt) for salt in range(args.repeats)]
     ids = model.bridge.to_tokens(prompts[0])
     n = int(ids.shape[1])
-    forward, hf = bare_forward(spec, ids, 0)  # loads the plain model and warms it up
-    at = app_session(args.model)  # the app loads its own copy of the model, cached from here on
-    gc.collect()
-    with_models = status_mib("VmRSS")
-    view, peak = [], with_models
-    for prompt in prompts:  # interleaved, so both see the same load on the machine
-        reset_peak()  # the peak counts the app's work only, not the bare forward pass
-        view += prompt_to_view(at, [prompt])
-        peak = max(peak, status_mib("VmHWM"))
-        forward += bare_forward_again(hf, ids)
-    click = clicks(at, model.facts.n_heads, max(3, args.repeats))
-    payload = view_payload(spec, prompts[0])
-    in_browser = browser_clicks(args.model, prompts[0], model.facts.n_layers,
-                                model.facts.n_heads, 5) if args.browser else "not asked"
+    hf = bare_model(spec)
+    measured = (
+        core(model, hf, prompts, ids)
+        if args.core
+        else in_app(model, hf, spec, prompts, ids, args.browser)
+    )
     result = {
-        "model": model.facts.name, "tokens": n, "threads": threads,
-        "forward_s": statistics.median(forward),
-        "prompt_to_view_s": statistics.median(view),
-        "ratio": statistics.median(view) / statistics.median(forward),
-        "click_s": statistics.median(click),
-        "browser_click_s": (statistics.median(in_browser) if isinstance(in_browser, list)
-                            else in_browser),
-        "peak_rss_above_model_mb": peak - with_models,
-        "payload_mb": sum(payload.values()) / 1e6,
-        "payload_parts_mb": {k: v / 1e6 for k, v in payload.items()},
-        "runs": {"forward_s": forward, "prompt_to_view_s": view, "click_s": click,
-                 "browser_click_s": in_browser},
+        "model": model.facts.name,
+        "dtype": args.dtype,
+        "tokens": n,
+        "threads": threads,
+        "bfloat16_native": support.native,
+        **summary(model.facts, n, measured, rates),
     }
+    for key in (
+        "path",
+        "fallback",
+        "check",
+        "pattern_difference",
+        "pattern_difference_s",
+        "store_mb",
+        "peak_rss_above_model_mb",
+    ):
+        if key in measured:
+            result[key] = measured[key]
+    if "payload" in measured:
+        result["payload_mb"] = sum(measured["payload"].values()) / 1e6
+        result["payload_parts_mb"] = {k: v / 1e6 for k, v in measured["payload"].items()}
     del hf
-    result["peers"] = (peers(model, ids) if n <= 1024 else
-                       "skipped above 1,024 tokens (their HTML grows with n^2 per head)")
-    print(f"{model.facts.name}, {n:,} tokens")
-    print(f"  bare HF SDPA forward        median {result['forward_s']:.2f} s  {forward}")
-    print(f"  prompt change -> explorer   median {result['prompt_to_view_s']:.2f} s  "
-          f"= {result['ratio']:.2f}x the forward pass")
-    print(f"  click on a head (rerun)     median {result['click_s']:.2f} s")
-    print(f"  click in Chromium           {result['browser_click_s']}")
-    print(f"  peak RSS above the models   {result['peak_rss_above_model_mb']:.0f} MiB")
-    print(f"  one view sends              {result['payload_mb']:.2f} MB "
-          + ", ".join(f"{k} {v:.2f}" for k, v in result["payload_parts_mb"].items()))
-    print(f"  peers                       {result['peers']}")
+    if not args.core:
+        result["peers"] = (
+            peers(model, ids)
+            if n <= 1024
+            else "skipped above 1,024 tokens (their HTML grows with n^2 per head)"
+        )
+    result["runs"] = {k: v for k, v in measured.items() if k.endswith("_s")}
+    report(model.facts.name, n, args.dtype, result)
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps(result, default=str))
 
 
 if __name__ == "__main__":
