@@ -34,9 +34,9 @@ import torch
 
 from models.model.hardware import low_precision, matmul_rates
 from models.model.loading import LoadedModel, load
-from models.model.spec import ModelSpec
+from models.model.spec import DType, ModelSpec
 
-DTYPES = ("float32", "bfloat16")
+DTYPES: tuple[DType, ...] = ("float32", "bfloat16")
 
 
 def ranks(values: np.ndarray) -> np.ndarray:
@@ -96,7 +96,7 @@ def prompt_text(model: LoadedModel, n_tokens: int) -> str:
     return model.tokenizer.decode(model.tokenizer(text)["input_ids"][:n_tokens])
 
 
-def patterns(models: dict[str, LoadedModel], n_tokens: int) -> dict:
+def patterns(models: dict[DType, LoadedModel], n_tokens: int) -> dict:
     """Both dtypes' captures of one prompt compared cell by cell, and the cheap estimate."""
     from models.capture.precision import pattern_difference
     from models.capture.run import capture
