@@ -28,6 +28,8 @@ the keys its policy would have kept at that moment. That is what these functions
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -72,6 +74,25 @@ class RopeShift:
         emb = torch.cat([angles, angles], dim=-1)[None]  # 1 pos rotary_dim
         x = q.transpose(0, 1)[None]  # 1 pos head d
         return rotate(x, emb.cos(), -emb.sin())[0].transpose(0, 1)
+
+
+@contextmanager
+def one_thread(device: torch.device) -> Iterator[None]:
+    """Run this thread's CPU work on one intra-op thread for the ``with`` block.
+
+    The H2O loop issues thousands of tiny operations; on a busy machine, waking a second
+    OpenMP thread for each costs milliseconds (measured: 25 ms instead of 0.2 ms per query).
+    ``torch.set_num_threads`` changes the calling thread's OpenMP setting (threads already
+    running keep theirs) and is restored on the way out.
+    """
+    before = torch.get_num_threads()
+    if device.type == "cpu" and before > 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
 
 
 def _softmax_out(
@@ -175,8 +196,7 @@ def heavy_hitters(
     Returns:
         ``head_index query_pos d_head`` float32 outputs.
     """
-    n_heads, n_q, d_head = q.shape
-    n_kv = k.shape[0]
+    n_q, d_head, n_kv = q.shape[1], q.shape[2], k.shape[0]
     recent = budget - budget // 2
     out = torch.empty_like(q)
     start = 0
@@ -190,11 +210,30 @@ def heavy_hitters(
         raise ValueError("a pass after a shared prefix starts at the budget, with its sums")
     if start >= n_q:
         return out
-    heads = torch.arange(n_kv, device=q.device)
     slot_pos = torch.arange(budget, device=q.device).repeat(n_kv, 1)
     kbuf, vbuf = k[:, :budget].clone(), v[:, :budget].clone()
     acc = accumulated.clone()
     grouped_q = q.reshape(n_kv, -1, n_q, d_head)
+    with one_thread(q.device):
+        _h2o_loop(grouped_q, k, v, first, start, terms, recent, (kbuf, vbuf, slot_pos, acc), out)
+    return out
+
+
+def _h2o_loop(
+    grouped_q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    first: int,
+    start: int,
+    terms: Terms,
+    recent: int,
+    state: tuple[torch.Tensor, ...],
+    out: torch.Tensor,
+) -> None:
+    """Queries ``start ..`` one at a time: evict, insert, attend, accumulate (in place)."""
+    kbuf, vbuf, slot_pos, acc = state
+    n_kv, _, n_q, d_head = grouped_q.shape
+    heads = torch.arange(n_kv, device=k.device)
     for i in range(start, n_q):
         t = first + i
         candidate = slot_pos <= t - recent
@@ -207,6 +246,5 @@ def heavy_hitters(
         if terms.window:
             scores = scores.masked_fill((slot_pos <= t - terms.window)[:, None], float("-inf"))
         weights = torch.softmax(scores, dim=-1)  # kv group slot
-        out[:, i] = torch.matmul(weights, vbuf).reshape(n_heads, d_head)
+        out[:, i] = torch.matmul(weights, vbuf).reshape(-1, d_head)
         acc += weights.sum(1)
-    return out

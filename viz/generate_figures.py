@@ -1,0 +1,284 @@
+"""Plotly figures of a generation and of the KV cache: attention over the steps, one step's rows
+for every head, cache bytes as the text grows, and perplexity against the cache budget.
+
+A step's attention is ``layers x heads x keys``: too much for one picture. Two views divide it:
+:func:`step_heads_figure` shows one layer's heads as rows of a heatmap over the key positions
+(where each head looks, token by token), and :func:`step_grid_figure` shows every head of every
+layer as one cell holding one number of its row (sink mass, or the share on the prompt), so the
+whole model fits on screen and a click can pick the layer to open. Text is escaped here.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from models.classroom.costs import human_bytes
+from viz.heatmap import COLORSCALE, safe_labels
+
+SERIES_COLOURS = {"sink": "#e4572e", "prompt": "#1f77b4", "output": "#2a9d8f"}
+POLICY_COLOURS = {"window": "#e4572e", "sinks": "#1f77b4", "h2o": "#2a9d8f"}
+SHARING_COLOURS = {"model": "#1f77b4", "MHA": "#e4572e", "MQA": "#2a9d8f"}
+MARGIN = {"l": 10, "r": 10, "t": 40, "b": 10}
+
+
+def step_series_figure(
+    sink: np.ndarray,
+    prompt_share: np.ndarray,
+    labels: Sequence[str],
+    *,
+    head: tuple[int, int] | None = None,
+    title: str = "Where each new token looked",
+) -> go.Figure:
+    """Sink mass and prompt vs output share over the steps, mean over every head.
+
+    Args:
+        sink: ``step layer head_index`` attention on position 0.
+        prompt_share: ``step layer head_index`` attention on the prompt.
+        labels: the generated token of each step (hover).
+        head: also draw this ``(layer, head)`` dotted.
+        title: figure title (escaped here).
+    """
+    steps = np.arange(sink.shape[0])
+    text = safe_labels(labels)
+    series = {
+        "sink": ("attention on position 0 (sink)", sink),
+        "prompt": ("share on the prompt", prompt_share),
+        "output": ("share on the model's own output", 1.0 - prompt_share),
+    }
+    fig = go.Figure()
+    for key, (name, values) in series.items():
+        mean = values.reshape(values.shape[0], -1).mean(axis=1)
+        fig.add_trace(
+            go.Scatter(
+                x=steps,
+                y=mean,
+                mode="lines+markers",
+                name=f"{name}, mean of all heads",
+                line={"color": SERIES_COLOURS[key]},
+                text=text,
+                hovertemplate="step %{x}: %{text}<br>%{y:.3f}<extra>%{fullData.name}</extra>",
+            )
+        )
+        if head is not None:
+            fig.add_trace(
+                go.Scatter(
+                    x=steps,
+                    y=values[:, head[0], head[1]],
+                    mode="lines",
+                    name=f"{name}, head {head[0]}.{head[1]}",
+                    text=text,
+                    line={"color": SERIES_COLOURS[key], "dash": "dot"},
+                    hovertemplate="step %{x}: %{text}<br>%{y:.3f}<extra>%{fullData.name}</extra>",
+                )
+            )
+    fig.update_layout(
+        title=html.escape(title),
+        height=360,
+        margin=MARGIN,
+        xaxis={"title": "generation step"},
+        yaxis={"title": "share of attention", "range": [0, 1.02]},
+        legend={"orientation": "h", "y": -0.25},
+    )
+    return fig
+
+
+def step_heads_figure(
+    rows: np.ndarray, tokens: Sequence[str], n_prompt: int, *, layer: int, step: int
+) -> go.Figure:
+    """One layer's heads (rows) over the key positions of one step, prompt | output marked.
+
+    Args:
+        rows: ``head_index key_pos`` attention of the step's query.
+        tokens: a label per key position (at least ``key_pos`` of them).
+        n_prompt: prompt length (a line is drawn where the output starts).
+        layer, step: for the title.
+    """
+    n_heads, n_keys = rows.shape
+    labels = [f"({i}) {t}" for i, t in enumerate(safe_labels(tokens[:n_keys]))]
+    fig = go.Figure(
+        go.Heatmap(
+            z=np.sqrt(np.clip(rows, 0.0, None)),
+            customdata=rows,
+            x=list(range(n_keys)),
+            y=[f"{layer}.{h}" for h in range(n_heads)],
+            text=[labels] * n_heads,
+            colorscale=COLORSCALE,
+            zmin=0.0,
+            zmax=1.0,
+            colorbar={
+                "title": "weight",
+                "tickvals": np.sqrt([0.01, 0.1, 0.25, 0.5, 1.0]).tolist(),
+                "ticktext": ["0.01", "0.1", "0.25", "0.5", "1"],
+            },
+            hovertemplate="head %{y}<br>key %{text}<br>weight %{customdata:.4f}<extra></extra>",
+        )
+    )
+    if n_prompt < n_keys:
+        fig.add_vline(x=n_prompt - 0.5, line={"color": "#e4572e", "dash": "dash", "width": 1.5})
+    fig.update_layout(
+        title=html.escape(
+            f"Step {step}: layer {layer}, every head's row (colour: square root of the weight)"
+        ),
+        height=120 + 24 * n_heads,
+        margin=MARGIN,
+        xaxis={"title": "key position (prompt | output)"},
+        yaxis={"title": "head", "autorange": "reversed", "type": "category"},
+    )
+    return fig
+
+
+def step_grid_figure(values: np.ndarray, *, title: str, value_name: str) -> go.Figure:
+    """Every head of every layer as one cell holding one number of the step's row, in [0, 1].
+
+    Args:
+        values: ``layer head_index`` (e.g. a step's sink mass or prompt share).
+        title: figure title; value_name: what the number is (both escaped here).
+    """
+    n_layers, n_heads = values.shape
+    name = html.escape(value_name)
+    fig = go.Figure(
+        go.Heatmap(
+            z=values,
+            x=[str(h) for h in range(n_heads)],
+            y=[str(layer) for layer in range(n_layers)],
+            colorscale=COLORSCALE,
+            zmin=0.0,
+            zmax=1.0,
+            colorbar={"title": name},
+            texttemplate="%{z:.2f}" if n_layers * n_heads <= 120 else None,
+            hovertemplate=f"head %{{y}}.%{{x}}<br>{name} %{{z:.3f}}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=html.escape(title),
+        height=140 + 18 * n_layers,
+        margin=MARGIN,
+        xaxis={"title": "head", "type": "category"},
+        yaxis={"title": "layer", "autorange": "reversed", "type": "category"},
+    )
+    return fig
+
+
+def kv_cache_figure(
+    lengths: np.ndarray,
+    series: dict[str, np.ndarray],
+    *,
+    measured: tuple[int, int] | None = None,
+    names: dict[str, str] | None = None,
+    title: str = "KV cache as the text grows",
+) -> go.Figure:
+    """Cache bytes against tokens for the model and the same model as MHA and MQA.
+
+    Args:
+        lengths: ``n`` token counts.
+        series: sharing (``model``, ``MHA``, ``MQA``) -> bytes at each length.
+        measured: ``(tokens, bytes)`` read from the real cache after a generation, or None.
+        names: legend text per sharing (e.g. ``"this model (GQA, 3 KV heads)"``).
+        title: figure title (escaped here).
+    """
+    fig = go.Figure()
+    for key, values in series.items():
+        label = html.escape((names or {}).get(key, key))
+        fig.add_trace(
+            go.Scatter(
+                x=lengths,
+                y=values,
+                mode="lines",
+                name=label,
+                line={"color": SHARING_COLOURS.get(key)},
+                text=[human_bytes(v) for v in values],
+                hovertemplate="%{x:,} tokens<br>%{text}<extra>%{fullData.name}</extra>",
+            )
+        )
+    if measured is not None:
+        fig.add_trace(
+            go.Scatter(
+                x=[measured[0]],
+                y=[measured[1]],
+                mode="markers",
+                name="measured cache",
+                marker={"size": 11, "symbol": "diamond", "color": "#222222"},
+                text=[human_bytes(measured[1])],
+                hovertemplate="%{x:,} tokens<br>%{text} (real cache)<extra></extra>",
+            )
+        )
+    top = max(float(np.max(v)) for v in series.values()) if series else 1.0
+    ticks = np.linspace(0.0, top, 6)
+    fig.update_layout(
+        title=html.escape(title),
+        height=380,
+        margin=MARGIN,
+        xaxis={"title": "tokens in the cache"},
+        yaxis={
+            "title": "bytes",
+            "tickvals": ticks.tolist(),
+            "ticktext": [human_bytes(t) for t in ticks],
+        },
+    )
+    return fig
+
+
+def eviction_figure(
+    rows: Sequence[tuple[str, int, float]],
+    *,
+    n_tokens: int,
+    names: dict[str, str] | None = None,
+    title: str = "Perplexity against the cache budget",
+) -> go.Figure:
+    """Perplexity per policy against the budget; the full cache as a dashed line.
+
+    Args:
+        rows: ``(policy, budget, perplexity)``; the ``full`` row is drawn as a line.
+        n_tokens: the text's length (budgets at or above it equal the full cache).
+        names: legend text per policy.
+        title: figure title (escaped here).
+
+    The y axis is logarithmic when the values span more than a factor of 10 (a window without
+    sinks can be thousands of times worse).
+    """
+    fig = go.Figure()
+    full = [ppl for policy, _, ppl in rows if policy == "full"]
+    policies = list(dict.fromkeys(policy for policy, _, _ in rows if policy != "full"))
+    for policy in policies:
+        points = sorted((b, p) for pol, b, p in rows if pol == policy)
+        fig.add_trace(
+            go.Scatter(
+                x=[b for b, _ in points],
+                y=[p for _, p in points],
+                mode="lines+markers",
+                name=html.escape((names or {}).get(policy, policy)),
+                line={"color": POLICY_COLOURS.get(policy)},
+                hovertemplate="budget %{x}<br>perplexity %{y:.3f}<extra>%{fullData.name}</extra>",
+            )
+        )
+    budgets = sorted({b for pol, b, _ in rows if pol != "full"})
+    if full and budgets:
+        fig.add_trace(
+            go.Scatter(
+                x=[budgets[0], budgets[-1]],
+                y=[full[0], full[0]],
+                mode="lines",
+                name=f"full cache ({n_tokens:,} tokens)",
+                line={"color": "#555555", "dash": "dash"},
+                hovertemplate="full cache: %{y:.3f}<extra></extra>",
+            )
+        )
+    values = np.array([p for _, _, p in rows], dtype=np.float64)
+    log_y = values.size > 0 and values.min() > 0 and values.max() / values.min() > 10
+    fig.update_layout(
+        title=html.escape(title),
+        height=400,
+        margin=MARGIN,
+        xaxis={
+            "title": "cache budget (keys each token may see)",
+            "type": "log",
+            "tickvals": budgets,
+            "ticktext": [str(b) for b in budgets],
+        },
+        yaxis={"title": "perplexity", "type": "log" if log_y else "linear"},
+    )
+    return fig
