@@ -266,3 +266,11 @@ def softmax_qk(acts: dict[str, torch.Tensor], layer: int, source: QKSource
         cos, sin = acts[cos_hook(layer)], acts[sin_hook(layer)]
         return rotate(q, cos, sin), rotate(k, cos, sin)
     return q, k
+
+
+# --- the residual stream between blocks (attribution and path patching) ---------------------
+
+def resid_pre_hook(layer: int) -> str:
+    """``batch pos d_model``: the residual stream entering block ``layer`` (its norm's input and
+    its skip connection; a hook's returned tensor feeds both)."""
+    return f"blocks.{layer}.hook_resid_pre"

@@ -1,0 +1,196 @@
+"""Path patching (Wang et al. 2022, IOI; Goldowsky-Dill et al. 2023): the effect of each earlier
+head (the sender) on a chosen head (the receiver) through one of the receiver's inputs alone.
+
+The sender's clean output reaches the receiver's q, k or v along the direct path (through the
+residual stream, the receiver's norm and its projection) while every other path keeps its
+corrupted value: the receiver's input becomes::
+
+    x = norm(resid_corrupted + (z_clean^s - z_corrupted^s) W_O^s) W_x + b_x
+
+(every other part of the residual stream at its corrupted value), everything before the
+receiver's layer runs as the corrupted prompt does, and the rest of the model runs from there.
+That is the direct path of TransformerLens' path patching; the IOI paper's variant also lets
+MLPs recompute on the way. A head in the receiver's layer or later cannot reach it: its effect
+is 0. One forward pass per sender, from the receiver's block on (the blocks before it are the
+corrupted run's), many senders batched into one pass as in :mod:`models.circuits.patching`;
+effects normalised by ``LD_clean - LD_corrupted``.
+
+On GQA models the k and v inputs belong to a key/value head shared by
+``n_heads // n_kv_heads`` query heads: the path into "k of L.H" patches that shared key/value
+head, which every head of the group reads (:attr:`PathResult.shared_by`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from jaxtyping import Float
+
+from models.circuits.gradients import capture
+from models.circuits.head_weights import (
+    Projection,
+    input_norm,
+    kv_head_of,
+    output_weights,
+    projection,
+    sharing_heads,
+)
+from models.circuits.input_patching import HOOK_OF
+from models.circuits.patching import MIN_GAP, batch_size
+from models.circuits.resumed import run_from
+from models.circuits.task import CircuitsUnavailable, Setup, TaskError, logit_diff
+from models.head import Head
+from models.model.forward import resid_pre_hook, z_hook
+from models.model.loading import LoadedModel
+from models.progress import Progress, quiet
+
+SELF_CHECK = 1e-3  # largest relative gap between our receiver input and the model's own
+
+
+@dataclass(frozen=True)
+class PathResult:
+    """Path patching into one receiver input.
+
+    Attributes:
+        receiver: the receiving head.
+        input: ``"q"``, ``"k"`` or ``"v"``.
+        index: the head index of the patched input (the key/value head for k and v).
+        shared_by: the query heads that read that input (just the receiver for q).
+        effects: ``layer head_index`` path effect of each sender (0 where it cannot reach).
+        ld_clean, ld_corrupted: the unpatched runs' logit differences.
+    """
+
+    receiver: Head
+    input: Projection
+    index: int
+    shared_by: tuple[int, ...]
+    effects: np.ndarray
+    ld_clean: float
+    ld_corrupted: float
+
+
+def receiver_input(
+    model: LoadedModel,
+    layer: int,
+    which: Projection,
+    index: int,
+    resid: Float[torch.Tensor, "batch pos d_model"],
+) -> Float[torch.Tensor, "batch pos d_head"]:
+    """Head ``index``'s q, k or v (before any rotation) computed from the residual ``resid``
+    entering block ``layer``, with the model's own norm and weights (on the model's device)."""
+    weight, bias = projection(model, layer, which)
+    with torch.no_grad():
+        normed = input_norm(model, layer)(resid.to(weight.device, weight.dtype))
+        return normed @ weight[index] + bias[index]
+
+
+def sender_writes(
+    model: LoadedModel, clean: dict, corrupted: dict, senders: Sequence[Head]
+) -> Float[torch.Tensor, "sender pos d_model"]:
+    """``(z_clean - z_corrupted) W_O`` of each sender at every position (model dtype/device)."""
+    out = []
+    for head in senders:
+        w_o = output_weights(model, head.layer)[head.index]
+        name = z_hook(head.layer)
+        delta = (clean[name][0, :, head.index] - corrupted[name][0, :, head.index]).to(w_o)
+        out.append(delta @ w_o)
+    return torch.stack(out)
+
+
+def check_receiver(
+    model: LoadedModel, layer: int, which: Projection, index: int, corrupted: dict
+) -> None:
+    """Raise :class:`CircuitsUnavailable` unless :func:`receiver_input` reproduces the model's
+    own input on the corrupted run (a norm or projection this module does not know about)."""
+    ours = receiver_input(model, layer, which, index, corrupted[resid_pre_hook(layer)])
+    theirs = corrupted[HOOK_OF[which](layer)][0, :, index].to(ours)
+    gap = float((ours[0] - theirs).abs().max())
+    if gap > SELF_CHECK * max(1.0, float(theirs.abs().max())):
+        raise CircuitsUnavailable(
+            f"Path patching is not available for {model.facts.name}: its {which} inputs are "
+            f"not norm(residual) @ W_{which.upper()} (off by {gap:.3g})."
+        )
+
+
+def path_patching(
+    model: LoadedModel,
+    setup: Setup,
+    receiver: Head,
+    which: Projection,
+    *,
+    batch: int | None = None,
+    progress: Progress = quiet,
+) -> PathResult:
+    """Path effect of every head in an earlier layer on ``receiver`` through its ``which``.
+
+    Args:
+        model: a causal language model.
+        setup: the prepared task.
+        receiver: the receiving head.
+        which: ``"q"``, ``"k"`` or ``"v"``.
+        batch: senders per forward pass (default: a memory budget).
+        progress: called before each pass; may raise ``Cancelled``.
+
+    Raises:
+        ValueError: the receiver is not a head of the model.
+        TaskError: the clean and corrupted runs give the same logit difference.
+        CircuitsUnavailable: a hook is missing, or the receiver's input cannot be recomputed.
+    """
+    facts = model.facts
+    if not receiver.fits(facts.n_layers, facts.n_heads):
+        raise ValueError(f"{receiver} is not a head of {facts.name}")
+    layer = receiver.layer
+    index = receiver.index if which == "q" else kv_head_of(facts, receiver.index)
+    shared = (receiver.index,) if which == "q" else sharing_heads(facts, index)
+    z_names = {z_hook(earlier): _whole for earlier in range(layer)}
+    progress(0.0, "the clean and corrupted prompts")
+    ld_clean, clean = capture(model, setup.clean_ids, setup, z_names)
+    wanted = {**z_names, resid_pre_hook(layer): _whole, HOOK_OF[which](layer): _whole}
+    ld_corrupted, corrupted = capture(model, setup.corrupted_ids, setup, wanted)
+    if abs(ld_clean - ld_corrupted) < MIN_GAP:
+        raise TaskError(
+            "The clean and corrupted prompts give the same logit difference: there is "
+            "nothing for a patch to restore."
+        )
+    check_receiver(model, layer, which, index, corrupted)
+    senders = [Head(s_layer, s_head) for s_layer in range(layer) for s_head in range(facts.n_heads)]
+    effects = np.zeros((facts.n_layers, facts.n_heads))
+    batch = batch or batch_size(model, setup.n_tokens)
+    n_passes = math.ceil(len(senders) / batch)
+    resid = corrupted[resid_pre_hook(layer)]
+    for i in range(n_passes):
+        chunk = senders[i * batch : (i + 1) * batch]
+        progress(0.1 + 0.9 * i / n_passes, f"path patching: pass {i + 1} of {n_passes}")
+        inputs = receiver_input(
+            model,
+            layer,
+            which,
+            index,
+            resid + sender_writes(model, clean, corrupted, chunk).to(resid),
+        )
+        hook = (HOOK_OF[which](layer), _replace(index, inputs))
+        logits = run_from(model, setup.corrupted_ids, [hook], layer, resid, len(chunk))
+        ld = logit_diff(logits, setup.answer_id, setup.wrong_id).numpy()
+        for head, value in zip(chunk, ld, strict=True):
+            effects[head] = (value - ld_corrupted) / (ld_clean - ld_corrupted)
+    progress(1.0, "done")
+    return PathResult(receiver, which, index, shared, effects, ld_clean, ld_corrupted)
+
+
+def _whole(act: torch.Tensor) -> torch.Tensor:
+    return act
+
+
+def _replace(index: int, values: torch.Tensor) -> Callable:
+    """A hook that sets head ``index`` of batch row ``i`` to ``values[i]``."""
+
+    def hook(act: torch.Tensor, hook=None) -> torch.Tensor:
+        out = act.clone()
+        out[:, :, index] = values.to(act.device, act.dtype)
+        return out
+
+    return hook
