@@ -4,12 +4,22 @@
 - :mod:`models.model.loading` -- checks and boots a model through TransformerBridge;
 - :mod:`models.model.facts` -- shape and attention behaviour read off a loaded model;
 - :mod:`models.model.tokens` -- token labels a person can read;
-- :mod:`models.model.forward` -- every call into the model: hook names, tokenisation, forward
-  passes under the lock, the q/k the softmax sees, scales, windows and ALiBi slopes;
-- :mod:`models.model.plain` -- the same model without the bridge: fused SDPA attention that
-  shows each layer's q, k, v and row log-sum-exp to a callback (fast long-prompt capture);
-- :mod:`models.model.resume` -- ablated passes that resume from a stored block output;
+- :mod:`models.model.softmax_terms` -- what the softmax adds from the configuration: each
+  layer's scale, sliding windows, ALiBi slopes, the RoPE rotation;
 - :mod:`models.model.weights` -- output projections, unembedding and final norm for attribution;
+- :mod:`models.model.hardware` -- what the processor does natively (bfloat16) and how fast;
+
+Three ways to run a model, each documented in its module:
+
+- :mod:`models.model.forward` -- through the bridge with hooks: the only module that spells
+  hook names; tokenisation and forward passes under the model's lock;
+- :mod:`models.model.resume` -- passes resumed from a stored block output (ablation in batches);
+- :mod:`models.model.plain` -- the same weights as plain Hugging Face modules with fused SDPA,
+  showing each layer's q, k, v and row log-sum-exp to a callback (long prompts);
+
+Files and locks:
+
 - :mod:`models.model.gguf` -- GGUF files converted once to cached Hugging Face checkpoints;
+- :mod:`models.model.gguf_header` -- a GGUF header read with every size checked first;
 - :mod:`models.model.load_lock` -- the process-wide lock every weight-loading step takes.
 """

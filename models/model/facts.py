@@ -38,6 +38,32 @@ class ModelFacts:
         attention = 4.0 * self.n_layers * self.n_heads * self.d_head * n_tokens ** 2
         return 2.0 * self.n_params * n_tokens + attention * (0.5 if self.causal else 1.0)
 
+    def pattern_bytes(self, n_tokens: int, batch: int = 1) -> int:
+        """Bytes of every head's full float32 pattern over ``n_tokens`` (``batch`` sequences)."""
+        return 4 * batch * self.n_layers * self.n_heads * n_tokens * n_tokens
+
+    def activation_bytes(self, n_tokens: int, batch: int = 1) -> int:
+        """Working memory of one forward pass beyond the weights: the residual stream and a
+        layer's activations (a generous 32 widths per token), plus one layer's attention
+        scores and pattern when the pass builds them (eager attention)."""
+        per_token = 32 * self.d_model * 4
+        scores = 2 * 4 * self.n_heads * n_tokens * n_tokens
+        return batch * (per_token * n_tokens + scores)
+
+    def capture_bytes(self, n_tokens: int) -> int:
+        """Peak memory a capture of ``n_tokens`` needs beyond the weights (an upper estimate).
+
+        Short prompts keep every pattern (and pass through eager attention once); long ones
+        keep q, k and each row's log-sum-exp per head and work through one layer in chunks of
+        query rows (:mod:`models.capture.streaming`).
+        """
+        dense = self.pattern_bytes(n_tokens)
+        if dense <= 192 * 1024**2:
+            return 2 * dense + self.activation_bytes(n_tokens)
+        kept = 4 * n_tokens * self.n_layers * self.n_heads * (2 * self.d_head + 1)
+        chunk = 4 * 3 * self.n_heads * min(n_tokens, 1024) * n_tokens
+        return int(1.5 * (kept + chunk + 32 * self.d_model * 4 * n_tokens))
+
     @property
     def attention_kind(self) -> str:
         if self.n_kv_heads == self.n_heads:

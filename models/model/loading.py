@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +20,7 @@ import torch
 
 from models.errors import ModelLoadError
 from models.model.facts import ModelFacts, facts_from_bridge
-from models.model.gguf import convert, is_converted
-from models.model.gguf import header as gguf_header
+from models.model.gguf import DEFAULT_CACHE, check_conversion_fits, convert, is_converted
 from models.model.load_lock import LOAD_LOCK
 from models.model.spec import ModelSpec
 from models.progress import Progress, part, quiet
@@ -35,12 +35,14 @@ class LoadedModel:
 
     ``lock`` serialises forward passes: the bridge is shared by every browser session, and
     hooks added by one run must never be seen by another. ``memo`` keeps facts probed once
-    (see :func:`models.model.forward.qk_source`).
+    (see :func:`models.model.forward.qk_source`). ``source`` is the directory or hub name the
+    weights were read from (for code that reads the checkpoint again, such as an export).
     """
 
     spec: ModelSpec
     bridge: Any
     facts: ModelFacts
+    source: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -119,14 +121,14 @@ def check_fits(n_params: int | None, spec: ModelSpec, free: int | None = None) -
         )
 
 
-def _check_source(spec: ModelSpec) -> None:
+def _check_source(spec: ModelSpec, source: str) -> None:
     if spec.device == "cuda" and not torch.cuda.is_available():
         raise ModelLoadError("No CUDA GPU is available on this server; choose the cpu device.")
     gguf_file = spec.gguf_file
     if gguf_file is not None and not gguf_file.is_file():
-        raise ModelLoadError(f"No GGUF file at {gguf_file}.")
+        raise ModelLoadError(f"No GGUF file named {gguf_file.name}.")
     if spec.kind in ("local", "bundled", "minilm"):
-        path = Path(spec.path_or_name)
+        path = Path(source)
         if not path.is_dir():
             raise ModelLoadError(f"No directory at {path}.")
         if not (path / "config.json").is_file():
@@ -134,12 +136,11 @@ def _check_source(spec: ModelSpec) -> None:
                 f"{path} is not a Hugging Face model directory: it has no config.json.")
 
 
-def _read_config(spec: ModelSpec) -> Any:
+def _read_config(spec: ModelSpec, source: str) -> Any:
     from transformers import AutoConfig
 
     try:
-        return AutoConfig.from_pretrained(
-            spec.path_or_name, trust_remote_code=spec.trust_remote_code)
+        return AutoConfig.from_pretrained(source, trust_remote_code=spec.trust_remote_code)
     except ValueError as err:
         if "trust_remote_code" in str(err):
             raise ModelLoadError(
@@ -155,7 +156,7 @@ def _read_config(spec: ModelSpec) -> Any:
         raise ModelLoadError(f"{spec.label}: unreadable configuration ({err}).") from err
 
 
-def _boot(spec: ModelSpec) -> Any:
+def _boot(spec: ModelSpec, source: str) -> Any:
     from transformer_lens.model_bridge import TransformerBridge
 
     kwargs: dict[str, Any] = {"dtype": spec.torch_dtype,
@@ -166,7 +167,7 @@ def _boot(spec: ModelSpec) -> Any:
         kwargs["device"] = spec.device
     logging.getLogger("transformers").setLevel(logging.ERROR)
     try:
-        bridge = TransformerBridge.boot_transformers(spec.path_or_name, **kwargs)
+        bridge = TransformerBridge.boot_transformers(source, **kwargs)
     except ModelLoadError:
         raise
     except Exception as err:  # noqa: BLE001 - any library failure becomes a page message
@@ -179,23 +180,35 @@ def _boot(spec: ModelSpec) -> Any:
     return bridge
 
 
-def preflight(spec: ModelSpec) -> int | None:
+def preflight(spec: ModelSpec, source: str) -> int | None:
     """Check the source and read its configuration; return the parameter count if known.
 
     Raises:
         ModelLoadError: no such directory, unreadable config, unknown hub name while offline.
     """
-    _check_source(spec)
-    return count_parameters(_read_config(spec))
+    _check_source(spec, source)
+    return count_parameters(_read_config(spec, source))
 
 
-def boot(spec: ModelSpec) -> LoadedModel:
+def boot(spec: ModelSpec, source: str) -> LoadedModel:
     """Load the weights through TransformerLens and describe the model (no checks first)."""
-    bridge = _boot(spec)
-    return LoadedModel(spec=spec, bridge=bridge, facts=facts_from_bridge(bridge, spec.label))
+    bridge = _boot(spec, source)
+    return LoadedModel(spec=spec, bridge=bridge, facts=facts_from_bridge(bridge, spec.label),
+                       source=source)
 
 
-def load(spec: ModelSpec, progress: Progress = quiet) -> LoadedModel:
+def free_disk(folder: Path) -> int:
+    """Bytes free on the file system that holds ``folder`` (or its nearest existing parent)."""
+    for place in (folder, *folder.parents):
+        try:
+            return shutil.disk_usage(place).free
+        except OSError:
+            continue
+    return 0
+
+
+def load(spec: ModelSpec, progress: Progress = quiet, cache: Path = DEFAULT_CACHE
+         ) -> LoadedModel:
     """Check, then boot ``spec`` through TransformerLens, one load at a time in this process.
 
     Reading a configuration, counting parameters on the meta device and booting all patch
@@ -206,6 +219,7 @@ def load(spec: ModelSpec, progress: Progress = quiet) -> LoadedModel:
     Args:
         spec: what to load.
         progress: called with (fraction done, what is happening) for a progress bar.
+        cache: the app's cache folder (GGUF files are converted into it once).
 
     Returns:
         The loaded model with its facts and a forward-pass lock.
@@ -215,7 +229,7 @@ def load(spec: ModelSpec, progress: Progress = quiet) -> LoadedModel:
     """
     with LOAD_LOCK:
         try:
-            return _load(spec, progress)
+            return _load(spec, progress, cache)
         except ModelLoadError:
             raise
         except Exception as err:  # noqa: BLE001 - whatever a library raises becomes a message
@@ -224,18 +238,18 @@ def load(spec: ModelSpec, progress: Progress = quiet) -> LoadedModel:
                 f"({type(err).__name__}).") from err
 
 
-def _load(spec: ModelSpec, progress: Progress) -> LoadedModel:
+def _load(spec: ModelSpec, progress: Progress, cache: Path) -> LoadedModel:
     gguf_file = spec.gguf_file
-    if gguf_file is not None:
-        _check_source(spec)
-    if gguf_file is not None and not is_converted(gguf_file):
-        check_fits(gguf_header(gguf_file)[1], spec)
-        convert(gguf_file, part(progress, 0.0, 0.8))
+    source = spec.source(cache)
+    if gguf_file is not None and not is_converted(gguf_file, cache):
+        _check_source(spec, source)
+        check_conversion_fits(gguf_file, available_bytes("cpu"), free_disk(cache))
+        convert(gguf_file, part(progress, 0.0, 0.8), cache)
     progress(0.05, f"Reading the configuration of {spec.label}")
-    n_params = preflight(spec)
+    n_params = preflight(spec, source)
     progress(0.2, "Checking free memory")
     check_fits(n_params, spec)
     progress(0.35, f"Loading {spec.label} weights on {spec.device}")
-    model = boot(spec)
+    model = boot(spec, source)
     progress(1.0, "Ready")
     return model

@@ -79,7 +79,16 @@ class ModelSpec:
 
     @property
     def path_or_name(self) -> str:
-        """What to hand to ``from_pretrained``: a directory or a hub name."""
+        """:meth:`source` with the default cache folder (what the command lines use)."""
+        return self.source()
+
+    def source(self, cache: Path | None = None) -> str:
+        """What to hand to ``from_pretrained``: a directory or a hub name.
+
+        Args:
+            cache: the app's cache folder, where GGUF files are converted to (the default
+                folder when None).
+        """
         kind = self.kind
         if kind == "bundled":
             return str(BUNDLED_DIR)
@@ -88,9 +97,10 @@ class ModelSpec:
         if kind == "local":
             return str(Path(self.name.strip()).expanduser().resolve())
         if kind in ("smollm2", "gguf"):
-            from models.model.gguf import converted_dir
+            from models.model.gguf import DEFAULT_CACHE, converted_dir
 
-            return str(converted_dir(self.gguf_file))
+            assert self.gguf_file is not None
+            return str(converted_dir(self.gguf_file, cache or DEFAULT_CACHE))
         return self.name.strip()
 
     @property
@@ -104,10 +114,10 @@ class ModelSpec:
 
 
 def looks_like_path(text: str) -> bool:
-    """A string names a local directory when it exists or is written like a path."""
-    if text.startswith(("/", "./", "../", "~")):
-        return True
-    try:
-        return Path(text).expanduser().is_dir()
-    except (OSError, RuntimeError, ValueError):  # NUL bytes, unknown ~user, over-long names
-        return False
+    """Whether a string is written like a local path rather than a hub name (``owner/name``).
+
+    Decided from the spelling alone, never by looking at the disk: whether a name reads as a
+    path must not depend on what exists on the server.
+    """
+    return (text.startswith(("/", "./", "../", "~", "."))
+            or "\\" in text or ".." in text or text.count("/") > 1)

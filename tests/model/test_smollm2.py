@@ -115,5 +115,5 @@ def test_unsupported_architecture_is_named(tmp_path):
 
 
 def test_missing_gguf_file_gives_a_message(tmp_path):
-    with pytest.raises(ModelLoadError, match="No GGUF file at"):
+    with pytest.raises(ModelLoadError, match="No GGUF file named absent.gguf"):
         load(ModelSpec(str(tmp_path / "absent.gguf")))
