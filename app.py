@@ -1,8 +1,10 @@
-"""Attention Atlas: explore the attention heads of pretrained transformers."""
+"""Attention Atlas: explore the attention heads of pretrained transformers.
+
+The entry point of every script run: page set-up, the server's shared runtime (started once),
+the navigation and the shared sidebar, then the chosen page.
+"""
 
 import streamlit as st
-
-from ui.sidebar import sidebar
 
 st.set_page_config(page_title="Attention Atlas", page_icon=":material/visibility:", layout="wide")
 
@@ -14,7 +16,14 @@ PAGES = [
     st.Page("pages/kernel.py", title="Kernel check", icon=":material/memory:"),
     st.Page("pages/classroom.py", title="Classroom", icon=":material/school:"),
 ]
+# First, before anything slow: the app's own navigation replaces Streamlit's listing of the
+# pages/ folder at once. The menu is drawn by the sidebar (client.showSidebarNavigation is off,
+# so the folder listing never shows, not even on a server's first run).
+navigation = st.navigation(PAGES, position="hidden")
 
-navigation = st.navigation(PAGES)
-sidebar()
+from ui import session  # noqa: E402 - imports torch: after the navigation is in place
+from ui.sections.sidebar import sidebar  # noqa: E402
+
+session.start()
+sidebar(PAGES)
 navigation.run()

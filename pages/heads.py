@@ -2,56 +2,47 @@
 
 import streamlit as st
 
-import app_state
 from models.errors import UserError
-from models.heads.work import pass_cost, seconds_for
-from models.heads.corpus_scores import score_corpus
+from models.head import Head
 from models.heads.table import corpus_flag_grids, corpus_table, table_csv
-from models.model.forward import tokenize
-from pages import _heads_prune as prune
-from pages import _heads_sections as sections
-from ui import caches, job_view
-from ui.text import md
+from ui import session
+from ui.sections import heads, prune
+from ui.widgets import job_view
 
-app_state.page_title("Head finder")
+session.page_title("Head finder")
 st.caption("What each attention head does, measured over many texts: each score is a mean "
            "over the corpus with its spread, a head is flagged only when the score holds up "
            "across texts, and heads that matter little can be pruned into a smaller checkpoint.")
-model, run = app_state.model_and_run()
-if run is None:
+model = session.active_model()
+if model is None:
     st.stop()
-facts = run.facts
-corpus, cap = sections.corpus_picker(model, run)
-seq_len, batch, seed, thresholds = sections.settings(facts)
-if corpus is None:
-    st.stop()
+facts = model.facts
 try:
-    with st.spinner("Scoring every head on repeated random tokens…"):
-        rep = caches.repeated_scores(model.spec, seq_len, batch, seed)
-    n_tokens = sum(int(tokenize(model, text, cap)[0].shape[1]) for text in corpus.texts)
-    scores = job_view.run_job(
-        ("corpus_scores", model.spec, corpus.key, cap), "Scoring every head on the corpus",
-        lambda p: score_corpus(model, corpus.texts, cap, p),
-        estimate_s=1.5 * seconds_for(model, pass_cost(model, n_tokens)))
+    corpus, cap = heads.corpus_picker(model, session.current_prompt())
+    seq_len, batch, seed, thresholds = heads.settings(facts.n_ctx)
+    if corpus is None:
+        st.stop()
+    rep, scores = heads.measure(model, corpus, cap, seq_len, batch, seed)
 except UserError as err:
-    app_state.show_error(err)
+    session.show_error(err)
     st.stop()
-if scores is job_view.MISSING:
+if rep is job_view.MISSING or scores is job_view.MISSING:
     st.stop()
 
-st.caption(f"**{md(facts.name)}** · {facts.n_layers} layers × {facts.n_heads} heads · induction on "
+st.caption(f"**{facts.name}** · {facts.n_layers} layers × {facts.n_heads} heads · induction on "
            f"{batch} × [start, {seq_len} random tokens, the same {seq_len} again] (seed {seed})"
-           f" · other scores on {scores.n_texts} texts, {scores.n_tokens:,} tokens"
+           f" · other scores on {scores.n_texts} text{'s' if scores.n_texts != 1 else ''}, "
+           f"{scores.n_tokens:,} tokens"
            + (f" ({scores.n_cut} cut to {cap} tokens)" if scores.n_cut else ""))
 if not facts.causal:
     st.info("This encoder has no causal mask: a head can read the next token directly, so the "
             "induction score (attention to the token after the earlier copy) reads differently "
             "here than in a decoder.")
 flags = corpus_flag_grids(rep, scores, thresholds)
-sections.show_counts(flags, facts.n_total_heads, thresholds.sink, scores.n_texts)
-sections.show_grids(rep, scores, flags)
+heads.show_counts(flags, facts.n_total_heads, thresholds.sink, scores.n_texts)
+heads.show_grids(rep, scores, flags)
 table_area = st.container()
-sections.top_examples(model, corpus, scores)
+heads.top_examples(corpus, scores)
 
 measured, order = None, None
 try:
@@ -59,14 +50,14 @@ try:
     if measured is not None:
         order = prune.show_importance(model, corpus, measured)
 except UserError as err:
-    app_state.show_error(err)
+    session.show_error(err)
 
 with table_area:
     st.subheader("All heads")
-    table = corpus_table(rep, scores, thresholds, measured[0] if measured else None)
-    table["open"] = [app_state.explorer_link(int(l), int(h))
-                     for l, h in zip(table["layer"], table["head"])]
-    sections.show_table(table, measured is not None)
+    table = corpus_table(rep, scores, thresholds, measured.importance if measured else None)
+    table["open"] = [session.explorer_link(Head(int(layer), int(h)))
+                     for layer, h in zip(table["layer"], table["head"], strict=True)]
+    heads.show_table(table, measured is not None)
     csv = table.drop(columns=["open"] + [c for c in table if c.endswith("_spread")])
     st.download_button("Download all scores (CSV)", table_csv(csv), file_name="head_scores.csv",
                        mime="text/csv")
@@ -75,4 +66,4 @@ if measured is not None and order is not None:
     try:
         prune.export(model, measured, order)
     except UserError as err:
-        app_state.show_error(err)
+        session.show_error(err)

@@ -1,40 +1,57 @@
-"""The project's structural rules, checked on the source: no import cycles, one module that
-spells hook names, no Streamlit below pages/, no sys.path edits, a docstring on every package."""
+"""The project's structural rules, checked on the source. Each checker is also run on a planted
+violation, so a rule that stopped looking would fail here rather than pass silently."""
 
 from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("models", "viz", "ui")
+STREAMLIT_FREE = ("models", "viz", "ui/runtime", "ui/state", "ui/keys.py", "ui/text.py")
+
+
+def python_files(*places: str) -> list[Path]:
+    found: list[Path] = []
+    for place in places:
+        path = ROOT / place
+        found += [path] if path.suffix == ".py" else sorted(path.rglob("*.py"))
+    return found
 
 
 def modules() -> dict[str, Path]:
-    found = {"app_state": ROOT / "app_state.py"}
-    for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            parts = path.relative_to(ROOT).with_suffix("").parts
-            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-            found[name] = path
+    found = {}
+    for path in python_files(*PACKAGES):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
     return found
+
+
+def imported_names(source: str) -> list[str]:
+    """Every module name an import statement in ``source`` names (any depth, any place)."""
+    names = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names += [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+    return names
 
 
 def imports(path: Path, known: set[str]) -> set[str]:
     """Project modules ``path`` imports at module level or inside functions."""
     out = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        names = []
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
-        for name in names:
-            while name and name not in known:
-                name = name.rpartition(".")[0]
-            if name:
-                out.add(name)
+    for name in imported_names(path.read_text(encoding="utf-8")):
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        if name:
+            out.add(name)
     return out
 
 
@@ -75,16 +92,30 @@ def test_no_import_cycle_between_project_modules():
     assert find_cycle(graph) is None
 
 
-def test_models_and_viz_never_import_streamlit():
-    for package in ("models", "viz"):
-        for path in (ROOT / package).rglob("*.py"):
-            text = path.read_text(encoding="utf-8")
-            assert not re.search(r"^\s*(import|from) streamlit", text, re.M), path
+def forbidden_imports(source: str, banned: tuple[str, ...]) -> list[str]:
+    return [name for name in imported_names(source)
+            if any(name == b or name.startswith(b + ".") for b in banned)]
+
+
+def test_the_import_checker_sees_a_planted_import():
+    assert forbidden_imports("def f():\n    from ui.session import x\n", ("ui",))
+    assert forbidden_imports("import streamlit as st", ("streamlit",))
+    assert not forbidden_imports("import uikit", ("ui",))
+
+
+@pytest.mark.parametrize(("places", "banned"), [
+    (STREAMLIT_FREE, ("streamlit",)),
+    (("models",), ("viz", "ui", "pages", "streamlit")),
+    (("viz",), ("ui", "pages", "streamlit")),
+    (("models", "viz", "ui", "pages", "app.py", "tests", "benchmarks"), ("pages",)),
+])
+def test_each_layer_imports_only_what_is_below_it(places, banned):
+    for path in python_files(*places):
+        assert not forbidden_imports(path.read_text(encoding="utf-8"), banned), path
 
 
 def test_only_the_forward_module_spells_hook_names():
-    spelled = [path.relative_to(ROOT).as_posix() for package in PACKAGES + ("pages",)
-               for path in (ROOT / package).rglob("*.py")
+    spelled = [path.relative_to(ROOT).as_posix() for path in python_files(*PACKAGES, "pages")
                if re.search(r"[\"']blocks\.", path.read_text(encoding="utf-8"))]
     assert spelled == ["models/model/forward.py"]
 
@@ -109,8 +140,127 @@ def test_no_sys_path_edits():
         assert not edits_sys_path(ast.parse(path.read_text(encoding="utf-8"))), path
 
 
-def test_every_package_says_what_it_holds():
-    for package in PACKAGES:
-        for init in (ROOT / package).rglob("__init__.py"):
-            doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
-            assert doc and len(doc.split()) >= 4, init
+# --- package docstrings list exactly what the package holds ---------------------------------
+
+def listed_modules(doc: str, package: str) -> set[str]:
+    """Modules a package docstring names as ``:mod:`package.x``` (direct children only)."""
+    names = re.findall(r":mod:`([\w.]+)`", doc)
+    return {n.split(".")[len(package.split("."))] for n in names
+            if n.startswith(package + ".") and n.count(".") >= package.count(".") + 1}
+
+
+def held_modules(folder: Path) -> set[str]:
+    """Modules and subpackages directly in ``folder`` (``__main__`` counts; data folders not)."""
+    held = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
+    held |= {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
+    return held
+
+
+def test_the_docstring_checker_sees_a_missing_module(tmp_path):
+    (tmp_path / "a.py").write_text("")
+    (tmp_path / "b.py").write_text("")
+    assert held_modules(tmp_path) - listed_modules("- :mod:`pkg.a` -- one", "pkg") == {"b"}
+
+
+@pytest.mark.parametrize("init", [p for p in python_files(*PACKAGES) if p.name == "__init__.py"],
+                         ids=lambda p: p.parent.relative_to(ROOT).as_posix())
+def test_every_package_lists_exactly_its_modules(init):
+    doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+    package = ".".join(init.parent.relative_to(ROOT).parts)
+    assert len(doc.split()) >= 4, init
+    held = held_modules(init.parent)
+    if package == "models.bundled":  # a model checkpoint with its training script
+        held -= {"train"}
+    assert listed_modules(doc, package) == held, init
+
+
+# --- the app is not installed under generic names ------------------------------------------
+
+def test_top_level_names_resolve_only_to_this_repository(tmp_path):
+    """Outside the repository, ``models``, ``viz``, ``ui`` and ``tests`` import nothing: no
+    installed distribution provides them (the app runs from its folder, never installed)."""
+    code = ("import importlib.util as u\n"
+            "for name in ('models', 'viz', 'ui', 'tests', 'pages', 'app'):\n"
+            "    spec = u.find_spec(name)\n"
+            "    print(name, spec.origin if spec else None)\n")
+    out = subprocess.run([sys.executable, "-I", "-c", code], cwd=tmp_path, check=True,
+                         capture_output=True, text=True).stdout.split("\n")
+    leaks = [line for line in out if line and not line.endswith(" None")]
+    assert not leaks, leaks
+
+
+# --- settings are read in one place --------------------------------------------------------
+
+def reads_atlas_env(source: str) -> bool:
+    return bool(re.search(r"(environ|getenv)[^\n]*[\"']ATLAS_", source))
+
+
+def test_the_settings_checker_sees_a_planted_read():
+    assert reads_atlas_env('x = os.environ.get("ATLAS_IDLE_S")')
+    assert not reads_atlas_env('x = os.environ.get("HF_HUB_OFFLINE")')
+
+
+def test_only_the_settings_module_reads_atlas_variables():
+    readers = [path.relative_to(ROOT).as_posix()
+               for path in python_files(*PACKAGES, "pages", "app.py")
+               if reads_atlas_env(path.read_text(encoding="utf-8"))]
+    assert readers == []  # Settings.from_env reads them through each field's metadata
+
+
+# --- the one door to a model -----------------------------------------------------------------
+
+def calls_load(source: str) -> bool:
+    """Whether code imports the model loader (``models.model.loading.load``) or ``boot``."""
+    return any(name in ("models.model.loading.load", "models.model.loading.boot")
+               for name in imported_names(source))
+
+
+def test_the_door_checker_sees_a_planted_loader():
+    assert calls_load("from models.model.loading import LoadedModel, load")
+    assert not calls_load("from models.model.loading import LoadedModel")
+
+
+def test_only_the_model_store_loads_models_in_the_app():
+    loaders = [path.relative_to(ROOT).as_posix() for path in python_files("ui", "pages", "app.py")
+               if calls_load(path.read_text(encoding="utf-8"))]
+    assert loaders == ["ui/runtime/models.py"]
+
+
+def test_only_the_policy_makes_an_allowed_spec():
+    from models.model.spec import ModelSpec
+    from ui.runtime.policy import AllowedSpec
+
+    with pytest.raises(TypeError):
+        AllowedSpec(ModelSpec("bundled"))
+    makers = [path.relative_to(ROOT).as_posix() for path in python_files("ui", "pages", "app.py")
+              if re.search(r"AllowedSpec\(", path.read_text(encoding="utf-8"))
+              and path.name != "policy.py"]
+    assert makers == []
+
+
+# --- widget and session keys come from ui.keys -----------------------------------------------
+
+def literal_keys(source: str) -> list[str]:
+    """String literals used as a widget ``key=`` or a ``session_state[...]`` index."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.keyword) and node.arg == "key" and isinstance(
+                node.value, (ast.Constant, ast.JoinedStr)):
+            found.append(ast.unparse(node.value))
+        if isinstance(node, ast.Subscript) and "session_state" in ast.unparse(node.value) \
+                and isinstance(node.slice, (ast.Constant, ast.JoinedStr)):
+            found.append(ast.unparse(node.slice))
+    return found
+
+
+def test_the_key_checker_sees_planted_literals():
+    assert sorted(literal_keys('st.button("x", key="mine")\nst.session_state["other"] = 1')) == [
+        "'mine'", "'other'"]
+    assert not literal_keys("st.button('x', key=Keys.MINE)")
+
+
+def test_widget_and_session_keys_come_from_one_module():
+    for path in python_files("ui", "pages", "app.py"):
+        if path.name == "keys.py":
+            continue
+        assert literal_keys(path.read_text(encoding="utf-8")) == [], path

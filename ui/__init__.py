@@ -1,7 +1,13 @@
-"""Where Streamlit meets the core, beside ``app_state.py``: every cache and the custom components.
+"""The Streamlit side of the app: only this package and ``pages/`` import Streamlit.
 
-- :mod:`ui.caches` -- every ``st.cache_*`` of the app, with one memory policy for models;
-- :mod:`ui.widgets` -- clickable views (head grid, token strip) and the address-bar sync;
-- :mod:`ui.jobs` -- the bounded worker pool for heavy work (no Streamlit);
-- :mod:`ui.job_view` -- a job's place, progress, time left and Cancel on the page.
+- :mod:`ui.session` -- where Streamlit meets the core: this session's model (through the
+  operator's policy) and run, links, and the one error renderer;
+- :mod:`ui.keys` -- every session-state key, a class per page;
+- :mod:`ui.text` -- visitor text made safe for Streamlit's markdown;
+- :mod:`ui.serve` -- starts the web server (``make run``, ``make serve-class``);
+- :mod:`ui.state` -- each page's state as a frozen value with pure transitions;
+- :mod:`ui.sections` -- the pages' sections, grouped by page;
+- :mod:`ui.widgets` -- browser components, the job panel and small renderers;
+- :mod:`ui.runtime` -- the server runtime shared by every session: settings, the policy door,
+  models, the job pool, the stores and the janitor.
 """

@@ -23,11 +23,17 @@ _HEAD = ("padding:0.25rem 0.6rem;border:1px solid #d0d0d0;background:#f2f2f2;fon
 
 
 def format_value(x: float, decimals: int) -> str:
-    """A number at ``decimals`` places; ``-inf`` as ``−∞`` and ``-0.000`` as ``0.000``."""
+    """A number at ``decimals`` places; ``-inf`` as ``−∞`` and ``-0.000`` as ``0.000``.
+
+    Numbers of a million or more are written in scientific notation, so ``1e200`` takes a few
+    characters instead of two hundred digits and the table keeps its width.
+    """
     if math.isinf(x):
         return MINUS_INF if x < 0 else "∞"
     if math.isnan(x):
         return "—"
+    if abs(x) >= 1e6:
+        return f"{x:.{max(decimals, 2)}e}".replace("e+0", "e+").replace("e-0", "e-")
     text = f"{x:.{decimals}f}"
     return text[1:] if text.startswith("-") and float(text) == 0 else text
 

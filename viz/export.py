@@ -16,15 +16,20 @@ def spreadsheet_safe(text: str) -> str:
     return "'" + text if text.startswith(FORMULA_START) else text
 
 
-def pattern_csv(pattern: np.ndarray, tokens: Sequence[str]) -> str:
-    """A ``query_pos key_pos`` pattern as CSV: one row per query, one column per key.
+def pattern_csv(pattern: np.ndarray, tokens: Sequence[str],
+                rows: Sequence[int] | None = None, cols: Sequence[int] | None = None) -> str:
+    """A ``query_pos key_pos`` pattern (or a window of one) as CSV: a row per query, a column
+    per key.
 
-    The first column and the header carry ``(i) token`` labels.
+    The first column and the header carry ``(i) token`` labels; ``rows`` and ``cols`` give the
+    absolute positions a window holds (by default it starts at 0).
     """
-    labels = [spreadsheet_safe(f"({i}) {tok}") for i, tok in enumerate(tokens)]
+    rows = range(pattern.shape[0]) if rows is None else rows
+    cols = range(pattern.shape[1]) if cols is None else cols
+    label = [spreadsheet_safe(f"({i}) {tok}") for i, tok in enumerate(tokens)]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["query \\ key"] + labels[: pattern.shape[1]])
-    for label, row in zip(labels, pattern):
-        writer.writerow([label] + [f"{w:.6g}" for w in row])
+    writer.writerow(["query \\ key"] + [label[c] for c in cols])
+    for r, row in zip(rows, pattern):
+        writer.writerow([label[r]] + [f"{w:.6g}" for w in row])
     return buf.getvalue()

@@ -49,7 +49,7 @@ def colour_values(weights: np.ndarray, scale: ColourScale) -> np.ndarray:
     return weights
 
 
-def colour_axis(top: float, scale: ColourScale) -> dict:
+def colour_axis(top: float, scale: ColourScale, value_name: str = "weight") -> dict:
     """Colour bar range and ticks labelled in weights whatever the scale."""
     top = max(float(top), LOG_FLOOR * 10)
     ticks = [t for t in SCALE_TICKS if t <= top * 1.0001 and (scale != "linear" or t >= 0.05)]
@@ -57,7 +57,7 @@ def colour_axis(top: float, scale: ColourScale) -> dict:
     values = colour_values(np.array(ticks), scale)
     low = float(colour_values(np.array([LOG_FLOOR if scale == "log" else 0.0]), scale)[0])
     return {"zmin": low, "zmax": float(colour_values(np.array([top]), scale)[0]),
-            "colorbar": {"title": "weight", "tickvals": values.tolist(),
+            "colorbar": {"title": html.escape(value_name), "tickvals": values.tolist(),
                          "ticktext": [f"{t:g}" for t in ticks]}}
 
 
@@ -75,7 +75,7 @@ def head_heatmap(pattern: np.ndarray, labels: Sequence[str], *, causal: bool, ti
                  zmax: float | None = 1.0, selected: int | None = None,
                  rows: slice = slice(None), cols: slice | Sequence[int] = slice(None),
                  scale: ColourScale = "linear", skip_first: bool = False,
-                 pinned: int = 0) -> go.Figure:
+                 pinned: int = 0, value_name: str = "weight") -> go.Figure:
     """One head's pattern: rows are queries, columns keys, masked cells left blank.
 
     Args:
@@ -90,6 +90,8 @@ def head_heatmap(pattern: np.ndarray, labels: Sequence[str], *, causal: bool, ti
         scale: colour from the weight, its square root, or its log10 (ticks stay in weights).
         skip_first: leave key 0 out when scaling to the largest weight.
         pinned: how many leading columns are pinned keys (a line marks where the window starts).
+        value_name: what a cell holds, for the colour bar and the hover ("weight", or
+            "value-weighted weight").
     """
     n_rows_all = len(labels)
     row_ids = list(range(n_rows_all))[rows]
@@ -99,11 +101,12 @@ def head_heatmap(pattern: np.ndarray, labels: Sequence[str], *, causal: bool, ti
     row0 = row_ids[0] if row_ids else 0
     shown = masked(pattern, causal, row0, col_ids)
     axis = colour_axis(scale_top(shown, col_ids, zmax is None, skip_first)
-                       if zmax is None else zmax, scale)
+                       if zmax is None else zmax, scale, value_name)
     fig = go.Figure(go.Heatmap(
         z=colour_values(shown, scale), customdata=shown, x=col_labels, y=row_labels,
         colorscale=COLORSCALE, **axis,
-        hovertemplate="query %{y}<br>key %{x}<br>weight %{customdata:.4f}<extra></extra>",
+        hovertemplate=("query %{y}<br>key %{x}<br>" + html.escape(value_name)
+                       + " %{customdata:.4f}<extra></extra>"),
         hoverongaps=False,
     ))
     n = max(len(row_labels), len(col_labels))

@@ -36,17 +36,12 @@ def factor_ticks(x: np.ndarray) -> dict:
     return {"tickvals": powers, "ticktext": [factor_label(c) for c in powers]}
 
 
-def _shape_x(value: float, log_x: bool) -> float:
-    """Shapes on a log axis are placed in log10 units (plotly's convention)."""
-    return float(np.log10(value)) if log_x else float(value)
-
-
-def _marker_lines(fig: go.Figure, own_x: float, picked_x: float | None, log_x: bool,
-                  **cell) -> None:
-    fig.add_vline(x=_shape_x(own_x, log_x), line=dict(color=OWN, dash="dash", width=1.5), **cell)
+def _marker_lines(fig: go.Figure, own_x: float, picked_x: float | None, **cell) -> None:
+    """The model's own scale (dashed red) and the picked point (dotted grey), at their data
+    values: plotly draws a vertical line of a log axis at the value given, not at its log."""
+    fig.add_vline(x=float(own_x), line=dict(color=OWN, dash="dash", width=1.5), **cell)
     if picked_x is not None and not np.isclose(picked_x, own_x):
-        fig.add_vline(x=_shape_x(picked_x, log_x), line=dict(color=PICKED, dash="dot", width=1),
-                      **cell)
+        fig.add_vline(x=float(picked_x), line=dict(color=PICKED, dash="dot", width=1), **cell)
 
 
 def saturation_figure(stats: SweepStats, x: np.ndarray, *, x_title: str, own_x: float,
@@ -90,7 +85,7 @@ def saturation_figure(stats: SweepStats, x: np.ndarray, *, x_title: str, own_x: 
             fig.add_hline(y=value, line=dict(color="#999999", dash="dot", width=1),
                           annotation_text=label, annotation_font_size=10,
                           annotation_position="top left", **cell)
-        _marker_lines(fig, own_x, picked_x, log_x, **cell)
+        _marker_lines(fig, own_x, picked_x, **cell)
         fig.update_xaxes(type="log" if log_x else "linear", title_text=x_title,
                          **(factor_ticks(x) if log_x else {}), **cell)
     fig.update_layout(height=620, margin=dict(l=40, r=20, t=60, b=40),
@@ -110,7 +105,7 @@ def loss_figure(x: np.ndarray, losses: np.ndarray, *, x_title: str, own_x: float
     best = int(np.nanargmin(losses))
     fig.add_trace(go.Scatter(x=[x[best]], y=[losses[best]], mode="markers", name="minimum",
                              marker=dict(size=14, symbol="circle-open", color=OWN)))
-    _marker_lines(fig, own_x, picked_x, log_x)
+    _marker_lines(fig, own_x, picked_x)
     fig.update_xaxes(type="log" if log_x else "linear", title_text=x_title,
                      **(factor_ticks(x) if log_x else {}))
     fig.update_yaxes(title_text="next-token loss (nats)")

@@ -1,8 +1,14 @@
 """The app's own attention kernel (Triton on a GPU, an exact tiled PyTorch path elsewhere) and
 the kernel check that runs it on a model's real q, k, v.
 
-- ``attention`` returns the output and the per-row log-sum-exp; ``rebuild_pattern`` turns the
-  LSE back into any window of the pattern; ``naive_attention`` is the materialising yardstick;
+- :mod:`models.attention.api` -- :func:`attention` (output and per-row log-sum-exp) and the
+  choice of backend;
+- :mod:`models.attention.triton_kernel` -- the Triton forward kernel;
+- :mod:`models.attention.tiled` -- the same algorithm in PyTorch tiles (the fallback);
+- :mod:`models.attention.reference` -- naive attention, the materialising yardstick;
+- :mod:`models.attention.pattern` -- any window of the pattern rebuilt from the LSE;
+- :mod:`models.attention.masking` -- causal, sliding-window and ALiBi masks;
+- :mod:`models.attention.validate` -- shape, dtype and option checks of the public wrapper;
 - :mod:`models.attention.inputs` -- a model's q, k, v, z, patterns, scales and masks per layer;
 - :mod:`models.attention.check` -- the kernel against the model, head by head;
 - :mod:`models.attention.timing` -- the kernel, SDPA and naive attention timed on the same tensors.

@@ -86,8 +86,10 @@ class HeadCheck:
     z_error: float
 
 
-def layer_activations(model: LoadedModel, prompt: str, layer: int) -> LayerActivations:
-    """Run ``prompt`` once and keep layer ``layer``'s q, k, v, scores, pattern and z.
+def layer_activations(model: LoadedModel, prompt: str, layer: int,
+                      max_tokens: int | None = None) -> LayerActivations:
+    """Run ``prompt`` (its first ``max_tokens`` tokens) once and keep layer ``layer``'s q, k,
+    v, scores, pattern and z.
 
     q and k are the ones the softmax sees (after the rotation on RoPE models), as
     :func:`models.model.forward.qk_source` finds them.
@@ -96,7 +98,7 @@ def layer_activations(model: LoadedModel, prompt: str, layer: int) -> LayerActiv
         PromptError: for an empty or oversized prompt.
         RealHeadUnavailable: a rotary model whose rotated q and k cannot be read.
     """
-    ids, _ = tokenize(model, prompt)
+    ids, _ = tokenize(model, prompt, max_tokens)
     source = qk_source(model)
     if source is None:
         raise RealHeadUnavailable(
@@ -124,9 +126,9 @@ def layer_activations(model: LoadedModel, prompt: str, layer: int) -> LayerActiv
         scale=layer_scales(model)[0][layer], rotated=source != "hook_q/hook_k")
 
 
-def token_count(model: LoadedModel, prompt: str) -> int:
+def token_count(model: LoadedModel, prompt: str, max_tokens: int | None = None) -> int:
     """How many positions the model reads for ``prompt`` (raises PromptError when empty)."""
-    return int(tokenize(model, prompt)[0].shape[1])
+    return int(tokenize(model, prompt, max_tokens)[0].shape[1])
 
 
 def kv_head_for(head: int, n_heads: int, n_kv_heads: int) -> int:

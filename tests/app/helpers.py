@@ -5,10 +5,22 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from ui.runtime import server
+from ui.runtime.settings import Settings
+
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
 
+def operator_settings() -> None:
+    """Restart the server's runtime when a test changed an ``ATLAS_*`` variable, as an operator
+    restarting the server with new settings would."""
+    wanted = Settings.from_env()
+    if server.current().settings != wanted:
+        server.restart(wanted)
+
+
 def open_app(page: str | None = None, **query) -> AppTest:
+    operator_settings()
     at = AppTest.from_file(APP, default_timeout=240)
     for key, value in query.items():
         at.query_params[key] = str(value)
@@ -31,7 +43,6 @@ def texts(at: AppTest) -> str:
                  "subheader"):
         parts += [shown(str(el.value)) for el in getattr(at, kind)]
     return "\n".join(parts)
-
 
 
 def open_page(page: str, model: str, **state) -> AppTest:

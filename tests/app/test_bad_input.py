@@ -10,6 +10,7 @@ import pytest
 
 from models.model.spec import BUNDLED_DIR
 from tests.app.helpers import open_app, texts
+from ui.keys import Sidebar
 
 PROMPTS = {
     "one token": ("x", None),
@@ -28,7 +29,7 @@ def test_prompt_cases(name):
     assert at.get("plotly_chart"), name  # the explorer still draws
     if expected:
         assert expected in texts(at)
-    assert at.text_area(key="atlas_prompt").value == prompt  # nothing typed is lost
+    assert at.text_area(key=Sidebar.PROMPT).value == prompt  # nothing typed is lost
 
 
 @pytest.mark.parametrize("prompt", ["", "  \n\t  "])
@@ -39,8 +40,8 @@ def test_empty_prompts(prompt):
 
 
 def switch_model(at, source: str, name: str):
-    at.selectbox(key="atlas_source").set_value(source).run()
-    at.text_input(key="atlas_name").set_value(name).run()
+    at.selectbox(key=Sidebar.SOURCE).set_value(source).run()
+    at.text_input(key=Sidebar.NAME).set_value(name).run()
     return at
 
 
@@ -63,15 +64,15 @@ def bad_dirs(tmp_path):
 
 
 MODEL_CASES = {
-    "unknown hub name (offline)": ("Hugging Face name", "nobody/no-model-by-this-name",
+    "unknown hub name (offline)": ("hub", "nobody/no-model-by-this-name",
                                    "Could not find 'nobody/no-model-by-this-name'"),
-    "missing directory": ("Local directory", "missing", "No directory at"),
-    "outside the operator's folders": ("Local directory", "/etc",
+    "missing directory": ("local", "missing", "No directory at"),
+    "outside the operator's folders": ("local", "/etc",
                                        "loads local models only from the folders"),
-    "not a model": ("Local directory", "not_model", "has no config.json"),
-    "corrupt safetensors": ("Local directory", "corrupt", "Could not load"),
-    "too large for memory": ("Local directory", "huge", "GiB is free"),
-    "unsupported architecture": ("Local directory", "alien", "unreadable configuration"),
+    "not a model": ("local", "not_model", "has no config.json"),
+    "corrupt safetensors": ("local", "corrupt", "Could not load"),
+    "too large for memory": ("local", "huge", "GiB is free"),
+    "unsupported architecture": ("local", "alien", "unreadable configuration"),
 }
 
 
@@ -88,14 +89,14 @@ def test_model_cases_keep_the_previous_model(case, tmp_path, monkeypatch):
     assert expected in said, said
     assert "Still showing the last model that loaded" in said
     assert at.get("plotly_chart")  # the bundled model keeps working
-    assert at.text_input(key="atlas_name").value == name
+    assert at.text_input(key=Sidebar.NAME).value == name
 
 
 def test_remote_code_is_an_operator_setting_and_off_unless_ticked(monkeypatch):
     at = open_app(model="bundled")
-    at.selectbox(key="atlas_source").set_value("Hugging Face name").run()
-    assert not [c for c in at.checkbox if c.key == "atlas_trust"]  # no box by default
+    at.selectbox(key=Sidebar.SOURCE).set_value("hub").run()
+    assert not [c for c in at.checkbox if c.key == Sidebar.TRUST]  # no box by default
     monkeypatch.setenv("ATLAS_ALLOW_REMOTE_CODE", "1")
     at = open_app(model="bundled")
-    at.selectbox(key="atlas_source").set_value("Hugging Face name").run()
-    assert at.checkbox(key="atlas_trust").value is False
+    at.selectbox(key=Sidebar.SOURCE).set_value("hub").run()
+    assert at.checkbox(key=Sidebar.TRUST).value is False

@@ -3,10 +3,12 @@
 import numpy as np
 
 from models.circuits import baseline, copying_task, head_effects, prepare
+from models.head import Head
 from tests.app.helpers import open_app, open_page, texts
+from ui.keys import Circuits
 
 PAGE = "pages/circuits.py"
-OWN = {"circuits_preset": "Your own prompts", "circuits_answer": "\n", "circuits_wrong": " +"}
+OWN = {Circuits.PRESET: "Your own prompts", Circuits.ANSWER: "\n", Circuits.WRONG: " +"}
 
 
 def test_copying_task_puts_the_induction_head_on_top(bundled):
@@ -25,7 +27,7 @@ def test_copying_task_puts_the_induction_head_on_top(bundled):
     assert metrics["Clean LD"] == f"{base.ld_clean:.3f}"
     link = table["open"].iloc[0]
     assert "layer=2&head=2" in link and "model=bundled" in link and "prompt=" in link
-    assert at.selectbox(key="circuits_head").value == "2.2"
+    assert at.selectbox(key=Circuits.HEAD).value == Head(2, 2)
 
 
 def test_mismatched_lengths_are_explained(bundled):
@@ -39,7 +41,7 @@ def test_mismatched_lengths_are_explained(bundled):
 
 def test_multi_token_answer_is_explained(bundled):
     at = open_page(PAGE, "bundled", circuits_clean="x = foo(1)", circuits_corrupted="x = bar(1)",
-                   **{**OWN, "circuits_answer": " xyzqq"})
+                   **{**OWN, Circuits.ANSWER: " xyzqq"})
     assert not at.exception
     said = "\n".join(str(e.value) for e in at.error)
     assert "answer ' xyzqq' is" in said and "not one" in said
@@ -55,9 +57,9 @@ def test_smollm2_states_the_cost_and_waits_to_be_asked(smollm2):
     at = open_app(PAGE, model="smollm2")
     assert not at.exception
     said = texts(at)
-    assert at.selectbox(key="circuits_preset").value == "Names (IOI)"
+    assert at.selectbox(key=Circuits.PRESET).value == "Names (IOI)"
     assert "270 heads in 9 batched passes of up to 32, about" in said
-    assert not at.toggle(key="circuits_patch").value
+    assert not at.toggle(key=Circuits.PATCH).value
     metrics = {m.label: m.value for m in at.metric}
     assert float(metrics["Clean LD"]) > 3.0 > -3.0 > float(metrics["Corrupted LD"])
     table = at.dataframe[0].value

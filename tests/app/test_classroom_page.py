@@ -11,21 +11,23 @@ from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
+from tests.app.helpers import operator_settings
+from ui.keys import Classroom, Sidebar
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = "pages/classroom.py"
 
 
 STEPS_TAB, MODEL_TAB, COST_TAB = "Step by step", "Inside the model", "Cost"
-SIDEBAR = {"atlas_source": "all-MiniLM-L6-v2 (encoder)",
-           "atlas_prompt": "The quick brown fox jumps over the lazy dog. The quick brown fox"}
+SIDEBAR = {Sidebar.SOURCE: "minilm",
+           Sidebar.PROMPT: "The quick brown fox jumps over the lazy dog. The quick brown fox"}
 
 
 def rerun(at, tab: str | None = None, **sidebar):
     for key, value in {**SIDEBAR, **sidebar}.items():
         at.session_state[key] = value
     if tab is not None:
-        at.session_state["classroom_tab"] = tab
+        at.session_state[Classroom.TAB] = tab
     at.run()
     assert not at.exception, at.exception
     return at
@@ -62,7 +64,7 @@ def test_example_a_values_are_displayed(page):
     t = tables(page)
     assert t["S = Q Kᵀ"] == [["2.000", "3.000"], ["0.000", "-1.000"]]
     assert t["S / √2"] == [["1.414", "2.121"], ["0.000", "-0.707"]]
-    assert t["A = softmax(scores)"] == [["0.330", "0.670"], ["0.670", "0.330"]]
+    assert t["A = softmax(S / √2)"] == [["0.330", "0.670"], ["0.670", "0.330"]]
     assert t["A V (one output row per query)"] == [["23.40", "33.40"], ["16.60", "26.60"]]
     assert not page.error
 
@@ -78,31 +80,31 @@ def test_real_model_section_agrees_with_the_model(page):
 
 def test_example_b_button_and_causal_toggle():
     at = open_page()
-    at.button(key="classroom_ex_b").click()
+    at.button(key=Classroom.EXAMPLE_B).click()
     rerun(at)
-    assert at.text_area(key="classroom_q").value == "1, 0; 0, 1; 1, 1"
+    assert at.text_area(key=Classroom.matrix("q")).value == "1, 0; 0, 1; 1, 1"
     t = tables(at)
     assert t["S / √2"] == [["0.707", "0.000", "0.707"], ["0.000", "0.707", "0.707"],
                            ["0.707", "0.707", "1.414"]]
-    at.toggle(key="classroom_causal").set_value(True)
+    at.toggle(key=Classroom.CAUSAL).set_value(True)
     rerun(at)
     t = tables(at)
     assert t["masked scores"][0] == ["0.707", "−∞", "−∞"]
-    assert t["A = softmax(scores)"][0] == ["1.000", "0.000", "0.000"]
-    assert t["A = softmax(scores)"][1] == ["0.330", "0.670", "0.000"]
+    assert t["A = softmax(S / √2)"][0] == ["1.000", "0.000", "0.000"]
+    assert t["A = softmax(S / √2)"][1] == ["0.330", "0.670", "0.000"]
     assert "the same rows without the mask" in t
-    at.button(key="classroom_ex_a").click()
+    at.button(key=Classroom.EXAMPLE_A).click()
     rerun(at)
     assert tables(at)["A V (one output row per query)"] == [["10.00", "20.00"],
                                                             ["16.60", "26.60"]]
 
 
 @pytest.mark.parametrize("key, text, message", [
-    ("classroom_q", "1, x; 0, -1", "`x` is not a number"),
-    ("classroom_q", "; ".join([", ".join(["1"] * 7)] * 7), "at most 6 × 6"),
-    ("classroom_q", "1, 2, 3; 0, 1, 2", "Q has 3 columns but K has 2"),
-    ("classroom_v", "1, 2", "K has 2 rows but V has 1"),
-    ("classroom_k", "2, 0; 1", "row 2 has 1 numbers"),
+    (Classroom.matrix("q"), "1, x; 0, -1", "`x` is not a number"),
+    (Classroom.matrix("q"), "; ".join([", ".join(["1"] * 7)] * 7), "at most 6 × 6"),
+    (Classroom.matrix("q"), "1, 2, 3; 0, 1, 2", "Q has 3 columns but K has 2"),
+    (Classroom.matrix("v"), "1, 2", "K has 2 rows but V has 1"),
+    (Classroom.matrix("k"), "2, 0; 1", "row 2 has 1 numbers"),
 ])
 def test_invalid_matrices_give_a_clear_message(page, key, text, message):
     rerun(page, tab=STEPS_TAB)
@@ -110,30 +112,30 @@ def test_invalid_matrices_give_a_clear_message(page, key, text, message):
     rerun(page)
     assert any(message in e.value for e in page.error), [e.value for e in page.error]
     assert page.text_area(key=key).value == text  # the typed text is kept
-    page.button(key="classroom_ex_a").click()
+    page.button(key=Classroom.EXAMPLE_A).click()
     rerun(page)
     assert not page.error
 
 
 def test_typed_text_survives_a_page_switch_and_empty_prompt_keeps_maths():
     at = open_page()
-    at.text_area(key="classroom_v").set_value("1, 0; 0, 1")
-    rerun(at, atlas_prompt="   ")  # the edit lands while its tab is open, as in a browser
-    rerun(at, tab=MODEL_TAB, atlas_prompt="   ")
+    at.text_area(key=Classroom.matrix("v")).set_value("1, 0; 0, 1")
+    rerun(at, **{Sidebar.PROMPT: "   "})  # the edit lands while its tab is open, as in a browser
+    rerun(at, tab=MODEL_TAB, **{Sidebar.PROMPT: "   "})
     assert any("prompt is empty" in i.value for i in at.info)
-    rerun(at, tab=STEPS_TAB, atlas_prompt="   ")
+    rerun(at, tab=STEPS_TAB, **{Sidebar.PROMPT: "   "})
     assert tables(at)["A V (one output row per query)"] == [["0.33", "0.67"], ["0.67", "0.33"]]
     at.switch_page("pages/explorer.py")
     rerun(at)
     assert not tables(at)
     at.switch_page(PAGE)
     rerun(at)
-    assert at.text_area(key="classroom_v").value == "1, 0; 0, 1"
+    assert at.text_area(key=Classroom.matrix("v")).value == "1, 0; 0, 1"
 
 
 def test_cost_section_shows_kv_cache_for_the_preset(page):
     rerun(page, tab=COST_TAB)
-    page.selectbox(key="classroom_preset").set_value("Llama-2-7B-like (MHA)")
+    page.selectbox(key=Classroom.COST_PRESET).set_value("Llama-2-7B-like (MHA)")
     rerun(page)
     metrics = {m.label: m.value for m in page.metric}
     assert metrics["KV cache per token"] == "512.00 KiB"
@@ -142,24 +144,25 @@ def test_cost_section_shows_kv_cache_for_the_preset(page):
 
 def test_maths_sections_render_when_no_model_loads(monkeypatch):
     monkeypatch.setenv("ATLAS_MODEL_ROOTS", "/nonexistent")  # allowed, but there is nothing
+    operator_settings()
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
     at.query_params["model"] = "/nonexistent/classroom-model"
     at.run()
     at.switch_page(PAGE)
-    state = {"atlas_source": "Local directory", "atlas_name": "/nonexistent/classroom-model"}
+    state = {Sidebar.SOURCE: "local", Sidebar.NAME: "/nonexistent/classroom-model"}
     rerun(at, tab=MODEL_TAB, **state)
     assert any("No directory" in e.value for e in at.error)
     assert any("No model is loaded" in i.value for i in at.info)
     rerun(at, tab=STEPS_TAB, **state)
-    assert tables(at)["A = softmax(scores)"] == [["0.330", "0.670"], ["0.670", "0.330"]]
+    assert tables(at)["A = softmax(S / √2)"] == [["0.330", "0.670"], ["0.670", "0.330"]]
     rerun(at, tab=COST_TAB, **state)
-    assert at.selectbox(key="classroom_preset").value == "Llama-2-7B-like (MHA)"
+    assert at.selectbox(key=Classroom.COST_PRESET).value == "Llama-2-7B-like (MHA)"
 
 
 def test_real_model_window_follows_the_controls(page):
     rerun(page, tab=MODEL_TAB)
-    page.number_input(key="classroom_start").set_value(3)
-    page.slider(key="classroom_width").set_value(2)
+    page.number_input(key=Classroom.START).set_value(3)
+    page.slider(key=Classroom.WIDTH).set_value(2)
     rerun(page)
     t = tables(page)
     scores = next(rows for cap, rows in t.items() if cap.startswith("Q Kᵀ / √32"))
@@ -170,28 +173,28 @@ def test_real_model_window_follows_the_controls(page):
 
 def test_editing_a_size_switches_to_custom_and_updates_the_cache(page):
     rerun(page, tab=COST_TAB)
-    page.selectbox(key="classroom_preset").set_value("Llama-2-7B-like (MHA)")
+    page.selectbox(key=Classroom.COST_PRESET).set_value("Llama-2-7B-like (MHA)")
     rerun(page)
-    page.number_input(key="classroom_cfg_n_kv_heads").set_value(8)
+    page.number_input(key=Classroom.config("n_kv_heads")).set_value(8)
     rerun(page)
-    assert page.selectbox(key="classroom_preset").value.startswith("Custom")
+    assert page.selectbox(key=Classroom.COST_PRESET).value.startswith("Custom")
     metrics = {m.label: m.value for m in page.metric}
     assert metrics["KV cache per token"] == "128.00 KiB"       # a quarter of 512 KiB
-    page.number_input(key="classroom_cfg_n_kv_heads").set_value(5)
+    page.number_input(key=Classroom.config("n_kv_heads")).set_value(5)
     rerun(page)
     assert any("cannot be split evenly" in e.value for e in page.error)
 
 
 def test_the_first_tab_shows_without_running_the_model(monkeypatch):
     """Opening the classroom runs no forward pass: the model tab runs only when opened."""
-    import ui.caches
+    import models.classroom.real
 
     calls = []
-    original = ui.caches.layer_activations
-    monkeypatch.setattr(ui.caches, "layer_activations",
+    original = models.classroom.real.layer_activations
+    monkeypatch.setattr(models.classroom.real, "layer_activations",
                         lambda *args, **kw: calls.append(1) or original(*args, **kw))
-    at = open_page(atlas_prompt="A prompt only this classroom test runs.")
-    assert tables(at)["A = softmax(scores)"] == [["0.330", "0.670"], ["0.670", "0.330"]]
+    at = open_page(**{Sidebar.PROMPT: "A prompt only this classroom test runs."})
+    assert tables(at)["A = softmax(S / √2)"] == [["0.330", "0.670"], ["0.670", "0.330"]]
     assert not calls
-    rerun(at, tab=MODEL_TAB, atlas_prompt="A prompt only this classroom test runs.")
+    rerun(at, tab=MODEL_TAB, **{Sidebar.PROMPT: "A prompt only this classroom test runs."})
     assert calls

@@ -6,6 +6,7 @@ import pytest
 
 from models.model.spec import BUNDLED_DIR
 from tests.app.helpers import open_app, texts
+from ui.keys import Explorer, Sidebar
 
 
 def figure(at) -> dict:
@@ -18,7 +19,7 @@ def figure(at) -> dict:
 def test_explorer_renders_heatmap_for_each_model(model):
     at = open_app(model=model)
     assert not at.exception
-    assert at.selectbox(key="explorer_layer").value == 0
+    assert at.selectbox(key=Explorer.LAYER).value == 0
     fig = figure(at)
     labels = fig["data"][0]["x"]
     assert labels[0] == ("(0) &lt;|endoftext|&gt;" if model == "bundled" else "(0) [CLS]")
@@ -28,19 +29,19 @@ def test_explorer_renders_heatmap_for_each_model(model):
 def test_link_opens_the_exact_view():
     at = open_app(model="bundled", prompt="one two three four", layer=1, head=2, token=3)
     assert not at.exception
-    assert at.selectbox(key="explorer_layer").value == 1
-    assert at.selectbox(key="explorer_head").value == 2
-    assert at.selectbox(key="explorer_token").value == 3
-    assert at.text_area(key="atlas_prompt").value == "one two three four"
+    assert at.selectbox(key=Explorer.LAYER).value == 1
+    assert at.selectbox(key=Explorer.HEAD).value == 2
+    assert at.selectbox(key=Explorer.TOKEN).value == 3
+    assert at.text_area(key=Sidebar.PROMPT).value == "one two three four"
     assert "Head 1.2" in texts(at)
 
 
 def test_out_of_range_and_garbage_link_values_are_fixed_with_a_note():
     at = open_app(model="bundled", prompt="a b c", layer=99, head="x", token=-5)
     assert not at.exception
-    assert at.selectbox(key="explorer_layer").value == len(at.selectbox(key="explorer_layer").options) - 1
-    assert at.selectbox(key="explorer_head").value == 0
-    assert at.selectbox(key="explorer_token").value == 0
+    assert at.selectbox(key=Explorer.LAYER).value == len(at.selectbox(key=Explorer.LAYER).options) - 1
+    assert at.selectbox(key=Explorer.HEAD).value == 0
+    assert at.selectbox(key=Explorer.TOKEN).value == 0
     notes = texts(at)
     assert "layer 99" in notes and "head='x'" in notes.replace('"', "'")
 
@@ -48,7 +49,7 @@ def test_out_of_range_and_garbage_link_values_are_fixed_with_a_note():
 def test_changing_head_updates_heatmap():
     at = open_app(model="bundled", prompt="the cat and the cat")
     before = figure(at)["data"][0]["z"]
-    at.selectbox(key="explorer_head").set_value(3).run()
+    at.selectbox(key=Explorer.HEAD).set_value(3).run()
     assert not at.exception
     assert "Head 0.3" in texts(at)
     assert figure(at)["data"][0]["z"] != before
@@ -56,7 +57,7 @@ def test_changing_head_updates_heatmap():
 
 def test_empty_prompt_gives_a_message():
     at = open_app(model="bundled")
-    at.text_area(key="atlas_prompt").set_value("   ").run()
+    at.text_area(key=Sidebar.PROMPT).set_value("   ").run()
     assert not at.exception
     assert "empty" in texts(at)
     assert not at.get("plotly_chart")
@@ -64,7 +65,7 @@ def test_empty_prompt_gives_a_message():
 
 def test_long_prompt_is_cut_with_a_notice():
     at = open_app(model="bundled")
-    at.text_area(key="atlas_prompt").set_value("x = 1\n" * 900).run()  # 5,400 characters
+    at.text_area(key=Sidebar.PROMPT).set_value("x = 1\n" * 900).run()  # 5,400 characters
     assert not at.exception
     n_ctx = json.loads((BUNDLED_DIR / "config.json").read_text())["n_positions"]
     assert f"only the first {n_ctx}" in texts(at)
@@ -73,14 +74,14 @@ def test_long_prompt_is_cut_with_a_notice():
 
 def test_unknown_model_keeps_previous_model_working():
     at = open_app(model="bundled", prompt="hello there")
-    at.selectbox(key="atlas_source").set_value("Hugging Face name").run()
-    at.text_input(key="atlas_name").set_value("no-such-user/no-such-model").run()
+    at.selectbox(key=Sidebar.SOURCE).set_value("hub").run()
+    at.text_input(key=Sidebar.NAME).set_value("no-such-user/no-such-model").run()
     assert not at.exception
     said = texts(at)
     assert "Could not find 'no-such-user/no-such-model'" in said
     assert "Still showing the last model that loaded" in said
     assert figure(at)["data"][0]["x"][0] == "(0) &lt;|endoftext|&gt;"
-    assert at.text_input(key="atlas_name").value == "no-such-user/no-such-model"
+    assert at.text_input(key=Sidebar.NAME).value == "no-such-user/no-such-model"
 
 
 def test_script_prompt_is_escaped_in_the_figure():
@@ -94,17 +95,17 @@ def test_the_head_is_named_once_and_the_view_survives_a_page_switch():
     at = open_app(model="bundled", layer=2, head=2, token=5)
     assert texts(at).count("Head 2.2") == 1  # the subheader; the figure has no second title
     assert figure(at)["layout"]["title"]["text"] == ""
-    at.selectbox(key="explorer_layer").set_value(1)
-    at.selectbox(key="explorer_head").set_value(3)
-    at.selectbox(key="explorer_token").set_value(7)
+    at.selectbox(key=Explorer.LAYER).set_value(1)
+    at.selectbox(key=Explorer.HEAD).set_value(3)
+    at.selectbox(key=Explorer.TOKEN).set_value(7)
     at.run()
     at.switch_page("pages/heads.py")
     at.run()
     at.switch_page("pages/explorer.py")
     at.run()
     assert not at.exception
-    assert (at.selectbox(key="explorer_layer").value, at.selectbox(key="explorer_head").value,
-            at.selectbox(key="explorer_token").value) == (1, 3, 7)  # not the link's 2.2 at 5
+    assert (at.selectbox(key=Explorer.LAYER).value, at.selectbox(key=Explorer.HEAD).value,
+            at.selectbox(key=Explorer.TOKEN).value) == (1, 3, 7)  # not the link's 2.2 at 5
 
 
 def decoded(array) -> "np.ndarray":
@@ -131,7 +132,7 @@ def test_value_weighted_toggle_redraws_every_view_from_the_weighting():
 
     prompt = "x = 1\nx = 1\n"
     at = open_app(model="bundled", prompt=prompt, layer=2, head=2)
-    at.toggle(key="explorer_vw").set_value(True).run()
+    at.toggle(key=Explorer.WEIGHTED).set_value(True).run()
     assert not at.exception
     model = load(ModelSpec("bundled"))
     run = capture(model, prompt)

@@ -6,16 +6,20 @@ import numpy as np
 from streamlit.testing.v1 import AppTest
 
 from models.heads.names import COLUMN_HELP, COLUMN_LABELS
-from tests.app.helpers import APP, open_app, texts
+from tests.app.helpers import APP, open_app, operator_settings, texts
+from ui.keys import Heads
 
 PAGE = "pages/heads.py"
 
 
-def open_with_state(model: str, **state) -> AppTest:
+def open_with_state(model: str, prompt: str | None = None, **state) -> AppTest:
     """The page with session values preset: after ``switch_page`` AppTest's tree has no
     sidebar widgets, so a widget rerun would drop the sidebar's model and prompt."""
+    operator_settings()
     at = AppTest.from_file(APP, default_timeout=300)
     at.query_params["model"] = model
+    if prompt is not None:
+        at.query_params["prompt"] = prompt
     for key, value in state.items():
         at.session_state[key] = value
     at.run()
@@ -29,7 +33,7 @@ def downloads(at) -> dict:
 
 
 def test_page_runs_over_the_bundled_corpus_with_pruning(bundled):
-    at = open_with_state("bundled", heads_passages=12)
+    at = open_with_state("bundled", **{Heads.TEXTS: 12})
     assert not at.exception
     table = at.dataframe[0].value
     n = bundled.facts.n_total_heads
@@ -48,7 +52,7 @@ def test_page_runs_over_the_bundled_corpus_with_pruning(bundled):
 
 
 def test_every_table_column_has_a_header_and_a_tooltip(bundled):
-    at = open_with_state("bundled", heads_passages=4, heads_ablate=False)
+    at = open_with_state("bundled", **{Heads.TEXTS: 4, Heads.ABLATE: False})
     table = at.dataframe[0].value
     for column in table.columns:
         if column != "open":
@@ -57,7 +61,8 @@ def test_every_table_column_has_a_header_and_a_tooltip(bundled):
 
 
 def test_sink_threshold_is_judged_on_the_lower_bound(bundled):
-    at = open_with_state("bundled", heads_th_sink=0.0, heads_ablate=False, heads_passages=6)
+    at = open_with_state("bundled", **{Heads.threshold("sink"): 0.0, Heads.ABLATE: False,
+                                          Heads.TEXTS: 6})
     assert not at.exception
     table = at.dataframe[0].value
     metric = next(m for m in at.metric if m.label.startswith("Sink"))
@@ -69,7 +74,7 @@ def test_sink_threshold_is_judged_on_the_lower_bound(bundled):
 
 
 def test_sidebar_prompt_as_the_corpus_has_no_spread(bundled):
-    at = open_with_state("bundled", heads_corpus="prompt", heads_ablate=False)
+    at = open_with_state("bundled", **{Heads.CORPUS: "prompt", Heads.ABLATE: False})
     assert not at.exception
     table = at.dataframe[0].value
     assert (table["previous_token_spread"] == "one text").all()
@@ -78,8 +83,8 @@ def test_sidebar_prompt_as_the_corpus_has_no_spread(bundled):
 
 
 def test_top_examples_link_into_the_explorer_on_their_text(bundled):
-    at = open_with_state("bundled", heads_passages=6, heads_ablate=False,
-                         heads_example_score="previous_token")
+    at = open_with_state("bundled", **{Heads.TEXTS: 6, Heads.ABLATE: False,
+                                          Heads.EXAMPLE_SCORE: "previous_token"})
     examples = at.dataframe[1].value
     assert len(examples) == 8 and examples["weight"].is_monotonic_decreasing
     first = parse_qs(urlparse(examples["open"].iloc[0]).query)
@@ -90,12 +95,13 @@ def test_top_examples_link_into_the_explorer_on_their_text(bundled):
 
 def test_build_and_download_a_pruned_checkpoint(bundled, tmp_path, monkeypatch):
     monkeypatch.setenv("ATLAS_CACHE", str(tmp_path))
-    at = open_with_state("bundled", heads_passages=4, heads_budget=256, heads_prune_k=2)
+    at = open_with_state("bundled", **{Heads.TEXTS: 4, Heads.BUDGET: 256, Heads.PRUNE_K: 2})
     assert not at.exception
-    at.button(key="heads_export").click().run()
+    at.button(key=Heads.EXPORT).click().run()
     assert not at.exception
     said = texts(at)
     assert "2 heads pruned" in said and "Masked" in said and "Local directory" in said
+    assert str(tmp_path) not in said  # no server path reaches the page
     labels = {m.label for m in at.metric}
     assert {"Loss on the corpus", "Parameters stored", "Forward-pass time, after / before"} <= labels
     assert "Download the pruned checkpoint (zip)" in downloads(at)
@@ -104,7 +110,7 @@ def test_build_and_download_a_pruned_checkpoint(bundled, tmp_path, monkeypatch):
 
 
 def test_page_runs_for_minilm_and_says_the_loss_is_unavailable():
-    at = open_with_state("minilm", heads_passages=3)
+    at = open_with_state("minilm", **{Heads.TEXTS: 3})
     assert not at.exception
     said = texts(at)
     assert "Not available for all-MiniLM-L6-v2" in said and "no causal mask" in said
@@ -114,6 +120,6 @@ def test_page_runs_for_minilm_and_says_the_loss_is_unavailable():
 
 
 def test_empty_prompt_gives_a_message_not_a_traceback():
-    at = open_app(PAGE, model="minilm", prompt="   ")
+    at = open_with_state("minilm", prompt="   ", **{Heads.CORPUS: "prompt"})
     assert not at.exception
     assert "prompt is empty" in texts(at)

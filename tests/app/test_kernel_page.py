@@ -9,6 +9,8 @@ import torch
 
 from models.model.spec import BUNDLED_DIR
 from tests.app.helpers import open_page, texts
+from models.head import Head
+from ui.keys import Kernel, Sidebar
 
 PAGE = "pages/kernel.py"
 P_ERR, O_ERR = "max |P_kernel - P_model|", "max |O_kernel - z_model|"
@@ -35,7 +37,7 @@ def test_minilm_page_shows_errors_backend_and_timings():
     assert len(heads) == 72 and list(heads.columns) == ["head", P_ERR, O_ERR]
     assert heads[P_ERR].max() <= 1e-5 and heads[O_ERR].max() <= 1e-5
     worst = heads.loc[heads[P_ERR].idxmax(), "head"]
-    assert at.selectbox(key="kernel_head").value == worst  # starts on the worst head
+    assert at.selectbox(key=Kernel.HEAD).value == Head.parse(worst)  # starts on the worst head
     timing = at.dataframe[1].value
     assert list(timing["implementation"]) == ["app kernel (torch-tiled)", "PyTorch SDPA",
                                               "naive attention (full pattern)"]
@@ -48,14 +50,14 @@ def test_minilm_page_shows_errors_backend_and_timings():
 def test_picking_a_head_redraws_the_comparison():
     # AppTest forgets the sidebar's widgets on a rerun after switch_page, so the head is set
     # before switching (as a click on the table or the select box would set it).
-    at = open_kernel("minilm", kernel_head="5.11")
-    assert at.selectbox(key="kernel_head").value == "5.11"
+    at = open_kernel("minilm", **{Kernel.HEAD: Head(5, 11)})
+    assert at.selectbox(key=Kernel.HEAD).value == Head(5, 11)
     assert chart_titles(at)[2] == "Head 5.11"
     assert any("layer=5&head=11" in str(md.value) for md in at.markdown)
 
 
 def test_empty_prompt_gives_a_message():
-    at = open_kernel("minilm", atlas_prompt="  ")
+    at = open_kernel("minilm", **{Sidebar.PROMPT: "  "})
     assert "prompt is empty" in texts(at) and not at.get("plotly_chart")
 
 
@@ -63,7 +65,7 @@ def test_unsupported_model_is_explained_not_shown(monkeypatch):
     import models.attention.inputs as ki
 
     monkeypatch.setattr(ki, "layer_scales", lambda model: ((1.0,) * 6, "a wrong scale"))
-    at = open_kernel("minilm", atlas_prompt="A prompt that only this test runs.")
+    at = open_kernel("minilm", **{Sidebar.PROMPT: "A prompt that only this test runs."})
     said = texts(at)
     assert "not available for this model" in said and "a wrong scale" in said
     assert not at.dataframe and not at.get("plotly_chart")

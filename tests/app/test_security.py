@@ -17,7 +17,11 @@ from models.model.loading import load
 from models.model.spec import BUNDLED_DIR, ModelSpec
 from tests.app.helpers import open_app, texts
 from tests.app.test_bad_input import switch_model
-from ui import policy
+from ui.keys import Classroom
+from ui.runtime import models as models_store
+from ui.runtime.policy import admit
+from ui.runtime.settings import Settings
+from ui.keys import Sidebar
 
 
 def planted_code(folder, marker) -> None:
@@ -60,8 +64,8 @@ def test_model_repository_code_never_runs_for_a_visitor(tmp_path, monkeypatch, t
     marker = tmp_path / "code-ran.txt"
     planted_code(tmp_path / "coded", marker)
     at = open_app(model="bundled", prompt="still working")
-    at.session_state["atlas_trust"] = ticked  # even a forged tick changes nothing
-    switch_model(at, "Local directory", str(tmp_path / "coded"))
+    at.session_state[Sidebar.TRUST] = ticked  # even a forged tick changes nothing
+    switch_model(at, "local", str(tmp_path / "coded"))
     assert not at.exception and not marker.exists()
     assert "own modelling code" in texts(at) and at.get("plotly_chart")
 
@@ -72,21 +76,21 @@ def test_a_pickled_checkpoint_is_never_unpickled(tmp_path, monkeypatch):
     marker = tmp_path / "pickle-ran.txt"
     planted_pickle(tmp_path / "pickled", marker)
     at = open_app(model="bundled", prompt="still working")
-    switch_model(at, "Local directory", str(tmp_path / "pickled"))
+    switch_model(at, "local", str(tmp_path / "pickled"))
     assert not at.exception and not marker.exists()
     assert "Still showing the last model that loaded" in texts(at)
 
 
 @pytest.mark.parametrize("source, name", [
-    ("Hugging Face name", "a" * 300),
-    ("Local directory", "~nosuchuser/model"),
-    ("Local directory", "/tmp/with\x00nul"),
-    ("Local directory", "/etc"),
-    ("Local directory", "/root/.ssh"),
-    ("GGUF file", "/etc/passwd.gguf"),
-    ("Hugging Face name", "[Session expired](https://evil.example/login) "
+    ("hub", "a" * 300),
+    ("local", "~nosuchuser/model"),
+    ("local", "/tmp/with\x00nul"),
+    ("local", "/etc"),
+    ("local", "/root/.ssh"),
+    ("gguf", "/etc/passwd.gguf"),
+    ("hub", "[Session expired](https://evil.example/login) "
                           "![t](https://evil.example/pixel.png)"),
-    ("Hugging Face name", ":red[**ADMIN NOTICE**]"),
+    ("hub", ":red[**ADMIN NOTICE**]"),
 ])
 def test_visitor_input_gets_one_message_and_no_traceback(source, name):
     at = open_app(model="bundled", prompt="still working")
@@ -103,7 +107,7 @@ def test_existing_and_missing_server_paths_read_the_same():
     said = []
     for path in ("/etc", "/no/such/folder/at/all"):
         at = open_app(model="bundled", prompt="same")
-        switch_model(at, "Local directory", path)
+        switch_model(at, "local", path)
         said.append([e.value for e in at.error])
     assert said[0] == said[1] and said[0]
 
@@ -123,7 +127,7 @@ def test_a_config_with_values_of_the_wrong_type_gives_a_message(tmp_path, monkey
     config.update(n_layer="three", n_head=["four"])
     (folder / "config.json").write_text(json.dumps(config))
     at = open_app(model="bundled", prompt="still working")
-    switch_model(at, "Local directory", str(folder))
+    switch_model(at, "local", str(folder))
     assert not at.exception and at.error and "['four']" not in texts(at)
 
 
@@ -131,7 +135,8 @@ def test_visitor_paths_resolve_to_one_spelling(tmp_path, monkeypatch):
     monkeypatch.setenv("ATLAS_MODEL_ROOTS", str(tmp_path))
     (tmp_path / "m").mkdir()
     spellings = [str(tmp_path / "m"), str(tmp_path / "m") + "/", f"{tmp_path}//m/x/.."]
-    assert len({policy.visitor_spec(ModelSpec(s)) for s in spellings}) == 1
+    settings = Settings.from_env()
+    assert len({admit(ModelSpec(s), settings) for s in spellings}) == 1
 
 
 def test_concurrent_first_loads_all_succeed_and_leave_loading_working(tmp_path):
@@ -170,3 +175,45 @@ def test_every_placement_is_checked_against_free_memory():
     with pytest.raises(ModelLoadError, match="GiB is free"):
         check_fits(9_700_000_000, ModelSpec("big/model", device_map="auto"))
     assert os.environ.get("ATLAS_ALLOW_REMOTE_CODE") in (None, "", "0")
+
+
+PAGES = ["pages/explorer.py", "pages/heads.py", "pages/circuits.py", "pages/scaling.py",
+         "pages/kernel.py", "pages/classroom.py"]
+CLASSROOM_TABS = ["Step by step", "Inside the model", "MHA · GQA · MQA", "Cost", "Positions",
+                  "Failure modes"]
+
+
+def visits(model: str):
+    """Every page, and every classroom tab, opened with ``?model=...``; yields each AppTest."""
+    for page in PAGES:
+        at = open_app(model=model)
+        at.switch_page(page).run()
+        yield page, at
+        if page == "pages/classroom.py":
+            for tab in CLASSROOM_TABS:
+                at.session_state[Sidebar.SOURCE] = "local"
+                at.session_state[Sidebar.NAME] = model
+                at.session_state[Classroom.TAB] = tab
+                yield f"{page} / {tab}", at.run()
+
+
+def test_no_page_or_tab_loads_a_model_from_outside_the_allowed_folders(tmp_path, monkeypatch):
+    """A real model directory outside ATLAS_MODEL_ROOTS and a path that does not exist: on every
+    page and every classroom tab neither loads, and both read the same."""
+    allowed, outside = tmp_path / "allowed", tmp_path / "elsewhere"
+    allowed.mkdir()
+    shutil.copytree(BUNDLED_DIR, outside / "model",
+                    ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    monkeypatch.setenv("ATLAS_MODEL_ROOTS", str(allowed))
+    loads = []
+    original = models_store.load
+    monkeypatch.setattr(models_store, "load", lambda *a, **k: loads.append(a) or original(*a, **k))
+    for model in (str(outside / "model"), str(outside / "missing")):
+        for where, at in visits(model):
+            assert not at.exception, where
+            messages = [e.value for e in at.error]
+            refused = any("only from the folders its operator allows" in m for m in messages)
+            silent = where.startswith("pages/classroom.py") and not messages  # no model asked
+            assert refused or silent, (where, messages)
+            assert not any("model" in m and str(outside) in m for m in messages), where
+    assert all(spec[0].name == "bundled" for spec in loads)  # only the default model loaded

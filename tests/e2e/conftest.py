@@ -1,6 +1,7 @@
 """A real app server and Debian's Chromium driven by Playwright.
 
-The server is ``streamlit run app.py`` on a free localhost port, started once per session.
+The server is ``python -m ui.serve`` (what ``make run`` starts) on a free localhost port, started
+once per session.
 Screenshots land in ``artifacts/screenshots/`` (git-ignored).
 """
 
@@ -48,14 +49,15 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 120) -> None
 
 @contextlib.contextmanager
 def app_server(log_name: str, **env: str):
-    """``streamlit run app.py`` on a free loopback port; yields ``(url, pid)``."""
+    """The app's server (``python -m ui.serve``) on a free loopback port; yields
+    ``(url, pid)``."""
     port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **env}
     (ROOT / "artifacts").mkdir(exist_ok=True)
     log = open(ROOT / "artifacts" / log_name, "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
-         str(port), "--server.address", "127.0.0.1", "--server.headless", "true"],
+        [sys.executable, "-m", "ui.serve", "--server.port", str(port), "--server.address",
+         "127.0.0.1", "--server.headless", "true"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:

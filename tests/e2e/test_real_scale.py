@@ -15,7 +15,8 @@ import pytest
 
 from models.capture.run import capture
 from tests.e2e.conftest import settle, shoot
-from ui import prompt_store
+from ui.runtime.prompt_store import PromptStore
+from ui.runtime.settings import Settings
 
 pytestmark = pytest.mark.e2e
 
@@ -39,7 +40,7 @@ def repeated_passage(model, n_tokens: int = 995) -> str:
 
 def test_an_induction_head_from_the_head_finder_shows_its_stripe(page, app_url, smollm2):
     prompt = repeated_passage(smollm2)
-    pid = prompt_store.save(prompt)
+    pid = PromptStore(Settings.from_env().cache / "prompts").save(prompt)
     page.goto(f"{app_url}/heads?model=smollm2&pid={pid}")
     page.wait_for_function(f"() => [...document.querySelectorAll('.js-plotly-plot')].some("
                            f"(p) => ({TITLE})(p).startsWith('Induction'))", timeout=900_000)

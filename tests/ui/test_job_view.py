@@ -1,4 +1,5 @@
-"""How a page waits for pool work: light work draws in the same run, heavy work leaves a panel."""
+"""How a page waits for pool work: light work draws in the same run, heavy work leaves a panel,
+and work over the operator's limits is refused with a message before it starts."""
 
 from streamlit.testing.v1 import AppTest
 
@@ -8,17 +9,18 @@ def page():
 
     import streamlit as st
 
-    from ui import job_view
+    from ui.runtime.jobs import Cost
+    from ui.widgets import job_view
 
     nonce = time.monotonic()  # a fresh key each run: nothing from an earlier run is stored
 
     def work(result):
         return lambda progress: (time.sleep(0.6), result)[1]
 
-    light = job_view.run_job(("light", nonce), "light work", work("light done"), estimate_s=0.5,
-                             wait_s=0.05)
-    heavy = job_view.run_job(("heavy", nonce), "heavy work", work("heavy done"), estimate_s=60,
-                             wait_s=0.05)
+    light = job_view.run_job(("light", nonce), "light work", work("light done"),
+                             cost=Cost(seconds=0.5), wait_s=0.05)
+    heavy = job_view.run_job(("heavy", nonce), "heavy work", work("heavy done"),
+                             cost=Cost(seconds=60), wait_s=0.05)
     st.write(f"light: {light}; heavy: {'still running' if heavy is job_view.MISSING else heavy}")
 
 
@@ -28,3 +30,23 @@ def test_light_work_is_waited_for_and_heavy_work_shows_progress():
     assert [m.value for m in at.markdown] == ["light: light done; heavy: still running"]
     assert any("heavy work" in bar.proto.text for bar in at.get("progress"))
     assert [b.label for b in at.button] == ["Cancel"]
+
+
+def refused():
+    import streamlit as st
+
+    from models.errors import UserError
+    from ui.runtime.jobs import Cost
+    from ui.widgets import job_view
+
+    try:
+        job_view.run_job(("huge",), "Scoring a huge batch", lambda p: 1,
+                         cost=Cost(seconds=1, peak_bytes=1 << 50))
+    except UserError as err:
+        st.error(str(err))
+
+
+def test_work_that_would_not_fit_gets_a_message_not_a_crash():
+    at = AppTest.from_function(refused, default_timeout=30).run()
+    assert not at.exception
+    assert "GiB of memory" in at.error[0].value

@@ -7,9 +7,17 @@ import weakref
 
 import pytest
 
-from models.heads.store import ResultStore
+from dataclasses import dataclass
+
 from models.progress import Cancelled
-from ui.jobs import Janitor, Job, JobPool
+from ui.runtime.janitor import Janitor
+from ui.runtime.jobs import Cost, Job, JobKey, JobPool, RefusedError
+from ui.runtime.settings import Settings
+from ui.runtime.store import ResultStore
+
+
+def pool_of(workers: int = 1, **settings) -> JobPool:
+    return JobPool(Settings(heavy_jobs=workers, **settings))
 
 
 def blocking_work(release: threading.Event, steps: int = 4, result="done"):
@@ -22,7 +30,7 @@ def blocking_work(release: threading.Event, steps: int = 4, result="done"):
 
 
 def test_one_job_per_key_and_the_result_is_kept():
-    pool, release = JobPool(workers=1), threading.Event()
+    pool, release = pool_of(), threading.Event()
     a = pool.submit("k", "work", blocking_work(release), waiter="s1")
     b = pool.submit("k", "work", blocking_work(release), waiter="s2")
     assert a is b and a.waiters == {"s1", "s2"}
@@ -32,7 +40,7 @@ def test_one_job_per_key_and_the_result_is_kept():
 
 
 def test_queue_order_and_place():
-    pool, release = JobPool(workers=1), threading.Event()
+    pool, release = pool_of(), threading.Event()
     first = pool.submit("a", "first", blocking_work(release))
     second = pool.submit("b", "second", blocking_work(release))
     third = pool.submit("c", "third", blocking_work(release))
@@ -42,7 +50,7 @@ def test_queue_order_and_place():
 
 
 def test_cancel_stops_the_work_only_when_nobody_else_waits():
-    pool, release, started = JobPool(workers=1), threading.Event(), threading.Event()
+    pool, release, started = pool_of(), threading.Event(), threading.Event()
     seen = []
 
     def work(progress):
@@ -65,7 +73,7 @@ def test_cancel_stops_the_work_only_when_nobody_else_waits():
 
 
 def test_a_queued_job_cancelled_never_runs():
-    pool, release = JobPool(workers=1), threading.Event()
+    pool, release = pool_of(), threading.Event()
     pool.submit("a", "first", blocking_work(release))
     ran = []
     queued = pool.submit("b", "second", lambda progress: ran.append(1))
@@ -75,7 +83,7 @@ def test_a_queued_job_cancelled_never_runs():
 
 
 def test_failures_store_nothing():
-    pool = JobPool(workers=1)
+    pool = pool_of()
 
     def broken(progress):
         raise ValueError("no")
@@ -99,13 +107,13 @@ def test_time_left_moves_from_the_estimate_to_the_measured_rate():
 
 
 def test_estimates_follow_what_this_machine_measured():
-    pool = JobPool(workers=1)
+    pool = pool_of()
     assert pool.throughput.seconds("capture", 4e10) == pytest.approx(2.0)  # the default rate
     pool.throughput.record("capture", 1e10, 1.0)  # 1e10 per second measured
     assert pool.throughput.seconds("capture", 1e10) == pytest.approx(1.0)
-    pool.throughput.record("capture", 3e10, 1.0)
-    assert pool.throughput.seconds("capture", 2e10) == pytest.approx(1.0)  # mean of 1e10, 3e10
-    job = pool.submit("k", "x", lambda progress: 1, cost=("other", 2e10))
+    pool.throughput.record("capture", 3e10, 1.0)  # the newest weighs most: 0.3 * 1 + 0.7 * 3
+    assert pool.throughput.seconds("capture", 2.4e10) == pytest.approx(1.0)
+    job = pool.submit("k", "x", lambda progress: 1, cost=Cost(work=2e10, rate="other"))
     assert job.estimate_s == pytest.approx(1.0)
     job.future.result(10)
     assert pool.throughput.seconds("other", 2e10) < 1.0  # that job took far less than a second
@@ -125,7 +133,7 @@ def test_results_are_bounded_in_bytes():
 
 
 def test_short_work_does_not_queue_behind_heavy_work():
-    pool, release = JobPool(workers=1), threading.Event()
+    pool, release = pool_of(), threading.Event()
     heavy = pool.submit("heavy", "long capture", blocking_work(release), estimate_s=300.0)
     quick = pool.submit("quick", "short prompt", lambda progress: "fast", estimate_s=0.2)
     assert quick.future.result(10) == "fast" and not heavy.future.done()
@@ -134,7 +142,7 @@ def test_short_work_does_not_queue_behind_heavy_work():
 
 
 def test_work_stops_when_every_waiting_session_has_gone():
-    pool, started = JobPool(workers=1), threading.Event()
+    pool, started = pool_of(), threading.Event()
     alive = {"s1": True}
     pool.alive = lambda sid: alive.get(sid, False)
 
@@ -181,3 +189,76 @@ def test_janitor_collects_left_over_cycles_only_while_no_job_runs():
         assert gone() is None
     finally:
         gc.enable()
+
+
+@dataclass(frozen=True)
+class CaptureKey(JobKey):
+    prompt: str
+
+
+@dataclass(frozen=True)
+class ScoresKey(JobKey):
+    corpus: str
+
+
+def test_a_new_request_of_the_same_kind_stops_the_sessions_old_one():
+    pool, release = pool_of(), threading.Event()
+    pool.submit(ScoresKey("busy"), "keeps the worker busy", blocking_work(release), waiter="x")
+    first = pool.submit(CaptureKey("a"), "first prompt", blocking_work(release), waiter="s1")
+    shared = pool.submit(CaptureKey("b"), "another visitor's", blocking_work(release),
+                         waiter="s2")
+    second = pool.submit(CaptureKey("c"), "second prompt", blocking_work(release), waiter="s1")
+    assert first.cancel_event.is_set() and first.waiters == set()  # superseded: its work stops
+    assert not shared.cancel_event.is_set() and not second.cancel_event.is_set()
+    release.set()
+    assert second.future.result(10) == "done" and shared.future.result(10) == "done"
+
+
+def test_superseding_spares_a_job_another_session_waits_on():
+    pool, release = pool_of(), threading.Event()
+    pool.submit(ScoresKey("busy"), "busy", blocking_work(release), waiter="x")
+    both = pool.submit(CaptureKey("a"), "shared", blocking_work(release), waiter="s1")
+    pool.submit(CaptureKey("a"), "shared", blocking_work(release), waiter="s2")
+    pool.submit(CaptureKey("b"), "s1 moves on", blocking_work(release), waiter="s1")
+    assert both.waiters == {"s2"} and not both.cancel_event.is_set()
+    release.set()
+
+
+def test_one_session_may_queue_only_a_few_jobs():
+    pool, release = pool_of(jobs_per_session=2), threading.Event()
+    pool.submit(CaptureKey("a"), "one", blocking_work(release), waiter="s1")
+    pool.submit(ScoresKey("c"), "two", blocking_work(release), waiter="s1")
+
+    @dataclass(frozen=True)
+    class Third(JobKey):
+        n: int
+
+    with pytest.raises(RefusedError, match="already have 2 requests"):
+        pool.submit(Third(1), "three", blocking_work(release), waiter="s1")
+    pool.submit(Third(2), "another visitor", blocking_work(release), waiter="s2")  # not refused
+    release.set()
+
+
+def test_work_over_the_operators_limits_is_refused_before_it_starts():
+    pool, ran = pool_of(job_mb=100, job_max_s=60), []
+    with pytest.raises(RefusedError, match="GiB of memory"):
+        pool.submit("big", "Scoring", lambda p: ran.append(1),
+                    cost=Cost(seconds=1, peak_bytes=200 * 1024**2))
+    with pytest.raises(RefusedError, match="min on this server"):
+        pool.submit("long", "Ablating", lambda p: ran.append(1), cost=Cost(seconds=3600))
+    pool.throughput.record("forward", 1e9, 1.0)  # a slow machine: the estimate follows it
+    with pytest.raises(RefusedError):
+        pool.submit("slow", "Reading", lambda p: ran.append(1), cost=Cost(work=1e12))
+    assert not ran and not pool.busy()
+
+
+def test_the_time_left_shown_never_creeps_up():
+    job = Job(key="k", label="x", estimate_s=100.0)
+    job.started, job.fraction = 0.0, 0.3
+    first, revised = job.left_for_display(now=10.0)
+    assert not revised
+    job.fraction = 0.31  # slower than expected, but only a little: keep the figure shown
+    assert job.left_for_display(now=12.0) == (first, False)
+    job.fraction = 0.32  # far slower: say so
+    left, revised = job.left_for_display(now=60.0)
+    assert revised and left > 1.25 * first

@@ -1,53 +1,63 @@
-"""Sections of the circuits page (UI only; the maths is in models.circuits)."""
+"""Circuits page sections: the task, activation patching, direct logit attribution, the table
+(layout only; the maths is in models.circuits)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import streamlit as st
 
-import app_state
 from models.circuits import Baseline, CircuitTask, Setup, circuit_table, table_csv
 from models.circuits.patching import head_effects, position_effects
-from ui import caches, job_view
+from models.circuits.presets import presets
+from models.head import Head, all_heads
+from models.model.loading import LoadedModel
+from ui import session
+from ui.keys import Circuits
+from ui.runtime import server
+from ui.runtime.job_keys import CircuitKey, HeadPatchKey, PositionPatchKey, PresetsKey
+from ui.runtime.jobs import Cost
 from ui.text import md
+from ui.widgets import job_view
 from viz.circuits_figures import head_grid, parts_bars, position_bars
 
 OWN = "Your own prompts"
-FIELDS = {"clean": "circuits_clean", "corrupted": "circuits_corrupted",
-          "answer": "circuits_answer", "wrong": "circuits_wrong"}
-K_PRESET, K_FILLED, K_PATCH, K_HEAD = ("circuits_preset", "circuits_filled",
-                                       "circuits_patch", "circuits_head")
+FIELDS = {"clean": Circuits.CLEAN, "corrupted": Circuits.CORRUPTED,
+          "answer": Circuits.ANSWER, "wrong": Circuits.WRONG}
 
 
 def fill(tasks: dict[str, CircuitTask]) -> None:
     """Copy the chosen preset into the four inputs (a widget callback)."""
-    task = tasks.get(st.session_state.get(K_PRESET))
+    task = tasks.get(st.session_state.get(Circuits.PRESET))
     if task is not None:
         for field, key in FIELDS.items():
             st.session_state[key] = getattr(task, field)
 
 
-def task_inputs(model) -> CircuitTask:
+def task_inputs(model: LoadedModel) -> CircuitTask:
     """Preset picker and the four inputs; a preset is filled in again for a new model."""
-    tasks = caches.circuit_presets(model.spec)
+    spec = session.model_spec(model)
+    tasks = server.current().derived.get_or_compute(PresetsKey(spec), lambda: presets(model))
     options = list(tasks) + [OWN]
-    if st.session_state.get(K_PRESET) not in options:
-        st.session_state[K_PRESET] = options[0]
-    if st.session_state.get(K_FILLED) != model.spec:
-        st.session_state.pop(K_PATCH, None)  # a new model starts with its own default
-        if st.session_state[K_PRESET] != OWN:
+    ss = st.session_state
+    if ss.get(Circuits.PRESET) not in options:
+        ss[Circuits.PRESET] = options[0]
+    if ss.get(Circuits.FILLED) != spec:
+        ss.pop(Circuits.PATCH, None)  # a new model starts with its own default
+        if ss[Circuits.PRESET] != OWN:
             fill(tasks)
-    st.session_state[K_FILLED] = model.spec
-    st.selectbox("Task", options, key=K_PRESET, on_change=fill, args=(tasks,),
+    ss[Circuits.FILLED] = spec
+    st.selectbox("Task", options, key=Circuits.PRESET, on_change=fill, args=(tasks,),
                  help="A ready-made task fills in the prompts and tokens below; edit them "
                       "freely.")
     left, right = st.columns(2)
-    left.text_area("Clean prompt", key=FIELDS["clean"], height=110)
-    right.text_area("Corrupted prompt (same number of tokens)", key=FIELDS["corrupted"],
+    left.text_area("Clean prompt", key=Circuits.CLEAN, height=110)
+    right.text_area("Corrupted prompt (same number of tokens)", key=Circuits.CORRUPTED,
                     height=110)
-    left.text_input("Answer token (the clean prompt's next token)", key=FIELDS["answer"])
-    right.text_input("Wrong token (compared with it)", key=FIELDS["wrong"])
-    return CircuitTask(*(st.session_state.get(key, "") for key in FIELDS.values()))
+    left.text_input("Answer token (the clean prompt's next token)", key=Circuits.ANSWER)
+    right.text_input("Wrong token (compared with it)", key=Circuits.WRONG)
+    return CircuitTask(*(str(ss.get(key, "")) for key in FIELDS.values()))
 
 
 def token_check(setup: Setup) -> None:
@@ -58,15 +68,13 @@ def token_check(setup: Setup) -> None:
     st.caption(f"Both prompts are **{setup.n_tokens} tokens**; they differ at "
                f"{len(differ)} position{'s' if len(differ) != 1 else ''} ({shown}). LD = "
                f"logit({md(repr(setup.answer_label))}) − logit({md(repr(setup.wrong_label))}) "
-               "at the last "
-               "position.")
+               "at the last position.")
     for note in setup.notes:
-        st.info(md(note))
+        st.warning(md(note))
 
 
-def link(model, prompt: str, layer: int, head: int) -> str:
-    """Relative URL of the explorer on ``layer.head`` with ``prompt`` (long ones by their id)."""
-    return app_state.explorer_link(layer, head, prompt=prompt)
+def circuit_key(model: LoadedModel, task: CircuitTask) -> CircuitKey:
+    return CircuitKey(session.model_spec(model), task)
 
 
 def baseline_metrics(base: Baseline) -> None:
@@ -76,24 +84,27 @@ def baseline_metrics(base: Baseline) -> None:
     c[2].metric("Gap a patch can restore", f"{base.ld_clean - base.ld_corrupted:.3f}")
 
 
-def patching(model, setup: Setup, task: CircuitTask, base: Baseline):
+def _passes(n: int, batch: int) -> str:
+    passes = -(-n // batch)
+    return f"{passes} batched pass{'es' if passes != 1 else ''} of up to {batch}"
+
+
+def patching(model: LoadedModel, setup: Setup, key: CircuitKey, base: Baseline) -> Any:
     """The per-head patching heatmap, or None while it runs or is switched off."""
     st.subheader("Activation patching, head by head")
     n = model.facts.n_total_heads
-    passes = -(-n // base.batch)
     st.caption(f"Each head's output (hook_z, every position) is taken from the clean run into "
-               f"the corrupted run: {n} heads in {passes} batched pass"
-               f"{'es' if passes > 1 else ''} of up to {base.batch}, about "
+               f"the corrupted run: {n} heads in {_passes(n, base.batch)}, about "
                f"{max(1, round(base.estimate_s(n)))} s on this machine (one pass of "
                f"{base.batch} copies took {base.seconds_per_pass:.2f} s). Effect "
                "(LD_patched − LD_corrupted) / (LD_clean − LD_corrupted): 0 nothing, 1 the head "
                "alone restores the clean answer.")
-    st.session_state.setdefault(K_PATCH, n <= 48)
-    if not st.toggle("Patch every head", key=K_PATCH):
+    st.session_state.setdefault(Circuits.PATCH, n <= 48)
+    if not st.toggle("Patch every head", key=Circuits.PATCH):
         return None
-    effects = job_view.run_job(("circuits_heads", model.spec, task), f"Patching {n} heads",
+    effects = job_view.run_job(HeadPatchKey(key), f"Patching {n} heads",
                                lambda p: head_effects(model, setup, base, progress=p),
-                               estimate_s=base.estimate_s(n))
+                               cost=Cost(seconds=base.estimate_s(n)))
     if effects is job_view.MISSING:
         return None
     st.plotly_chart(head_grid(effects, title="Patch effect per head", value_name="patch effect",
@@ -101,30 +112,30 @@ def patching(model, setup: Setup, task: CircuitTask, base: Baseline):
     return effects
 
 
-def positions(model, setup: Setup, task: CircuitTask, base: Baseline, effects) -> None:
+def positions(model: LoadedModel, setup: Setup, key: CircuitKey, base: Baseline,
+              effects: Any) -> None:
     st.subheader("Which positions carry one head's effect")
-    heads = [f"{l}.{h}" for l in range(model.facts.n_layers) for h in range(model.facts.n_heads)]
-    if st.session_state.get(K_HEAD) not in heads:
+    heads = list(all_heads(model.facts.n_layers, model.facts.n_heads))
+    if st.session_state.get(Circuits.HEAD) not in heads:
         best = int(np.nanargmax(effects)) if effects is not None else 0
-        st.session_state[K_HEAD] = heads[best]
-    name = st.selectbox("Head", heads, key=K_HEAD)
-    layer, head = (int(x) for x in name.split("."))
+        st.session_state[Circuits.HEAD] = heads[best]
+    head = st.selectbox("Head", heads, key=Circuits.HEAD, format_func=str)
     n = setup.n_tokens
-    st.caption(f"{n} patched runs (one per position) in {-(-n // base.batch)} batched "
-               f"pass(es), about {max(1, round(base.estimate_s(n)))} s.")
-    found = job_view.run_job(("circuits_positions", model.spec, task, layer, head),
-                             f"Patching {name} at {n} positions",
-                             lambda p: position_effects(model, setup, base, layer, head,
-                                                        progress=p),
-                             estimate_s=base.estimate_s(n))
+    st.caption(f"{n} patched runs (one per position) in {_passes(n, base.batch)}, about "
+               f"{max(1, round(base.estimate_s(n)))} s.")
+    found = job_view.run_job(PositionPatchKey(key, head), f"Patching {head} at {n} positions",
+                             lambda p: position_effects(model, setup, base, head.layer,
+                                                        head.index, progress=p),
+                             cost=Cost(seconds=base.estimate_s(n)))
     if found is job_view.MISSING:
         return
+    clean = key.task.clean
     differs = [a != b for a, b in zip(setup.tokens, setup.corrupted_tokens)]
     st.plotly_chart(position_bars(found, setup.tokens, differs=differs,
-                                  title=f"Patch effect of {name} at each single position"),
+                                  title=f"Patch effect of {head} at each single position"),
                     width="stretch")
-    st.markdown(f"[Open {name} in the explorer on the clean prompt ↗]"
-                f"({link(model, task.clean, layer, head)})")
+    st.markdown(f"[Open {head} in the explorer on the clean prompt ↗]"
+                f"({session.explorer_link(head, prompt=clean)})")
 
 
 def attribution(base: Baseline) -> None:
@@ -132,7 +143,7 @@ def attribution(base: Baseline) -> None:
     dla = base.attribution
     st.caption(f"Each part of the final residual, divided by the final {dla.norm_kind}'s scale "
                f"from the clean run ({dla.scale:.4g}), pushed through the norm's weight and "
-               "W_U[:, answer] − W_U[:, wrong].")
+               "W_U[:, answer] − W_U[:, wrong]. The parts are in logits: they add up to LD.")
     ok = abs(dla.total - dla.logit_diff) <= 1e-3 * max(1.0, abs(dla.logit_diff))
     (st.success if ok else st.warning)(
         f"Parts add up to LD: {dla.total:.6f} vs {dla.logit_diff:.6f} "
@@ -146,11 +157,11 @@ def attribution(base: Baseline) -> None:
                        width="stretch")
 
 
-def head_table(model, task: CircuitTask, base: Baseline, effects) -> None:
+def head_table(model: LoadedModel, task: CircuitTask, base: Baseline, effects: Any) -> None:
     st.subheader("All heads")
     table = circuit_table(effects, base.attribution.heads)
-    table["open"] = [link(model, task.clean, int(l), int(h))
-                     for l, h in zip(table["layer"], table["head"])]
+    table["open"] = [session.explorer_link(Head(int(layer), int(h)), prompt=task.clean)
+                     for layer, h in zip(table["layer"], table["head"])]
     if effects is not None:
         table = table.sort_values("patch_effect", ascending=False, kind="stable")
     st.dataframe(table, hide_index=True, width="stretch",

@@ -9,13 +9,14 @@ import streamlit as st
 from models.classroom import costs, failures, positions, sharing
 from models.classroom.steps import MatrixError, parse_matrix
 from models.model.facts import ModelFacts
-from pages._classroom_sections import show
+from ui.keys import Classroom
+from ui.widgets.matrix import show
 from viz.classroom_figures import (cost_chart, labels, sharing_diagram, sinusoid_heatmap,
                                    small_heatmap)
 
-K_H, K_G, K_SHARE_DHEAD = "classroom_h", "classroom_g", "classroom_share_dhead"
-K_PRESET, K_DTYPE, K_BATCH, K_SEQ = ("classroom_preset", "classroom_dtype", "classroom_batch",
-                                     "classroom_seq")
+K_H, K_G, K_SHARE_DHEAD = Classroom.SHARE_H, Classroom.SHARE_G, Classroom.SHARE_D_HEAD
+K_PRESET, K_DTYPE = Classroom.COST_PRESET, Classroom.COST_DTYPE
+K_BATCH, K_SEQ = Classroom.COST_BATCH, Classroom.COST_SEQ
 CFG_FIELDS = {"n_layers": ("Layers", 1000), "d_model": ("d_model", 65_536),
               "n_heads": ("Query heads (h)", 1024), "n_kv_heads": ("KV heads (g)", 1024),
               "d_head": ("d_head", 1024)}
@@ -42,7 +43,7 @@ def head_sharing(facts: ModelFacts | None) -> None:
     d_head = int(c[2].number_input("d_head", 1, 512, 64, key=K_SHARE_DHEAD))
     kind = sharing.sharing_kind(h, g)
     st.plotly_chart(sharing_diagram(sharing.kv_groups(h, g), f"{kind}: h = {h}, g = {g}"),
-                    key="classroom_share_fig")
+                    key=Classroom.SHARE_FIGURE)
     d_model = h * d_head
     st.caption(f"Weights of one attention layer with d_model = h × d_head = {d_model:,} "
                "(biases not counted): W_Q = d_model·h·d_head, W_K = W_V = d_model·g·d_head, "
@@ -52,7 +53,7 @@ def head_sharing(facts: ModelFacts | None) -> None:
         kv = sharing.kv_groups(facts.n_heads, facts.n_kv_heads)
         st.plotly_chart(sharing_diagram(kv, f"{facts.name}: {facts.attention_kind}, "
                                             f"{facts.n_heads} query / {facts.n_kv_heads} KV heads"),
-                        key="classroom_share_model_fig")
+                        key=Classroom.SHARE_MODEL_FIGURE)
         p = sharing.attention_params(facts.d_model, facts.n_heads, facts.n_kv_heads, facts.d_head)
         st.caption(f"Per layer: {p['total']:,} projection weights (biases not counted), "
                    f"{facts.n_layers * p['total']:,} over {facts.n_layers} layers.")
@@ -67,7 +68,7 @@ def _fill_preset(presets: dict[str, costs.AttentionConfig]) -> None:
     cfg = presets.get(st.session_state.get(K_PRESET))
     if cfg is not None:
         for field, (_label, most) in CFG_FIELDS.items():
-            st.session_state[f"classroom_cfg_{field}"] = min(getattr(cfg, field), most)
+            st.session_state[Classroom.config(field)] = min(getattr(cfg, field), most)
 
 
 def _mark_custom() -> None:
@@ -78,7 +79,7 @@ def _config_inputs(facts: ModelFacts | None) -> costs.AttentionConfig:
     presets = dict(costs.PRESETS)
     if facts is not None:
         presets = {f"Loaded model ({facts.name})": _model_config(facts), **presets}
-    missing = any(f"classroom_cfg_{field}" not in st.session_state for field in CFG_FIELDS)
+    missing = any(Classroom.config(field) not in st.session_state for field in CFG_FIELDS)
     if st.session_state.get(K_PRESET) not in presets or missing:
         if st.session_state.get(K_PRESET) != CUSTOM or missing:
             st.session_state[K_PRESET] = next(iter(presets))
@@ -86,7 +87,7 @@ def _config_inputs(facts: ModelFacts | None) -> costs.AttentionConfig:
     st.selectbox("Start from", list(presets) + [CUSTOM], key=K_PRESET, on_change=_fill_preset,
                  args=(presets,))
     c = st.columns(len(CFG_FIELDS))
-    values = {field: int(col.number_input(label, 1, most, key=f"classroom_cfg_{field}",
+    values = {field: int(col.number_input(label, 1, most, key=Classroom.config(field),
                                           on_change=_mark_custom))
               for col, (field, (label, most)) in zip(c, CFG_FIELDS.items())}
     return costs.AttentionConfig(**values)
@@ -127,7 +128,7 @@ def cost_calculator(facts: ModelFacts | None) -> None:
                                          quadratic, "total": linear + quadratic},
                                title="FLOPs of one attention layer", y_title="FLOPs",
                                fmt=costs.human_flops, base=10, crossover=cross),
-                    key="classroom_flops_fig")
+                    key=Classroom.FLOPS_FIGURE)
     st.caption(f"Takeaway: below n ≈ {cross:,.0f} the projections dominate; above it the n² "
                "score and mixing terms take over and keep growing four times per doubling.")
     series = {"this config": costs.kv_cache_bytes(lengths, cfg, batch, width)}
@@ -135,7 +136,7 @@ def cost_calculator(facts: ModelFacts | None) -> None:
                    for name, p in costs.PRESETS.items()})
     st.plotly_chart(cost_chart(lengths, series, title=f"KV cache ({dtype}, batch {batch})",
                                y_title="memory", fmt=costs.human_bytes, base=32),
-                    key="classroom_kv_fig")
+                    key=Classroom.KV_FIGURE)
     st.caption("The cache grows linearly with length but multiplies every layer and KV head: "
                "GQA with 8 KV heads needs 1/4 of the 32-head cache, MQA 1/32.")
 
@@ -145,8 +146,8 @@ def _rope_demo() -> None:
                 "to the position; the score then only sees how far apart they are.")
     c = st.columns(2)
     q_text = c[0].text_input("q (even length, up to 8)", "1, 0.5, -0.3, 0.8",
-                             key="classroom_rope_q")
-    k_text = c[1].text_input("k (same length)", "0.2, 1, 0.7, -0.5", key="classroom_rope_k")
+                             key=Classroom.ROPE_Q)
+    k_text = c[1].text_input("k (same length)", "0.2, 1, 0.7, -0.5", key=Classroom.ROPE_K)
     try:
         q, k = parse_matrix(q_text, "q", 8), parse_matrix(k_text, "k", 8)
         if q.shape != k.shape or q.shape[0] != 1 or q.shape[1] % 2:
@@ -167,8 +168,8 @@ def _alibi_demo() -> None:
     st.markdown("**ALiBi.** No position vectors at all: add −m·(i − j) to the scores, a "
                 "penalty that grows with distance, with a different slope m per head.")
     c = st.columns(2)
-    h = int(c[0].selectbox("Heads", [4, 8, 16], index=1, key="classroom_alibi_h"))
-    head = int(c[1].number_input("Head", 0, h - 1, 0, key="classroom_alibi_head"))
+    h = int(c[0].selectbox("Heads", [4, 8, 16], index=1, key=Classroom.ALIBI_HEADS))
+    head = int(c[1].number_input("Head", 0, h - 1, 0, key=Classroom.ALIBI_HEAD))
     slopes = positions.alibi_slopes(h)
     st.caption("Slopes 2^(−8(head+1)/h): " + ", ".join(f"{m:.4g}" for m in slopes))
     n = 6
@@ -192,9 +193,9 @@ def position_section() -> None:
     """Sinusoids, RoPE, ALiBi, the causal mask and a sliding window."""
     st.subheader("Where is each token? Positions and masks")
     c = st.columns(2)
-    n_pos = int(c[0].slider("Positions", 8, 256, 64, key="classroom_sin_pos"))
-    d_model = int(c[1].slider("d_model", 8, 256, 64, step=2, key="classroom_sin_d"))
-    st.plotly_chart(sinusoid_heatmap(positions.sinusoidal(n_pos, d_model)), key="classroom_sin_fig")
+    n_pos = int(c[0].slider("Positions", 8, 256, 64, key=Classroom.SINE_POSITIONS))
+    d_model = int(c[1].slider("d_model", 8, 256, 64, step=2, key=Classroom.SINE_WIDTH))
+    st.plotly_chart(sinusoid_heatmap(positions.sinusoidal(n_pos, d_model)), key=Classroom.SINE_FIGURE)
     st.caption("Takeaway: each pair of dimensions is a clock at its own speed; the fast ones on "
                "the left tell neighbours apart, the slow ones on the right tell far positions "
                "apart.")
@@ -208,16 +209,16 @@ def position_section() -> None:
         causal = np.where(positions.causal_mask(n), 0.0, -np.inf)
         st.plotly_chart(small_heatmap(causal, title="added to the scores", x_labels=pos,
                                       y_labels=pos, decimals=0, zmin=-1, zmax=1),
-                        key="classroom_causal_fig")
+                        key=Classroom.CAUSAL_FIGURE)
         st.caption("Takeaway: a decoder can be trained on every position at once without "
                    "letting any token read its own future.")
     with c[1]:
-        w = int(st.slider("Window w", 1, n, 3, key="classroom_window"))
+        w = int(st.slider("Window w", 1, n, 3, key=Classroom.WINDOW))
         st.markdown(f"**Sliding window.** Query i sees only the last {w} keys.")
         window = np.where(positions.sliding_window_mask(n, w), 0.0, -np.inf)
         st.plotly_chart(small_heatmap(window, title="added to the scores", x_labels=pos,
                                       y_labels=pos, decimals=0, zmin=-1, zmax=1),
-                        key="classroom_window_fig")
+                        key=Classroom.WINDOW_FIGURE)
         st.caption(f"Takeaway: cost grows as n·w instead of n², and stacking layers still "
                    f"passes information further: 32 layers reach {positions.reach(32, w):,} "
                    "tokens back.")
@@ -226,7 +227,7 @@ def position_section() -> None:
 def failure_section() -> None:
     """Softmax saturation, attention sinks, and why naive attention is memory-bound."""
     st.subheader("When attention goes wrong, or slow")
-    d_k = int(st.select_slider("d_k", [4, 16, 64, 128, 256, 1024], 128, key="classroom_sat_dk"))
+    d_k = int(st.select_slider("d_k", [4, 16, 64, 128, 256, 1024], 128, key=Classroom.SATURATION_DK))
     sat = failures.saturation(d_k)
     st.table(pd.DataFrame({
         "": ["spread (std) of the logits", "largest weight in a row",
@@ -242,7 +243,7 @@ def failure_section() -> None:
                 "parks its weight somewhere harmless, usually the first token or a separator.")
     st.page_link("pages/heads.py", label="Find sink heads in the loaded model",
                  icon=":material/manage_search:")
-    n = int(st.select_slider("n", [1024, 4096, 16384, 65536], 16384, key="classroom_mem_n"))
+    n = int(st.select_slider("n", [1024, 4096, 16384, 65536], 16384, key=Classroom.MEMORY_N))
     t = failures.hbm_traffic(n, 128)
     st.markdown(
         f"**Memory, not arithmetic.** One head, n = {n:,}, d_head = 128, fp16, "
@@ -261,7 +262,7 @@ def failure_section() -> None:
                "weight = e^(x − m) / ℓ.")
     st.dataframe(pd.DataFrame(trace).rename(columns={
         "tile": "tile", "keys": "keys read", "running_max": "running max m",
-        "running_sum": "running sum ℓ"}), hide_index=True, key="classroom_online_table")
+        "running_sum": "running sum ℓ"}), hide_index=True, key=Classroom.ONLINE_TABLE)
     show(weights[None, :], ["online"], labels("k", len(row)), decimals=3,
          title=f"weights from the running max and sum (row {', '.join(f'{x:g}' for x in row)})")
     plain = positions.pattern_with_mask(row[None, :], np.ones((1, len(row)), bool))[0]

@@ -1,22 +1,32 @@
-"""Head finder sections on scores: the corpus, settings, grids, the table and top examples
-(layout only; the computation is in models/heads)."""
+"""Head finder sections on scores: the corpus, settings, the work as jobs, grids, the table and
+top examples (layout only; the computation is in models.heads)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-import app_state
 from models.errors import UserError
-from models.heads.corpus import Corpus, parse_upload
-from models.heads.corpus_scores import EXAMPLE_SCORES, CorpusScores
-from models.heads.induction import MAX_BATCH
-from models.heads.names import COLUMN_HELP, COLUMN_LABELS, CORPUS_ABLATION, SCORE_LABELS
-from models.heads.spread import Z
+from models.head import Head
+from models.heads.cost import Estimate
+from models.heads.finding.corpus import Corpus, default_corpus, parse_upload
+from models.heads.finding.corpus_scores import (EXAMPLE_SCORES, CorpusScores, score_corpus,
+                                                score_estimate)
+from models.heads.finding.induction import MAX_BATCH, measure_repeated, repeated_estimate
+from models.heads.finding.spread import Z
+from models.heads.names import ABLATION_COLUMN, COLUMN_HELP, COLUMN_LABELS, SCORE_LABELS
 from models.heads.table import Thresholds, repeated_spread
-from ui import caches
+from models.model.forward import tokenize
+from models.model.loading import LoadedModel
+from ui import session
+from ui.keys import Heads
+from ui.runtime.job_keys import CorpusKey, CorpusScoresKey, RepeatedKey
+from ui.runtime.jobs import Cost
 from ui.text import md
+from ui.widgets import job_view
 from viz.heatmap import score_grid
 
 DEFAULTS = Thresholds()
@@ -24,75 +34,118 @@ SOURCES = {"bundled": "The bundled corpus", "prompt": "The sidebar prompt",
            "upload": "A file you upload"}
 
 
-def start(key: str, value):
+def cost_of(estimate: Estimate, rate: str) -> Cost:
+    """A pool cost from a models.heads estimate: its seconds become work timed against this
+    machine's measured rate for ``rate``, its peak bytes are checked against the limits."""
+    from models.heads.cost import FLOPS
+
+    return Cost(work=estimate.seconds * FLOPS["cpu"], rate=rate,
+                peak_bytes=estimate.peak_bytes)
+
+
+def start(key: str, value: Any) -> Any:
     """Seed a widget's value once; the widget itself is then created without a default."""
     return st.session_state.setdefault(key, value)
 
 
-def clamp_start(key: str, value, low, high):
+def clamp_start(key: str, value: int, low: int, high: int) -> None:
     """Seed a number widget and keep its stored value inside ``[low, high]``."""
     st.session_state[key] = min(max(start(key, value), low), high)
 
 
-def corpus_picker(model, run) -> tuple[Corpus | None, int]:
-    """The corpus to score on (None while an upload is missing or bad) and its token cap."""
+def bundled_corpus(model: LoadedModel) -> Any:
+    """The model's bundled corpus (the bundled model's held-out split reads the standard
+    library once: a few seconds), as a light job."""
+    return job_view.run_job(CorpusKey(session.model_spec(model)), "Reading the bundled corpus",
+                            lambda progress: default_corpus(model), cost=Cost(seconds=2.0))
+
+
+def corpus_picker(model: LoadedModel, prompt: str) -> tuple[Corpus | None, int]:
+    """The corpus to score on (None while an upload is missing, bad or still read) and its
+    token cap."""
     left, mid, right = st.columns([3, 2, 2])
     choice = left.radio("Score the heads over", list(SOURCES), format_func=SOURCES.get,
-                        key="heads_corpus", horizontal=True)
+                        key=Heads.CORPUS, horizontal=True)
     if choice == "prompt":
-        corpus = Corpus("sidebar prompt", (run.prompt,), "the sidebar prompt: one text, so "
-                        "no spread")
+        if not prompt.strip():
+            st.info("The prompt is empty: type one in the sidebar to score the heads on it, or "
+                    "choose the bundled corpus.")
+            return None, 0
+        corpus = Corpus("sidebar prompt", (prompt,), "the sidebar prompt: one text, so no "
+                        "spread")
     elif choice == "bundled":
-        with st.spinner("Reading the bundled corpus…"):
-            corpus = caches.bundled_corpus(model.spec)
+        corpus = bundled_corpus(model)
+        if corpus is job_view.MISSING:
+            return None, 0
     else:
         upload = st.file_uploader("Passages: .txt (separated by blank lines) or .jsonl (one "
                                   '{"text": ...} per line), up to 5 MB', type=["txt", "jsonl"],
-                                  key="heads_upload")
+                                  key=Heads.UPLOAD)
         if upload is None:
             st.info("Upload a file to score the heads over your own texts.")
             return None, 0
         try:
             corpus = parse_upload(upload.name, upload.getvalue())
         except UserError as err:
-            app_state.show_error(err)
+            session.show_error(err)
             return None, 0
-    n_ctx = run.facts.n_ctx
-    clamp_start("heads_passages", min(len(corpus.texts), 48), 1, len(corpus.texts))
-    clamp_start("heads_max_tokens", min(n_ctx, 256), 8, n_ctx)
-    count = mid.number_input("Texts to use", 1, len(corpus.texts), key="heads_passages",
+    n_ctx = model.facts.n_ctx
+    clamp_start(Heads.TEXTS, min(len(corpus.texts), 48), 1, len(corpus.texts))
+    clamp_start(Heads.MAX_TOKENS, min(n_ctx, 256), 8, n_ctx)
+    count = mid.number_input("Texts to use", 1, len(corpus.texts), key=Heads.TEXTS,
                              disabled=len(corpus.texts) == 1)
-    cap = right.number_input("Tokens per text, at most", 8, n_ctx, key="heads_max_tokens",
+    cap = right.number_input("Tokens per text, at most", 8, n_ctx, key=Heads.MAX_TOKENS,
                              help="Longer texts are cut to this many tokens (special tokens "
                                   "included).")
     corpus = corpus.head(int(count))
-    st.caption(f"Corpus: {md(corpus.source)}. Using {len(corpus.texts)} of them.")
+    n = len(corpus.texts)
+    st.caption(f"Corpus: {md(corpus.source)}. Using {n} of them." if n > 1 else
+               f"Corpus: {md(corpus.source)}.")
     return corpus, int(cap)
 
 
-def settings(facts) -> tuple[int, int, int, Thresholds]:
+def settings(n_ctx: int) -> tuple[int, int, int, Thresholds]:
     with st.expander("Settings: repeated random tokens and flag thresholds", expanded=False):
         c = st.columns(3)
-        longest = max(2, min(500, (facts.n_ctx - 2) // 2))
-        clamp_start("heads_seq_len", 50, 2, longest)
-        start("heads_batch", 8)
-        start("heads_seed", 0)
-        seq_len = c[0].number_input("Span length L", 2, longest, key="heads_seq_len")
-        batch = c[1].number_input("Sequences (batch)", 2, MAX_BATCH, key="heads_batch",
+        longest = max(2, min(500, (n_ctx - 2) // 2))
+        clamp_start(Heads.SPAN, 50, 2, longest)
+        start(Heads.BATCH, 8)
+        start(Heads.SEED, 0)
+        seq_len = c[0].number_input("Span length L", 2, longest, key=Heads.SPAN)
+        batch = c[1].number_input("Sequences (batch)", 2, MAX_BATCH, key=Heads.BATCH,
                                   help="At least 2, so that the induction score has a spread.")
-        seed = c[2].number_input("Seed", 0, 2**31 - 1, key="heads_seed")
+        seed = c[2].number_input("Seed", 0, 2**31 - 1, key=Heads.SEED)
         c = st.columns(5)
         for name in SCORE_LABELS:
-            start(f"heads_th_{name}", getattr(DEFAULTS, name))
-        th = {name: c[i].slider(f"{label} >", 0.0, 1.0, step=0.01, key=f"heads_th_{name}",
+            start(Heads.threshold(name), getattr(DEFAULTS, name))
+        th = {name: c[i].slider(f"{label} >", 0.0, 1.0, step=0.01, key=Heads.threshold(name),
                                 help=COLUMN_HELP[name])
               for i, (name, label) in enumerate(SCORE_LABELS.items())}
     return int(seq_len), max(2, int(batch)), int(seed), Thresholds(**th)
 
 
-def show_counts(flags: dict, n_total: int, eps: float, n_texts: int) -> None:
+def measure(model: LoadedModel, corpus: Corpus, cap: int, seq_len: int, batch: int,
+            seed: int) -> tuple[Any, Any]:
+    """Repeated-token scores and corpus scores, each a job with its estimate."""
+    spec = session.model_spec(model)
+    rep = job_view.run_job(
+        RepeatedKey(spec, seq_len, batch, seed),
+        f"Scoring every head on {batch} sequences of repeated random tokens",
+        lambda p: measure_repeated(model, seq_len, batch, seed, progress=p),
+        cost=cost_of(repeated_estimate(model, seq_len, batch), "repeated"))
+    sizes = [int(tokenize(model, text, cap)[0].shape[1]) for text in corpus.texts]
+    text_word = "text" if len(sizes) == 1 else "texts"
+    scores = job_view.run_job(
+        CorpusScoresKey(spec, corpus.key, cap),
+        f"Scoring every head on {len(sizes)} {text_word} ({sum(sizes):,} tokens)",
+        lambda p: score_corpus(model, corpus.texts, cap, p),
+        cost=cost_of(score_estimate(model, sizes), "corpus-scores"))
+    return rep, scores
+
+
+def show_counts(flags: dict[str, np.ndarray], n_total: int, eps: float, n_texts: int) -> None:
     cols = st.columns(len(flags))
-    for col, (name, flagged) in zip(cols, flags.items()):
+    for col, (name, flagged) in zip(cols, flags.items(), strict=False):
         col.metric(f"{SCORE_LABELS[name]} heads", f"{int(flagged.sum())} / {n_total}",
                    help=COLUMN_HELP[name])
     st.caption(f"Sink rate (Gu et al. 2024, alpha on the first token > {eps:g}, judged on the "
@@ -100,27 +153,27 @@ def show_counts(flags: dict, n_total: int, eps: float, n_texts: int) -> None:
                f"**{float(np.mean(flags['sink'])):.1%}** of heads.")
 
 
-def show_grids(rep, scores: CorpusScores, flags: dict) -> None:
+def show_grids(rep: Any, scores: CorpusScores, flags: dict[str, np.ndarray]) -> None:
     means = {"induction": repeated_spread(rep).mean,
              **{name: scores.spreads[name].mean for name in SCORE_LABELS if name != "induction"}}
-    names = list(SCORE_LABELS) + ["induction_text"]
+    names = [*SCORE_LABELS, "induction_text"]
     tabs = st.tabs([COLUMN_LABELS[name] for name in names])
-    for tab, name in zip(tabs, names):
+    for tab, name in zip(tabs, names, strict=True):
         where = ("repeated random tokens" if name == "induction"
-                 else f"mean over {scores.n_texts} texts")
+                 else f"mean over {scores.n_texts} text{'s' if scores.n_texts > 1 else ''}")
         values = means.get(name, scores.spreads[name].mean if name in scores.spreads else None)
         tab.plotly_chart(score_grid(values, title=f"{COLUMN_LABELS[name]} ({where}; ★ flagged)",
                                     flagged=flags.get(name), zmin=0.0, zmax=1.0),
                          width="stretch")
 
 
-def table_config(table: pd.DataFrame) -> dict:
+def table_config(table: pd.DataFrame) -> dict[str, Any]:
     """Human headers and tooltips for every column; the flags column wide."""
-    config = {}
+    config: dict[str, Any] = {}
     for column in table.columns:
         label, help_ = COLUMN_LABELS.get(column, column), COLUMN_HELP.get(column)
         if table[column].dtype.kind == "f":
-            ablation = any(column.startswith(a) for a in CORPUS_ABLATION.values())
+            ablation = any(column.startswith(a) for a in ABLATION_COLUMN.values())
             config[column] = st.column_config.NumberColumn(
                 label, help=help_, format="%.4g" if ablation else "%.3f")
         else:
@@ -135,7 +188,7 @@ def table_config(table: pd.DataFrame) -> dict:
 def show_table(table: pd.DataFrame, has_importance: bool) -> None:
     scores = ["induction", "induction_text", "previous_token", "duplicate_token",
               "current_token", "sink"]
-    ablation = list(CORPUS_ABLATION.values()) if has_importance else []
+    ablation = list(ABLATION_COLUMN.values()) if has_importance else []
     order = ["L.H", "flags", "open"] + [c for name in scores + ablation
                                         for c in (name, f"{name}_spread")]
     order += ["top_sink_alpha", "previous_token_repeated", "duplicate_token_repeated",
@@ -148,12 +201,7 @@ def show_table(table: pd.DataFrame, has_importance: bool) -> None:
                f"lower bound as numbers.")
 
 
-def explorer_url(model_name: str, text: str, layer: int, head: int, token: int | None) -> str:
-    """A link that opens the explorer on ``text`` at ``layer.head`` (long texts by their id)."""
-    return app_state.explorer_link(layer, head, token, prompt=text)
-
-
-def context(tokens, query: int, key: int, width: int = 8) -> str:
+def context(tokens: tuple[str, ...], query: int, key: int, width: int = 8) -> str:
     """Tokens before the query, the key in [brackets] and the query in «guillemets»; a key far
     back is shown with its neighbours, then ``…``, then the tokens before the query."""
     if query < 0:
@@ -170,16 +218,17 @@ def context(tokens, query: int, key: int, width: int = 8) -> str:
             + span(low, query + 1))
 
 
-def top_examples(model, corpus: Corpus, scores: CorpusScores) -> None:
+def top_examples(corpus: Corpus, scores: CorpusScores) -> None:
     st.subheader("Where a head fires")
     c = st.columns([2, 2, 3])
     name = c[0].selectbox("Score", EXAMPLE_SCORES, format_func=COLUMN_LABELS.get,
-                          key="heads_example_score")
+                          key=Heads.EXAMPLE_SCORE)
     means = scores.spreads[name].mean
-    ranked = [(int(l), int(h)) for l, h in zip(*np.unravel_index(
-        np.argsort(-np.nan_to_num(means, nan=-1.0), axis=None, kind="stable"), means.shape))]
-    head = c[1].selectbox("Head (strongest first)", ranked, key=f"heads_example_head_{name}",
-                          format_func=lambda lh: f"{lh[0]}.{lh[1]}  ({means[lh]:.2f})")
+    order = np.argsort(-np.nan_to_num(means, nan=-1.0), axis=None, kind="stable")
+    ranked = [Head(int(layer), int(h)) for layer, h in zip(*np.unravel_index(order, means.shape),
+                                                          strict=True)]
+    head = c[1].selectbox("Head (strongest first)", ranked, key=Heads.example_head(name),
+                          format_func=lambda h: f"{h}  ({means[h]:.2f})")
     c[2].caption(COLUMN_HELP[name])
     found = scores.examples[name].of(*head)
     if not found:
@@ -192,8 +241,8 @@ def top_examples(model, corpus: Corpus, scores: CorpusScores) -> None:
             "weight": ex.value, "text": ex.text + 1,
             "query": "whole text" if ex.query < 0 else f"({ex.query}) {tokens[ex.query]}",
             "key": f"({ex.key}) {tokens[ex.key]}", "context": context(tokens, ex.query, ex.key),
-            "open": explorer_url(model.spec.name, corpus.texts[ex.text], head[0], head[1],
-                                 None if ex.query < 0 else ex.query)})
+            "open": session.explorer_link(head, None if ex.query < 0 else ex.query,
+                                          prompt=corpus.texts[ex.text])})
     help_ = {"weight": "The attention weight (for the sink: the text's alpha on token 0)",
              "text": "Which text of the corpus", "query": "The token that attends",
              "key": "The token it attends to", "context": "The tokens before the query; "

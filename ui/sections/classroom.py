@@ -5,37 +5,35 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-import app_state
 from models.classroom import real, steps
 from models.errors import UserError
+from models.head import Head
 from models.model.facts import ModelFacts
-from models.model.gguf import is_converted
-from ui import caches
+from models.model.loading import LoadedModel
+from ui import session
+from ui.keys import Classroom
+from ui.runtime.job_keys import LayerKey
+from ui.runtime.jobs import Cost
 from ui.text import md
-from ui.sidebar import requested_spec
-from viz.classroom_figures import labels, matrix_html
+from ui.widgets import job_view
+from ui.widgets.matrix import show
+from viz.classroom_figures import labels
 
 MATRICES = ("q", "k", "v")
-K_CAUSAL = "classroom_causal"
-K_LAYER, K_HEAD = "classroom_layer", "classroom_head"
-K_START, K_WIDTH = "classroom_start", "classroom_width"
+K_CAUSAL = Classroom.CAUSAL
+K_LAYER, K_HEAD = Classroom.LAYER, Classroom.HEAD
+K_START, K_WIDTH = Classroom.START, Classroom.WIDTH
 SHOWN_DIMS = 8
 SHOWN_TOKENS = 8
-
-
-def show(values, rows, cols, *, decimals: int, title: str, shade: bool = False,
-         shade_range=None, compact: bool = False) -> None:
-    """A labelled matrix with its values (escaped HTML built in viz)."""
-    st.markdown(matrix_html(values, rows, cols, decimals=decimals, title=title, shade=shade,
-                            shade_range=shade_range, compact=compact), unsafe_allow_html=True)
+MAX_TOKENS = 512  # the real-model tab reads at most this many tokens of the sidebar prompt
 
 
 def _widget_key(name: str) -> str:
-    return f"classroom_{name}"
+    return Classroom.matrix(name)
 
 
 def _saved_key(name: str) -> str:
-    return f"classroom_saved_{name}"
+    return Classroom.saved_matrix(name)
 
 
 def load_example(name: str) -> None:
@@ -51,14 +49,14 @@ def _restore_inputs() -> None:
             st.session_state[_widget_key(m)] = st.session_state.get(
                 _saved_key(m), steps.EXAMPLES["A"][m])
     if K_CAUSAL not in st.session_state:
-        st.session_state[K_CAUSAL] = st.session_state.get("classroom_saved_causal", False)
+        st.session_state[K_CAUSAL] = st.session_state.get(Classroom.SAVED_CAUSAL, False)
 
 
 def _inputs() -> tuple[str, str, str, bool]:
     _restore_inputs()
     b = st.columns([1, 1, 2])
-    b[0].button("Example A (2 tokens)", on_click=load_example, args=("A",), key="classroom_ex_a")
-    b[1].button("Example B (3 tokens)", on_click=load_example, args=("B",), key="classroom_ex_b")
+    b[0].button("Example A (2 tokens)", on_click=load_example, args=("A",), key=Classroom.EXAMPLE_A)
+    b[1].button("Example B (3 tokens)", on_click=load_example, args=("B",), key=Classroom.EXAMPLE_B)
     b[2].toggle("Causal mask (hide later keys)", key=K_CAUSAL)
     st.caption("One row per token: rows separated by `;` or new lines, numbers by commas. "
                f"Up to {steps.MAX_SIZE} × {steps.MAX_SIZE}. Q and K need the same number of "
@@ -68,7 +66,7 @@ def _inputs() -> tuple[str, str, str, bool]:
     for col, m in zip(cols, MATRICES):
         texts.append(col.text_area(m.upper(), key=_widget_key(m), height=110))
         st.session_state[_saved_key(m)] = texts[-1]
-    st.session_state["classroom_saved_causal"] = st.session_state[K_CAUSAL]
+    st.session_state[Classroom.SAVED_CAUSAL] = st.session_state[K_CAUSAL]
     return texts[0], texts[1], texts[2], bool(st.session_state[K_CAUSAL])
 
 
@@ -111,9 +109,10 @@ def _show_steps(s: steps.AttentionSteps, causal: bool) -> None:
             show(s.logits, qs, ks, decimals=3, title="masked scores")
     c = st.columns(3 if causal else 2)
     with c[0]:
-        st.markdown("**3. Softmax along each row.** Exponentiate, then divide by the row's "
-                    "total: each row becomes weights that sum to 1.")
-        show(s.weights, qs, ks, decimals=3, title="A = softmax(scores)", shade=True,
+        masked = " (masked)" if causal else ""
+        st.markdown(f"**3. Softmax along each row** of the scaled scores{masked}: exponentiate, "
+                    "then divide by the row's total, so each row becomes weights that sum to 1.")
+        show(s.weights, qs, ks, decimals=3, title=f"A = softmax(S / √{s.d_k})", shade=True,
              shade_range=(0.0, 1.0))
     with c[-1]:
         st.markdown("**4. Mix the values.** Output row i is the average of the value rows, "
@@ -172,41 +171,43 @@ def _report_check(check: real.HeadCheck, acts: real.LayerActivations, facts: Mod
                    f"key/value head {check.kv_head}.")
 
 
-def loaded_facts() -> ModelFacts | None:
-    """The sidebar model's shape, for presets (loading is cached; no prompt is run)."""
-    spec = st.session_state.get(app_state.K_GOOD) or requested_spec()
-    try:
-        if spec is None or (spec.gguf_file is not None and not is_converted(spec.gguf_file)):
-            return None
-        return caches.model(spec).facts
-    except UserError:
-        return None
+def layer_activations(model: LoadedModel, prompt: str, layer: int) -> object:
+    """One layer's q, k, v, scores, pattern and z on the prompt's first tokens, as a job."""
+    facts = model.facts
+    key = LayerKey(session.model_spec(model), prompt, layer, MAX_TOKENS)
+    return job_view.run_job(
+        key, f"Reading layer {layer}'s q, k and v from the model",
+        lambda progress: real.layer_activations(model, prompt, layer, MAX_TOKENS),
+        cost=Cost(work=facts.forward_flops(MAX_TOKENS),
+                  peak_bytes=facts.activation_bytes(MAX_TOKENS)
+                  + 6 * 4 * facts.n_heads * MAX_TOKENS * max(MAX_TOKENS, facts.d_head)))
 
 
 def real_model() -> ModelFacts | None:
     """The same steps on one head of the loaded model; returns its facts for other sections."""
     st.subheader("The same steps inside the loaded model")
-    model = app_state.active_model()
+    model = session.active_model()
     if model is None:
         st.info("No model is loaded, so this section is empty; the other sections work "
                 "without one.")
         return None
-    facts, prompt = model.facts, app_state.current_prompt()
+    facts, prompt = model.facts, session.current_prompt()
     if model.spec.kind == "bundled":
         st.caption("Tip: the same steps on a real language model's head: choose SmolLM2-135M "
                    "(offline) in the sidebar (30 layers × 9 heads, 3 key/value heads, RoPE).")
     try:
-        n_tokens = real.token_count(model, prompt)
+        n_tokens = real.token_count(model, prompt, MAX_TOKENS)
     except UserError as err:
         st.info(f"{md(err)} This section uses the sidebar prompt.")
         return facts
     layer, head, start, width = _window_controls(facts, n_tokens)
     try:
-        with st.spinner("Reading q, k and v from the model…"):
-            acts = caches.layer_acts(model.spec, prompt, layer)
+        acts = layer_activations(model, prompt, layer)
+        if acts is job_view.MISSING:
+            return facts
         check = real.head_steps(acts, head)
     except UserError as err:
-        app_state.show_error(err)
+        session.show_error(err)
         return facts
     _report_check(check, acts, facts)
     stop = min(start + width, acts.n_tokens)
@@ -236,9 +237,29 @@ def real_model() -> ModelFacts | None:
     note = f" (first {dims} of {facts.d_head} dims)" if dims < facts.d_head else ""
     show(s.output[start:stop, :dims], toks, labels("d", dims), decimals=3, title="A V = z" + note,
          compact=True)
-    link = app_state.explorer_link(layer, head)
-    st.markdown(f"[Open head {layer}.{head} in the explorer]({link})")
+    chosen = Head(layer, head)
+    st.markdown(f"[Open head {chosen} in the explorer]({session.explorer_link(chosen)})")
     st.caption("For teachers: the model's q, k and v already include the projection biases. "
                "The scale is read from the model's own attention layer: GPT-2 and BERT use "
                "1/√d_head exactly as in the formula above; some models fold in another factor.")
     return facts
+
+
+TEXT_SIZES = {"normal": "Normal text", "large": "Large text (projector)",
+              "larger": "Larger text (back row)"}
+_SCALE = {"normal": 1.0, "large": 1.25, "larger": 1.5}
+
+
+def projector_options() -> None:
+    """Text size for a projector, and a hint to give the tables the sidebar's room."""
+    left, right = st.columns([1, 3])
+    size = left.selectbox("Text size", list(TEXT_SIZES), key=Classroom.TEXT_SIZE,
+                          format_func=TEXT_SIZES.__getitem__,
+                          help="Larger text for the back of the room.")
+    right.caption("On a projector (1,280 × 720), collapse the sidebar with « at its top: the "
+                  "matrices get its room. Wide matrices scroll sideways instead of being cut.")
+    scale = _SCALE[size]
+    if scale != 1.0:
+        st.html(f"<style>section.main .block-container, [data-testid='stMain'] "
+                f"{{ font-size: {scale:.2f}rem; }} .classroom-matrix {{ font-size: {scale:.2f}em; }}"
+                "</style>")

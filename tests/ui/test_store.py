@@ -1,0 +1,61 @@
+"""The result store: bounded in entries and bytes, what open sessions show is evicted last,
+and sizes counted for arrays, tensors, strings and the dataclasses results are made of."""
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ui.runtime.store import ResultStore, size_of
+
+
+class Blob:
+    def __init__(self, n):
+        self.nbytes = n
+
+
+def test_results_are_bounded_in_bytes_and_the_newest_stays():
+    store = ResultStore(max_entries=10, max_bytes=100)
+    for i in range(4):
+        store.put(i, Blob(40))
+    assert [k for k in range(4) if store.get(k) is not None] == [2, 3]
+    store.put("big", Blob(500))
+    assert store.get("big") is not None and store.get(3) is None
+
+
+def test_a_view_an_open_session_shows_is_evicted_last():
+    alive = {"teacher": True, "gone": False}
+    store = ResultStore(max_entries=10, max_bytes=100, alive=lambda sid: alive.get(sid, False))
+    store.put("teacher's run", Blob(40))
+    store.pin("teacher's run", "teacher")
+    store.put("closed tab's run", Blob(40))
+    store.pin("closed tab's run", "gone")
+    for i in range(5):  # another visitor floods the store with new prompts
+        store.put(f"flood {i}", Blob(40))
+    assert store.get("teacher's run") is not None
+    assert store.get("closed tab's run") is None
+    assert store.nbytes <= 100
+
+
+def test_idle_eviction_spares_pinned_views():
+    store = ResultStore(alive=lambda sid: True)
+    store.put("shown", 1)
+    store.pin("shown", "s1")
+    store.put("unused", 2)
+    assert store.evict_idle(idle_s=0.0, now=1e12) == 1
+    assert store.get("shown") == 1
+
+
+@dataclass(frozen=True)
+class Report:
+    patterns: np.ndarray
+    tensors: list
+    name: str
+
+
+def test_sizes_count_what_a_result_holds():
+    report = Report(np.zeros((10, 10), np.float32), [torch.zeros(25), "x" * 7], "abc")
+    assert size_of(report) == 400 + 100 + 7 + 3
+    shared = np.zeros(1000, np.uint8)
+    assert size_of([shared, shared]) == 1000  # one object counted once
+    assert size_of(Blob(123)) == 123

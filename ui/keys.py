@@ -1,0 +1,168 @@
+"""Every session-state key of the app, in one place: a class per page, prefixed with its name.
+
+Widgets are created with these keys, callbacks read them, and tests import them instead of
+spelling strings, so a renamed key cannot leave a test or a callback behind. Keys that are not
+widgets (what the session remembers across pages) are in :class:`Session`. No Streamlit here.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Session(StrEnum):
+    """What a browser session remembers beyond one page (not widgets)."""
+
+    LINK = "atlas_link"  # the ViewState the session was opened with
+    LINK_NOTES = "atlas_link_notes"
+    GOOD_MODEL = "atlas_good"  # the last AllowedSpec that loaded
+    FAILED_MODEL = "atlas_failed"  # (AllowedSpec, error) of the last failure
+    LAST_RUN = "atlas_last_run"  # RunKey of the last run shown
+    CANCELLED = "atlas_cancelled_jobs"
+    EXPLORER = "atlas_view"  # the explorer's ExplorerView
+
+
+class Sidebar(StrEnum):
+    SOURCE = "atlas_source"
+    NAME = "atlas_name"
+    DEVICE = "atlas_device"
+    DTYPE = "atlas_dtype"
+    TRUST = "atlas_trust"
+    PROMPT = "atlas_prompt"
+    EXAMPLE = "atlas_example"
+    PLACEMENT = "atlas_placement"
+
+
+class Explorer(StrEnum):
+    LAYER = "explorer_layer"
+    HEAD = "explorer_head"
+    TOKEN = "explorer_token"
+    GRID = "explorer_grid"
+    TOKENS = "explorer_tokens"
+    OVERVIEW = "explorer_overview"
+    SCOPE = "explorer_scope"
+    DIRECTION = "explorer_dir"
+    SCALE = "explorer_scale"
+    RANGE = "explorer_norm"
+    SKIP_FIRST = "explorer_skip0"
+    PIN = "explorer_pin"
+    WEIGHTED = "explorer_vw"
+    GRID_SHOWN = "explorer_grid_shown"
+    JUMP = "explorer_jump"
+    HEATMAP = "explorer_heatmap"
+    CSV = "explorer_csv"
+    URL = "atlas_url"
+
+
+class Heads(StrEnum):
+    CORPUS = "heads_corpus"
+    UPLOAD = "heads_upload"
+    TEXTS = "heads_passages"
+    MAX_TOKENS = "heads_max_tokens"
+    SPAN = "heads_seq_len"
+    BATCH = "heads_batch"
+    SEED = "heads_seed"
+    EXAMPLE_SCORE = "heads_example_score"
+    RANKING = "heads_ranking"
+    METHOD = "heads_method"
+    BUDGET = "heads_budget"
+    ABLATE = "heads_ablate"
+    PRUNE_MODE = "heads_prune_mode"
+    PRUNE_K = "heads_prune_k"
+    PRUNE_GROUPS = "heads_prune_groups"
+    PRUNE_PICK = "heads_prune_pick"
+    PRUNE_DTYPE = "heads_prune_dtype"
+    EXPORT = "heads_export"
+    EXPORT_REQUEST = "heads_export_request"
+    EXPORT_ZIP = "heads_export_zip"
+    STATE = "heads_state"
+
+    @staticmethod
+    def threshold(score: str) -> str:
+        """The flag threshold slider of one score."""
+        return f"heads_th_{score}"
+
+    @staticmethod
+    def example_head(score: str) -> str:
+        """The head picker of the top examples of one score."""
+        return f"heads_example_head_{score}"
+
+
+class Circuits(StrEnum):
+    PRESET = "circuits_preset"
+    CLEAN = "circuits_clean"
+    CORRUPTED = "circuits_corrupted"
+    ANSWER = "circuits_answer"
+    WRONG = "circuits_wrong"
+    FILLED = "circuits_filled"
+    PATCH = "circuits_patch"
+    HEAD = "circuits_head"
+
+
+class Scaling(StrEnum):
+    AXIS = "scaling_axis"
+    RANGE = "scaling_range"
+    POINTS = "scaling_points"
+    HEAD = "scaling_head"
+    PICK = "scaling_pick"
+    LOSS = "scaling_loss"
+    SEED = "scaling_seed"
+    GRID_SHAPE = "scaling_grid_shape"
+
+
+class Kernel(StrEnum):
+    DTYPE = "kernel_dtype"
+    HEAD = "kernel_head"
+    TABLE = "kernel_table"
+
+
+class Classroom(StrEnum):
+    TAB = "classroom_tab"
+    CAUSAL = "classroom_causal"
+    SAVED_CAUSAL = "classroom_saved_causal"
+    LAYER = "classroom_layer"
+    HEAD = "classroom_head"
+    START = "classroom_start"
+    WIDTH = "classroom_width"
+    EXAMPLE_A = "classroom_ex_a"
+    EXAMPLE_B = "classroom_ex_b"
+    TEXT_SIZE = "classroom_text_size"
+    SHARE_H = "classroom_h"
+    SHARE_G = "classroom_g"
+    SHARE_D_HEAD = "classroom_share_dhead"
+    COST_PRESET = "classroom_preset"
+    COST_DTYPE = "classroom_dtype"
+    COST_BATCH = "classroom_batch"
+    COST_SEQ = "classroom_seq"
+    SHARE_FIGURE = "classroom_share_fig"
+    SHARE_MODEL_FIGURE = "classroom_share_model_fig"
+    FLOPS_FIGURE = "classroom_flops_fig"
+    KV_FIGURE = "classroom_kv_fig"
+    ROPE_Q = "classroom_rope_q"
+    ROPE_K = "classroom_rope_k"
+    ALIBI_HEADS = "classroom_alibi_h"
+    ALIBI_HEAD = "classroom_alibi_head"
+    SINE_POSITIONS = "classroom_sin_pos"
+    SINE_WIDTH = "classroom_sin_d"
+    SINE_FIGURE = "classroom_sin_fig"
+    CAUSAL_FIGURE = "classroom_causal_fig"
+    WINDOW = "classroom_window"
+    WINDOW_FIGURE = "classroom_window_fig"
+    SATURATION_DK = "classroom_sat_dk"
+    MEMORY_N = "classroom_mem_n"
+    ONLINE_TABLE = "classroom_online_table"
+
+    @staticmethod
+    def matrix(name: str) -> str:
+        """The text box of matrix ``name`` (``q``, ``k`` or ``v``)."""
+        return f"classroom_{name}"
+
+    @staticmethod
+    def saved_matrix(name: str) -> str:
+        """Where the text of matrix ``name`` is kept while the box is off screen."""
+        return f"classroom_saved_{name}"
+
+    @staticmethod
+    def config(field: str) -> str:
+        """A number box of the cost calculator's configuration."""
+        return f"classroom_cfg_{field}"

@@ -1,0 +1,218 @@
+"""Every kind of costly work the server does, as a key type holding what changes its result.
+
+A key is what a job is queued under and what its result is kept under: two sessions asking for
+the same key share one job and one result, and a session's new key of the same kind supersedes
+its old one (see :mod:`ui.runtime.jobs`). The class is the kind; its fields are everything that
+changes the result, so a stale result can never be served for a changed setting. No Streamlit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from models.circuits.task import CircuitTask
+from models.head import Head
+from ui.runtime.jobs import JobKey
+from ui.runtime.policy import AllowedSpec
+
+
+@dataclass(frozen=True)
+class ConvertKey(JobKey):
+    """A GGUF file dequantised into the app's cache (``content`` is its hash)."""
+
+    path: str
+    content: str
+
+
+@dataclass(frozen=True)
+class RunKey(JobKey):
+    """One prompt's attention on one model, cut to ``max_tokens`` (None: the model's context)."""
+
+    spec: AllowedSpec
+    prompt: str
+    max_tokens: int | None
+
+
+@dataclass(frozen=True)
+class WeightingKey(JobKey):
+    """A run's value weighting (Kobayashi et al. 2020)."""
+
+    run: RunKey
+
+
+@dataclass(frozen=True)
+class PatternCsvKey(JobKey):
+    """One head's whole pattern as CSV text."""
+
+    run: RunKey
+    head: Head
+    weighted: bool
+
+
+@dataclass(frozen=True)
+class ThumbnailsKey(JobKey):
+    """Every head's max-pooled picture of a run, as PNG data URIs."""
+
+    run: RunKey
+    weighted: bool
+
+
+@dataclass(frozen=True)
+class OverviewKey(JobKey):
+    """One head's whole pattern max-pooled to an overview picture."""
+
+    run: RunKey
+    head: Head
+    weighted: bool
+
+
+@dataclass(frozen=True)
+class SinkKey(JobKey):
+    """The key position one head sinks most weight into."""
+
+    run: RunKey
+    head: Head
+
+
+@dataclass(frozen=True)
+class SinkSummaryKey(JobKey):
+    """Which key the run's heads sink into, measured on a few rows of every head."""
+
+    run: RunKey
+
+
+@dataclass(frozen=True)
+class RepeatedKey(JobKey):
+    """Induction and other scores on repeated random tokens."""
+
+    spec: AllowedSpec
+    seq_len: int
+    batch: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class CorpusKey(JobKey):
+    """A model's bundled corpus."""
+
+    spec: AllowedSpec
+
+
+@dataclass(frozen=True)
+class CorpusScoresKey(JobKey):
+    """Every head's scores over a corpus (``corpus`` is the corpus's content key)."""
+
+    spec: AllowedSpec
+    corpus: str
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class ImportanceKey(JobKey):
+    """Every head's pruning importance over a corpus's first ``budget`` tokens."""
+
+    spec: AllowedSpec
+    corpus: str
+    budget: int
+    max_tokens: int
+    methods: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CurveKey(JobKey):
+    """The loss with the k least important heads ablated together, for several k."""
+
+    importance: ImportanceKey
+    ranking: str
+    method: str
+
+
+@dataclass(frozen=True)
+class PruneKey(JobKey):
+    """A pruned checkpoint of ``heads`` in ``dtype``, written, timed and zipped."""
+
+    importance: ImportanceKey
+    heads: tuple[Head, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class PresetsKey(JobKey):
+    """The circuits page's ready-made tasks for a model."""
+
+    spec: AllowedSpec
+
+
+@dataclass(frozen=True)
+class CircuitKey(JobKey):
+    """The clean and corrupted runs of a circuit task."""
+
+    spec: AllowedSpec
+    task: CircuitTask
+
+
+@dataclass(frozen=True)
+class HeadPatchKey(JobKey):
+    """Every head's output patched from the clean run into the corrupted run."""
+
+    circuit: CircuitKey
+
+
+@dataclass(frozen=True)
+class PositionPatchKey(JobKey):
+    """One head patched at one position at a time."""
+
+    circuit: CircuitKey
+    head: Head
+
+
+@dataclass(frozen=True)
+class LogitsKey(JobKey):
+    """Every head's attention logits on a prompt (the scaling sweep's input)."""
+
+    spec: AllowedSpec
+    prompt: str
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class SweepKey(JobKey):
+    """Row statistics of every head at each factor."""
+
+    logits: LogitsKey
+    factors: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class LossSweepKey(JobKey):
+    """The model's loss with every head's logits multiplied by each factor."""
+
+    logits: LogitsKey
+    factors: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class SyntheticKey(JobKey):
+    """The synthetic panel: random q and k at several widths, from one seed."""
+
+    seed: int
+
+
+@dataclass(frozen=True)
+class KernelKey(JobKey):
+    """The app's kernel against the model on every head of a prompt."""
+
+    spec: AllowedSpec
+    prompt: str
+    dtype: str
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class LayerKey(JobKey):
+    """One layer's q, k, v, scores, pattern and output on a prompt (the classroom)."""
+
+    spec: AllowedSpec
+    prompt: str
+    layer: int
+    max_tokens: int

@@ -1,0 +1,316 @@
+"""One bounded pool for every costly request: estimated, queued fairly, and stoppable.
+
+Every request whose cost grows with its input (a capture, scores over a corpus, ablation,
+patching, a sweep, a kernel report, a CSV of a long pattern) runs here, never in a page's own
+thread. Before a job starts, its :class:`Cost` (time and peak memory, estimated from the model's
+size and the input) is checked against the operator's limits; a request that would not fit is
+refused with a message instead of being left to the kernel's out-of-memory killer.
+
+Fairness: at most ``heavy_jobs`` heavy jobs run at once and the rest wait in order; work expected
+to take under :data:`LIGHT_S` seconds has its own two workers, so it never waits behind a long
+job. A session's new request of one kind supersedes its previous one (the old work stops when
+nobody else waits on it), and one session may have at most ``jobs_per_session`` jobs waiting.
+Two sessions asking for the same key share one job.
+
+Work reports through :mod:`models.progress` and is stopped by its callback raising
+:class:`~models.progress.Cancelled`. Finished results go to :attr:`JobPool.results`; a job that
+fails or is cancelled stores nothing. No Streamlit here: :mod:`ui.widgets.job_view` draws jobs.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from models.errors import UserError
+from models.progress import Cancelled, Progress
+from ui.runtime.settings import Settings
+from ui.runtime.store import ResultStore
+
+LIGHT_S = 3.0  # work expected to take less than this never queues behind heavy work
+DEFAULT_RATE = 2e10  # FLOP/s assumed before this machine has measured a kind of work
+Work = Callable[[Progress], Any]
+GIB = 1024**3
+
+
+class RefusedError(UserError):
+    """The server will not run a request: too large for its limits, or too many waiting."""
+
+
+@dataclass(frozen=True)
+class JobKey:
+    """What a job computes. Each kind of work is a frozen subclass holding every input that
+    changes its result (see :mod:`ui.runtime.job_keys`); the class is the kind."""
+
+    @property
+    def kind(self) -> str:
+        return type(self).__name__
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a job will take, estimated before it starts.
+
+    Attributes:
+        work: amount of work (FLOPs) timed against this machine's measured rate for ``rate``;
+            or None when ``seconds`` is a fixed guess.
+        rate: the kind of work the rate is measured on (``"forward"``, ``"backward"``...).
+        seconds: a fixed guess, used when ``work`` is None.
+        peak_bytes: memory the job needs beyond the loaded model.
+    """
+
+    work: float | None = None
+    rate: str = "forward"
+    seconds: float | None = None
+    peak_bytes: int = 0
+
+
+class Throughput:
+    """Measured work per second for each kind, so estimates come from this machine as it is now.
+
+    A kind starts at ``default`` FLOP/s (conservative for two CPU cores) and follows each finished
+    job, weighting the newest measurement most: ``rate <- 0.3 * rate + 0.7 * measured``.
+    """
+
+    def __init__(self, default: float = DEFAULT_RATE) -> None:
+        self.default = default
+        self._rates: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def seconds(self, kind: str, work: float) -> float:
+        with self._lock:
+            return work / self._rates.get(kind, self.default)
+
+    def record(self, kind: str, work: float, seconds: float) -> None:
+        if work <= 0 or seconds <= 0:
+            return
+        with self._lock:
+            old, measured = self._rates.get(kind), work / seconds
+            self._rates[kind] = measured if old is None else 0.3 * old + 0.7 * measured
+
+
+@dataclass(eq=False)
+class Job:
+    """One piece of work, queued or running.
+
+    Attributes:
+        key: what the result is stored under.
+        label: what the work is, in words.
+        estimate_s: the expected duration before it starts.
+        submitted, started: ``time.monotonic()`` stamps (``started`` is None while queued).
+        fraction, text: the latest progress report.
+        waiters: the sessions waiting on the result.
+    """
+
+    key: Any
+    label: str
+    estimate_s: float | None
+    submitted: float = field(default_factory=time.monotonic)
+    started: float | None = None
+    fraction: float = 0.0
+    text: str = "waiting for a free worker"
+    waiters: set[str] = field(default_factory=set)
+    cancel_event: threading.Event = field(default_factory=threading.Event)
+    future: Future | None = None
+    cost: Cost | None = None
+    alive: Callable[[str], bool] | None = None
+    shown_left: float | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.key.kind if isinstance(self.key, JobKey) else type(self.key).__name__
+
+    @property
+    def light(self) -> bool:
+        """Expected to take less than :data:`LIGHT_S`: runs on the light workers."""
+        return self.estimate_s is not None and self.estimate_s < LIGHT_S
+
+    def report(self, fraction: float, text: str) -> None:
+        """The progress callback handed to the work; raises Cancelled once cancelled, or once
+        every session that asked for it has closed (nobody would see the result)."""
+        if self.alive is not None and self.waiters and not any(map(self.alive, self.waiters)):
+            self.cancel_event.set()
+        if self.cancel_event.is_set():
+            raise Cancelled(f"Stopped: {self.label}.")
+        self.fraction = min(max(float(fraction), 0.0), 1.0)
+        self.text = text
+
+    def seconds_left(self, now: float | None = None) -> float | None:
+        """Time left: the estimate at first, then more and more the measured rate."""
+        now = time.monotonic() if now is None else now
+        if self.started is None:
+            return self.estimate_s
+        elapsed = now - self.started
+        guess = None if self.estimate_s is None else max(self.estimate_s - elapsed, 0.0)
+        if self.fraction < 0.02:
+            return guess
+        measured = elapsed / self.fraction * (1.0 - self.fraction)
+        if guess is None:
+            return measured
+        trust = min(1.0, self.fraction / 0.25)  # a quarter of the way in, trust the measurement
+        return trust * measured + (1.0 - trust) * guess
+
+    def left_for_display(self, now: float | None = None) -> tuple[float | None, bool]:
+        """Time left as a page shows it, and whether it was revised upwards.
+
+        Never creeps up: a new figure above the last one shown is shown only when it is more
+        than a quarter above it, and then flagged, so a busy server reads as "revised", not
+        as a clock going backwards.
+        """
+        left = self.seconds_left(now)
+        if left is None or self.shown_left is None:
+            self.shown_left = left
+            return left, False
+        if left <= self.shown_left:
+            self.shown_left = left
+            return left, False
+        if left > 1.25 * self.shown_left + 2.0:
+            self.shown_left = left
+            return left, True
+        return self.shown_left, False
+
+
+class JobPool:
+    """The process-wide pool (see the module docstring)."""
+
+    def __init__(self, settings: Settings | None = None,
+                 results: ResultStore | None = None) -> None:
+        self.settings = settings or Settings()
+        self._executor = ThreadPoolExecutor(max_workers=self.settings.heavy_jobs,
+                                            thread_name_prefix="atlas-job")
+        self._light = ThreadPoolExecutor(max_workers=2, thread_name_prefix="atlas-light")
+        self._lock = threading.Lock()
+        self._jobs: dict[Any, Job] = {}
+        self.results = results or ResultStore(max_entries=64,
+                                              max_bytes=self.settings.result_bytes)
+        self.throughput = Throughput()
+        self.alive: Callable[[str], bool] | None = None  # set by the page side
+
+    def estimate(self, cost: Cost | None) -> float | None:
+        """Seconds ``cost`` should take on this machine, at its current measured rate."""
+        if cost is None:
+            return None
+        if cost.work is not None:
+            return self.throughput.seconds(cost.rate, cost.work)
+        return cost.seconds
+
+    def check(self, label: str, cost: Cost | None) -> None:
+        """Refuse, with a message, work larger than the operator allows one job to be.
+
+        Raises:
+            RefusedError: the estimate exceeds ``job_mb`` of memory or ``job_max_s`` of time.
+        """
+        if cost is None:
+            return
+        if cost.peak_bytes > self.settings.job_bytes:
+            raise RefusedError(
+                f"{label} would need about {cost.peak_bytes / GIB:.1f} GiB of memory; this "
+                f"server lets one request use at most {self.settings.job_bytes / GIB:.1f} GiB. "
+                "Use a shorter text, fewer texts or a smaller batch.")
+        seconds = self.estimate(cost)
+        if seconds is not None and seconds > self.settings.job_max_s:
+            raise RefusedError(
+                f"{label} would take about {seconds / 60:.0f} min on this server, which runs "
+                f"requests of at most {self.settings.job_max_s / 60:.0f} min. Use a shorter "
+                "text, fewer texts or fewer heads.")
+
+    def submit(self, key: Any, label: str, work: Work, estimate_s: float | None = None,
+               waiter: str = "", cost: Cost | None = None) -> Job:
+        """The job computing ``key``: the one already queued or running, or a new one.
+
+        A new job is checked against the limits first; a session's earlier job of the same
+        kind stops waiting for this session.
+
+        Raises:
+            RefusedError: over the limits, or the session already has too many jobs waiting.
+        """
+        with self._lock:
+            job = self._jobs.get(key)
+        if job is None:
+            self.check(label, cost)
+        with self._lock:
+            job = self._jobs.get(key)
+            if job is None:
+                self._make_room(key, waiter)
+                if cost is not None:
+                    estimate_s = self.estimate(cost)
+                job = Job(key=key, label=label, estimate_s=estimate_s, cost=cost,
+                          alive=self.alive)
+                self._jobs[key] = job
+                job.future = (self._light if job.light else self._executor).submit(
+                    self._run, job, work)
+            job.waiters.add(waiter)
+        return job
+
+    def _make_room(self, key: Any, waiter: str) -> None:
+        """Supersede ``waiter``'s other jobs of this kind; refuse one job too many (locked)."""
+        if not waiter:
+            return
+        kind = key.kind if isinstance(key, JobKey) else type(key).__name__
+        mine = [job for job in self._jobs.values() if waiter in job.waiters]
+        for job in mine:
+            if job.kind == kind:
+                self._leave(job, waiter)
+        waiting = [job for job in self._jobs.values() if waiter in job.waiters]
+        if len(waiting) >= self.settings.jobs_per_session:
+            raise RefusedError(
+                f"You already have {len(waiting)} requests running or waiting on this server. "
+                "Cancel one, or wait for one to finish.")
+
+    def _run(self, job: Job, work: Work) -> Any:
+        try:
+            job.report(0.0, "starting")
+            job.started = time.monotonic()
+            value = work(job.report)
+            if job.cost is not None and job.cost.work is not None:
+                self.throughput.record(job.cost.rate, job.cost.work,
+                                       time.monotonic() - job.started)
+            self.results.put(job.key, value)
+            return value
+        finally:
+            with self._lock:
+                if self._jobs.get(job.key) is job:
+                    del self._jobs[job.key]
+
+    def get(self, key: Any) -> Job | None:
+        with self._lock:
+            return self._jobs.get(key)
+
+    def busy(self) -> bool:
+        """Whether any job is queued or running."""
+        with self._lock:
+            return bool(self._jobs)
+
+    def ahead(self, job: Job) -> int:
+        """How many queued or running heavy jobs were submitted before ``job`` (0 once it runs)."""
+        if job.started is not None:
+            return 0
+        with self._lock:
+            return sum(1 for other in self._jobs.values()
+                       if other is not job and other.submitted <= job.submitted
+                       and not other.light)
+
+    def cancel(self, job: Job, waiter: str = "") -> None:
+        """Stop waiting on ``job``; the work stops when nobody else waits on it."""
+        with self._lock:
+            self._leave(job, waiter)
+
+    def _leave(self, job: Job, waiter: str) -> None:
+        job.waiters.discard(waiter)
+        if job.waiters:
+            return
+        job.cancel_event.set()
+        if job.future is not None and job.future.cancel() and self._jobs.get(job.key) is job:
+            del self._jobs[job.key]  # never started
+
+    def shutdown(self) -> None:
+        """Stop taking work and cancel what waits (tests and server restarts)."""
+        with self._lock:
+            for job in list(self._jobs.values()):
+                job.waiters.clear()
+                job.cancel_event.set()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._light.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,87 @@
+"""The server's shared state, created once: settings, models, the job pool, stores, janitor.
+
+``app.py`` calls :func:`start` on every script run; only the first call creates anything (no
+thread or pool starts on import). Everything shared between browser sessions hangs off the one
+:class:`Runtime`, so a test can build its own with other settings (:func:`restart`). No
+Streamlit here: the page side passes in how to tell whether a browser session is still open.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Callable
+
+from ui.runtime.janitor import Janitor
+from ui.runtime.jobs import JobPool
+from ui.runtime.models import ModelStore
+from ui.runtime.prompt_store import PromptStore
+from ui.runtime.settings import MIB, Settings
+from ui.runtime.store import ResultStore
+
+DERIVED_MB = 128  # small values derived from results: pictures, sink positions, presets
+
+
+@dataclass
+class Runtime:
+    """Everything the sessions of one server share."""
+
+    settings: Settings
+    models: ModelStore
+    pool: JobPool
+    derived: ResultStore
+    prompts: PromptStore
+    janitor: Janitor
+
+    @property
+    def results(self) -> ResultStore:
+        """Finished work (runs, reports, scores), bounded in bytes by ``ATLAS_RESULT_MB``."""
+        return self.pool.results
+
+    def stop(self) -> None:
+        self.janitor.stop()
+        self.pool.shutdown()
+
+
+def build(settings: Settings, alive: Callable[[str], bool] = lambda _sid: True) -> Runtime:
+    """A runtime for ``settings`` (not started: its janitor thread is not running)."""
+    pool = JobPool(settings, ResultStore(max_entries=256, max_bytes=settings.result_bytes,
+                                         alive=alive))
+    pool.alive = alive
+    models = ModelStore(settings.model_bytes, settings.cache)
+    derived = ResultStore(max_entries=4096, max_bytes=DERIVED_MB * MIB, alive=alive)
+    janitor = Janitor([models.store, pool.results, derived], settings.idle_s, busy=pool.busy)
+    return Runtime(settings, models, pool, derived, PromptStore(settings.cache / "prompts"),
+                   janitor)
+
+
+_lock = threading.Lock()
+_current: Runtime | None = None
+
+
+def start(alive: Callable[[str], bool] = lambda _sid: True,
+          settings: Settings | None = None) -> Runtime:
+    """The server's runtime, created and started on the first call (settings from the
+    environment unless given); later calls return the same one."""
+    global _current
+    with _lock:
+        if _current is None:
+            _current = build(settings or Settings.from_env(), alive)
+            _current.janitor.start()
+        return _current
+
+
+def current() -> Runtime:
+    """The running runtime (started with the environment's settings if nothing started it)."""
+    return _current or start()
+
+
+def restart(settings: Settings, alive: Callable[[str], bool] = lambda _sid: True) -> Runtime:
+    """Replace the runtime with a fresh one for ``settings`` (tests; an operator's reload)."""
+    global _current
+    with _lock:
+        if _current is not None:
+            _current.stop()
+        _current = build(settings, alive)
+        _current.janitor.start()
+        return _current

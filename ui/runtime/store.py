@@ -1,0 +1,184 @@
+"""A bounded, thread-safe store for finished results and loaded models.
+
+Work files its result here only once it has finished: an interrupted run leaves nothing behind,
+so partial work is never served as complete. Keys hold everything that changes the result. The
+store is bounded in entries and in bytes and drops what nobody used for a while; what an open
+browser session is showing right now is *pinned* and goes last, so one visitor filling the store
+with new prompts evicts their own old results before anyone else's view. No Streamlit here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import threading
+import time
+from collections import OrderedDict
+from typing import Any, Callable, Hashable
+
+PINS_PER_SESSION = 8  # what one session can be showing at once (a run, its weighting, a report)
+_DEPTH = 6
+
+
+def size_of(value: Any, _depth: int = 0, _seen: set[int] | None = None) -> int:
+    """Bytes a result holds: arrays and tensors by their data, strings and bytes by length,
+    containers, dataclasses and plain objects by what they hold (each object counted once).
+
+    An object that states ``nbytes`` is taken at its word. Deeper than a few levels, or a
+    model, counts nothing: the store holds results, and models are counted by their own store.
+    """
+    seen = set() if _seen is None else _seen
+    if id(value) in seen or _depth > _DEPTH or value is None:
+        return 0
+    seen.add(id(value))
+    stated = getattr(value, "nbytes", None)
+    if isinstance(stated, int) and not isinstance(value, type):
+        return stated
+    if callable(getattr(value, "element_size", None)) and hasattr(value, "numel"):
+        return int(value.element_size() * value.numel())  # a torch tensor
+    if isinstance(value, (str, bytes, bytearray)):
+        return len(value)
+    if isinstance(value, (int, float, bool, complex)):
+        return sys.getsizeof(value)
+    inner = _depth + 1
+    if isinstance(value, dict):
+        return sum(size_of(k, inner, seen) + size_of(v, inner, seen) for k, v in value.items())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return sum(size_of(item, inner, seen) for item in value)
+    if dataclasses.is_dataclass(value):
+        return sum(size_of(getattr(value, f.name), inner, seen)
+                   for f in dataclasses.fields(value))
+    held = getattr(value, "__dict__", None)
+    if isinstance(held, dict):
+        return size_of(held, inner, seen)
+    return 0
+
+
+class ResultStore:
+    """Least-recently-used map of finished results; thread-safe.
+
+    Holds at most ``max_entries`` results and, when ``max_bytes`` is set, at most that many bytes
+    (by :func:`size_of`). Eviction takes the least recently used entry that no live session has
+    pinned; only when every remaining entry is pinned does it take pinned ones. The newest entry
+    always stays.
+    """
+
+    def __init__(self, max_entries: int = 16, max_bytes: int | None = None,
+                 alive: Callable[[str], bool] = lambda _sid: True) -> None:
+        if max_entries < 1:
+            raise ValueError("max_entries must be at least 1")
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.alive = alive
+        self._items: OrderedDict[Hashable, Any] = OrderedDict()
+        self._used: dict[Hashable, float] = {}
+        self._sizes: dict[Hashable, int] = {}
+        self._pins: dict[str, list[Hashable]] = {}
+        self._computing: dict[Hashable, threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def nbytes(self) -> int:
+        with self._lock:
+            return sum(self._sizes.values())
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._used.clear()
+            self._sizes.clear()
+
+    def pin(self, key: Hashable, session: str) -> None:
+        """Mark ``key`` as shown by ``session`` (its most recent pins are kept)."""
+        if not session:
+            return
+        with self._lock:
+            pins = self._pins.setdefault(session, [])
+            if key in pins:
+                pins.remove(key)
+            pins.append(key)
+            del pins[:-PINS_PER_SESSION]
+
+    def _pinned(self) -> set[Hashable]:
+        dead = [sid for sid in self._pins if not self.alive(sid)]
+        for sid in dead:
+            del self._pins[sid]
+        return {key for pins in self._pins.values() for key in pins}
+
+    def evict_idle(self, idle_s: float, now: float | None = None) -> int:
+        """Drop every unpinned entry nobody asked for in the last ``idle_s`` seconds."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            pinned = self._pinned()
+            old = [k for k in self._items
+                   if k not in pinned and now - self._used.get(k, now) > idle_s]
+            for key in old:
+                self._drop(key)
+            return len(old)
+
+    def get(self, key: Hashable) -> Any | None:
+        with self._lock:
+            if key not in self._items:
+                return None
+            self._items.move_to_end(key)
+            self._used[key] = time.monotonic()
+            return self._items[key]
+
+    def put(self, key: Hashable, value: Any) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            self._used[key] = time.monotonic()
+            self._sizes[key] = size_of(value)
+            self._shrink(keep=key)
+
+    def _over(self) -> bool:
+        return len(self._items) > self.max_entries or (
+            self.max_bytes is not None and sum(self._sizes.values()) > self.max_bytes)
+
+    def _shrink(self, keep: Hashable) -> None:
+        if not self._over():
+            return
+        pinned = self._pinned()
+        for allow_pinned in (False, True):
+            for key in list(self._items):
+                if not self._over():
+                    return
+                if key != keep and (allow_pinned or key not in pinned):
+                    self._drop(key)
+
+    def _drop(self, key: Hashable) -> None:
+        del self._items[key]
+        self._used.pop(key, None)
+        self._sizes.pop(key, None)
+
+    def get_or_compute(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """The stored value for ``key``, or ``compute()`` stored once it returns.
+
+        Two callers asking for the same key compute it once. If ``compute`` raises, nothing is
+        stored and the exception propagates.
+        """
+        found = self.get(key)
+        if found is not None:
+            return found
+        with self._lock:
+            computing = self._computing.setdefault(key, threading.Lock())
+        try:
+            with computing:
+                found = self.get(key)
+                if found is not None:
+                    return found
+                value = compute()
+                self.put(key, value)
+                return value
+        finally:
+            with self._lock:
+                self._computing.pop(key, None)
+
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._items
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)

@@ -1,0 +1,16 @@
+"""The pages' sections: what each page shows, one module per page (two for the larger ones).
+
+- :mod:`ui.sections.sidebar` -- the page menu, the model and the prompt;
+- :mod:`ui.sections.examples` -- example prompts for each model;
+- :mod:`ui.sections.explorer` -- the explorer's view: grid, selectors, tokens;
+- :mod:`ui.sections.explorer_detail` -- the chosen head: overview, heatmap, downloads;
+- :mod:`ui.sections.explorer_results` -- what the explorer draws from a run, kept in stores;
+- :mod:`ui.sections.explorer_session` -- the explorer's view in the session;
+- :mod:`ui.sections.heads` -- head finder: corpus, scores, grids, table, top examples;
+- :mod:`ui.sections.prune` -- head finder: importance, pruning curve, export;
+- :mod:`ui.sections.circuits` -- patching, attribution and the per-head table;
+- :mod:`ui.sections.scaling` -- the 1/sqrt(d_k) sweep;
+- :mod:`ui.sections.kernel` -- the kernel against the model;
+- :mod:`ui.sections.classroom` -- the classroom's worked steps and the real head;
+- :mod:`ui.sections.classroom_topics` -- head sharing, costs, positions, failure modes.
+"""

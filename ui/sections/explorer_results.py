@@ -1,0 +1,95 @@
+"""What the explorer draws from a run, each kept in the server's stores under a typed key: the
+run itself (captured again through the pool if the store let it go), its value weighting, the
+grid's pictures, one head's overview and its strongest sink."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from models.capture.run import AttentionRun
+from models.capture.views import head_overview, pooled_layer, strongest_sink
+from models.capture.weighted import ValueWeighting, value_weighting
+from models.circuits.value_weighted import value_norms
+from models.head import Head
+from models.model.forward import tokenize
+from models.progress import Progress
+from ui import session
+from ui.runtime import server
+from ui.runtime.job_keys import OverviewKey, RunKey, SinkKey, ThumbnailsKey, WeightingKey
+from ui.widgets import job_view
+from viz.thumbnails import data_uri, pooled_png
+
+THUMB = 64
+OVERVIEW = 256
+
+
+def run_or_recapture(key: RunKey) -> AttentionRun | None:
+    """The run for ``key``; one the store dropped is captured again as a job with progress
+    (None while that runs)."""
+    runtime = server.current()
+    found = runtime.results.get(key)
+    if found is not None:
+        return found
+    model = runtime.models.get(key.spec)
+    n = int(tokenize(model, key.prompt, key.max_tokens)[0].shape[1])
+    run = job_view.run_job(key, f"Reading the attention of {n:,} tokens again (the server "
+                                "had let it go)", session.capture_work(model, key),
+                           cost=session.capture_cost(model, n))
+    return None if run is job_view.MISSING else run
+
+
+def _run(key: RunKey) -> AttentionRun:
+    found = server.current().results.get(key)
+    if found is None:
+        raise LookupError("the run is no longer stored")
+    return found
+
+
+def weighting_work(key: RunKey) -> Any:
+    """The job that computes a run's value weighting (norms from the capture when it has
+    them, else from one pass over the v hooks)."""
+    def work(progress: Progress) -> ValueWeighting:
+        captured = _run(key)
+        norms = getattr(captured.store, "value_norms", None)
+        if norms is None:
+            model = server.current().models.get(key.spec)
+            norms = value_norms(model, torch.tensor([captured.token_ids]))
+        return value_weighting(captured, norms, THUMB, progress)
+    return work
+
+
+def weighting(key: RunKey) -> ValueWeighting | None:
+    return server.current().results.get(WeightingKey(key))
+
+
+def thumbnails(key: RunKey, weighted: bool) -> list[dict[str, str]]:
+    """Every head's max-pooled pattern as a PNG data URI, ``{"id": "L.H", "src": ...}``."""
+    def build() -> list[dict[str, str]]:
+        run, weights = _run(key), weighting(key) if weighted else None
+        cells = []
+        for layer in range(run.facts.n_layers):
+            pooled = weights.pooled[layer] if weights is not None else pooled_layer(
+                run, layer, THUMB)
+            cells += [{"id": str(Head(layer, h)),
+                       "src": data_uri(pooled_png(pooled[h], THUMB, normalise=True))}
+                      for h in range(run.facts.n_heads)]
+        return cells
+    return server.current().derived.get_or_compute(ThumbnailsKey(key, weighted), build)
+
+
+def overview_png(key: RunKey, head: Head, weighted: bool) -> str:
+    """One head's whole pattern, max-pooled to at most :data:`OVERVIEW` pixels."""
+    def build() -> str:
+        pooled = head_overview(_run(key), head.layer, head.index, OVERVIEW,
+                               weighting(key) if weighted else None)
+        return data_uri(pooled_png(pooled, OVERVIEW, normalise=True))
+    return server.current().derived.get_or_compute(OverviewKey(key, head, weighted), build)
+
+
+def sink_key(key: RunKey, head: Head) -> int:
+    """The key position ``head`` sinks most weight into (see ``strongest_sink``)."""
+    return server.current().derived.get_or_compute(
+        SinkKey(key, head), lambda: strongest_sink(_run(key), head.layer, head.index))
+

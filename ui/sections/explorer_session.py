@@ -1,0 +1,62 @@
+"""The explorer's view in the session: read it, replace it, and fit it to a run.
+
+Widget callbacks change the view through :func:`update`, which applies a pure transition from
+:mod:`ui.state.explorer` to the stored :class:`ExplorerView`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import streamlit as st
+
+from models.capture.run import AttentionRun
+from models.capture.views import strongest_key
+from models.head import Head
+from ui import session
+from ui.keys import Session
+from ui.runtime import server
+from ui.runtime.job_keys import RunKey
+from ui.state import explorer as state
+from ui.state.explorer import ExplorerView, RunShape
+from ui.text import md
+
+
+def shape_of(run: AttentionRun, key: RunKey) -> RunShape:
+    return RunShape(run.facts.n_layers, run.facts.n_heads, run.n_tokens, run_id=key)
+
+
+def strongest(run: AttentionRun) -> state.Strongest:
+    return lambda head, token: strongest_key(run, head.layer, head.index, token, skip_first=True)
+
+
+def current_view() -> ExplorerView:
+    """The session's view, or the one its link asked for."""
+    found = st.session_state.get(Session.EXPLORER)
+    if isinstance(found, ExplorerView):
+        return found
+    link = session.link_state()
+    return ExplorerView(head=Head(link.layer, link.head), token=link.token)
+
+
+def save(view: ExplorerView) -> None:
+    st.session_state[Session.EXPLORER] = view
+
+
+def seed(run: AttentionRun, key: RunKey) -> ExplorerView:
+    """The view for this run (a new prompt opens on its last token), notes shown once."""
+    first = Session.EXPLORER not in st.session_state
+    view, notes = state.for_run(current_view(), shape_of(run, key), strongest(run))
+    if first:
+        for note in notes + session.link_notes():
+            st.info(md(note))
+    save(view)
+    return view
+
+
+def update(run_key: RunKey,
+           change: Callable[[ExplorerView, RunShape, AttentionRun], ExplorerView]) -> None:
+    """A widget callback: apply ``change`` to the stored view (when the run is at hand)."""
+    run = server.current().results.get(run_key)
+    if run is not None:
+        save(change(current_view(), shape_of(run, run_key), run))

@@ -1,0 +1,298 @@
+"""Where Streamlit meets the core: this session's model and run, links, and the one error renderer.
+
+Every page gets its model through :func:`active_model`, which takes the sidebar's choice through
+the operator's policy (:func:`ui.runtime.policy.admit`) before the model store will load it, and
+its patterns through :func:`active_run`. Both show their own message and return ``None`` when
+there is nothing to show. Every failure meant for the user is a
+:class:`models.errors.UserError`; :func:`show_error` is the one place that renders it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+from urllib.parse import urlencode
+
+import streamlit as st
+
+from models.capture.run import AttentionRun, capture
+from models.errors import ModelLoadError, UserError
+from models.head import Head
+from models.model import gguf
+from models.model.facts import ModelFacts
+from models.model.forward import tokenize
+from models.model.loading import LoadedModel
+from ui.keys import Session, Sidebar
+from ui.runtime import server
+from ui.runtime.job_keys import ConvertKey, RunKey
+from ui.runtime.jobs import Cost
+from ui.runtime.policy import AllowedSpec, admit
+from ui.sections.examples import default_prompt
+from ui.state.sidebar import ModelChoice, source_of
+from ui.text import md
+from ui.widgets import job_view
+from viz.view_state import ViewState, from_query, to_query
+
+MAX_LINK_PROMPT = 2000
+
+
+def start() -> None:
+    """Start the server's shared runtime (once per process; app.py calls it every run)."""
+    server.start(alive=job_view.session_alive)
+
+
+def ensure_navigation() -> None:
+    """Route a page opened by its own URL through app.py.
+
+    A fresh server whose first visitor opens ``/kernel`` (say) runs Streamlit's old
+    ``pages/`` directory mode, which executes the page file alone: no sidebar, no navigation.
+    Every page calls :func:`page_title` first; it switches that mode off and reruns.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
+def page_title(title: str) -> None:
+    """Every page starts here: route through app.py if needed, then the title."""
+    ensure_navigation()
+    st.title(title)
+
+
+def show_error(err: UserError) -> None:
+    """Render a failure meant for the user, at its own level; the one place that does."""
+    {"info": st.info, "warning": st.warning, "error": st.error}[err.level](md(err))
+
+
+# --- what the session was opened with -------------------------------------------------------
+
+def seed_from_link() -> None:
+    """Seed the sidebar from the URL once per session."""
+    if Session.LINK in st.session_state:
+        return
+    link, notes = from_query(st.query_params.to_dict())
+    st.session_state[Session.LINK] = link
+    st.session_state[Session.LINK_NOTES] = notes
+    source, name = source_of(link.model or "bundled")
+    st.session_state[Sidebar.SOURCE] = source
+    if name:
+        st.session_state[Sidebar.NAME] = name
+    prompt = link.prompt
+    if prompt is None and link.prompt_id is not None:
+        prompt = server.current().prompts.load(link.prompt_id)
+        if prompt is None:
+            notes.append(f"This link points to a stored prompt (id {link.prompt_id[:16]}) that "
+                         "this server does not hold: it may come from another server or have "
+                         "expired. The default example is shown instead; paste the text into "
+                         "the sidebar to see it.")
+    st.session_state[Sidebar.PROMPT] = prompt if prompt is not None else default_prompt(source)
+
+
+def link_state() -> ViewState:
+    """The view the page was opened with (layer/head/token from the URL)."""
+    return st.session_state.get(Session.LINK, ViewState())
+
+
+def link_notes() -> list[str]:
+    return st.session_state.get(Session.LINK_NOTES, [])
+
+
+def current_prompt() -> str:
+    return str(st.session_state.get(Sidebar.PROMPT, ""))
+
+
+def model_choice() -> ModelChoice:
+    """The sidebar's model widgets as one value."""
+    ss = st.session_state
+    return ModelChoice(source=ss.get(Sidebar.SOURCE, "bundled"), name=ss.get(Sidebar.NAME) or "",
+                       device=ss.get(Sidebar.DEVICE, "cpu"), dtype=ss.get(Sidebar.DTYPE, "float32"),
+                       placement=ss.get(Sidebar.PLACEMENT, "one"),
+                       trust=bool(ss.get(Sidebar.TRUST, False)))
+
+
+# --- the one door to a model -----------------------------------------------------------------
+
+def requested() -> AllowedSpec | None:
+    """The sidebar's model through the operator's policy; a refusal is shown on the page."""
+    settings = server.current().settings
+    spec = model_choice().spec(settings.allow_remote_code)
+    if spec is None:
+        st.info("Type a Hugging Face name or a directory in the sidebar to load a model.")
+        return None
+    try:
+        return admit(spec, settings)
+    except ModelLoadError as err:
+        show_error(err)
+        return None
+
+
+def _converted(allowed: AllowedSpec) -> bool:
+    """Convert a GGUF source once, as a job with progress; False while that is still running."""
+    runtime = server.current()
+    path = runtime.models.needs_conversion(allowed)
+    if path is None:
+        return True
+    gguf.header(path)  # a clear message at once for a file that is not GGUF
+    from models.model.loading import available_bytes, free_disk
+
+    gguf.check_conversion_fits(path, available_bytes("cpu"), free_disk(runtime.settings.cache))
+    done = job_view.run_job(
+        ConvertKey(str(path), gguf.content_hash(path)),
+        f"Converting {path.name} to a Hugging Face checkpoint (once; about "
+        f"{gguf.CONVERSION_SECONDS} s for SmolLM2 on 2 cores; later loads take seconds)",
+        lambda progress: gguf.convert(path, progress, runtime.settings.cache),
+        cost=Cost(seconds=gguf.CONVERSION_SECONDS,
+                  peak_bytes=int(gguf.header(path).n_elements * 4 * gguf.CONVERSION_OVERHEAD)))
+    return done is not job_view.MISSING
+
+
+def load(allowed: AllowedSpec) -> LoadedModel | None:
+    """The model for ``allowed`` (converting a GGUF file first, as a job); None while that
+    runs."""
+    if not _converted(allowed):
+        return None
+    runtime = server.current()
+    found = runtime.models.loaded(allowed)
+    if found is not None:
+        return found
+    with st.spinner(f"Loading {md(allowed.label)} on {allowed.spec.device}: its size is "
+                    "checked against free memory first (cached after the first time)…"):
+        return runtime.models.get(allowed)
+
+
+def active_model() -> LoadedModel | None:
+    """The model the sidebar asks for, or the last one that loaded, with a message on failure."""
+    allowed = requested()
+    failed = st.session_state.get(Session.FAILED_MODEL)
+    if allowed is not None and failed and failed[0] == allowed:
+        show_error(failed[1])
+        allowed = None
+    elif allowed is not None:
+        try:
+            model = load(allowed)
+            if model is None:
+                return None
+            st.session_state[Session.GOOD_MODEL] = allowed
+            st.session_state.pop(Session.FAILED_MODEL, None)
+            return model
+        except ModelLoadError as err:
+            st.session_state[Session.FAILED_MODEL] = (allowed, err)
+            show_error(err)
+    good = st.session_state.get(Session.GOOD_MODEL)
+    if good is None:
+        return None
+    st.caption(f"Still showing the last model that loaded: **{md(good.label)}**.")
+    return load(good)
+
+
+def loaded_facts() -> ModelFacts | None:
+    """The shape of the sidebar's model if it loads without waiting (no prompt is run), through
+    the same door as every page; None (and no message) otherwise."""
+    runtime = server.current()
+    spec = model_choice().spec(runtime.settings.allow_remote_code)
+    try:
+        allowed = admit(spec, runtime.settings) if spec is not None else None
+        if allowed is None or runtime.models.needs_conversion(allowed) is not None:
+            return None
+        return runtime.models.get(allowed).facts
+    except UserError:
+        return None
+
+
+def model_spec(model: LoadedModel) -> AllowedSpec:
+    """The allowed spec ``model`` was loaded from (what keys its results)."""
+    good = st.session_state.get(Session.GOOD_MODEL)
+    if isinstance(good, AllowedSpec) and good.spec == model.spec:
+        return good
+    allowed = requested()
+    if allowed is None or allowed.spec != model.spec:
+        raise ModelLoadError("The model changed while this page ran; run it again.")
+    return allowed
+
+
+# --- the prompt's run ------------------------------------------------------------------------
+
+def run_key(model: LoadedModel, prompt: str) -> RunKey:
+    return RunKey(model_spec(model), prompt, server.current().settings.max_tokens)
+
+
+def capture_work(model: LoadedModel, key: RunKey) -> Any:
+    return lambda progress: capture(model, key.prompt, max_tokens=key.max_tokens,
+                                    progress=progress)
+
+
+def capture_cost(model: LoadedModel, n_tokens: int) -> Cost:
+    return Cost(work=model.facts.forward_flops(n_tokens), rate="capture",
+                peak_bytes=model.facts.capture_bytes(n_tokens))
+
+
+def active_run(model: LoadedModel) -> AttentionRun | None:
+    """Patterns for the sidebar prompt on ``model``, with notices for empty or cut prompts.
+
+    A long prompt runs as a job with progress and Cancel; meanwhile the page keeps showing this
+    session's previous run, saying that it is the previous prompt.
+    """
+    key = run_key(model, current_prompt())
+    try:
+        ids, _ = tokenize(model, key.prompt, key.max_tokens)
+        n = int(ids.shape[1])
+        run = job_view.run_job(key, f"Reading the attention of {n:,} tokens in "
+                                    f"{model.facts.name}",
+                               capture_work(model, key), cost=capture_cost(model, n))
+    except UserError as err:
+        show_error(err)
+        return None
+    if run is job_view.MISSING:
+        previous = server.current().results.get(st.session_state.get(Session.LAST_RUN))
+        if previous is None:
+            return None
+        st.caption("Showing the previous prompt until the new one is ready; the sidebar "
+                   "already holds the new one.")
+        run = previous
+    else:
+        st.session_state[Session.LAST_RUN] = key
+    server.current().results.pin(st.session_state[Session.LAST_RUN], job_view.session_id())
+    if run.truncated:
+        limit = (f"{md(model.facts.name)} reads at most {model.facts.n_ctx:,}"
+                 if key.max_tokens is None or key.max_tokens >= model.facts.n_ctx
+                 else f"this server runs prompts of at most {key.max_tokens:,} tokens")
+        st.warning(f"The prompt has {run.n_prompt_tokens:,} tokens; {limit}, so only the first "
+                   f"{run.n_tokens:,} are shown.")
+    return run
+
+
+def shown_run() -> RunKey:
+    """The key of the run :func:`active_run` showed last (the previous prompt's while a new one
+    is being read)."""
+    return st.session_state[Session.LAST_RUN]
+
+
+def model_and_run() -> tuple[LoadedModel | None, AttentionRun | None]:
+    """The sidebar's model and its patterns on the sidebar's prompt (messages shown as needed)."""
+    model = active_model()
+    return model, (active_run(model) if model else None)
+
+
+# --- links -----------------------------------------------------------------------------------
+
+def link_query(view: ViewState, prompt: str | None = None) -> dict[str, str]:
+    """Query parameters of ``view`` for the current model and ``prompt`` (the sidebar's by
+    default). A prompt over :data:`MAX_LINK_PROMPT` characters is stored on the server and the
+    link carries its id."""
+    good = st.session_state.get(Session.GOOD_MODEL)
+    prompt = current_prompt() if prompt is None else prompt
+    short = len(prompt) <= MAX_LINK_PROMPT
+    pid = None
+    if not short and prompt.strip():
+        pid = server.current().prompts.save(prompt, job_view.session_id())
+    return to_query(replace(view, model=good.name if good else None,
+                            prompt=prompt if short else None, prompt_id=pid))
+
+
+def explorer_link(head: Head, token: int | None = None, prompt: str | None = None) -> str:
+    """Relative URL that opens the explorer on ``head`` for the current model and ``prompt``
+    (the sidebar's by default)."""
+    view = ViewState(layer=head.layer, head=head.index, token=token)
+    return "./?" + urlencode(link_query(view, prompt))

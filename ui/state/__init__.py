@@ -1,0 +1,5 @@
+"""Each page's state as one frozen value with pure transitions (no Streamlit here).
+
+- :mod:`ui.state.explorer` -- :class:`ExplorerView`: head, query token, windows, options;
+- :mod:`ui.state.sidebar` -- :class:`ModelChoice`: the sidebar's model source, device, dtype.
+"""

@@ -1,0 +1,173 @@
+"""The explorer's view as one frozen value, and every way it changes, as pure functions.
+
+:class:`ExplorerView` is what the explorer shows: the head, the selected query token, the detail
+window's first row and column, and the colour and scope options. The page keeps one in the
+session and replaces it through the transitions below; widgets only display it. Nothing here
+knows Streamlit, so every rule is unit-tested directly: a new prompt opens on its last token
+with the window on where that token attends; a clicked token brings its row and the keys it
+reads into the window; an overview click centres the window; out-of-range values are clamped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable, Literal
+
+from models.head import Head
+
+WINDOW = 160
+Scope = Literal["head", "layer", "all"]
+Direction = Literal["from", "to"]
+ColourScale = Literal["sqrt", "linear", "log"]
+ColourRange = Literal["unit", "view"]
+# The key a query attends to most (besides key 0) for a head: supplied by the page from the run.
+Strongest = Callable[[Head, int], int]
+
+
+@dataclass(frozen=True)
+class RunShape:
+    """What the view must fit: the model's layers and heads, the prompt's tokens, and which
+    prompt it is (a new ``run_id`` is a new prompt)."""
+
+    n_layers: int
+    n_heads: int
+    n_tokens: int
+    run_id: object = None
+
+    @property
+    def long(self) -> bool:
+        """Whether the heatmap is a window onto a larger pattern."""
+        return self.n_tokens > WINDOW
+
+    @property
+    def last_start(self) -> int:
+        return max(self.n_tokens - WINDOW, 0)
+
+
+@dataclass(frozen=True)
+class ExplorerView:
+    """What the explorer shows (see the module docstring)."""
+
+    head: Head = Head(0, 0)
+    token: int | None = None
+    row0: int = 0
+    col0: int = 0
+    run_id: object = None
+    scope: Scope = "head"
+    direction: Direction = "from"
+    scale: ColourScale = "sqrt"
+    colour_range: ColourRange = "unit"
+    skip_first: bool = False
+    pin_sinks: bool = True
+    weighted: bool = False
+
+    @property
+    def query(self) -> int:
+        return 0 if self.token is None else self.token
+
+    def rows(self, shape: RunShape) -> range:
+        """Query positions in the detail window."""
+        start = self.row0 if shape.long else 0
+        return range(start, min(start + WINDOW, shape.n_tokens))
+
+    def cols(self, shape: RunShape) -> range:
+        """Key positions in the detail window."""
+        start = self.col0 if shape.long else 0
+        return range(start, min(start + WINDOW, shape.n_tokens))
+
+
+def _start(centre: int, shape: RunShape) -> int:
+    """The first position of a window centred on ``centre``, inside the prompt."""
+    return min(max(centre - WINDOW // 2, 0), shape.last_start)
+
+
+def clamp(view: ExplorerView, shape: RunShape) -> tuple[ExplorerView, list[str]]:
+    """``view`` inside ``shape``, with a note for each value that had to move."""
+    notes: list[str] = []
+
+    def fit(name: str, value: int, size: int) -> int:
+        if 0 <= value < size:
+            return value
+        fixed = min(max(value, 0), size - 1)
+        notes.append(f"The link asked for {name} {value}, which does not exist here; showing "
+                     f"{name} {fixed} (valid: 0 to {size - 1}).")
+        return fixed
+
+    layer = fit("layer", view.head.layer, shape.n_layers)
+    index = fit("head", view.head.index, shape.n_heads)
+    token = None if view.token is None else fit("token", view.token, shape.n_tokens)
+    last = shape.last_start
+    return replace(view, head=Head(layer, index), token=token,
+                   row0=min(max(view.row0, 0), last), col0=min(max(view.col0, 0), last)), notes
+
+
+def follow(view: ExplorerView, shape: RunShape, strongest: Strongest) -> ExplorerView:
+    """Bring the selected query's row, and the key it attends to most, into the window.
+
+    Windows that already show them stay put, so a click never moves what is on screen for
+    nothing; on a short prompt the window is the whole pattern and nothing moves.
+    """
+    if not shape.long or view.token is None:
+        return view
+    row0, col0 = view.row0, view.col0
+    if not row0 <= view.token < row0 + WINDOW:
+        row0 = _start(view.token, shape)
+    key = strongest(view.head, view.token)
+    if not col0 <= key < col0 + WINDOW:
+        col0 = _start(key, shape)
+    return replace(view, row0=row0, col0=col0)
+
+
+def for_run(view: ExplorerView, shape: RunShape,
+            strongest: Strongest) -> tuple[ExplorerView, list[str]]:
+    """The view for a run: kept for the same prompt, reset to its last token for a new one.
+
+    A new prompt's query token moves to its last position (the one that has read the whole
+    prompt) and the window opens on where it attends, so a stripe a thousand tokens back is on
+    screen from the start; a link's token, when given, is kept.
+    """
+    fresh = view.run_id != shape.run_id
+    if fresh and view.run_id is not None:
+        view = replace(view, token=None)
+    if view.token is None:
+        view = replace(view, token=shape.n_tokens - 1)
+    view, notes = clamp(view, shape)
+    view = replace(view, run_id=shape.run_id)
+    if fresh:
+        view = follow(replace(view, row0=0, col0=0), shape, strongest)
+    return view, notes
+
+
+def choose_head(view: ExplorerView, head: Head, shape: RunShape,
+                strongest: Strongest) -> ExplorerView:
+    """Open ``head``; the window follows where the selected query attends in it."""
+    view, _ = clamp(replace(view, head=head), shape)
+    return follow(view, shape, strongest)
+
+
+def choose_token(view: ExplorerView, token: int, shape: RunShape,
+                 strongest: Strongest) -> ExplorerView:
+    """Select query ``token``; the window follows its row and the key it attends to most."""
+    view, _ = clamp(replace(view, token=token), shape)
+    return follow(view, shape, strongest)
+
+
+def jump_to_strongest(view: ExplorerView, shape: RunShape,
+                      strongest: Strongest) -> ExplorerView:
+    """Centre the key window on where the selected query attends most (besides key 0)."""
+    if not shape.long:
+        return view
+    key = strongest(view.head, view.query)
+    return follow(replace(view, col0=_start(key, shape)), shape, strongest)
+
+
+def pick_overview(view: ExplorerView, shape: RunShape, q0: int, q1: int, k0: int,
+                  k1: int) -> ExplorerView:
+    """A click (a tiny box) centres the window there; a drag starts it at the box's corner
+    (centred on the box when the box is wider than the window)."""
+    small = q1 - q0 < 4 and k1 - k0 < 4
+    row0 = (_start((q0 + q1) // 2, shape) if small or q1 - q0 > WINDOW
+            else min(max(q0, 0), shape.last_start))
+    col0 = (_start((k0 + k1) // 2, shape) if small or k1 - k0 > WINDOW
+            else min(max(k0, 0), shape.last_start))
+    return replace(view, row0=row0, col0=col0)

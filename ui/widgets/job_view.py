@@ -1,0 +1,141 @@
+"""A job on a page: start costly work through the pool, show its place, progress, time left and
+a Cancel button, and pick the result up when it is done.
+
+Work that finishes within ``ATLAS_JOB_WAIT_S`` seconds is simply waited for, so a small model's
+page draws in one run; so is light work (expected under three seconds) for up to
+:data:`LIGHT_WAIT_S` seconds on a busy server, under a spinner. Anything longer leaves a progress
+panel (a fragment that polls once a second) and the page carries on with what it had before.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import CancelledError
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, Hashable
+
+import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from models.progress import Cancelled
+from ui.keys import Session
+from ui.runtime import server
+from ui.runtime.jobs import Cost, Job, Work
+from ui.text import md
+
+LIGHT_WAIT_S = 15.0
+
+
+class _Missing:
+    """The result is not ready yet (the page shows progress instead)."""
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+
+def session_id() -> str:
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else ""
+
+
+def session_alive(sid: str) -> bool:
+    """Whether the browser session ``sid`` is still connected (True outside a server)."""
+    from streamlit.runtime import Runtime
+
+    if not sid or not Runtime.exists():
+        return True
+    return Runtime.instance().is_active_session(sid)
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "time left unknown"
+    if seconds < 60:
+        return f"about {max(1, round(seconds))} s left"
+    return f"about {seconds / 60:.0f} min left"
+
+
+def _button_key(prefix: str, key: Hashable) -> str:
+    return f"{prefix}_{abs(hash(key))}"
+
+
+def run_job(key: Hashable, label: str, work: Work, *, cost: Cost | None = None,
+            wait_s: float | None = None) -> Any:
+    """The result of ``work`` for ``key``, or :data:`MISSING` while it is still running.
+
+    A stored result is pinned for this session (the store evicts it last while the tab is
+    open). Raises whatever the work raised (a :class:`models.errors.UserError` for the page to
+    show), including :class:`ui.runtime.jobs.RefusedError` for work over the operator's limits.
+    After this session presses Cancel, the key is not started again until the visitor asks.
+    """
+    runtime, sid = server.current(), session_id()
+    found = runtime.results.get(key)
+    if found is not None:
+        runtime.results.pin(key, sid)
+        return found
+    cancelled = st.session_state.setdefault(Session.CANCELLED, set())
+    if key in cancelled:
+        st.info(f"Stopped: {md(label)}. Change a setting to run something else, or start it "
+                "again.")
+        if st.button("Start it again", key=_button_key("restart", key)):
+            cancelled.discard(key)
+            st.rerun()
+        return MISSING
+    job = runtime.pool.submit(key, label, work, waiter=sid, cost=cost)
+    wait = runtime.settings.job_wait_s if wait_s is None else wait_s
+    try:
+        value = _result(job, label, wait)
+    except FutureTimeout:
+        progress_panel(key)
+        return MISSING
+    except CancelledError as err:
+        raise Cancelled(f"Stopped: {label}.") from err
+    runtime.results.pin(key, sid)
+    return value
+
+
+def _result(job: Job, label: str, wait_s: float) -> Any:
+    """The job's result within ``wait_s`` seconds; light work, slowed by a busy server, gets up to
+    :data:`LIGHT_WAIT_S` more under a spinner, so the page still draws in one run.
+
+    Raises:
+        concurrent.futures.TimeoutError: still running.
+    """
+    assert job.future is not None
+    try:
+        return job.future.result(timeout=wait_s)
+    except FutureTimeout:
+        if not job.light:
+            raise
+    with st.spinner(f"{md(label)} (the server is busy)…"):
+        return job.future.result(timeout=LIGHT_WAIT_S)
+
+
+def _status(job: Job) -> tuple[float, str]:
+    ahead = server.current().pool.ahead(job)
+    if ahead:
+        return 0.0, (f"{md(job.label)}: waiting, {ahead} heavy job{'s' if ahead > 1 else ''} "
+                     f"ahead (one runs at a time on this server); then "
+                     f"{duration(job.estimate_s)}")
+    left, revised = job.left_for_display()
+    note = " (revised: the server is busy)" if revised else ""
+    return job.fraction, f"{md(job.label)}: {md(job.text)} · {duration(left)}{note}"
+
+
+@st.fragment(run_every=1.0)
+def progress_panel(key: Hashable) -> None:
+    """Progress of the job computing ``key``; reruns the page once it has finished."""
+    job = server.current().pool.get(key)
+    if job is None or job.future is None or job.future.done():
+        st.rerun(scope="app")
+        return
+    fraction, text = _status(job)
+    left, right = st.columns([6, 1])
+    left.progress(fraction, text=text)
+    if right.button("Cancel", key=_button_key("cancel", key),
+                    help="Stop this work; the page keeps what it showed before."):
+        server.current().pool.cancel(job, session_id())
+        st.session_state.setdefault(Session.CANCELLED, set()).add(key)
+        st.rerun(scope="app")
