@@ -9,6 +9,5 @@ The package follows the head-finder page's two halves, with what both share besi
 - :mod:`models.heads.names` -- the vocabulary: score and ranking names, column headers and help;
 - :mod:`models.heads.cost` -- what the work costs before it runs (seconds, peak bytes, units);
 - :mod:`models.heads.table` -- the per-head table of both halves, its CSV and the prune list;
-- :mod:`models.heads.store` -- a bounded store of finished results (models and jobs);
 - :mod:`models.heads.__main__` -- ``python -m models.heads``: the table or a pruned checkpoint.
 """
