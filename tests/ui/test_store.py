@@ -59,3 +59,22 @@ def test_sizes_count_what_a_result_holds():
     shared = np.zeros(1000, np.uint8)
     assert size_of([shared, shared]) == 1000  # one object counted once
     assert size_of(Blob(123)) == 123
+
+
+def test_only_finished_work_is_kept_and_the_least_recent_goes_first():
+    import pytest
+
+    store = ResultStore(max_entries=2)
+
+    def interrupted():
+        raise KeyboardInterrupt("the user changed an input")
+
+    with pytest.raises(KeyboardInterrupt):
+        store.get_or_compute("a", interrupted)
+    assert "a" not in store and len(store) == 0
+    assert store.get_or_compute("a", lambda: 1) == 1
+    assert store.get_or_compute("a", lambda: 2) == 1  # kept
+    store.put("b", 2)
+    store.get("a")
+    store.put("c", 3)  # b is the least recently used
+    assert "b" not in store and store.get("a") == 1 and store.get("c") == 3
