@@ -9,21 +9,109 @@
 - :mod:`models.circuits.value_weighted` -- value-weighted attention (Kobayashi et al. 2020);
 - :mod:`models.circuits.presets` -- ready-made tasks (copying random words, IOI names);
 - :mod:`models.circuits.table` -- the per-head table and its CSV;
-- ``python -m models.circuits patch`` -- the same table from the command line.
+- :mod:`models.circuits.head_weights` -- per-head q/k/v/o weights (GQA groups), norms and
+  embeddings read off a loaded model;
+- :mod:`models.circuits.gradients` -- the corrupted pass with gradients of LD, and GradDrop;
+- :mod:`models.circuits.atp_runs` -- the clean and corrupted passes attribution patching reads;
+- :mod:`models.circuits.atp_fixes` -- AtP*'s QK fix and GradDrop as pure functions;
+- :mod:`models.circuits.atp` -- attribution patching (AtP, AtP*) of every head's z, q, k, v;
+- :mod:`models.circuits.input_patching` -- exact patching of each head's q, k or v;
+- :mod:`models.circuits.resumed` -- patched runs that start at the first patched block;
+- :mod:`models.circuits.agreement` -- an estimate against exact patching (correlations, recall);
+- :mod:`models.circuits.paths` -- path patching from every earlier head into one head's input;
+- :mod:`models.circuits.edges` -- attribution-patching estimates of every head-to-head edge;
+- :mod:`models.circuits.graph` -- the circuit graph (heads by layer, edges above a threshold);
+- :mod:`models.circuits.weight_circuits` -- OV copying and QK positional scores per head;
+- :mod:`models.circuits.composition` -- Q-, K-, V-composition between heads;
+- :mod:`models.circuits.cost` -- passes, seconds and peak memory of each computation;
+- :mod:`models.circuits.commands` -- the ``atp``, ``paths`` and ``weights`` commands' tables;
+- :mod:`models.circuits.__main__` -- ``python -m models.circuits patch | atp | paths |
+  weights``.
 """
 
+from models.circuits.agreement import Agreement, agreement, top_k_recall
+from models.circuits.atp import AtPResult, attribution_patching
+from models.circuits.atp_runs import AtPRuns, attribution_runs
 from models.circuits.attribution import Attribution, attribute
-from models.circuits.patching import (Baseline, baseline, head_effects, patched_logit_diffs,
-                                      position_effects)
+from models.circuits.composition import Composition, composition
+from models.circuits.cost import Cost, atp_cost, edges_cost, exact_cost, path_cost, weights_cost
+from models.circuits.edges import EdgeEstimates, edge_estimates
+from models.circuits.graph import CircuitGraph, Edge, graph_from_estimates, graph_from_paths
+from models.circuits.input_patching import input_effects
+from models.circuits.patching import (
+    Baseline,
+    baseline,
+    head_effects,
+    patched_logit_diffs,
+    position_effects,
+)
+from models.circuits.paths import PathResult, path_patching
 from models.circuits.presets import IOI, copying_task, presets
 from models.circuits.table import circuit_table, table_csv, top_heads
-from models.circuits.task import (CircuitsUnavailable, CircuitTask, Setup, TaskError,
-                                  logit_diff, prepare)
+from models.circuits.task import (
+    CircuitsUnavailable,
+    CircuitTask,
+    Setup,
+    TaskError,
+    logit_diff,
+    prepare,
+)
 from models.circuits.value_weighted import value_norms, value_weighted
+from models.circuits.weight_circuits import (
+    Correlation,
+    WeightScores,
+    weight_data_correlation,
+    weight_scores,
+)
 
 __all__ = [
-    "Attribution", "Baseline", "CircuitTask", "CircuitsUnavailable", "IOI", "Setup",
-    "TaskError", "attribute", "baseline", "circuit_table", "copying_task", "head_effects",
-    "logit_diff", "patched_logit_diffs", "position_effects", "prepare", "presets", "table_csv",
-    "top_heads", "value_norms", "value_weighted",
+    "IOI",
+    "Agreement",
+    "AtPResult",
+    "AtPRuns",
+    "Attribution",
+    "Baseline",
+    "CircuitGraph",
+    "CircuitTask",
+    "CircuitsUnavailable",
+    "Composition",
+    "Correlation",
+    "Cost",
+    "Edge",
+    "EdgeEstimates",
+    "PathResult",
+    "Setup",
+    "TaskError",
+    "WeightScores",
+    "agreement",
+    "atp_cost",
+    "attribute",
+    "attribution_patching",
+    "attribution_runs",
+    "baseline",
+    "circuit_table",
+    "composition",
+    "copying_task",
+    "edge_estimates",
+    "edges_cost",
+    "exact_cost",
+    "graph_from_estimates",
+    "graph_from_paths",
+    "head_effects",
+    "input_effects",
+    "logit_diff",
+    "patched_logit_diffs",
+    "path_cost",
+    "path_patching",
+    "position_effects",
+    "prepare",
+    "presets",
+    "table_csv",
+    "top_heads",
+    "top_k_recall",
+    "value_norms",
+    "value_weighted",
+    "weight_data_correlation",
+    "weight_scores",
+    "weights_cost",
 ]

@@ -162,8 +162,8 @@ class Composition:
         senders, receivers = np.nonzero(np.isfinite(self.q))
         return [
             (
-                self.head(s),
-                self.head(r),
+                self.head(int(s)),
+                self.head(int(r)),
                 float(self.q[s, r]),
                 float(self.k[s, r]),
                 float(self.v[s, r]),

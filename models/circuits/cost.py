@@ -1,0 +1,172 @@
+"""What each circuits computation costs, before it runs: passes, FLOPs, a first guess at the
+seconds and an upper bound on the peak memory beyond the loaded weights.
+
+A forward pass over ``n`` tokens costs :meth:`ModelFacts.forward_flops` (two FLOPs per parameter
+and token plus attention); a backward pass that only needs gradients with respect to activations
+costs about as much again (:data:`BACKWARD_FACTOR`). Seconds are FLOPs at an assumed sustained
+rate (:data:`FLOPS`) plus a fixed overhead per block and pass (hooks, Python, small kernels),
+which dominates for short prompts on a CPU. The page shows these before running; the job pool
+refuses work whose ``peak_bytes`` does not fit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from models.circuits.patching import batch_size
+from models.model.loading import LoadedModel
+from models.model.weights import vocab_size
+
+FLOPS = {"cpu": 4e10, "cuda": 2e12}  # sustained FLOP/s assumed before anything is measured
+LAYER_OVERHEAD_S = {"cpu": 0.01, "cuda": 0.001}  # per block and pass
+BACKWARD_FACTOR = 1.0
+FLOAT = 4
+GRAPH_COPIES = 16  # d_model-wide tensors a block keeps for the backward pass (MLP included)
+POSITIONS = 64
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Expected cost of one computation.
+
+    Attributes:
+        forward_passes: in single-prompt forward passes (a batched pass of ``B`` copies
+            counts ``B``; a pass that starts at block ``l`` counts its share).
+        backward_passes: likewise, backward passes.
+        flops: floating-point operations.
+        seconds: a first guess (see the module docstring).
+        peak_bytes: upper bound on the extra memory at the peak.
+    """
+
+    forward_passes: float
+    backward_passes: float
+    flops: float
+    seconds: float
+    peak_bytes: int
+
+    def describe(self) -> str:
+        """``3 forward + 1 backward passes, about 2 s, at most 40 MB``."""
+        passes = f"{self.forward_passes:.3g} forward"
+        if self.backward_passes:
+            passes += f" + {self.backward_passes:.3g} backward"
+        return (
+            f"{passes} passes, about {self.seconds:.3g} s, at most {self.peak_bytes / 2**20:.0f} MB"
+        )
+
+
+def _device(model: LoadedModel) -> str:
+    return "cuda" if str(model.spec.device).startswith("cuda") else "cpu"
+
+
+def _make(
+    model: LoadedModel,
+    n_tokens: int,
+    forward: float,
+    backward: float,
+    extra_flops: float,
+    peak: float,
+) -> Cost:
+    facts, device = model.facts, _device(model)
+    flops = (forward + BACKWARD_FACTOR * backward) * facts.forward_flops(n_tokens) + extra_flops
+    overhead = math.ceil(forward + backward) * facts.n_layers * LAYER_OVERHEAD_S[device]
+    return Cost(forward, backward, flops, flops / FLOPS[device] + overhead, int(peak))
+
+
+def _activation_bytes(model: LoadedModel, n_tokens: int) -> float:
+    """A pass's saved activations for backward, all blocks, and its logits."""
+    f = model.facts
+    per_block = GRAPH_COPIES * n_tokens * f.d_model + 4 * f.n_heads * n_tokens**2
+    return FLOAT * (f.n_layers * per_block + 2 * n_tokens * vocab_size(model))
+
+
+def _head_values_bytes(model: LoadedModel, n_tokens: int) -> float:
+    """z, q, k, v of every head in one run."""
+    f = model.facts
+    return FLOAT * f.n_layers * n_tokens * f.d_head * 2 * (f.n_heads + f.n_kv_heads)
+
+
+def atp_cost(
+    model: LoadedModel,
+    n_tokens: int,
+    *,
+    qk_fix: bool = True,
+    grad_drop: bool = False,
+    verify_top: int = 0,
+) -> Cost:
+    """Cost of :func:`models.circuits.atp.attribution_patching`.
+
+    Two forward passes and one backward pass; GradDrop adds ``L - 1`` partial backward passes
+    (``(L - 1) / 2`` full ones); ``verify_top`` adds at most that many forward passes (fewer:
+    they start at the lowest checked layer). The QK fix recomputes each layer's patterns twice
+    (``4 n_heads n^2 d_head`` FLOPs per layer).
+    """
+    f = model.facts
+    backward = 1.0 + ((f.n_layers - 1) / 2 if grad_drop else 0.0)
+    extra = 2 * 4.0 * f.n_layers * f.n_heads * n_tokens**2 * f.d_head if qk_fix else 0.0
+    values = 3 * _head_values_bytes(model, n_tokens)  # clean, corrupted, gradients
+    if qk_fix:
+        values += 4 * FLOAT * f.n_layers * f.n_heads * n_tokens**2  # scores, grads, 2 patterns
+    if grad_drop:
+        values += (f.n_layers - 1) / 2 * _head_values_bytes(model, n_tokens)
+    peak = _activation_bytes(model, n_tokens) + values
+    if verify_top:
+        peak = max(peak, exact_cost(model, n_tokens, verify_top).peak_bytes + values)
+    return _make(model, n_tokens, 2.0 + verify_top, backward, extra, peak)
+
+
+def exact_cost(model: LoadedModel, n_tokens: int, n_runs: int, batch: int | None = None) -> Cost:
+    """Cost of ``n_runs`` patched runs batched as :mod:`models.circuits.patching` does (the
+    clean and corrupted baseline passes included)."""
+    batch = batch or batch_size(model, n_tokens)
+    per_copy = (
+        FLOAT
+        * n_tokens
+        * (vocab_size(model) + 16 * model.facts.d_model + 2 * model.facts.n_heads * n_tokens)
+    )
+    peak = min(batch, n_runs) * per_copy + _head_values_bytes(model, n_tokens)
+    return _make(model, n_tokens, 2.0 + n_runs, 0.0, 0.0, peak)
+
+
+def path_cost(
+    model: LoadedModel, n_tokens: int, receiver_layer: int, batch: int | None = None
+) -> Cost:
+    """Cost of :func:`models.circuits.paths.path_patching` into a head of ``receiver_layer``:
+    one run per sender (``receiver_layer * n_heads``), each from the receiver's block on."""
+    f = model.facts
+    senders = receiver_layer * f.n_heads
+    share = (f.n_layers - receiver_layer) / f.n_layers
+    run = exact_cost(model, n_tokens, senders, batch)
+    return _make(model, n_tokens, 2.0 + senders * share, 0.0, 0.0, run.peak_bytes)
+
+
+def edges_cost(model: LoadedModel, n_tokens: int, qk_fix: bool = True) -> Cost:
+    """Cost of :func:`models.circuits.edges.edge_estimates` for every receiver, after the
+    passes of :func:`models.circuits.atp_runs.attribution_runs` (not included): for each pair
+    of sender and receiver layer, the receivers' inputs recomputed (``2 d_model (n_heads +
+    2 n_kv_heads) d_head`` per token) and, with the QK fix, their patterns."""
+    f = model.facts
+    pairs = f.n_heads * f.n_layers * (f.n_layers - 1) / 2  # sender heads x later layers
+    per_pair = 2 * n_tokens * f.d_model * (f.n_heads + 2 * f.n_kv_heads) * f.d_head
+    if qk_fix:
+        per_pair += 2 * 4 * f.n_heads * n_tokens**2 * f.d_head
+    chunk = 32 * (n_tokens * f.d_model * 8 * 4 + 2 * f.n_heads * n_tokens**2 * 8)
+    edges = 8 * f.n_layers * f.n_heads * f.n_layers * (f.n_heads + 2 * f.n_kv_heads)
+    return _make(model, n_tokens, 0.0, 0.0, pairs * per_pair, chunk + edges)
+
+
+def weights_cost(model: LoadedModel, positions: int = POSITIONS, composition: bool = True) -> Cost:
+    """Cost of :func:`models.circuits.weight_circuits.weight_scores` (and of
+    :func:`models.circuits.composition.composition` when ``composition``): the token Gram
+    ``W_U W_E`` (``2 d_vocab d_model^2``), one short forward pass for RoPE tables, and
+    ``2 d_head^2 d_model`` per pair of heads in different layers."""
+    f = model.facts
+    n_total = f.n_layers * f.n_heads
+    vocab = vocab_size(model)
+    flops = 2.0 * vocab * f.d_model**2 + n_total * 30 * f.d_head**3
+    peak = 2 * 8 * vocab * f.d_model + 8 * f.n_layers * f.n_heads * positions**2
+    if composition:
+        pairs = n_total * n_total / 2
+        flops += pairs * (1 + 2 / (f.n_heads // f.n_kv_heads)) * 2 * f.d_head**2 * f.d_model
+        peak = max(peak, 3 * 8 * n_total**2 + 3 * FLOAT * f.n_heads * n_total * f.d_head**2)
+    return _make(model, positions, 1.0 if f.positional == "rotary" else 0.0, 0.0, flops, peak)
