@@ -16,12 +16,14 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from models.capture.run import AttentionRun, capture
+from models.disk_budget import make_room
 from models.errors import ModelLoadError, UserError
 from models.head import Head
 from models.model import gguf
 from models.model.facts import ModelFacts
 from models.model.forward import tokenize
 from models.model.loading import LoadedModel
+from models.progress import Progress
 from ui.keys import Session, Sidebar
 from ui.runtime import server
 from ui.runtime.job_keys import ConvertKey, RunKey
@@ -34,6 +36,7 @@ from ui.widgets import job_view
 from viz.view_state import ViewState, from_query, to_query
 
 MAX_LINK_PROMPT = 2000
+DISK_SHARES = 2  # converted checkpoints and pruned exports each get half of ATLAS_DISK_MB
 
 
 def start() -> None:
@@ -137,12 +140,18 @@ def _converted(allowed: AllowedSpec) -> bool:
     gguf.header(path)  # a clear message at once for a file that is not GGUF
     from models.model.loading import available_bytes, free_disk
 
-    gguf.check_conversion_fits(path, available_bytes("cpu"), free_disk(runtime.settings.cache))
+    cache = runtime.settings.cache
+    gguf.check_conversion_fits(path, available_bytes("cpu"), free_disk(cache))
+
+    def work(progress: Progress) -> Any:
+        make_room(gguf.converted_root(cache), runtime.settings.disk_bytes // DISK_SHARES,
+                  gguf.header(path).n_elements * 4, keep=[gguf.converted_dir(path, cache)])
+        return gguf.convert(path, progress, cache)
+
     done = job_view.run_job(
         ConvertKey(str(path), gguf.content_hash(path)),
         f"Converting {path.name} to a Hugging Face checkpoint (once; about "
-        f"{gguf.CONVERSION_SECONDS} s for SmolLM2 on 2 cores; later loads take seconds)",
-        lambda progress: gguf.convert(path, progress, runtime.settings.cache),
+        f"{gguf.CONVERSION_SECONDS} s for SmolLM2 on 2 cores; later loads take seconds)", work,
         cost=Cost(seconds=gguf.CONVERSION_SECONDS,
                   peak_bytes=int(gguf.header(path).n_elements * 4 * gguf.CONVERSION_OVERHEAD)))
     return done is not job_view.MISSING

@@ -129,10 +129,15 @@ def supported_architectures() -> list[str]:
     return [a for a in GGUF_SUPPORTED_ARCHITECTURES if a not in ("general", "tokenizer")]
 
 
+def converted_root(cache: Path) -> Path:
+    """The folder of ``cache`` that holds converted checkpoints (one folder per GGUF file)."""
+    return cache / "converted"
+
+
 def converted_dir(path: Path, cache: Path = DEFAULT_CACHE) -> Path:
     """The folder under ``cache`` a GGUF file converts to (whether or not it exists yet)."""
     stem = path.name[: -len(".gguf")] if path.name.endswith(".gguf") else path.name
-    return cache / f"{stem}-{content_hash(path)}"
+    return converted_root(cache) / f"{stem}-{content_hash(path)}"
 
 
 def is_converted(path: Path, cache: Path = DEFAULT_CACHE) -> bool:

@@ -6,6 +6,7 @@
 - :mod:`ui.runtime.store` -- the byte-bounded result store (pinned views go last);
 - :mod:`ui.runtime.jobs` -- the job pool: costs checked, fair queue, progress, cancel;
 - :mod:`ui.runtime.job_keys` -- every kind of costly work as a key type;
+- :mod:`ui.runtime.kept_results` -- finished results that took a while, kept on disk;
 - :mod:`ui.runtime.janitor` -- drops what nobody used lately and frees its memory;
 - :mod:`ui.runtime.prompt_store` -- long prompts kept for ``pid=`` links;
 - :mod:`ui.runtime.server` -- the one :class:`Runtime`, started from ``app.py``.

@@ -85,6 +85,8 @@ class SinkSummaryKey(JobKey):
 class RepeatedKey(JobKey):
     """Induction and other scores on repeated random tokens."""
 
+    persist = True
+
     spec: AllowedSpec
     seq_len: int
     batch: int
@@ -102,6 +104,8 @@ class CorpusKey(JobKey):
 class CorpusScoresKey(JobKey):
     """Every head's scores over a corpus (``corpus`` is the corpus's content key)."""
 
+    persist = True
+
     spec: AllowedSpec
     corpus: str
     max_tokens: int
@@ -110,6 +114,8 @@ class CorpusScoresKey(JobKey):
 @dataclass(frozen=True)
 class ImportanceKey(JobKey):
     """Every head's pruning importance over a corpus's first ``budget`` tokens."""
+
+    persist = True
 
     spec: AllowedSpec
     corpus: str
@@ -121,6 +127,8 @@ class ImportanceKey(JobKey):
 @dataclass(frozen=True)
 class CurveKey(JobKey):
     """The loss with the k least important heads ablated together, for several k."""
+
+    persist = True
 
     importance: ImportanceKey
     ranking: str
@@ -155,12 +163,16 @@ class CircuitKey(JobKey):
 class HeadPatchKey(JobKey):
     """Every head's output patched from the clean run into the corrupted run."""
 
+    persist = True
+
     circuit: CircuitKey
 
 
 @dataclass(frozen=True)
 class PositionPatchKey(JobKey):
     """One head patched at one position at a time."""
+
+    persist = True
 
     circuit: CircuitKey
     head: Head

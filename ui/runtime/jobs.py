@@ -23,10 +23,11 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from models.errors import UserError
 from models.progress import Cancelled, Progress
+from ui.runtime.kept_results import KeptResults
 from ui.runtime.settings import Settings
 from ui.runtime.store import ResultStore
 
@@ -43,7 +44,10 @@ class RefusedError(UserError):
 @dataclass(frozen=True)
 class JobKey:
     """What a job computes. Each kind of work is a frozen subclass holding every input that
-    changes its result (see :mod:`ui.runtime.job_keys`); the class is the kind."""
+    changes its result (see :mod:`ui.runtime.job_keys`); the class is the kind. A kind whose
+    results are worth keeping across restarts sets ``persist = True``."""
+
+    persist: ClassVar[bool] = False
 
     @property
     def kind(self) -> str:
@@ -177,7 +181,7 @@ class JobPool:
     """The process-wide pool (see the module docstring)."""
 
     def __init__(self, settings: Settings | None = None,
-                 results: ResultStore | None = None) -> None:
+                 results: ResultStore | None = None, kept: KeptResults | None = None) -> None:
         self.settings = settings or Settings()
         self._executor = ThreadPoolExecutor(max_workers=self.settings.heavy_jobs,
                                             thread_name_prefix="atlas-job")
@@ -187,7 +191,17 @@ class JobPool:
         self.results = results or ResultStore(max_entries=64,
                                               max_bytes=self.settings.result_bytes)
         self.throughput = Throughput()
+        self.kept = kept
         self.alive: Callable[[str], bool] | None = None  # set by the page side
+
+    def finished(self, key: Any) -> Any | None:
+        """The finished result for ``key``: in memory, or kept on disk from an earlier run."""
+        found = self.results.get(key)
+        if found is None and self.kept is not None:
+            found = self.kept.load(key)
+            if found is not None:
+                self.results.put(key, found)
+        return found
 
     def estimate(self, cost: Cost | None) -> float | None:
         """Seconds ``cost`` should take on this machine, at its current measured rate."""
@@ -265,10 +279,12 @@ class JobPool:
             job.report(0.0, "starting")
             job.started = time.monotonic()
             value = work(job.report)
+            seconds = time.monotonic() - job.started
             if job.cost is not None and job.cost.work is not None:
-                self.throughput.record(job.cost.rate, job.cost.work,
-                                       time.monotonic() - job.started)
+                self.throughput.record(job.cost.rate, job.cost.work, seconds)
             self.results.put(job.key, value)
+            if self.kept is not None and self.kept.wanted(job.key, seconds):
+                self.kept.save(job.key, value)
             return value
         finally:
             with self._lock:

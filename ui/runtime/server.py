@@ -14,12 +14,14 @@ from typing import Callable
 
 from ui.runtime.janitor import Janitor
 from ui.runtime.jobs import JobPool
+from ui.runtime.kept_results import KeptResults
 from ui.runtime.models import ModelStore
 from ui.runtime.prompt_store import PromptStore
 from ui.runtime.settings import MIB, Settings
 from ui.runtime.store import ResultStore
 
 DERIVED_MB = 128  # small values derived from results: pictures, sink positions, presets
+KEPT_SHARE = 16  # results kept across restarts may take a sixteenth of ATLAS_DISK_MB
 
 
 @dataclass
@@ -46,7 +48,8 @@ class Runtime:
 def build(settings: Settings, alive: Callable[[str], bool] = lambda _sid: True) -> Runtime:
     """A runtime for ``settings`` (not started: its janitor thread is not running)."""
     pool = JobPool(settings, ResultStore(max_entries=256, max_bytes=settings.result_bytes,
-                                         alive=alive))
+                                         alive=alive),
+                   KeptResults(settings.cache / "results", settings.disk_bytes // KEPT_SHARE))
     pool.alive = alive
     models = ModelStore(settings.model_bytes, settings.cache)
     derived = ResultStore(max_entries=4096, max_bytes=DERIVED_MB * MIB, alive=alive)

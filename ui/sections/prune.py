@@ -37,7 +37,6 @@ RANKING_WORDS: dict[Ranking, str] = {
     "gradient": "Gradient |dL/dξ| (Michel et al.; fast)"}
 EXPORT_DTYPES = {"float32": "float32 (exact)", "bfloat16": "bfloat16 (half the size)",
                  "float16": "float16 (half the size)"}
-EXPORT_SHARE = 2  # pruned checkpoints may take up to half of the app's disk budget
 
 
 @dataclass(frozen=True)
@@ -199,7 +198,7 @@ def export(model: LoadedModel, measured: Measured, order: list[Head]) -> None:
     if st.session_state.get(Heads.EXPORT_REQUEST) != key:
         return
     settings = server.current().settings
-    root, budget = settings.cache / "pruned", settings.disk_bytes // EXPORT_SHARE
+    root, budget = settings.cache / "pruned", settings.disk_bytes // session.DISK_SHARES
     report = job_view.run_job(
         key, "Pruning, writing and timing the checkpoint",
         lambda p: prune_and_export(spec, heads, root, measured.tasks, p, budget_bytes=budget),

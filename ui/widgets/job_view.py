@@ -71,7 +71,7 @@ def run_job(key: Hashable, label: str, work: Work, *, cost: Cost | None = None,
     After this session presses Cancel, the key is not started again until the visitor asks.
     """
     runtime, sid = server.current(), session_id()
-    found = runtime.results.get(key)
+    found = runtime.pool.finished(key)
     if found is not None:
         runtime.results.pin(key, sid)
         return found
