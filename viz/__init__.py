@@ -10,6 +10,7 @@
 - :mod:`viz.compare_figures` -- two prompts: divergence grid and A − B heatmap;
 - :mod:`viz.heads_figures` -- the head finder's pruning curve;
 - :mod:`viz.circuits_figures` -- patching, attribution, paths and weight circuits;
+- :mod:`viz.circuit_graph` -- the circuit graph: heads by layer, edges above a threshold;
 - :mod:`viz.generate_figures` -- generation: steps, sinks, the KV cache, eviction;
 - :mod:`viz.scaling_figures` -- the 1/sqrt(d_k) sweep;
 - :mod:`viz.kernel_figures` -- the kernel against the model;

@@ -60,6 +60,7 @@ def input_effects(
     which: Projection,
     *,
     hooks: Sequence[Hook] = (),
+    layers: Sequence[int] | None = None,
     batch: int | None = None,
     progress: Progress = quiet,
 ) -> np.ndarray:
@@ -70,11 +71,12 @@ def input_effects(
         setup: the prepared task.
         which: ``"q"`` (per query head), ``"k"`` or ``"v"`` (per key/value head).
         hooks: forward hooks applied to every run, the clean one included.
+        layers: patch only the heads of these layers (others stay NaN); default all.
         batch: patched runs per forward pass (default: a memory budget).
         progress: called before each pass; may raise ``Cancelled``.
 
     Returns:
-        ``layer head_index`` (q) or ``layer kv_head`` (k, v) float64.
+        ``layer head_index`` (q) or ``layer kv_head`` (k, v) float64 (NaN outside ``layers``).
 
     Raises:
         TaskError: the clean and corrupted runs give the same logit difference.
@@ -89,7 +91,8 @@ def input_effects(
             "The clean and corrupted prompts give the same logit difference: "
             "there is nothing for a patch to restore."
         )
-    rows = [(layer, index) for layer in range(n_layers) for index in range(n_index)]
+    chosen = range(n_layers) if layers is None else sorted(set(layers))
+    rows = [(layer, index) for layer in chosen for index in range(n_index)]
     batch = batch or batch_size(model, setup.n_tokens)
     n_passes = math.ceil(len(rows) / batch)
     ld = np.zeros(len(rows))
@@ -102,4 +105,7 @@ def input_effects(
             logits, setup.answer_id, setup.wrong_id
         ).numpy()
     progress(1.0, "done")
-    return ((ld - ld_corrupted) / (ld_clean - ld_corrupted)).reshape(n_layers, n_index)
+    out = np.full((n_layers, n_index), np.nan)
+    for (layer, index), value in zip(rows, ld, strict=True):
+        out[layer, index] = (value - ld_corrupted) / (ld_clean - ld_corrupted)
+    return out

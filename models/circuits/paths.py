@@ -44,7 +44,7 @@ from models.circuits.patching import MIN_GAP, batch_size
 from models.circuits.resumed import run_from
 from models.circuits.task import CircuitsUnavailable, Setup, TaskError, logit_diff
 from models.head import Head
-from models.model.forward import resid_pre_hook, z_hook
+from models.model.forward import Hook, resid_pre_hook, z_hook
 from models.model.loading import LoadedModel
 from models.progress import Progress, quiet
 
@@ -122,6 +122,7 @@ def path_patching(
     receiver: Head,
     which: Projection,
     *,
+    hooks: Sequence[Hook] = (),
     batch: int | None = None,
     progress: Progress = quiet,
 ) -> PathResult:
@@ -132,6 +133,8 @@ def path_patching(
         setup: the prepared task.
         receiver: the receiving head.
         which: ``"q"``, ``"k"`` or ``"v"``.
+        hooks: forward hooks applied to every run (e.g. to freeze a later norm); they must act
+            on the receiver's block or later.
         batch: senders per forward pass (default: a memory budget).
         progress: called before each pass; may raise ``Cancelled``.
 
@@ -148,9 +151,9 @@ def path_patching(
     shared = (receiver.index,) if which == "q" else sharing_heads(facts, index)
     z_names = {z_hook(earlier): _whole for earlier in range(layer)}
     progress(0.0, "the clean and corrupted prompts")
-    ld_clean, clean = capture(model, setup.clean_ids, setup, z_names)
+    ld_clean, clean = capture(model, setup.clean_ids, setup, z_names, hooks)
     wanted = {**z_names, resid_pre_hook(layer): _whole, HOOK_OF[which](layer): _whole}
-    ld_corrupted, corrupted = capture(model, setup.corrupted_ids, setup, wanted)
+    ld_corrupted, corrupted = capture(model, setup.corrupted_ids, setup, wanted, hooks)
     if abs(ld_clean - ld_corrupted) < MIN_GAP:
         raise TaskError(
             "The clean and corrupted prompts give the same logit difference: there is "
@@ -173,7 +176,7 @@ def path_patching(
             resid + sender_writes(model, clean, corrupted, chunk).to(resid),
         )
         hook = (HOOK_OF[which](layer), _replace(index, inputs))
-        logits = run_from(model, setup.corrupted_ids, [hook], layer, resid, len(chunk))
+        logits = run_from(model, setup.corrupted_ids, [*hooks, hook], layer, resid, len(chunk))
         ld = logit_diff(logits, setup.answer_id, setup.wrong_id).numpy()
         for head, value in zip(chunk, ld, strict=True):
             effects[head] = (value - ld_corrupted) / (ld_clean - ld_corrupted)
