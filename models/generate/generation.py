@@ -19,6 +19,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from models.capture.store import read_only
 from models.errors import UserError
 from models.generate.kv import cache_length, cache_nbytes
 from models.generate.rows import RowRecorder, RowStore, RowsUnavailable, row_series
@@ -144,35 +145,26 @@ class _Collector:
     def __init__(self) -> None:
         self.steps: list[Step] = []
         self.q: list[torch.Tensor] = []
-        self.lse: list[torch.Tensor] = []
-        self.keys: list[list[torch.Tensor]] = []
-        self.terms: list = []
 
-    def add(self, recorder: RowRecorder, step: Step) -> None:
+    def add(self, q: torch.Tensor, step: Step) -> None:
         self.steps.append(step)
-        self.q.append(torch.stack(recorder.q).cpu())
-        self.lse.append(torch.stack(recorder.lse).cpu())
-        if not self.keys:
-            self.keys = [[] for _ in recorder.new_keys]
-            self.terms = list(recorder.terms)
-        for layer, new in enumerate(recorder.new_keys):
-            self.keys[layer].append(new)
+        self.q.append(q.cpu())
 
-    def store(self, first_query: int) -> RowStore:
-        keys = np.stack([torch.cat(parts, dim=1).numpy() for parts in self.keys])
+    def store(self, recorder: RowRecorder, first_query: int) -> RowStore:
+        keys = recorder.keys[:, :, : recorder.length].contiguous().cpu().numpy()
         return RowStore(
-            q=torch.stack(self.q).numpy(),
-            lse=torch.stack(self.lse).numpy(),
-            keys=keys,
-            scales=tuple(t[0] for t in self.terms),
-            windows=tuple(t[1] for t in self.terms),
-            softcaps=tuple(t[2] for t in self.terms),
+            q=read_only(torch.stack(self.q).numpy()),
+            keys=read_only(keys),
+            terms=tuple(recorder.terms),
             first_query=first_query,
         )
 
 
-def _forward(view: Any, inputs: torch.Tensor, cache: object, recorder: RowRecorder) -> torch.Tensor:
-    """One cached forward call; the last position's float32 logits on the CPU."""
+def _forward(
+    view: Any, inputs: torch.Tensor, cache: object, recorder: RowRecorder
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """One cached forward call: the last position's float32 logits on the CPU, and the step's
+    ``(q, rows)``."""
     with handling(recorder):
         out = view(
             input_ids=inputs.to(view_device(view)),
@@ -180,13 +172,8 @@ def _forward(view: Any, inputs: torch.Tensor, cache: object, recorder: RowRecord
             use_cache=True,
             logits_to_keep=1,
         )
-    if any(row is None for row in recorder.rows):
-        raise GenerationError(
-            "This model's attention does not run through the interface the "
-            "app reads rows from; generation with attention is not "
-            "available for it."
-        )
-    return out.logits[0, -1].to("cpu", torch.float32)
+    q, rows, _ = recorder.step_rows(int(inputs.shape[1]))
+    return out.logits[0, -1].to("cpu", torch.float32), (q, rows)
 
 
 def _step(
@@ -250,27 +237,22 @@ def generate(
     ids, inputs = [int(i) for i in prepared.ids[0]], prepared.ids
     cache, kept, stop = DynamicCache(config=view.config), _Collector(), "length"
     total = settings.max_new_tokens
+    facts = model.facts
+    recorder = RowRecorder(
+        facts.n_layers, facts.n_kv_heads, facts.d_head, n_prompt + total, view_device(view)
+    )
     with torch.no_grad():
         for index in range(total):
             progress(index / total, f"token {index + 1} of at most {total}")
-            recorder = RowRecorder(model.facts.n_layers, n_prompt - 1 + index)
             try:
-                logits = _forward(view, inputs, cache, recorder)
+                logits, (q, rows) = _forward(view, inputs, cache, recorder)
             except RowsUnavailable as err:
                 raise GenerationError(
-                    f"Attention rows of {model.facts.name} cannot be read: "
-                    f"its attention uses {err}."
+                    f"Attention rows of {facts.name} cannot be read: its attention uses {err}."
                 ) from err
             choice = choose(logits, settings, generator)
-            step = _step(
-                model,
-                index,
-                choice,
-                torch.stack(recorder.rows),
-                n_prompt,
-                keep_rows=on_step is not None,
-            )
-            kept.add(recorder, replace(step, rows=None))
+            step = _step(model, index, choice, rows, n_prompt, keep_rows=on_step is not None)
+            kept.add(q, replace(step, rows=None))
             ids.append(choice.token_id)
             if on_step is not None:
                 on_step(step)
@@ -291,7 +273,7 @@ def generate(
         steps=tuple(kept.steps),
         sink=np.stack([s.sink for s in kept.steps]),
         prompt_share=np.stack([s.prompt_share for s in kept.steps]),
-        store=kept.store(n_prompt - 1),
+        store=kept.store(recorder, n_prompt - 1),
         stop=stop,  # type: ignore[arg-type]
         cache_tokens=cache_length(cache),
         cache_bytes=cache_nbytes(cache),

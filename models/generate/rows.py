@@ -2,17 +2,20 @@
 whole generation are kept.
 
 During each forward step :class:`RowRecorder` is the attention handler: the layer's output comes
-from transformers' SDPA (what ``generate`` runs), and beside it the recorder computes, in
-float32, the newest query's row over every key in the cache: rotated q and k (RoPE applied by
-the model before its attention is called), each query head against its shared key/value head
-(GQA), the layer's own scale, logit soft-capping, the attention mask's last row and the layer's
-sliding window. Causality needs no mask: the newest query is the last position.
+from transformers' SDPA (what ``generate`` runs); the recorder keeps the layer's newest query and
+its new keys as the softmax sees them (rotated by the model on RoPE models, before its attention
+is called). After the step, :func:`layer_rows` computes every layer's row at once in float32:
+each query head against its shared key/value head (GQA), the layer's own scale, logit
+soft-capping and sliding window. Causality needs no mask (the newest query is the last
+position); a mask the model passes must agree with causality and the window, or the recorder
+refuses rather than show rows the model did not use.
 
 Rows are kept the way long prompts keep patterns (:mod:`models.capture.store`): not as
 ``steps x layers x heads x length`` numbers (SmolLM2, 512 steps at 8k tokens: 4.5 GB in float32)
-but as each step's q and row log-sum-exp plus every layer's keys, from which
-:meth:`RowStore.rows` rebuilds any step's rows exactly (``exp(q k^T * scale - lse)``, masked):
-``layers x heads x (d_head + 1)`` float32 per step and ``layers x kv_heads x d_head`` per token.
+but as each step's q plus every layer's keys, from which :meth:`RowStore.rows` rebuilds any
+step's rows with the very computation that made the live ones (:func:`layer_rows`):
+``layers x heads x d_head`` float32 per step and ``layers x kv_heads x d_head`` per token
+(SmolLM2: 69 KiB and 23 KiB; 512 steps after 8k tokens: 230 MB instead of 4.5 GB).
 """
 
 from __future__ import annotations
@@ -24,47 +27,84 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
-from models.generate.view import UNSUPPORTED_KWARGS, grouped_scores, layer_index, sdpa
+from models.generate.view import UNSUPPORTED_KWARGS, layer_index, sdpa
 
 
 class RowsUnavailable(RuntimeError):
     """The model's attention has terms the recorder cannot reproduce."""
 
 
-def allowed_keys(key_pos: torch.Tensor, query_pos: int, window: int | None) -> torch.Tensor:
-    """``key_pos`` boolean: keys a query at ``query_pos`` may see (causal, sliding window)."""
-    ok = key_pos <= query_pos
-    if window:
-        ok &= key_pos > query_pos - int(window)
-    return ok
+@dataclass(frozen=True)
+class LayerTerms:
+    """One layer's softmax terms besides q and k: logit scale, sliding window, soft cap."""
+
+    scale: float
+    window: int | None = None
+    softcap: float | None = None
 
 
-def row_scores(
-    q: torch.Tensor, k: torch.Tensor, scale: float, softcap: float | None
-) -> torch.Tensor:
-    """``head_index key_pos`` float32 logits of one query per head (``head_index d_head``)
-    against ``kv_head_index key_pos d_head`` keys."""
-    scores = grouped_scores(q[:, None].float(), k.float())[:, 0] * scale
-    if softcap:
-        scores = torch.tanh(scores / softcap) * softcap
-    return scores
+def layer_rows(
+    q: Float[torch.Tensor, "layer head_index d_head"],
+    keys: Float[torch.Tensor, "layer kv_head_index key_pos d_head"],
+    terms: tuple[LayerTerms, ...],
+) -> tuple[
+    Float[torch.Tensor, "layer head_index key_pos"], Float[torch.Tensor, "layer head_index"]
+]:
+    """Every layer's row for a query at the last key position, and each row's log-sum-exp.
+
+    One batched product for all layers (each query head against its key/value head), then the
+    layer's scale, soft cap and window; float32 throughout. Used for the live rows and for
+    rebuilding them, so both are the same computation.
+    """
+    n_layers, n_heads, d_head = q.shape
+    n_kv, n_keys = keys.shape[1], keys.shape[2]
+    grouped = q.reshape(n_layers * n_kv, n_heads // n_kv, d_head)
+    flat_keys = keys.reshape(n_layers * n_kv, n_keys, d_head)
+    scores = torch.matmul(grouped, flat_keys.transpose(1, 2)).reshape(n_layers, n_heads, n_keys)
+    scales = torch.tensor([t.scale for t in terms], device=q.device, dtype=scores.dtype)
+    scores = scores * scales[:, None, None]
+    for layer, t in enumerate(terms):
+        if t.softcap:
+            scores[layer] = torch.tanh(scores[layer] / t.softcap) * t.softcap
+    windows = [t.window for t in terms]
+    if any(windows):
+        distance = (n_keys - 1) - torch.arange(n_keys, device=q.device)
+        limit = torch.tensor([w or n_keys + 1 for w in windows], device=q.device)
+        scores = scores.masked_fill((distance[None] >= limit[:, None])[:, None], float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1)
+    return torch.exp(scores - lse[..., None]), lse
+
+
+def _check_mask(mask: torch.Tensor, n_keys: int, window: int | None) -> None:
+    """The model's mask row must say what causality and the window say (else rows would lie)."""
+    row = mask[0, :, -1]
+    allowed = row if row.dtype == torch.bool else row > torch.finfo(row.dtype).min / 2
+    distance = (n_keys - 1) - torch.arange(n_keys, device=row.device)
+    want = distance < (window or n_keys + 1)
+    if not bool((allowed == want[None]).all()):
+        raise RowsUnavailable("an attention mask other than causal or a sliding window")
 
 
 class RowRecorder:
-    """Attention handler that keeps the newest query's row in every layer (one forward call).
+    """Attention handler that keeps, over a whole generation, what every step's rows need.
 
-    After the call: ``rows[layer]`` is ``head_index key_pos`` float32 over absolute positions
-    ``0..query_pos``, ``q`` / ``lse`` what the store keeps, ``new_keys`` the keys this call
-    added (float32, on the CPU).
+    Each forward call writes its new keys (float32) into one buffer per layer and remembers each
+    layer's newest query; :meth:`step_rows` then computes all layers' rows in one batched product
+    (:func:`layer_rows`). The layer's output is transformers' SDPA, untouched.
+
+    Args:
+        n_layers, n_kv_heads, d_head: the model's shape.
+        max_len: the most positions the generation will feed.
+        device: where the model runs.
     """
 
-    def __init__(self, n_layers: int, query_pos: int) -> None:
-        self.query_pos = query_pos
-        self.rows: list[Any] = [None] * n_layers
+    def __init__(
+        self, n_layers: int, n_kv_heads: int, d_head: int, max_len: int, device: torch.device
+    ) -> None:
+        self.keys = torch.zeros(n_layers, n_kv_heads, max_len, d_head, device=device)
+        self.length = 0
         self.q: list[Any] = [None] * n_layers
-        self.lse: list[Any] = [None] * n_layers
-        self.new_keys: list[Any] = [None] * n_layers
-        self.terms: list[Any] = [None] * n_layers  # (scale, window, softcap) per layer
+        self.terms: list[Any] = [None] * n_layers
 
     def __call__(
         self,
@@ -78,30 +118,33 @@ class RowRecorder:
         if any(kwargs.get(name) is not None for name in UNSUPPORTED_KWARGS):
             raise RowsUnavailable("learned attention-sink logits")
         out = sdpa(module, query, key, value, attention_mask, **kwargs)
-        layer = layer_index(module)
-        scale = float(kwargs.get("scaling") or query.shape[-1] ** -0.5)
+        layer, n_new = layer_index(module), query.shape[2]
         window, softcap = kwargs.get("sliding_window"), kwargs.get("softcap")
-        n_keys, n_new = key.shape[2], query.shape[2]
-        key_pos = torch.arange(self.query_pos - n_keys + 1, self.query_pos + 1, device=key.device)
-        q = query[0, :, -1].float()
-        scores = row_scores(q, key[0], scale, softcap)
-        ok = allowed_keys(key_pos, self.query_pos, window)[None]
         if attention_mask is not None:
-            last = attention_mask[0, :, -1]
-            ok = ok & (last if last.dtype == torch.bool else last > float("-inf"))
-        scores = scores.masked_fill(~ok, float("-inf"))
-        lse = torch.logsumexp(scores, dim=-1)
-        row = torch.exp(scores - lse[:, None])
-        full = torch.zeros(row.shape[0], self.query_pos + 1, device=row.device)
-        full[:, self.query_pos - n_keys + 1 :] = row
-        self.rows[layer], self.q[layer], self.lse[layer] = full, q, lse
-        self.new_keys[layer] = key[0, :, -n_new:].detach().to("cpu", torch.float32)
-        self.terms[layer] = (
-            scale,
-            int(window) if window else None,
-            float(softcap) if softcap else None,
+            _check_mask(attention_mask, key.shape[2], window)
+        self.keys[layer, :, self.length : self.length + n_new] = key[0, :, -n_new:]
+        self.q[layer] = query[0, :, -1]
+        self.terms[layer] = LayerTerms(
+            scale=float(kwargs.get("scaling") or query.shape[-1] ** -0.5),
+            window=int(window) if window else None,
+            softcap=float(softcap) if softcap else None,
         )
         return out
+
+    def step_rows(self, n_new: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """After a forward call that fed ``n_new`` positions: ``(q, rows, lse)`` of its newest
+        query, ``layer head_index d_head``, ``layer head_index key_pos``, ``layer head_index``.
+
+        Raises:
+            RowsUnavailable: a layer's attention never ran through the recorder.
+        """
+        if any(q is None for q in self.q):
+            raise RowsUnavailable("an attention the app cannot intercept")
+        self.length += n_new
+        q = torch.stack(self.q).float()
+        rows, lse = layer_rows(q, self.keys[:, :, : self.length], tuple(self.terms))
+        self.q = [None] * len(self.q)
+        return q, rows, lse
 
 
 @dataclass(frozen=True)
@@ -110,18 +153,14 @@ class RowStore:
 
     Attributes:
         q: ``step layer head_index d_head`` float32 query of each step's newest position.
-        lse: ``step layer head_index`` float32 log-sum-exp of each row.
         keys: ``layer kv_head_index key_pos d_head`` float32 keys of every position fed.
-        scales, windows, softcaps: each layer's logit scale, sliding window and soft cap.
+        terms: each layer's scale, window and soft cap.
         first_query: the position of step 0's query (the last prompt token).
     """
 
     q: np.ndarray
-    lse: np.ndarray
     keys: np.ndarray
-    scales: tuple[float, ...]
-    windows: tuple[int | None, ...]
-    softcaps: tuple[float | None, ...]
+    terms: tuple[LayerTerms, ...]
     first_query: int
 
     @property
@@ -130,26 +169,21 @@ class RowStore:
 
     @property
     def nbytes(self) -> int:
-        return int(self.q.nbytes + self.lse.nbytes + self.keys.nbytes)
+        return int(self.q.nbytes + self.keys.nbytes)
 
     def rows(self, step: int) -> Float[np.ndarray, "layer head_index key_pos"]:
-        """Step ``step``'s rows over keys ``0 .. first_query + step``."""
-        pos = self.first_query + step
-        key_pos = torch.arange(pos + 1)
-        out = []
-        for layer in range(self.q.shape[1]):
-            q = torch.from_numpy(np.array(self.q[step, layer]))
-            k = torch.from_numpy(np.array(self.keys[layer, :, : pos + 1]))
-            scores = row_scores(q, k, self.scales[layer], self.softcaps[layer])
-            lse = torch.from_numpy(np.array(self.lse[step, layer]))
-            row = torch.exp(scores - lse[:, None])
-            ok = allowed_keys(key_pos, pos, self.windows[layer])
-            out.append(row.masked_fill(~ok[None], 0.0).numpy())
-        return np.stack(out)
+        """Step ``step``'s rows over keys ``0 .. first_query + step`` (the live computation)."""
+        if not 0 <= step < self.n_steps:
+            raise IndexError(f"step {step} of {self.n_steps}")
+        n_keys = self.first_query + step + 1
+        q = torch.from_numpy(np.array(self.q[step]))
+        keys = torch.from_numpy(np.array(self.keys[:, :, :n_keys]))
+        return layer_rows(q, keys, self.terms)[0].numpy()
 
     def dense(self) -> Float[np.ndarray, "step layer head_index key_pos"]:
-        """All steps' rows, each zero beyond its length (``first_query + n_steps`` keys)."""
-        n_keys = self.first_query + self.n_steps
+        """All steps' rows over the whole text (prompt + every written token, the last of
+        which no step attends to yet), each zero beyond its own length."""
+        n_keys = self.first_query + self.n_steps + 1
         out = np.zeros((self.n_steps, *self.q.shape[1:3], n_keys), dtype=np.float32)
         for step in range(self.n_steps):
             rows = self.rows(step)
