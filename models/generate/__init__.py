@@ -13,7 +13,8 @@
   (StreamingLLM), heavy hitters (H2O);
 - :mod:`models.generate.eviction` -- perplexity passes under a policy, sharing the full pass;
 - :mod:`models.generate.sweep` -- the eviction experiment: settings, result, sink verdict;
-- :mod:`models.generate.cost` -- seconds and peak bytes before anything runs.
+- :mod:`models.generate.cost` -- seconds and peak bytes before anything runs;
+- :mod:`models.generate.__main__` -- ``python -m models.generate``: rows to .npz, sweep to CSV.
 """
 
 from models.generate.generation import Generation, Step, generate
