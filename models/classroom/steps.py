@@ -103,7 +103,8 @@ def parse_matrix(text: str, name: str, max_size: int = MAX_SIZE) -> np.ndarray:
                 raise MatrixError(f"{name}, row {r}: {_quoted(cell)} is not a finite number.")
             parsed.append(number)
         if values and len(parsed) != len(values[0]):
-            raise MatrixError(f"{name}: row {r} has {len(parsed)} numbers but row 1 has "
+            count = f"{len(parsed)} number{'s' if len(parsed) != 1 else ''}"
+            raise MatrixError(f"{name}: row {r} has {count} but row 1 has "
                               f"{len(values[0])}; every row needs the same count.")
         values.append(parsed)
     n_rows, n_cols = len(values), len(values[0])

@@ -104,7 +104,7 @@ def test_example_b_button_and_causal_toggle():
     (Classroom.matrix("q"), "; ".join([", ".join(["1"] * 7)] * 7), "at most 6 × 6"),
     (Classroom.matrix("q"), "1, 2, 3; 0, 1, 2", "Q has 3 columns but K has 2"),
     (Classroom.matrix("v"), "1, 2", "K has 2 rows but V has 1"),
-    (Classroom.matrix("k"), "2, 0; 1", "row 2 has 1 numbers"),
+    (Classroom.matrix("k"), "2, 0; 1", "row 2 has 1 number but"),
 ])
 def test_invalid_matrices_give_a_clear_message(page, key, text, message):
     rerun(page, tab=STEPS_TAB)

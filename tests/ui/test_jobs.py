@@ -262,3 +262,13 @@ def test_the_time_left_shown_never_creeps_up():
     job.fraction = 0.32  # far slower: say so
     left, revised = job.left_for_display(now=60.0)
     assert revised and left > 1.25 * first
+
+
+def test_a_step_does_not_repeat_the_jobs_label():
+    from ui.widgets.job_view import step_text
+
+    job = Job(key="k", label="Patching 270 heads", estimate_s=1.0)
+    job.text = "patching 270 heads: pass 1 of 9"
+    assert step_text(job) == "pass 1 of 9"
+    job.text = "layer 3 of 30"
+    assert step_text(job) == "layer 3 of 30"

@@ -57,6 +57,11 @@ def duration(seconds: float | None) -> str:
     return f"about {seconds / 60:.0f} min left"
 
 
+def cancelled(key: Hashable) -> bool:
+    """Whether this session stopped the job for ``key`` (and has not started it again)."""
+    return key in st.session_state.get(Session.CANCELLED, set())
+
+
 def _button_key(prefix: str, key: Hashable) -> str:
     return f"{prefix}_{abs(hash(key))}"
 
@@ -121,7 +126,15 @@ def _status(job: Job) -> tuple[float, str]:
                      f"{duration(job.estimate_s)}")
     left, revised = job.left_for_display()
     note = " (revised: the server is busy)" if revised else ""
-    return job.fraction, f"{md(job.label)}: {md(job.text)} · {duration(left)}{note}"
+    return job.fraction, f"{md(job.label)}: {md(step_text(job))} · {duration(left)}{note}"
+
+
+def step_text(job: Job) -> str:
+    """The job's latest step, without repeating its label (work often reports both)."""
+    text, label = job.text.strip(), job.label.strip().rstrip(".")
+    if text.lower().startswith(label.lower()):
+        text = text[len(label):].lstrip(" :,-") or "working"
+    return text
 
 
 @st.fragment(run_every=1.0)
