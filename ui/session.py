@@ -191,9 +191,15 @@ def active_model() -> LoadedModel | None:
             show_error(err)
     good = st.session_state.get(Session.GOOD_MODEL)
     if good is None:
+        st.button("Open the bundled model instead", on_click=_choose_bundled,
+                  key=Sidebar.BACK_TO_BUNDLED)
         return None
     st.caption(f"Still showing the last model that loaded: **{md(good.label)}**.")
     return load(good)
+
+
+def _choose_bundled() -> None:
+    st.session_state[Sidebar.SOURCE] = "bundled"
 
 
 def loaded_facts() -> ModelFacts | None:
@@ -257,8 +263,14 @@ def active_run(model: LoadedModel) -> AttentionRun | None:
         previous = server.current().results.get(st.session_state.get(Session.LAST_RUN))
         if previous is None:
             return None
-        st.caption("Showing the previous prompt until the new one is ready; the sidebar "
-                   "already holds the new one.")
+        start = md(" ".join(previous.prompt.split()[:8]))
+        if job_view.cancelled(key):
+            st.warning(f"The view below still shows the previous prompt ({previous.n_tokens:,} "
+                       f"tokens, starting “{start} …”), not the sidebar's, which was stopped "
+                       "before it was read.")
+        else:
+            st.caption(f"Showing the previous prompt ({previous.n_tokens:,} tokens, starting "
+                       f"“{start} …”) until the sidebar's is ready.")
         run = previous
     else:
         st.session_state[Session.LAST_RUN] = key

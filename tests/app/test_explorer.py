@@ -140,3 +140,30 @@ def test_value_weighted_toggle_redraws_every_view_from_the_weighting():
     shown = decoded(figure(at)["data"][0]["customdata"])
     seen = ~np.isnan(shown)
     np.testing.assert_allclose(shown[seen], want[seen], atol=1e-5)
+
+
+def test_a_stopped_prompt_says_the_view_is_still_the_previous_one():
+    from models.model.spec import ModelSpec
+    from ui.keys import Session
+    from ui.runtime.job_keys import RunKey
+    from ui.runtime.policy import admit
+    from ui.runtime.settings import Settings
+
+    at = open_app(model="bundled", prompt="the first prompt, which was read")
+    allowed = admit(ModelSpec("bundled"), Settings.from_env())
+    stopped = "a second prompt the visitor stopped"
+    at.session_state[Session.CANCELLED] = {RunKey(allowed, stopped, None)}
+    at.text_area(key=Sidebar.PROMPT).set_value(stopped).run()
+    said = texts(at)
+    assert "Stopped:" in said
+    assert "still shows the previous prompt" in said and "the first prompt" in said
+    assert "until the sidebar's is ready" not in said
+    assert at.get("plotly_chart")  # the previous view stays usable
+
+
+def test_an_unknown_model_in_a_link_offers_a_way_back():
+    at = open_app(model="nobody/no-such-model-anywhere", prompt="one two three")
+    said = texts(at)
+    assert "runs offline" in said and "no copy of it" in said
+    at.button(key=Sidebar.BACK_TO_BUNDLED).click().run()
+    assert not at.exception and at.get("plotly_chart")  # the explorer works again
