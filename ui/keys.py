@@ -31,6 +31,7 @@ class Sidebar(StrEnum):
     PROMPT = "atlas_prompt"
     EXAMPLE = "atlas_example"
     PLACEMENT = "atlas_placement"
+    BACK_TO_BUNDLED = "atlas_back_to_bundled"
 
 
 class Explorer(StrEnum):

@@ -136,6 +136,53 @@ def _check_source(spec: ModelSpec, source: str) -> None:
                 f"{path} is not a Hugging Face model directory: it has no config.json.")
 
 
+HUB_HOST = ("huggingface.co", 443)
+PROBE_S = 3.0
+
+
+def hub_cached(name: str) -> bool:
+    """Whether the local Hugging Face cache holds ``name``'s configuration."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(name, "config.json")
+    except Exception:  # noqa: BLE001 - an odd name is simply not cached
+        return False
+    return isinstance(found, str)
+
+
+def hub_reachable(timeout: float = PROBE_S) -> bool:
+    """Whether the Hugging Face hub answers at all within ``timeout`` seconds."""
+    import socket
+
+    try:
+        with socket.create_connection(HUB_HOST, timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def check_hub(spec: ModelSpec) -> None:
+    """Say at once when a hub model can only come from a hub this server cannot use.
+
+    Raises:
+        ModelLoadError: not cached, and the server is offline by setting or by fact.
+    """
+    if spec.kind != "hub" or hub_cached(spec.name):
+        return
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        raise ModelLoadError(
+            f"Could not find '{spec.name}': this server runs offline (HF_HUB_OFFLINE) and its "
+            "Hugging Face cache has no copy of it. Choose a bundled model, or ask the operator "
+            "to download it first.")
+    if not hub_reachable():
+        raise ModelLoadError(
+            f"Could not find '{spec.name}': it is not in this server's Hugging Face cache, and "
+            "the server cannot reach the Hugging Face hub right now (no network).")
+
+
 def _read_config(spec: ModelSpec, source: str) -> Any:
     from transformers import AutoConfig
 
@@ -187,6 +234,7 @@ def preflight(spec: ModelSpec, source: str) -> int | None:
         ModelLoadError: no such directory, unreadable config, unknown hub name while offline.
     """
     _check_source(spec, source)
+    check_hub(spec)
     return count_parameters(_read_config(spec, source))
 
 
