@@ -60,13 +60,14 @@ def colour_options(view: ExplorerView, long: bool) -> None:
                    help="Square root and log bring out small weights.")
     c[1].selectbox("Colour range", list(RANGES), key=Explorer.RANGE,
                    format_func=RANGES.__getitem__, on_change=on_colour)
-    st.checkbox("Leave the first token out of the colour range", key=Explorer.SKIP_FIRST,
+    st.checkbox("Range without key 0", key=Explorer.SKIP_FIRST,
                 disabled=view.colour_range == "unit", on_change=on_colour,
-                help="Most heads park weight on the first token (a sink); leaving it out lets "
-                     "the rest of the pattern use the whole range.")
+                help="Most heads park weight on the first token (a sink); leaving it out of "
+                     "the colour range lets the rest of the pattern use the whole range.")
     if long:
-        st.checkbox("Always show the first token and this head's strongest sink",
-                    key=Explorer.PIN, on_change=on_colour)
+        st.checkbox("Pin key 0 and the strongest sink", key=Explorer.PIN, on_change=on_colour,
+                    help="Always show the first token and this head's strongest sink as "
+                         "columns before the detail window.")
 
 
 def read(run: AttentionRun, weighting: Any, head: Head, rows: slice,

@@ -69,10 +69,10 @@ export default function(component) {
 """
 
 _TOKENS_CSS = """
-.toks { font: 15px/2.1 var(--st-code-font, monospace); white-space: pre-wrap;
-        word-break: break-word; max-height: 320px; overflow-y: auto; }
-.toks .tok { padding: 2px 1px; margin: 0 1px; border-radius: 3px; cursor: pointer;
-             border: 1px solid #ddd; }
+.toks { font: 15px/2.1 var(--st-code-font, monospace); max-height: 320px; overflow-y: auto; }
+/* A token never breaks across lines: lines break only between tokens. */
+.toks .tok { display: inline-block; white-space: pre; line-height: 1.5; padding: 2px 1px;
+             margin: 2px 1px; border-radius: 3px; cursor: pointer; border: 1px solid #ddd; }
 .toks .tok.sel { outline: 2px solid #e4572e; }
 """
 
