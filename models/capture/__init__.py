@@ -12,7 +12,9 @@
 - :mod:`models.capture.sinks` -- which key a run's heads sink into, measured;
 - :mod:`models.capture.alignment` -- which positions of prompt A stand for which of prompt B;
 - :mod:`models.capture.compare` -- every head's Jensen–Shannon divergence between two prompts,
-  one head's A − B window, the ranking table and the cost estimate;
+  the ranking table and the cost estimate;
+- :mod:`models.capture.difference` -- one head's A, B and A − B windows on aligned positions;
+- :mod:`models.capture.bands` -- bands of query rows of a layer, rebuilt fast and checked;
 - :mod:`models.capture.words` -- word-level attention (to a word: sum; from a word: mean);
 - :mod:`models.capture.word_split` -- which tokens form a word, for each tokenizer family;
 - :mod:`models.capture.spans` -- attention from and to a selected span of tokens or words;

@@ -24,7 +24,8 @@ import pandas as pd
 import torch
 from jaxtyping import Float
 
-from models.capture.alignment import Alignment, Side, align
+from models.capture.alignment import Alignment, align
+from models.capture.bands import layer_band
 from models.capture.words import Words, local_starts, merge_keys, merge_queries
 from models.head import Head
 from models.progress import Progress, quiet
@@ -34,9 +35,12 @@ if TYPE_CHECKING:
     from models.model.facts import ModelFacts
 
 CHUNK_CELLS = 1 << 21
-CELL_BYTES = 32  # per weight of a band and its copies: measured 72-145 MB for 2 x 2.1M weights
-CELLS_PER_S = 4.0e7  # binning + divergence on 2 busy CPU cores (benchmarks/compare_prompts.py)
-REBUILD_FLOPS_PER_S = 2.0e10  # rebuilding rows from q, k and LSE, likewise
+# Measured by benchmarks/compare_prompts.py (SmolLM2, 2,041 x 2,043 tokens, q/k/LSE store):
+# 98 CPU seconds, 134 MB above the runs; about 30 % binning and divergence, 70 % rebuilding.
+CELL_BYTES = 32  # per weight of one prompt's band, with its copies and the other prompt's band
+CELLS_PER_CPU_S = 3.7e7  # binning + divergence, per CPU second
+REBUILD_FLOPS_PER_CPU_S = 2.3e9  # rebuilding rows from q, k and LSE, per CPU second
+CORES = 1.5  # what 2 CPU cores give this mix of threaded torch and single-threaded NumPy
 LN2 = math.log(2.0)
 
 DIVERGENCE_RULE = (
@@ -53,23 +57,22 @@ def jensen_shannon(
     p: Float[np.ndarray, "*batch key"], q: Float[np.ndarray, "*batch key"]
 ) -> Float[np.ndarray, "*batch"]:
     """Jensen–Shannon divergence in bits of rows ``p`` and ``q`` (each summing to 1)."""
-    out = _jsd(
+    out = jsd_rows(
         torch.as_tensor(np.asarray(p, dtype=np.float64)),
         torch.as_tensor(np.asarray(q, dtype=np.float64)),
     )
     return out.numpy()
 
 
-def _jsd(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+def jsd_rows(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """``½ KL(p‖m) + ½ KL(q‖m)``, ``m = (p + q) / 2``, as ``Σ ½ p log p + ½ q log q − m log m``
     (exactly 0 where ``p == q``), in bits, clipped to [0, 1] against rounding.
 
     Terms are computed in the rows' dtype (float32 for whole heads: each term's rounding error is
     ~1e-7 of a weight, far below the 4 digits shown) and summed in float64."""
-    m = 0.5 * (p + q)
-    terms = 0.5 * (torch.special.xlogy(p, p) + torch.special.xlogy(q, q)) - torch.special.xlogy(
-        m, m
-    )
+    m = (p + q).mul_(0.5)
+    terms = torch.special.xlogy(p, p).add_(torch.special.xlogy(q, q)).mul_(0.5)
+    terms.sub_(torch.special.xlogy(m, m))
     return (terms.sum(dim=-1, dtype=torch.float64) / LN2).clamp(0.0, 1.0)
 
 
@@ -151,16 +154,12 @@ def unit_rows(
     rows = units if words is None else words.tokens_of(units)
     keys = slice(0, key_stop) if words is None else words.tokens_of(slice(0, key_stop))
     window = (
-        run.store.layer_window(layer, rows, keys)
-        if head is None
-        else run.window(layer, head, rows, keys)
+        layer_band(run, layer, rows, keys) if head is None else run.window(layer, head, rows, keys)
     )
     if words is None:
-        return np.array(window, dtype=np.float32)
-    merged = merge_queries(
-        merge_keys(window, local_starts(words, slice(0, key_stop))), local_starts(words, units)
-    )
-    return merged.astype(np.float32)
+        return np.array(window, dtype=np.float32, copy=head is not None)
+    by_key = merge_keys(window, local_starts(words, slice(0, key_stop)), np.float32)
+    return merge_queries(by_key, local_starts(words, units), np.float32)
 
 
 def _chunks(
@@ -198,7 +197,7 @@ def band_divergence(
         stop = start + length if causal else None
         weights = unit_rows(run, layer, None, slice(start, start + length), words, stop)
         rows.append(torch.from_numpy(alignment.bin_keys(weights, side)))  # type: ignore[arg-type]
-    return _jsd(rows[0], rows[1]).numpy()
+    return jsd_rows(rows[0], rows[1]).numpy()
 
 
 def head_divergence(
@@ -234,70 +233,6 @@ def head_divergence(
     return Comparison(alignment, totals / max(1, alignment.n_aligned), words_a is not None)
 
 
-def aligned_rows(
-    run: AttentionRun,
-    alignment: Alignment,
-    side: Side,
-    layer: int,
-    head: int,
-    rows: slice,
-    words: Words | None = None,
-) -> Float[np.ndarray, "aligned aligned_key"]:
-    """One head's rows ``rows`` (aligned query indices) on the aligned key axis."""
-    start, stop, _ = rows.indices(alignment.n_aligned)
-    parts = []
-    for at, pos, length in alignment.blocks(side):
-        lo, hi = max(start, at), min(stop, at + length)
-        if lo < hi:
-            units = slice(pos + lo - at, pos + hi - at)
-            parts.append(alignment.bin_keys(unit_rows(run, layer, head, units, words), side))
-    if not parts:
-        return np.zeros((0, alignment.n_keys))
-    return np.concatenate(parts, axis=0)
-
-
-def difference_window(
-    run_a: AttentionRun,
-    run_b: AttentionRun,
-    alignment: Alignment,
-    layer: int,
-    head: int,
-    rows: slice,
-    cols: slice,
-    words_a: Words | None = None,
-    words_b: Words | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One head's A, B and A − B on aligned queries ``rows`` x aligned keys ``cols``.
-
-    Keys are on the aligned key axis (the unaligned bin at index ``alignment.prefix`` when the
-    lengths differ); cells a causal query cannot see are NaN in all three.
-
-    Returns:
-        ``(a, b, a - b)``, each ``len(rows) x len(cols)`` float64.
-    """
-    a = aligned_rows(run_a, alignment, "a", layer, head, rows, words_a)[:, cols].astype(float)
-    b = aligned_rows(run_b, alignment, "b", layer, head, rows, words_b)[:, cols].astype(float)
-    seen = alignment.visible(run_a.facts.causal)[rows, cols]
-    a, b = np.where(seen, a, np.nan), np.where(seen, b, np.nan)
-    return a, b, a - b
-
-
-def query_divergence(
-    run_a: AttentionRun,
-    run_b: AttentionRun,
-    alignment: Alignment,
-    layer: int,
-    head: int,
-    words_a: Words | None = None,
-    words_b: Words | None = None,
-) -> Float[np.ndarray, " aligned"]:
-    """One head's JSD at each aligned query (where in the prompt its attention moved)."""
-    every = slice(None)
-    p = aligned_rows(run_a, alignment, "a", layer, head, every, words_a)
-    q = aligned_rows(run_b, alignment, "b", layer, head, every, words_b)
-    return _jsd(torch.from_numpy(p), torch.from_numpy(q)).numpy()
-
-
 @dataclass(frozen=True)
 class Cost:
     """What a computation will take: floating-point operations, seconds on 2 CPU cores (an
@@ -313,14 +248,15 @@ def compare_cost(facts: ModelFacts, n_a: int, n_b: int, factored: bool) -> Cost:
 
     Every aligned row of every head is read once per prompt, only up to its band's last key in
     a causal model (rebuilt from q and k when ``factored``: ``2 d_head + 8`` operations per
-    weight), then binned and compared (about 12 operations per weight). Seconds use rates
-    measured on 2 busy CPU cores; the peak is one band of rows per prompt with its copies.
+    weight), then binned and compared (about 12 operations per weight). Seconds are for 2 idle
+    CPU cores, from measured rates (a busy server takes longer); the peak is one band of rows
+    per prompt with its copies (SmolLM2 at 2,048 tokens: about a minute and 134 MB).
     """
     heads = facts.n_layers * facts.n_heads
     longest = max(n_a, n_b, 1)
     cells = heads * min(n_a, n_b) * (n_a + n_b) * (0.5 if facts.causal else 1.0)
     rebuild = cells * (2 * facts.d_head + 8) if factored else 0.0
-    seconds = cells / CELLS_PER_S + rebuild / REBUILD_FLOPS_PER_S
+    seconds = (cells / CELLS_PER_CPU_S + rebuild / REBUILD_FLOPS_PER_CPU_S) / CORES
     rows = min(longest, max(1, CHUNK_CELLS // (facts.n_heads * longest)))
     band = facts.n_heads * rows * longest
     return Cost(

@@ -92,20 +92,20 @@ class Words:
 
 
 def merge_keys(
-    weights: Float[np.ndarray, "... key_pos"], starts: Sequence[int]
+    weights: Float[np.ndarray, "... key_pos"], starts: Sequence[int], dtype: type = np.float64
 ) -> Float[np.ndarray, "... key_word"]:
     """Sum the key columns of each word's pieces (``starts`` as in :attr:`Words.starts`, relative
-    to the first column of ``weights``)."""
-    return np.add.reduceat(np.asarray(weights, dtype=np.float64), np.asarray(starts[:-1]), axis=-1)
+    to the first column of ``weights``), in ``dtype``."""
+    return np.add.reduceat(np.asarray(weights, dtype=dtype), np.asarray(starts[:-1]), axis=-1)
 
 
 def merge_queries(
-    weights: Float[np.ndarray, "... query_pos key"], starts: Sequence[int]
+    weights: Float[np.ndarray, "... query_pos key"], starts: Sequence[int], dtype: type = np.float64
 ) -> Float[np.ndarray, "... query_word key"]:
-    """Average the query rows of each word's pieces."""
+    """Average the query rows of each word's pieces, in ``dtype``."""
     bounds = np.asarray(starts)
-    summed = np.add.reduceat(np.asarray(weights, dtype=np.float64), bounds[:-1], axis=-2)
-    return summed / np.diff(bounds)[:, None]
+    summed = np.add.reduceat(np.asarray(weights, dtype=dtype), bounds[:-1], axis=-2)
+    return summed / np.diff(bounds).astype(dtype)[:, None]
 
 
 def merge_pattern(

@@ -13,12 +13,11 @@ from models.capture.alignment import NothingAligned, align, aligned_labels
 from models.capture.compare import (
     DIVERGENCE_RULE,
     compare_cost,
-    difference_window,
     divergence_csv,
     head_divergence,
     jensen_shannon,
-    query_divergence,
 )
+from models.capture.difference import difference_window, query_divergence
 from models.capture.run import capture
 from models.capture.word_split import split_words
 from models.capture.words import merge_pattern
