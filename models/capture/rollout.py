@@ -19,6 +19,7 @@ from jaxtyping import Float
 
 from models.capture.compare import Cost
 from models.capture.store import DensePatterns
+from models.capture.words import Words, merge_strip
 from models.errors import UserError
 from models.progress import Progress, quiet
 
@@ -95,33 +96,49 @@ def attention_rollout(
 
 def rollout_weights(
     run: AttentionRun,
-    token: int,
+    span: int | slice,
     direction: Literal["from", "to"],
+    words: Words | None = None,
     budget: int = DEFAULT_BUDGET_BYTES,
     progress: Progress = quiet,
 ) -> Float[np.ndarray, " pos"]:
-    """Row ``token`` of the rollout (``from``) or its column (``to``), for the token strip.
+    """The rollout from a token (its row) or to it (its column), for the token strip.
 
-    A vector times each layer's matrix (``n²`` per layer, never ``n³``). NaN marks positions a
-    causal model's token cannot reach (keys after it; queries before it).
+    A span (of tokens, or of words when ``words`` is given) follows :data:`spans.SPAN_RULE`:
+    from a span is the mean of its rows (each word the mean of its pieces first), to a span the
+    sum of its columns; with ``words`` the result has one weight per word (to a word: summed over
+    its pieces; from a word: averaged). A vector times each layer's matrix: ``n²`` per layer,
+    never ``n³``. NaN marks positions a causal model cannot reach (keys after the span; queries
+    before it).
 
     Raises:
         RolloutTooLong: see :func:`check_rollout`.
     """
     check_rollout(run, budget)
     n, n_layers = run.n_tokens, run.facts.n_layers
+    units = slice(span, span + 1) if isinstance(span, int) else span
+    tokens = units if words is None else words.tokens_of(units)
+    start, stop, _ = tokens.indices(n)
     vector = np.zeros(n)
-    vector[token] = 1.0
+    if direction == "to":
+        vector[start:stop] = 1.0
+    elif words is None:
+        vector[start:stop] = 1.0 / (stop - start)
+    else:  # each word's pieces share its weight; the words share 1
+        counts = words.counts[units]
+        vector[start:stop] = np.repeat(1.0 / (counts * len(counts)), counts)
     order = range(n_layers - 1, -1, -1) if direction == "from" else range(n_layers)
     for step, layer in enumerate(order):
         matrix = mixing(run, layer)
         vector = vector @ matrix if direction == "from" else matrix @ vector
         progress((step + 1) / n_layers, f"layer {layer + 1} of {n_layers}")
     if run.facts.causal and direction == "from":
-        vector[token + 1 :] = np.nan
+        vector[stop:] = np.nan
     elif run.facts.causal:
-        vector[:token] = np.nan
-    return vector
+        vector[:start] = np.nan
+    if words is None:
+        return vector
+    return merge_strip(vector, words, "keys" if direction == "from" else "queries")
 
 
 def rollout_cost(

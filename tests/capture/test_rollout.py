@@ -16,6 +16,8 @@ from models.capture.rollout import (
 )
 from models.capture.run import AttentionRun, capture
 from models.capture.store import DensePatterns
+from models.capture.word_split import split_words
+from models.capture.words import merge_pattern
 
 TEXT = "The quick brown fox jumps over the lazy dog, and the dog sleeps."
 
@@ -95,3 +97,17 @@ def test_cost_of_a_row_is_quadratic_and_of_the_whole_cubic(bundled):
     whole = rollout_cost(bundled.facts, 1000, full=True)
     assert whole.flops == pytest.approx(row.flops * 1000)
     assert rollout_cost(bundled.facts, 1000, factored=True).seconds > row.seconds
+
+
+def test_spans_and_words_follow_the_word_rule(bundled):
+    run = capture(bundled, TEXT)
+    words = split_words(bundled.tokenizer, TEXT, run.token_ids, run.tokens)
+    merged = merge_pattern(attention_rollout(run), words)
+    np.testing.assert_allclose(merged.sum(axis=1), 1.0, atol=1e-9)
+    got = rollout_weights(run, slice(3, 6), "from", words=words)
+    np.testing.assert_allclose(got[:6], merged[3:6].mean(axis=0)[:6], atol=1e-12)
+    assert np.all(np.isnan(got[6:]))
+    got = rollout_weights(run, slice(3, 6), "to", words=words)
+    np.testing.assert_allclose(got[3:], merged[3:, 3:6].sum(axis=1), atol=1e-12)
+    tokens = rollout_weights(run, slice(2, 5), "from")
+    np.testing.assert_allclose(tokens[:5], attention_rollout(run)[2:5].mean(axis=0)[:5])
