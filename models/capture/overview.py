@@ -16,6 +16,7 @@ computation from the model's own q and k.
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import numpy as np
 import torch
@@ -23,7 +24,10 @@ from jaxtyping import Float
 
 OVERVIEW = 256
 THUMB = 64
-CHUNK_BYTES = 8 * 1024**2  # logits per chunk: small enough to stay in the last-level cache
+CHUNK_BYTES = 16 * 1024**2  # running block maxima of one chunk of rows, at most
+CHUNKS = 8  # chunks of rows per layer: few calls, little work above the diagonal
+HEADS_HINT = 16  # heads assumed when sizing chunks by bytes
+Arithmetic = Literal["float32", "model"]
 
 
 def overview_factor(n_tokens: int, size: int = OVERVIEW) -> int:
@@ -38,18 +42,23 @@ def thumb_factor(n_tokens: int, size: int = THUMB, overview: int = OVERVIEW) -> 
     return base * math.ceil(math.ceil(n_tokens / base) / size)
 
 
-def _key_slabs(k: torch.Tensor, factor: int, n_pix: int) -> torch.Tensor:
-    """``kv_head d_head factor pixel`` float32: key ``p * factor + t`` at ``[..., t, p]``, keys
-    past the end zero (masked later)."""
-    n_kv, n, d = k.shape
-    keys = k.to(torch.float32)
+def _key_slabs(k: torch.Tensor, factor: int, n_pix: int, folded: bool) -> torch.Tensor:
+    """``kv_head factor d pixel``: key ``p * factor + t`` at ``[:, t, :, p]`` (so the first
+    ``b`` blocks of slab ``t`` are a plain strided matrix), keys past the end zero; float32, or
+    ``k``'s dtype with two rows of -1 appended (``folded``: the queries' last two columns then
+    subtract each row's LSE inside the product)."""
+    n_kv, n, _ = k.shape
+    keys = k if folded else k.to(torch.float32)
+    if folded:
+        keys = torch.cat([keys, keys.new_full((n_kv, n, 2), -1.0)], dim=-1)
     if n_pix * factor > n:
         keys = torch.nn.functional.pad(keys, (0, 0, 0, n_pix * factor - n))
-    return keys.view(n_kv, n_pix, factor, d).permute(0, 3, 2, 1).contiguous()
+    return keys.view(n_kv, n_pix, factor, keys.shape[-1]).permute(0, 2, 3, 1).contiguous()
 
 
 def _max_over(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """Maximum over ``dim`` by halving (a handful of vectorised calls for any size)."""
+    """Maximum over ``dim`` by halving (a handful of vectorised calls for any size; torch's
+    own reduction over a middle axis is many times slower on the CPU)."""
     while x.shape[dim] > 1:
         half = x.shape[dim] // 2
         top = torch.maximum(x.narrow(dim, 0, half), x.narrow(dim, half, half))
@@ -59,27 +68,46 @@ def _max_over(x: torch.Tensor, dim: int) -> torch.Tensor:
     return x.squeeze(dim)
 
 
-def _chunk_maxima(
-    q_rows: torch.Tensor, slabs: torch.Tensor, n_blocks: int, r0: int, n: int, causal: bool
-) -> torch.Tensor:
-    """``head_index rows n_blocks`` largest raw logit ``q . k`` of each block of keys per row."""
-    n_kv, d, factor, _ = slabs.shape
-    n_heads, n_rows, _ = q_rows.shape
-    keys = slabs[..., :n_blocks].reshape(n_kv, d, factor * n_blocks)
-    logits = torch.matmul(q_rows.unflatten(0, (n_kv, -1)), keys[:, None]).view(
-        n_heads, n_rows, factor, n_blocks
+def _rows_per_chunk(n: int, factor: int) -> int:
+    """Query rows per chunk: whole pixel rows, about 8 chunks a layer (fewer calls), and at
+    most :data:`CHUNK_BYTES` of running maxima."""
+    blocks = math.ceil(n / factor)
+    by_calls = math.ceil(blocks / CHUNKS)
+    by_bytes = max(1, CHUNK_BYTES // (4 * HEADS_HINT * blocks * factor))
+    return factor * max(1, min(by_calls, by_bytes))
+
+
+def _later_keys(rows: int, factor: int, device: torch.device) -> torch.Tensor:
+    """``factor rows blocks`` True where key ``j * factor + t`` lies after row ``i`` (both
+    counted from the chunk's first row, which starts a block)."""
+    blocks = math.ceil(rows / factor)
+    key = (
+        torch.arange(blocks, device=device)[None, :] * factor
+        + torch.arange(factor, device=device)[:, None]
     )
-    first = r0 // factor if causal else n_blocks - 1
-    if causal or n_blocks * factor > n:  # keys after the row or past the end never win
-        device = q_rows.device
-        key = (
-            torch.arange(first, n_blocks, device=device)[None, :] * factor
-            + torch.arange(factor, device=device)[:, None]
-        )
-        row = torch.arange(r0, r0 + n_rows, device=device)[:, None, None]
-        masked = key[None] > row if causal else (key >= n)[None]
-        logits[..., first:].masked_fill_(masked, float("-inf"))
-    return _max_over(logits, 2)
+    return key[:, None, :] > torch.arange(rows, device=device)[None, :, None]
+
+
+def _chunk_maxima(
+    rows: torch.Tensor, slabs: torch.Tensor, n_blocks: int, b0: int, n: int, causal: bool
+) -> torch.Tensor:
+    """``head_index rows n_blocks`` largest raw logit ``q . k`` of each block of keys per row,
+    one product per key offset ``t`` in the block and a running maximum (no full logits)."""
+    n_kv, factor, _, n_pix = slabs.shape
+    n_heads, n_rows, _ = rows.shape
+    # query head h = kv * group + j: one product per key head, no broadcast copy of the keys
+    queries = rows.reshape(n_kv, -1, rows.shape[-1])
+    later = _later_keys(n_rows, factor, rows.device)[:, :, : n_blocks - b0] if causal else None
+    best: torch.Tensor | None = None
+    for t in range(factor):
+        logits = torch.bmm(queries, slabs[:, t, :, :n_blocks]).view(n_heads, n_rows, n_blocks)
+        if later is not None:  # keys after the row never win
+            logits[..., b0:].masked_fill_(later[t], float("-inf"))
+        elif (n_pix - 1) * factor + t >= n:  # padding past the last key never wins
+            logits[..., n_pix - 1] = float("-inf")
+        best = logits if best is None else torch.maximum(best, logits, out=best)
+    assert best is not None
+    return best
 
 
 def layer_overview(
@@ -89,33 +117,51 @@ def layer_overview(
     scale: float,
     causal: bool,
     factor: int,
+    arithmetic: Arithmetic = "float32",
 ) -> Float[torch.Tensor, "head_index pixel pixel"]:
-    """Every head's pattern ``exp(q k^T * scale - lse)`` of one layer, max-pooled exactly.
+    """Every head's pattern ``exp(q k^T * scale - lse)`` of one layer, max-pooled.
 
     Args:
-        q: the layer's queries as the softmax saw them (any float dtype; upcast per chunk).
+        q: the layer's queries as the softmax saw them (any float dtype).
         k: its keys (fewer heads for GQA/MQA: query head ``h`` reads ``h // group``).
         lse: float32 log-sum-exp of every row.
         scale: the logit multiplier.
         causal: keys after the query are masked.
         factor: positions per pixel edge.
+        arithmetic: ``float32``: q and k upcast per chunk, the result is the exact max-pool of
+            the float32 pattern. ``model``: the logit products run in q's own dtype (bfloat16
+            products run several times faster on CPUs with native bfloat16), with each row's
+            LSE folded into the product so that only ``s - lse`` is rounded: each block's
+            weight ``w`` is then within a relative ``2^-8 (|ln w| + 1)`` of the exact one in
+            bfloat16 (``2^-11 (|ln w| + 1)`` in float16). Same as ``float32`` for float32 q.
 
     Returns:
         ``head_index pixel pixel`` float32 block maxima on ``q``'s device, NaN where a block
         lies wholly above the causal diagonal.
     """
     n_heads, n, _ = q.shape
+    folded = arithmetic == "model" and q.dtype in (torch.bfloat16, torch.float16)
     n_pix = math.ceil(n / factor)
-    slabs = _key_slabs(k, factor, n_pix)
-    rows_per_chunk = factor * max(1, CHUNK_BYTES // (4 * n_heads * n_pix * factor * factor))
-    blocks_per_chunk = rows_per_chunk // factor
+    slabs = _key_slabs(k, factor, n_pix, folded)
+    rows_per_chunk = _rows_per_chunk(n, factor)
     out = torch.full((n_heads, n_pix, n_pix), float("nan"), device=q.device)
-    for b0 in range(0, n_pix, blocks_per_chunk):
-        b1 = min(b0 + blocks_per_chunk, n_pix)
-        r0, r1 = b0 * factor, min(b1 * factor, n)
+    for r0 in range(0, n, rows_per_chunk):
+        r1 = min(r0 + rows_per_chunk, n)
+        b0, b1 = r0 // factor, math.ceil(r1 / factor)
         n_blocks = b1 if causal else n_pix
-        best = _chunk_maxima(q[:, r0:r1].to(torch.float32), slabs, n_blocks, r0, n, causal)
-        best.mul_(scale).sub_(lse[:, r0:r1, None].to(best.device))
+        rows_lse = lse[:, r0:r1].to(device=q.device, dtype=torch.float32)
+        if folded:  # q . k - c with c ~ lse / scale in two half-precision parts
+            c = rows_lse / scale
+            c_hi = c.to(q.dtype)
+            c_lo = (c - c_hi.to(torch.float32)).to(q.dtype)
+            rows = torch.cat([q[:, r0:r1], c_hi[..., None], c_lo[..., None]], dim=-1)
+            shift = (c_hi.to(torch.float32) + c_lo.to(torch.float32)) * scale - rows_lse
+            best = _chunk_maxima(rows, slabs, n_blocks, b0, n, causal).to(torch.float32)
+            best.mul_(scale).add_(shift[..., None])
+        else:
+            rows = q[:, r0:r1].to(torch.float32)
+            best = _chunk_maxima(rows, slabs, n_blocks, b0, n, causal)
+            best.mul_(scale).sub_(rows_lse[..., None])
         if (r1 - r0) % factor:  # the last rows: pad the block with rows that never win
             best = torch.nn.functional.pad(
                 best, (0, 0, 0, factor - (r1 - r0) % factor), value=float("-inf")
@@ -132,6 +178,18 @@ def _above_diagonal(n: int, factor: int, n_pix: int, device) -> torch.Tensor:
     first_key = torch.arange(n_pix, device=device) * factor
     last_query = torch.clamp((torch.arange(n_pix, device=device) + 1) * factor, max=n) - 1
     return first_key[None, :] > last_query[:, None]
+
+
+def pool_again_torch(
+    overview: Float[torch.Tensor, "head_index pixel pixel"], by: int
+) -> Float[torch.Tensor, "head_index thumb thumb"]:
+    """:func:`pool_again` in torch (the capture pass's thumbnails, from its overviews)."""
+    if by == 1:
+        return overview.clone()
+    top = torch.nn.functional.max_pool2d(
+        overview.nan_to_num(nan=float("-inf"))[None], by, ceil_mode=True
+    )[0]
+    return top.masked_fill_(top == float("-inf"), float("nan"))
 
 
 def pool_again(

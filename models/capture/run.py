@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from models.capture.factored import capture_factored
+from models.capture.overview import Arithmetic
 from models.capture.store import (
     DensePatterns,
     FactoredPatterns,
@@ -131,6 +132,7 @@ def capture(
     max_tokens: int | None = None,
     dense_limit: int = DENSE_LIMIT_BYTES,
     progress: Progress = quiet,
+    overview_arithmetic: Arithmetic = "float32",
 ) -> AttentionRun:
     """Every head's pattern on ``prompt``.
 
@@ -145,6 +147,9 @@ def capture(
         max_tokens: an optional cap below the model's context length.
         dense_limit: the most bytes the full pattern stack may take.
         progress: called per layer for long prompts; may raise Cancelled.
+        overview_arithmetic: how the fused pass computes overviews in a low-precision model
+            (``float32``: exact; ``model``: faster, within a stated bound; see
+            :func:`models.capture.overview.layer_overview`).
 
     Returns:
         An :class:`AttentionRun`.
@@ -157,7 +162,7 @@ def capture(
     path: CapturePath = "dense"
     fallback = None
     if dense_bytes(model.facts, ids.shape[1]) > dense_limit:
-        store, fallback = stream(model, ids, part(progress, 0.0, 0.95))
+        store, fallback = stream(model, ids, part(progress, 0.0, 0.95), overview_arithmetic)
         path = "fused"
         if store is None:
             progress(0.0, f"reading q and k through the bridge's hooks (slower): {fallback}")

@@ -27,7 +27,13 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
-from models.capture.overview import layer_overview, overview_factor, pool_again, thumb_factor
+from models.capture.overview import (
+    Arithmetic,
+    layer_overview,
+    overview_factor,
+    pool_again_torch,
+    thumb_factor,
+)
 from models.capture.store import FactoredPatterns, SdpaCheck, read_only
 from models.model.loading import LoadedModel
 from models.model.plain import LayerAttention, run_plain
@@ -53,8 +59,15 @@ def sample_rows(n: int) -> list[int]:
 class LayerSummary:
     """Collects, layer by layer, what the factored store keeps (see the module docstring)."""
 
-    def __init__(self, model: LoadedModel, n_tokens: int, progress: Progress) -> None:
+    def __init__(
+        self,
+        model: LoadedModel,
+        n_tokens: int,
+        progress: Progress,
+        arithmetic: Arithmetic = "float32",
+    ) -> None:
         self.model, self.n_layers, self.n = model, model.facts.n_layers, n_tokens
+        self.arithmetic = arithmetic
         self.factor = overview_factor(n_tokens)
         self.thumb = thumb_factor(n_tokens) // self.factor
         self.arrays: dict[str, np.ndarray] = {}
@@ -107,10 +120,12 @@ class LayerSummary:
         a["lse"][layer] = lse.cpu().numpy()
         v = att.value[0].detach().to(torch.float32)
         check = check_rows(q, k, v, att.output[0].detach(), lse, att.scale, att.causal, query.dtype)
-        a["norms"][layer] = value_norms(v, output_projection(self.model, layer)[0]).cpu().numpy()
-        overview = layer_overview(q, k, lse, att.scale, att.causal, self.factor).cpu().numpy()
-        a["overview"][layer] = overview
-        a["pooled"][layer] = pool_again(overview, self.thumb)
+        a["norms"][layer] = value_norms(v, value_factor(self.model, layer)).cpu().numpy()
+        if self.arithmetic == "model":  # products in the model's dtype (see layer_overview)
+            q, k = query, key
+        pooled = layer_overview(q, k, lse, att.scale, att.causal, self.factor, self.arithmetic)
+        torch.from_numpy(a["overview"][layer]).copy_(pooled)  # float16 (one rounding)
+        torch.from_numpy(a["pooled"][layer]).copy_(pool_again_torch(pooled, self.thumb))
         self.seen[layer], self.scales[layer], self.causal = True, att.scale, att.causal
         self.dtype = query.dtype
         if check.ratio >= self.worst.ratio:
@@ -147,21 +162,30 @@ class LayerSummary:
             value_norms=a["norms"],
             overview=a["overview"],
             overview_factor=self.factor,
+            overview_arithmetic=self.arithmetic if self.dtype != torch.float32 else "float32",
             check=self.worst,
         )
 
 
+def value_factor(model: LoadedModel, layer: int) -> Float[torch.Tensor, "head_index d_head d"]:
+    """``R^T`` of ``W_O^T = Q R`` (QR in float64, kept as float32) for every head of ``layer``:
+    ``||v W_O|| = ||v R^T||``. Computed once per model (the weights never change)."""
+    factors = model.memo.setdefault("capture_value_factors", {})
+    if layer not in factors:
+        w_o = output_projection(model, layer)[0]
+        r = torch.linalg.qr(w_o.transpose(1, 2), mode="r")[1]
+        factors[layer] = r.transpose(1, 2).to(torch.float32)
+    return factors[layer]
+
+
 def value_norms(
     v: Float[torch.Tensor, "kv_head_index key_pos d_head"],
-    w_o: Float[torch.Tensor, "head_index d_head d_model"],
+    factor: Float[torch.Tensor, "head_index d_head d"],
 ) -> Float[torch.Tensor, "head_index key_pos"]:
-    """``||v_j W_O^h||`` of one layer, in float32 without a ``pos x d_model`` buffer.
-
-    With ``W_O^T = Q R`` (QR, float64), ``||v W_O|| = ||v R^T||``: a ``d_head x d_head`` product
-    whose squares are all positive, so float32 loses nothing to cancellation.
-    """
-    r = torch.linalg.qr(w_o.transpose(1, 2), mode="r")[1]
-    factor = r.transpose(1, 2).to(device=v.device, dtype=torch.float32)
+    """``||v_j W_O^h||`` of one layer from :func:`value_factor`, in float32 without a
+    ``pos x d_model`` buffer: a ``d_head x d_head`` product whose squares are all positive, so
+    float32 loses nothing to cancellation."""
+    factor = factor.to(v.device)
     projected = torch.matmul(v[:, None], factor.unflatten(0, (v.shape[0], -1)))
     return torch.linalg.vector_norm(projected, dim=-1).flatten(0, 1)
 
@@ -245,7 +269,10 @@ def check_rows(
 
 
 def stream(
-    model: LoadedModel, ids: torch.Tensor, progress: Progress = quiet
+    model: LoadedModel,
+    ids: torch.Tensor,
+    progress: Progress = quiet,
+    overview_arithmetic: Arithmetic = "float32",
 ) -> tuple[FactoredPatterns | None, str | None]:
     """q, k, LSE, overviews, thumbnails and value norms of every layer in one fused pass.
 
@@ -253,12 +280,15 @@ def stream(
         model: the loaded model (any dtype; statistics are computed in float32).
         ids: ``1 pos`` token ids.
         progress: called after each layer; may raise Cancelled.
+        overview_arithmetic: ``float32`` (exact overviews from upcast q and k) or ``model``
+            (the overviews' logit products in the model's dtype, with a stated bound: see
+            :func:`models.capture.overview.layer_overview`).
 
     Returns:
         ``(store, None)``, or ``(None, why)`` when this model's attention cannot be read this
         way (the caller falls back and says so).
     """
-    summary = LayerSummary(model, int(ids.shape[1]), progress)
+    summary = LayerSummary(model, int(ids.shape[1]), progress, overview_arithmetic)
     run_plain(model, ids, summary)
     return summary.store(), summary.failure()
 

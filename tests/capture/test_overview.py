@@ -1,0 +1,96 @@
+"""Overviews made in the capture pass: the max-pool of the pattern that q, k and LSE rebuild,
+for any length, pooling factor, mask and key-head grouping (no model needed)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from models.attention import rebuild_pattern
+from models.capture.overview import (
+    layer_overview,
+    overview_factor,
+    pool_again,
+    pool_again_torch,
+    thumb_factor,
+)
+
+
+def reference(q, k, lse, scale, causal, factor) -> np.ndarray:
+    """Rebuild every weight, then take each block's largest (blocks above the diagonal NaN)."""
+    n = q.shape[1]
+    group = q.shape[0] // k.shape[0]
+    weights = rebuild_pattern(
+        q[None].float(),
+        k.repeat_interleave(group, 0)[None].float(),
+        lse[None],
+        slice(None),
+        slice(None),
+        causal=causal,
+        scale=scale,
+    )[0].numpy()
+    pixels = math.ceil(n / factor)
+    out = np.full((q.shape[0], pixels, pixels), np.nan, dtype=np.float32)
+    for i in range(pixels):
+        for j in range(pixels):
+            if causal and j * factor > min(n, (i + 1) * factor) - 1:
+                continue
+            block = weights[:, i * factor : (i + 1) * factor, j * factor : (j + 1) * factor]
+            out[:, i, j] = block.max(axis=(1, 2))
+    return out
+
+
+def problem(n: int, heads: int, kv_heads: int, causal: bool, dtype=torch.float32):
+    torch.manual_seed(n + heads)
+    q = (torch.randn(heads, n, 16) * 2).to(dtype)
+    k = torch.randn(kv_heads, n, 16).to(dtype)
+    keys = k.float().repeat_interleave(heads // kv_heads, 0)
+    scores = (q.float() @ keys.transpose(-1, -2)) * 0.25
+    if causal:
+        scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    return q, k, torch.logsumexp(scores, dim=-1)
+
+
+@pytest.mark.parametrize("n, factor", [(77, 1), (300, 2), (513, 3), (130, 8), (1000, 12)])
+@pytest.mark.parametrize("causal", [True, False])
+def test_overview_equals_the_max_pool_of_the_rebuilt_pattern(n, factor, causal):
+    q, k, lse = problem(n, 6, 2, causal)
+    got = layer_overview(q, k, lse, 0.25, causal, factor).numpy()
+    want = reference(q, k, lse, 0.25, causal, factor)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_products_stay_within_the_stated_bound(dtype):
+    q, k, lse = problem(600, 4, 4, True, dtype)
+    exact = layer_overview(q, k, lse, 0.25, True, 3).numpy().astype(np.float64)
+    fast = layer_overview(q, k, lse, 0.25, True, 3, "model").numpy().astype(np.float64)
+    unit = 2.0**-8 if dtype == torch.bfloat16 else 2.0**-11
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bound = unit * (np.abs(np.log(exact)) + 1) * exact
+        assert np.nanmax(np.abs(fast - exact) - bound) <= 0
+    assert np.nanmax(np.abs(fast - exact)) > 0
+
+
+def test_factors_make_thumbnails_whole_overview_pixels():
+    for n in (100, 256, 300, 421, 2000, 2048, 8192, 32768):
+        base, thumb = overview_factor(n), thumb_factor(n)
+        assert thumb % base == 0 and math.ceil(n / thumb) <= 64 and math.ceil(n / base) <= 256
+    assert (overview_factor(2048), thumb_factor(2048)) == (8, 32)
+
+
+@pytest.mark.parametrize("pixels, by", [(256, 4), (250, 4), (150, 3), (37, 1)])
+def test_thumbnails_pool_the_overview_again(pixels, by):
+    torch.manual_seed(pixels)
+    overview = torch.rand(3, pixels, pixels)
+    overview[:, torch.ones(pixels, pixels, dtype=torch.bool).triu(5)] = float("nan")
+    want = pool_again(overview.numpy(), by)
+    got = pool_again_torch(overview, by).numpy()
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.nan_to_num(got), np.nan_to_num(want))
+    top = overview[0, :by, :by]
+    assert want[0, 0, 0] == np.nanmax(top.numpy())
