@@ -1,11 +1,14 @@
 """A first picture of the whole head-to-head graph: attribution-patching estimates of every path
 effect (sender head -> receiver head's q, k or v), from the passes of
-:func:`models.circuits.atp_runs.attribution_runs` and no further forward pass.
+:func:`models.circuits.atp_runs.attribution_runs` (and, with MLPs recomputed, one forward pass
+per sender, batched).
 
 For sender ``s`` and receiver input ``x`` (in a later layer), the receiver's new input is
-computed exactly as path patching does (:func:`models.circuits.paths.receiver_input`: the
-corrupted residual plus the sender's clean-minus-corrupted write, through the receiver's own
-norm and projection), and only the step from there to LD is linearised::
+computed exactly as path patching computes it (the residual entering the receiver's block with
+only the sender's output clean, through the receiver's own norm and projection: with MLPs
+recomputed, one batched forward pass per chunk of senders gives it for every receiver layer at
+once; with ``direct`` it is the corrupted residual plus the sender's write, no pass at all),
+and only the step from there to LD is linearised::
 
     edge(s -> x) = (x(s) - x_corrupted) . dLD/dx
 
@@ -26,7 +29,8 @@ import torch
 from models.circuits.atp_fixes import patched_patterns, pattern_effect, softmax
 from models.circuits.atp_runs import AtPRuns
 from models.circuits.head_weights import Projection, input_norm, n_heads_of, projection
-from models.circuits.paths import sender_writes
+from models.circuits.paths import MLPMode, sender_residuals, sender_writes
+from models.circuits.task import Setup
 from models.head import Head, all_heads
 from models.model.forward import (
     k_hook,
@@ -43,6 +47,15 @@ from models.progress import Progress, quiet
 
 INPUTS: tuple[Projection, ...] = ("q", "k", "v")
 SENDER_CHUNK = 32
+BUDGET_BYTES = 256 * 2**20
+
+
+def chunk_size(model: LoadedModel, n_tokens: int, budget: int = BUDGET_BYTES) -> int:
+    """Senders handled at once: each holds its residual at every layer (float32) and, with the
+    QK fix, three float64 copies of a layer's patterns."""
+    f = model.facts
+    per_sender = 4 * f.n_layers * n_tokens * f.d_model + 24 * f.n_heads * n_tokens**2
+    return int(max(1, min(SENDER_CHUNK, budget // per_sender)))
 
 
 @dataclass(frozen=True)
@@ -55,6 +68,8 @@ class EdgeEstimates:
         k, v: ``layer kv_head layer head_index``: into key/value head ``G`` of layer ``L``.
         qk_fix: whether q and k edges recomputed the receiver's pattern.
         group: query heads per key/value head.
+        mlps: whether the sender reached the receiver through MLPs too (see
+            :mod:`models.circuits.paths`).
     """
 
     q: np.ndarray
@@ -62,6 +77,7 @@ class EdgeEstimates:
     v: np.ndarray
     qk_fix: bool
     group: int
+    mlps: MLPMode = "recomputed"
 
     def of(self, which: Projection) -> np.ndarray:
         """The array of one input kind."""
@@ -93,15 +109,16 @@ def _rotated(runs: AtPRuns, layer: int, x: torch.Tensor) -> torch.Tensor:
 
 
 def _layer_edges(
-    model: LoadedModel, runs: AtPRuns, layer: int, writes: torch.Tensor
+    model: LoadedModel, runs: AtPRuns, layer: int, moved_resid: torch.Tensor
 ) -> dict[str, torch.Tensor]:
-    """``sender head`` estimates into every input of block ``layer`` (unnormalised)."""
+    """``sender head`` estimates into every input of block ``layer`` (unnormalised), given the
+    residual entering it with each sender's clean output (``sender pos d_model``)."""
     values, grads = runs.run.values, runs.run.grads
     resid = values[resid_pre_hook(layer)]
     out: dict[str, torch.Tensor] = {}
     for which, name in zip(INPUTS, (q_hook(layer), k_hook(layer), v_hook(layer)), strict=True):
         base = layer_inputs(model, layer, which, resid)
-        delta = layer_inputs(model, layer, which, resid + writes.to(resid)) - base
+        delta = layer_inputs(model, layer, which, moved_resid.to(resid)) - base
         grad = grads[name][0].double()
         out[which] = torch.einsum("sphd,phd->sh", delta, grad)
         if runs.qk_fix and which in ("q", "k") and runs.source is not None:
@@ -120,7 +137,9 @@ def _layer_edges(
 def edge_estimates(
     model: LoadedModel,
     runs: AtPRuns,
+    setup: Setup,
     *,
+    mlps: MLPMode = "recomputed",
     layers: Sequence[int] | None = None,
     progress: Progress = quiet,
 ) -> EdgeEstimates:
@@ -130,27 +149,38 @@ def edge_estimates(
         model: the model the runs came from.
         runs: :func:`models.circuits.atp_runs.attribution_runs` (its ``qk_fix`` decides the
             estimate for q and k).
+        setup: the task the runs were made for.
+        mlps: ``recomputed`` (the sender's output reaches the receiver through MLPs too; one
+            forward pass per sender, :func:`chunk_size` senders a pass) or ``direct``
+            (through the residual stream alone; no forward pass).
         layers: receiver layers to fill (default all); other entries stay 0.
-        progress: called per receiver layer; may raise ``Cancelled``.
+        progress: called per chunk of senders; may raise ``Cancelled``.
     """
     facts = model.facts
     n_layers, n_heads = facts.n_layers, facts.n_heads
     arrays = {w: np.zeros((n_layers, n_heads_of(facts, w), n_layers, n_heads)) for w in INPUTS}
-    senders = list(all_heads(n_layers, n_heads))
     wanted = sorted(set(range(1, n_layers) if layers is None else layers) - {0})
-    for step, layer in enumerate(wanted):
-        progress(step / max(len(wanted), 1), f"edges into layer {layer}")
-        earlier = [s for s in senders if s.layer < layer]
-        for start in range(0, len(earlier), SENDER_CHUNK):
-            chunk = earlier[start : start + SENDER_CHUNK]
-            writes = sender_writes(model, runs.clean, runs.run.values, chunk)
-            found = _layer_edges(model, runs, layer, writes)
+    senders = [s for s in all_heads(n_layers, n_heads) if wanted and s.layer < wanted[-1]]
+    values = runs.run.values
+    size = chunk_size(model, setup.n_tokens)
+    for start in range(0, len(senders), size):
+        chunk = senders[start : start + size]
+        progress(start / max(len(senders), 1), f"edges from {chunk[0]} to {chunk[-1]}")
+        later = [layer for layer in wanted if layer > chunk[0].layer]
+        if mlps == "direct":
+            writes = sender_writes(model, runs.clean, values, chunk)
+            moved = {at: values[resid_pre_hook(at)] + writes.to(torch.float32) for at in later}
+        else:
+            moved = sender_residuals(model, setup, chunk, runs.clean, values, later)
+        for layer in later:
+            rows = [row for row, sender in enumerate(chunk) if sender.layer < layer]
+            found = _layer_edges(model, runs, layer, moved[layer][rows])
             for which in INPUTS:
-                values = found[which].numpy() / runs.gap
-                for row, sender in enumerate(chunk):
-                    arrays[which][layer, :, sender.layer, sender.index] = values[row]
+                estimate = found[which].numpy() / runs.gap
+                for row, sender in enumerate(chunk[i] for i in rows):
+                    arrays[which][layer, :, sender.layer, sender.index] = estimate[row]
     progress(1.0, "done")
     group = n_heads // facts.n_kv_heads
     return EdgeEstimates(
-        q=arrays["q"], k=arrays["k"], v=arrays["v"], qk_fix=runs.qk_fix, group=group
+        q=arrays["q"], k=arrays["k"], v=arrays["v"], qk_fix=runs.qk_fix, group=group, mlps=mlps
     )

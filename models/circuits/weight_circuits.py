@@ -36,6 +36,7 @@ from typing import Literal
 
 import numpy as np
 import torch
+from jaxtyping import Float
 
 from models.circuits.agreement import correlations
 from models.circuits.head_weights import (
@@ -107,6 +108,21 @@ def copying_score(eigenvalues: np.ndarray) -> float:
     return float(np.real(eigenvalues.sum()) / size) if size > 0 else float("nan")
 
 
+def ov_copying_score(
+    w_v: Float[torch.Tensor, "d_model d_head"],
+    w_o: Float[torch.Tensor, "d_head d_model"],
+    gram: Float[torch.Tensor, "d_model d_model"] | None = None,
+) -> float:
+    """Copying score of one OV circuit from its ``d_head x d_head`` twin.
+
+    With ``gram = W_U W_E`` the circuit is ``W_E W_V W_O W_U`` (tokens), whose nonzero
+    eigenvalues are those of ``W_O W_U W_E W_V``; without, it is ``W_V W_O`` (residual basis),
+    whose nonzero eigenvalues are those of ``W_O W_V``.
+    """
+    small = w_o @ w_v if gram is None else w_o @ gram @ w_v
+    return copying_score(np.linalg.eigvals(small.detach().to("cpu", torch.float64).numpy()))
+
+
 def copying_scores(model: LoadedModel, basis: Basis | None = None) -> tuple[np.ndarray, Basis]:
     """Every head's OV copying score, and the basis used (default :func:`default_basis`)."""
     basis = basis or default_basis(model)
@@ -117,9 +133,7 @@ def copying_scores(model: LoadedModel, basis: Basis | None = None) -> tuple[np.n
         w_v = attention_norm(model, layer).fold(projection(model, layer, "v", torch.float64)[0])
         w_o = output_weights(model, layer, torch.float64)
         for head in range(facts.n_heads):
-            v = w_v[kv_head_of(facts, head)]
-            small = w_o[head] @ v if gram is None else w_o[head] @ gram @ v
-            out[layer, head] = copying_score(np.linalg.eigvals(small.numpy()))
+            out[layer, head] = ov_copying_score(w_v[kv_head_of(facts, head)], w_o[head], gram)
     return out, basis
 
 
