@@ -234,3 +234,19 @@ def test_checking_the_top_heads_is_exact_patching(bundled, setup):
     np.testing.assert_allclose(result.verified[checked], exact[checked], atol=1e-5)
     np.testing.assert_allclose(result.best[checked], exact[checked], atol=1e-5)
     assert result.saturated.shape == (3, 4)
+
+
+@pytest.mark.filterwarnings("ignore:A forward hook edited hook_scale")
+def test_qk_fix_is_exact_on_a_gqa_rope_model(smollm2):
+    # SmolLM2: 9 query heads read 3 key/value heads; q and k are rotated before the softmax
+    from models.circuits import IOI
+
+    setup = prepare(smollm2, IOI)
+    hooks = frozen(smollm2, setup.corrupted_ids, [mlp_out_hook(29), final_norm_scale_hook()])
+    result = attribution_patching(smollm2, setup, qk_fix=True, hooks=hooks)
+    assert result.q.shape == (30, 9) and result.k.shape == result.v.shape == (30, 3)
+    assert result.sharing(1) == (3, 4, 5)
+    for which in ("q", "k", "v"):
+        exact = input_effects(smollm2, setup, which, hooks=hooks, layers=[29])[29]
+        np.testing.assert_allclose(getattr(result, f"{which}_star")[29], exact, atol=1e-4)
+    assert np.abs(result.k_star[29]).max() > 1e-3  # the key/value heads matter here
