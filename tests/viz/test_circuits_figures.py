@@ -29,3 +29,34 @@ def test_parts_bars_one_trace_per_group():
     fig = parts_bars(parts, title="parts")
     assert [trace.name for trace in fig.data] == ["embeddings", "heads", "MLPs", "biases"]
     assert sum(sum(trace.x) for trace in fig.data) == 1.5
+
+
+def test_atp_scatter_states_the_agreement_and_names_the_worst_heads():
+    from models.circuits.agreement import agreement
+    from viz.circuits_figures import atp_scatter
+
+    exact = np.array([[0.9, -0.5], [0.1, 0.0]])
+    estimate = np.array([[0.2, -0.45], [0.1, 0.01]])
+    found = agreement(estimate, exact, np.array([[True, False], [False, False]]), k=2, n_worst=1)
+    fig = atp_scatter(estimate, exact, found, title="<b>IOI</b>")
+    points = fig.data[0]
+    assert list(points.customdata) == ["0.0", "0.1", "1.0", "1.1"]
+    np.testing.assert_allclose(points.x, exact.ravel())
+    np.testing.assert_allclose(points.y, estimate.ravel())
+    assert fig.layout.title.text.startswith("&lt;b&gt;IOI&lt;/b&gt;<br><sub>Pearson ")
+    assert "top-2 recall 1.00" in fig.layout.title.text
+    assert [a.text for a in fig.layout.annotations] == ["0.0 (saturated)"]
+
+
+def test_weight_figures():
+    from models.circuits.weight_circuits import weight_data_correlation
+    from viz.circuits_figures import weight_score_grid, weight_vs_data
+
+    grid = weight_score_grid(np.array([[0.2, -0.3]]), title="copying", value_name="Σλ/Σ|λ|")
+    assert (grid.data[0].zmin, grid.data[0].zmax) == (-1.0, 1.0)
+    weight, data = np.array([[0.1, 0.9], [0.5, 0.2]]), np.array([[0.0, 1.0], [0.4, 0.3]])
+    fig = weight_vs_data(weight, data, weight_data_correlation(weight, data), title="t",
+                         weight_name="QK previous", data_name="previous-token <score>")
+    assert list(fig.data[0].customdata) == ["0.0", "0.1", "1.0", "1.1"]
+    assert fig.layout.xaxis.title.text == "previous-token &lt;score&gt;"
+    assert "over 4 heads" in fig.layout.title.text
