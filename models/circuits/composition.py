@@ -29,6 +29,7 @@ from jaxtyping import Float, Int
 from models.circuits.head_weights import attention_norm, kv_head_of, output_weights, projection
 from models.head import Head
 from models.model.loading import LoadedModel
+from models.progress import Progress, quiet
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,7 @@ def composition_scores(
     o: Float[torch.Tensor, "head d_head d_model"],
     kv_of: Int[np.ndarray, " head"],
     layer: Int[np.ndarray, " head"],
+    progress: Progress = quiet,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Q-, K- and V-composition of every sender (rows) into every receiver (columns).
 
@@ -99,6 +101,12 @@ def composition_scores(
     as ``sum((Y^T Y) * G_right)``, ``Y = F_left^T X``, for K and V, where ``Y`` is shared by the
     query heads of a key/value group: a pair costs at most one ``d_head x d_model x d_head``
     product.
+
+    Args:
+        q, k, v, o: the heads' matrices (:class:`HeadMatrices`).
+        kv_of: the key/value head each query head reads.
+        layer: each query head's layer.
+        progress: called per sender layer; may raise ``Cancelled``.
 
     Returns:
         three ``head head`` float64 arrays; NaN unless the sender's layer is below the
@@ -115,7 +123,9 @@ def composition_scores(
     kv_reads = {"k": k.to(f32), "v": v.to(f32)}
     n, d_model = len(layer), o.shape[2]
     out = {which: np.full((n, n), np.nan) for which in ("q", "k", "v")}
-    for sender_layer in np.unique(layer):
+    layers = np.unique(layer)
+    for step, sender_layer in enumerate(layers):
+        progress(step / len(layers), f"composition from layer {sender_layer}")
         senders, later = np.nonzero(layer == sender_layer)[0], np.nonzero(layer > sender_layer)[0]
         if not len(later):
             continue
@@ -172,8 +182,8 @@ class Composition:
         ]
 
 
-def composition(model: LoadedModel) -> Composition:
+def composition(model: LoadedModel, progress: Progress = quiet) -> Composition:
     """Q-, K- and V-composition scores of ``model`` (see the module docstring)."""
     m = head_matrices(model)
-    q, k, v = composition_scores(m.q, m.k, m.v, m.o, m.kv_of, m.layer)
+    q, k, v = composition_scores(m.q, m.k, m.v, m.o, m.kv_of, m.layer, progress)
     return Composition(n_heads=model.facts.n_heads, q=q, k=k, v=v)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from models.circuits.edges import chunk_size
 from models.circuits.patching import batch_size
 from models.model.loading import LoadedModel
 from models.model.weights import vocab_size
@@ -140,19 +141,27 @@ def path_cost(
     return _make(model, n_tokens, 2.0 + senders * share, 0.0, 0.0, run.peak_bytes)
 
 
-def edges_cost(model: LoadedModel, n_tokens: int, qk_fix: bool = True) -> Cost:
+def edges_cost(
+    model: LoadedModel, n_tokens: int, qk_fix: bool = True, mlps: str = "recomputed"
+) -> Cost:
     """Cost of :func:`models.circuits.edges.edge_estimates` for every receiver, after the
-    passes of :func:`models.circuits.atp_runs.attribution_runs` (not included): for each pair
-    of sender and receiver layer, the receivers' inputs recomputed (``2 d_model (n_heads +
+    passes of :func:`models.circuits.atp_runs.attribution_runs` (not included): with MLPs
+    recomputed, one forward pass per sender from its own block on; then, for each pair of
+    sender and receiver layer, the receivers' inputs recomputed (``2 d_model (n_heads +
     2 n_kv_heads) d_head`` per token) and, with the QK fix, their patterns."""
     f = model.facts
     pairs = f.n_heads * f.n_layers * (f.n_layers - 1) / 2  # sender heads x later layers
     per_pair = 2 * n_tokens * f.d_model * (f.n_heads + 2 * f.n_kv_heads) * f.d_head
     if qk_fix:
         per_pair += 2 * 4 * f.n_heads * n_tokens**2 * f.d_head
-    chunk = 32 * (n_tokens * f.d_model * 8 * 4 + 2 * f.n_heads * n_tokens**2 * 8)
+    forward = 0.0
+    if mlps == "recomputed":
+        forward = sum(f.n_heads * (f.n_layers - layer) / f.n_layers for layer in range(f.n_layers))
+    chunk = chunk_size(model, n_tokens)
+    held = chunk * (4 * f.n_layers * n_tokens * f.d_model + 24 * f.n_heads * n_tokens**2)
     edges = 8 * f.n_layers * f.n_heads * f.n_layers * (f.n_heads + 2 * f.n_kv_heads)
-    return _make(model, n_tokens, 0.0, 0.0, pairs * per_pair, chunk + edges)
+    peak = held + edges + (exact_cost(model, n_tokens, chunk).peak_bytes if forward else 0)
+    return _make(model, n_tokens, forward, 0.0, pairs * per_pair, peak)
 
 
 def weights_cost(model: LoadedModel, positions: int = POSITIONS, composition: bool = True) -> Cost:

@@ -56,6 +56,7 @@ from models.circuits.task import CircuitsUnavailable
 from models.model.forward import cos_hook, missing_hooks, run_hooks, sin_hook
 from models.model.loading import LoadedModel
 from models.model.softmax_terms import layer_scales, rotate
+from models.progress import Progress, part, quiet
 
 Basis = Literal["tokens", "residual"]
 POSITIONS = 64
@@ -123,13 +124,17 @@ def ov_copying_score(
     return copying_score(np.linalg.eigvals(small.detach().to("cpu", torch.float64).numpy()))
 
 
-def copying_scores(model: LoadedModel, basis: Basis | None = None) -> tuple[np.ndarray, Basis]:
+def copying_scores(
+    model: LoadedModel, basis: Basis | None = None, progress: Progress = quiet
+) -> tuple[np.ndarray, Basis]:
     """Every head's OV copying score, and the basis used (default :func:`default_basis`)."""
     basis = basis or default_basis(model)
     facts = model.facts
+    progress(0.0, "the token basis (W_U W_E)" if basis == "tokens" else "OV circuits")
     gram = token_gram(model) if basis == "tokens" else None
     out = np.zeros((facts.n_layers, facts.n_heads))
     for layer in range(facts.n_layers):
+        progress(0.5 + 0.5 * layer / facts.n_layers, f"OV circuits of layer {layer}")
         w_v = attention_norm(model, layer).fold(projection(model, layer, "v", torch.float64)[0])
         w_o = output_weights(model, layer, torch.float64)
         for head in range(facts.n_heads):
@@ -193,11 +198,22 @@ def preference(logits: torch.Tensor, causal: bool) -> tuple[np.ndarray, ...]:
 
 
 def weight_scores(
-    model: LoadedModel, basis: Basis | None = None, positions: int = POSITIONS
+    model: LoadedModel,
+    basis: Basis | None = None,
+    positions: int = POSITIONS,
+    progress: Progress = quiet,
 ) -> WeightScores:
-    """Copying and positional scores of every head (see the module docstring)."""
+    """Copying and positional scores of every head (see the module docstring).
+
+    Args:
+        model: a loaded model (an encoder too).
+        basis: ``tokens`` or ``residual`` for the copying score (default
+            :func:`default_basis`).
+        positions: how many positions the positional scores look at.
+        progress: progress callback; may raise ``Cancelled``.
+    """
     facts = model.facts
-    copying, used = copying_scores(model, basis)
+    copying, used = copying_scores(model, basis, part(progress, 0.0, 0.8))
     notes = [
         f"copying score on the {used} basis"
         + (" (tied embeddings: W_E W_V W_O W_U)" if used == "tokens" else " (W_V W_O)")
@@ -210,6 +226,7 @@ def weight_scores(
         notes.append("positional scores unavailable: the model exposes no rotation tables")
     else:
         for layer in range(facts.n_layers):
+            progress(0.8 + 0.2 * layer / facts.n_layers, f"QK positions of layer {layer}")
             for table, values in zip(
                 scores,
                 preference(positional_logits(model, layer, n, rotation), facts.causal),
@@ -218,6 +235,7 @@ def weight_scores(
                 table[layer] = values
         notes.append(f"positional scores of the mean token over {n} positions ({facts.positional})")
     prev, self_, first, locality = scores
+    progress(1.0, "done")
     return WeightScores(copying, used, prev, self_, first, locality, notes=tuple(notes))
 
 
