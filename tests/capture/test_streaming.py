@@ -114,7 +114,7 @@ def test_streaming_value_norms_equal_the_bridge_computation(request, name, text)
 
 
 def test_value_weighted_views_equal_the_direct_formula(bundled):
-    from models.capture.views import pool, scoped_weights
+    from models.capture.views import head_overview, pool, scoped_weights
     from models.capture.weighted import value_weighting
     from models.circuits.value_weighted import value_norms, value_weighted
 
@@ -131,6 +131,11 @@ def test_value_weighted_views_equal_the_direct_formula(bundled):
         masked = want[layer, head].copy()
         masked[np.triu(np.ones_like(masked, dtype=bool), 1)] = np.nan
         np.testing.assert_allclose(weighting.pooled[layer, head], pool(masked, 16), atol=1e-6)
+        # the 256-px overview made in the same pass (128 tokens: one position a pixel)
+        assert weighting.overview_factor == 1
+        np.testing.assert_allclose(
+            head_overview(run, layer, head, 256, weighting), masked, rtol=2**-10, atol=2**-24
+        )
     token = run.n_tokens - 1
     mean_layer = scoped_weights(run, "layer", 2, 0, token, "from", weighting)
     np.testing.assert_allclose(mean_layer, want[2, :, token].mean(axis=0), atol=1e-6)

@@ -2,11 +2,16 @@ import numpy as np
 import pytest
 
 from models.capture.run import AttentionRun
-from models.model.facts import ModelFacts
-from models.capture.views import (head_overview, pool, pooled_layer, scoped_weights,
-                                  strongest_sink,
-                                  strongest_key)
 from models.capture.store import DensePatterns
+from models.capture.views import (
+    head_overview,
+    pool,
+    pooled_layer,
+    scoped_weights,
+    strongest_key,
+    strongest_sink,
+)
+from models.model.facts import ModelFacts
 
 
 def make_run(causal: bool, n: int = 5):
@@ -15,12 +20,29 @@ def make_run(causal: bool, n: int = 5):
     if causal:
         p = np.tril(p)
     p /= p.sum(-1, keepdims=True)
-    facts = ModelFacts("toy", "toy", n_layers=2, n_heads=3, n_kv_heads=3, d_head=4, d_model=12,
-                       n_ctx=64, causal=causal, positional="standard", prepends_bos=False,
-                       n_params=0)
-    run = AttentionRun(prompt="x", token_ids=tuple(range(n)), tokens=tuple(f"t{i}" for i in range(n)),
-                       store=DensePatterns(p), facts=facts, first_is_special=False,
-                       n_prompt_tokens=n)
+    facts = ModelFacts(
+        "toy",
+        "toy",
+        n_layers=2,
+        n_heads=3,
+        n_kv_heads=3,
+        d_head=4,
+        d_model=12,
+        n_ctx=64,
+        causal=causal,
+        positional="standard",
+        prepends_bos=False,
+        n_params=0,
+    )
+    run = AttentionRun(
+        prompt="x",
+        token_ids=tuple(range(n)),
+        tokens=tuple(f"t{i}" for i in range(n)),
+        store=DensePatterns(p),
+        facts=facts,
+        first_is_special=False,
+        n_prompt_tokens=n,
+    )
     return run, p
 
 
@@ -28,10 +50,12 @@ def test_scoped_weights_read_one_row_or_column():
     run, p = make_run(causal=False)
     np.testing.assert_allclose(scoped_weights(run, "head", 1, 2, 3, "from"), p[1, 2, 3])
     np.testing.assert_allclose(scoped_weights(run, "head", 1, 2, 3, "to"), p[1, 2, :, 3])
-    np.testing.assert_allclose(scoped_weights(run, "layer", 0, 0, 1, "from"),
-                               p[0, :, 1].mean(0), rtol=1e-6)
-    np.testing.assert_allclose(scoped_weights(run, "all", 0, 0, 4, "to"),
-                               p[:, :, :, 4].reshape(6, -1).mean(0), rtol=1e-6)
+    np.testing.assert_allclose(
+        scoped_weights(run, "layer", 0, 0, 1, "from"), p[0, :, 1].mean(0), rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        scoped_weights(run, "all", 0, 0, 4, "to"), p[:, :, :, 4].reshape(6, -1).mean(0), rtol=1e-6
+    )
 
 
 def test_scoped_weights_mark_unreachable_tokens_in_causal_models():
@@ -83,8 +107,9 @@ def test_strongest_sink_is_the_key_later_queries_attend_to_most():
     run, p = make_run(causal=True, n=37)
     want_pattern = p[0, 1].astype(np.float64)
     later = np.arange(37)[:, None] > np.arange(37)[None, :]
-    alphas = np.where(later.sum(0) >= 4, (want_pattern * later).sum(0) / np.maximum(later.sum(0),
-                                                                                    1), -np.inf)
+    alphas = np.where(
+        later.sum(0) >= 4, (want_pattern * later).sum(0) / np.maximum(later.sum(0), 1), -np.inf
+    )
     assert strongest_sink(run, 0, 1) == int(np.argmax(alphas))
 
 
@@ -93,3 +118,21 @@ def test_strongest_key_can_leave_the_first_key_out():
     row = p[1, 2, 30, :31].astype(np.float64)
     assert strongest_key(run, 1, 2, 30) == int(np.argmax(row))
     assert strongest_key(run, 1, 2, 30, skip_first=True) == 1 + int(np.argmax(row[1:]))
+
+
+@pytest.mark.parametrize("n, size", [(37, 8), (40, 7), (64, 16)])
+def test_value_weighted_overview_from_the_weighting_pass_equals_the_rebuilt_one(n, size):
+    import dataclasses
+
+    from models.capture.weighted import value_weighting
+
+    run, _ = make_run(causal=True, n=n)
+    norms = np.random.default_rng(1).random((2, 3, n)).astype(np.float32) + 0.1
+    weighting = value_weighting(run, norms, size=4, overview=size)
+    assert weighting.overview is not None and weighting.overview_factor == -(-n // size)
+    rebuilt = dataclasses.replace(weighting, overview=None)
+    for layer, head in [(0, 0), (1, 2)]:
+        want = head_overview(run, layer, head, size, rebuilt)  # banded, from every window
+        got = head_overview(run, layer, head, size, weighting)
+        assert np.array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_allclose(got, want, rtol=2**-10, atol=2**-24)
