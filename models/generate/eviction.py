@@ -21,7 +21,15 @@ import numpy as np
 import torch
 
 from models.generate.policies import POLICY_NAMES, Policy, RopeShift, Terms, banded, heavy_hitters
-from models.generate.view import UNSUPPORTED_KWARGS, handling, layer_index, model_view, view_device
+from models.generate.settings import GenerationError
+from models.generate.view import (
+    UNSUPPORTED_KWARGS,
+    handling,
+    layer_index,
+    mask_is_causal_window,
+    model_view,
+    view_device,
+)
 from models.model.loading import LoadedModel
 from models.progress import Progress, quiet
 
@@ -67,12 +75,23 @@ class PolicyAttention:
         **kwargs: Any,
     ) -> tuple[torch.Tensor, None]:
         if any(kwargs.get(name) is not None for name in UNSUPPORTED_KWARGS):
-            raise ValueError("learned attention-sink logits are not supported")
+            raise GenerationError(
+                "This model's attention has learned sink logits, which the "
+                "eviction experiment does not model."
+            )
+        window = kwargs.get("sliding_window")
+        if attention_mask is not None and not mask_is_causal_window(
+            attention_mask, key.shape[2], window, rows=(0, query.shape[2] // 2, -1)
+        ):
+            raise GenerationError(
+                "This model's attention mask is not a plain causal or "
+                "sliding-window mask; the eviction experiment cannot run on it."
+            )
         layer = layer_index(module)
         terms = Terms(
             scale=float(kwargs.get("scaling") or query.shape[-1] ** -0.5),
             softcap=kwargs.get("softcap"),
-            window=kwargs.get("sliding_window"),
+            window=window,
         )
         q, k, v = (x[0].to(torch.float32) for x in (query, key, value))
         first = k.shape[1] - q.shape[1]
@@ -164,7 +183,10 @@ def _run(
             input_ids=ids[:, start:].to(view_device(view)), past_key_values=cache, use_cache=True
         ).last_hidden_state
     if handler.calls < model.facts.n_layers:
-        raise RuntimeError("the model's attention did not run through the handler")
+        raise GenerationError(
+            f"The attention of {model.facts.name} does not run through the "
+            "interface the eviction experiment replaces; it cannot run here."
+        )
     with torch.no_grad():
         losses = token_losses(view, hidden[:, :-1], ids[0, start + 1 :])
     return losses, cache

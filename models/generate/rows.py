@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
-from models.generate.view import UNSUPPORTED_KWARGS, layer_index, sdpa
+from models.generate.view import UNSUPPORTED_KWARGS, layer_index, mask_is_causal_window, sdpa
 
 
 class RowsUnavailable(RuntimeError):
@@ -75,16 +75,6 @@ def layer_rows(
     return torch.exp(scores - lse[..., None]), lse
 
 
-def _check_mask(mask: torch.Tensor, n_keys: int, window: int | None) -> None:
-    """The model's mask row must say what causality and the window say (else rows would lie)."""
-    row = mask[0, :, -1]
-    allowed = row if row.dtype == torch.bool else row > torch.finfo(row.dtype).min / 2
-    distance = (n_keys - 1) - torch.arange(n_keys, device=row.device)
-    want = distance < (window or n_keys + 1)
-    if not bool((allowed == want[None]).all()):
-        raise RowsUnavailable("an attention mask other than causal or a sliding window")
-
-
 class RowRecorder:
     """Attention handler that keeps, over a whole generation, what every step's rows need.
 
@@ -120,8 +110,10 @@ class RowRecorder:
         out = sdpa(module, query, key, value, attention_mask, **kwargs)
         layer, n_new = layer_index(module), query.shape[2]
         window, softcap = kwargs.get("sliding_window"), kwargs.get("softcap")
-        if attention_mask is not None:
-            _check_mask(attention_mask, key.shape[2], window)
+        if attention_mask is not None and not mask_is_causal_window(
+            attention_mask, key.shape[2], window
+        ):
+            raise RowsUnavailable("an attention mask other than causal or a sliding window")
         self.keys[layer, :, self.length : self.length + n_new] = key[0, :, -n_new:]
         self.q[layer] = query[0, :, -1]
         self.terms[layer] = LayerTerms(

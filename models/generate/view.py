@@ -101,3 +101,24 @@ def grouped_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     n_kv = key.shape[0]
     grouped = query.reshape(n_kv, -1, d_head)  # (kv, group * q, d)
     return torch.matmul(grouped, key.transpose(1, 2)).reshape(n_heads, n_q, -1)
+
+
+def mask_is_causal_window(
+    mask: torch.Tensor, n_keys: int, window: int | None, rows: tuple[int, ...] = (-1,)
+) -> bool:
+    """Whether ``rows`` of the model's ``batch 1|head query_pos key_pos`` attention mask (boolean,
+    or additive with a large negative for blocked keys; the queries are the last positions)
+    allow exactly the causal keys within the sliding window: the only masks the handlers model.
+    """
+    n_q = mask.shape[-2]
+    key_pos = torch.arange(n_keys, device=mask.device)
+    for r in rows:
+        row = mask[0, :, r % n_q, :n_keys]
+        allowed = row if row.dtype == torch.bool else row > torch.finfo(row.dtype).min / 2
+        query_pos = n_keys - n_q + r % n_q
+        want = key_pos <= query_pos
+        if window:
+            want &= key_pos > query_pos - int(window)
+        if not bool((allowed == want[None]).all()):
+            return False
+    return True

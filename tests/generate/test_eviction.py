@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
 
 from models.generate.eviction import full_pass, perplexity, policy_pass
 from models.generate.settings import GenerationError
@@ -29,13 +28,6 @@ def passage_ids(model, n: int) -> torch.Tensor:
     return tokenize(model, bundled_passage(), n)[0]
 
 
-@pytest.fixture(scope="module")
-def smol_eager(smollm2):
-    return AutoModelForCausalLM.from_pretrained(
-        smollm2.spec.path_or_name, attn_implementation="eager"
-    ).eval()
-
-
 @pytest.fixture
 def one_thread():
     """The reference's many tiny operations run far faster on one thread of a busy machine."""
@@ -46,16 +38,12 @@ def one_thread():
 
 
 @pytest.mark.parametrize("name", ["bundled", "smollm2"])
-def test_full_cache_equals_plain_perplexity(request, name):
+def test_full_cache_equals_plain_perplexity(request, eager, name):
+    """Against a plain forward with labels (eager attention: another kernel than ours)."""
     model = request.getfixturevalue(name)
     ids = passage_ids(model, 64)
-    hf = (
-        request.getfixturevalue("smol_eager")
-        if name == "smollm2"
-        else AutoModelForCausalLM.from_pretrained(model.spec.path_or_name).eval()
-    )
     with torch.no_grad():
-        plain = float(torch.exp(hf(ids, labels=ids).loss))
+        plain = float(torch.exp(eager(model)(ids, labels=ids).loss))
     assert perplexity(full_pass(model, ids).losses) == pytest.approx(plain, rel=1e-5)
 
 
@@ -79,13 +67,13 @@ def test_bounded_budgets_change_the_losses(bundled):
 
 
 @pytest.mark.parametrize("policy", POLICIES)
-def test_policies_equal_a_cache_that_really_evicts(smollm2, smol_eager, one_thread, policy):
-    """SmolLM2 (RoPE, GQA), 28 tokens, budget 8, 2 sinks: the one-pass policy (after the shared
+def test_policies_equal_a_cache_that_really_evicts(smollm2, eager, one_thread, policy):
+    """SmolLM2 (RoPE, GQA), 20 tokens, budget 6, 2 sinks: the one-pass policy (after the shared
     prefix) against reading token by token with re-rotated pre-rotation keys."""
-    ids = passage_ids(smollm2, 28)
-    full = full_pass(smollm2, ids, checkpoints=(8,))
-    got = policy_pass(smollm2, ids, policy, 8, sinks=2, full=full)
-    want = read_with_eviction(smol_eager, ids, policy, 8, sinks=2)
+    ids = passage_ids(smollm2, 20)
+    full = full_pass(smollm2, ids, checkpoints=(6,))
+    got = policy_pass(smollm2, ids, policy, 6, sinks=2, full=full)
+    want = read_with_eviction(eager(smollm2), ids, policy, 6, sinks=2)
     np.testing.assert_allclose(got.numpy(), want.numpy(), atol=2e-4)
 
 
