@@ -34,16 +34,14 @@ from models.circuits.atp_fixes import grad_drop_combine, patched_patterns, patte
 from models.circuits.atp_runs import AtPRuns, attribution_runs
 from models.circuits.gradients import GradientRun
 from models.circuits.head_weights import sharing_heads
-from models.circuits.patching import batch_size, patch_hooks
-from models.circuits.resumed import run_from
-from models.circuits.task import Setup, logit_diff
+from models.circuits.resumed import check_top
+from models.circuits.task import Setup
 from models.model.forward import (
     Hook,
     QKSource,
     k_hook,
     pattern_hook,
     q_hook,
-    resid_pre_hook,
     scores_hook,
     softmax_qk,
     v_hook,
@@ -170,6 +168,8 @@ def attribution_patching(
         TaskError: clean and corrupted give the same LD.
         CircuitsUnavailable: a hook is missing, or the QK fix cannot read the softmax.
     """
+    if verify_top > 0 and hooks:
+        raise ValueError("checking heads exactly runs without extra hooks")
     start = time.perf_counter()
     share = 0.8 if grad_drop else 0.7
     if runs is None:
@@ -183,72 +183,37 @@ def attribution_patching(
         )
     elif runs.qk_fix != qk_fix or runs.grad_drop != grad_drop:
         raise ValueError("the runs were made with other fixes")
-    clean, run, source, scales = runs.clean, runs.run, runs.source, runs.scales
-    ld_clean, gap = runs.ld_clean, runs.ld_clean - runs.run.ld
     progress(share, "estimates")
-    n_layers = model.facts.n_layers
-    full = [
-        _layer_estimates(layer, clean, run, run.grads, source, scales[layer])
-        for layer in range(n_layers)
-    ]
-    dropped = {
-        drop: [
-            _layer_estimates(layer, clean, run, run.dropped[drop], source, scales[layer])
-            for layer in range(drop)
-        ]
-        for drop in run.dropped
-    }
-
-    def stack(key: str) -> tuple[np.ndarray, np.ndarray]:
-        plain = np.stack([e[key].numpy() for e in full]) / gap
-        if not grad_drop:
-            return plain, plain
-        by_drop = {
-            d: np.stack([e[key].numpy() for e in rows] + [np.zeros_like(plain[0])] * (n_layers - d))
-            / gap
-            for d, rows in dropped.items()
-        }
-        return plain, grad_drop_combine(plain, by_drop)
-
-    z, z_star = stack("z")
-    z_positions, z_positions_star = stack("z_positions")
-    q, q_star = stack("q_fix" if qk_fix else "q")
-    k, k_star = stack("k_fix" if qk_fix else "k")
-    if qk_fix:
-        q, k = stack("q")[0], stack("k")[0]
-    v, v_star = stack("v")
-    last = np.maximum(
-        *(
-            np.stack(
-                [
-                    values[pattern_hook(layer)][0].max(dim=-1).values.numpy()
-                    for layer in range(n_layers)
-                ]
-            )
-            for values in (clean, run.values)
-        )
-    )
+    found = estimates(runs, model.facts.n_layers)
     verified = None
     if verify_top > 0:
         progress(0.9, f"patching the top {verify_top} heads exactly")
-        if hooks:
-            raise ValueError("checking heads exactly runs without extra hooks")
-        verified = check_top(model, setup, clean, run.values, z_star, verify_top, ld_clean, run.ld)
+        verified = check_top(
+            model,
+            setup,
+            runs.clean,
+            runs.run.values,
+            found["z"][1],
+            verify_top,
+            runs.ld_clean,
+            runs.run.ld,
+        )
     progress(1.0, "done")
+    (z, z_star), (positions, positions_star) = found["z"], found["z_positions"]
     return AtPResult(
-        ld_clean=ld_clean,
-        ld_corrupted=run.ld,
+        ld_clean=runs.ld_clean,
+        ld_corrupted=runs.run.ld,
         z=z,
         z_star=z_star,
-        z_positions=z_positions,
-        z_positions_star=z_positions_star,
-        q=q,
-        q_star=q_star,
-        k=k,
-        k_star=k_star,
-        v=v,
-        v_star=v_star,
-        last_row_max=last.astype(np.float64),
+        z_positions=positions,
+        z_positions_star=positions_star,
+        q=found["q"][0],
+        q_star=found["q_fix" if qk_fix else "q"][1],
+        k=found["k"][0],
+        k_star=found["k_fix" if qk_fix else "k"][1],
+        v=found["v"][0],
+        v_star=found["v"][1],
+        last_row_max=last_row_max(runs, model.facts.n_layers),
         qk_fix=qk_fix,
         grad_drop=grad_drop,
         verified=verified,
@@ -256,48 +221,44 @@ def attribution_patching(
     )
 
 
-def check_top(
-    model: LoadedModel,
-    setup: Setup,
-    clean: dict,
-    corrupted: dict,
-    estimate: np.ndarray,
-    k: int,
-    ld_clean: float,
-    ld_corrupted: float,
-    batch: int | None = None,
-) -> np.ndarray:
-    """Exact patch effects of the ``k`` heads with the largest ``|estimate|`` (NaN elsewhere).
+def estimates(runs: AtPRuns, n_layers: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per estimate kind (``z``, ``z_positions``, ``q``, ``k``, ``v`` and with the QK fix
+    ``q_fix``, ``k_fix``): the normalised estimate with the full gradient, and the GradDrop
+    combination of it (the same array without GradDrop)."""
+    run, gap = runs.run, runs.gap
 
-    The patched runs resume at the lowest layer among them from the corrupted run's residual
-    stream there (:func:`models.model.resume.run_resumed`), so checking late heads costs only
-    the blocks after them.
+    def layers(grads: dict, upto: int) -> list[dict[str, torch.Tensor]]:
+        return [
+            _layer_estimates(layer, runs.clean, run, grads, runs.source, runs.scales[layer])
+            for layer in range(upto)
+        ]
 
-    Args:
-        clean: the clean run's ``hook_z`` values by hook name (``1 pos head_index d_head``).
-        corrupted: the corrupted run's ``resid_pre`` values by hook name (``1 pos d_model``).
-    """
-    n_layers, n_heads = estimate.shape
-    order = np.argsort(-np.abs(estimate).ravel(), kind="stable")[:k]
-    rows = [[(int(i) // n_heads, int(i) % n_heads, None)] for i in order]
-    start = min(layer for ((layer, _, _),) in rows)
-    clean_z = tuple(clean[z_hook(layer)][0] for layer in range(n_layers))
-    batch = batch or batch_size(model, setup.n_tokens)
-    ld = np.zeros(len(rows))
-    for i in range(0, len(rows), batch):
-        chunk = rows[i : i + batch]
-        logits = run_from(
-            model,
-            setup.corrupted_ids,
-            patch_hooks(chunk, clean_z),
-            start,
-            corrupted[resid_pre_hook(start)],
-            copies=len(chunk),
+    full = layers(run.grads, n_layers)
+    dropped = {drop: layers(run.dropped[drop], drop) for drop in run.dropped}
+    out = {}
+    for key in full[0]:
+        plain = np.stack([e[key].numpy() for e in full]) / gap
+        if not runs.grad_drop:
+            out[key] = (plain, plain)
+            continue
+        pad = [np.zeros_like(plain[0])]
+        by_drop = {
+            d: np.stack([e[key].numpy() for e in rows] + pad * (n_layers - d)) / gap
+            for d, rows in dropped.items()
+        }
+        out[key] = (plain, grad_drop_combine(plain, by_drop))
+    return out
+
+
+def last_row_max(runs: AtPRuns, n_layers: int) -> np.ndarray:
+    """``layer head_index`` largest weight of the last query's attention, in either run."""
+    rows = [
+        np.stack(
+            [values[pattern_hook(layer)][0].max(dim=-1).values.numpy() for layer in range(n_layers)]
         )
-        ld[i : i + len(chunk)] = logit_diff(logits, setup.answer_id, setup.wrong_id).numpy()
-    out = np.full(n_layers * n_heads, np.nan)
-    out[order] = (ld - ld_corrupted) / (ld_clean - ld_corrupted)
-    return out.reshape(n_layers, n_heads)
+        for values in (runs.clean, runs.run.values)
+    ]
+    return np.maximum(*rows).astype(np.float64)
 
 
 def kv_sharing(model: LoadedModel) -> list[tuple[int, ...]]:
