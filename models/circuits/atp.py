@@ -19,6 +19,13 @@ q and k (the pattern recomputed exactly, then linearised) and GradDrop for every
 partial backward passes; equation 11, signed by its largest term). A head's ``z`` has no softmax
 of its own between it and its output, so the QK fix leaves ``z`` estimates as they are: there
 ``atp_star`` differs from ``atp`` only with GradDrop on.
+
+Where no first-order estimate can be right: on SmolLM2's IOI prompt, heads 20.0 and 17.4 act
+only through the queries of layers 23 (+0.33 alone) and 24 (-0.26 alone), and their patterns'
+changes do not add up (together +0.36): even the exact downstream patterns, linearised after,
+give -0.01. ``verify_top`` patches the heads AtP* ranks highest exactly
+(:func:`models.circuits.resumed.check_top`, from the lowest of their blocks on), which is where
+such misses sit.
 """
 
 from __future__ import annotations
