@@ -27,6 +27,7 @@ THUMB = 64
 CHUNK_BYTES = 16 * 1024**2  # running block maxima of one chunk of rows, at most
 CHUNKS = 8  # chunks of rows per layer: few calls, little work above the diagonal
 HEADS_HINT = 16  # heads assumed when sizing chunks by bytes
+ROWS_PER_BLOCK = 8  # past this many rows a block, the capture pass samples its rows
 Arithmetic = Literal["float32", "model"]
 
 
@@ -85,19 +86,35 @@ def _rows_per_chunk(n: int, factor: int) -> int:
     return factor * max(1, min(by_calls, by_bytes))
 
 
-def _later_keys(rows: int, factor: int, device: torch.device) -> torch.Tensor:
-    """``factor rows blocks`` True where key ``j * factor + t`` lies after row ``i`` (both
-    counted from the chunk's first row, which starts a block)."""
-    blocks = math.ceil(rows / factor)
+def row_stride(factor: int, rows_per_block: int | None = None) -> int:
+    """Query rows between sampled rows of a block: 1 (every row) while a block has at most
+    ``rows_per_block`` rows (default :data:`ROWS_PER_BLOCK`), else the largest divisor of
+    ``factor`` that keeps at least that many."""
+    most = rows_per_block or ROWS_PER_BLOCK
+    if factor <= most:
+        return 1
+    return max(s for s in range(1, factor // most + 1) if factor % s == 0)
+
+
+def _later_keys(rows: int, factor: int, stride: int, device: torch.device) -> torch.Tensor:
+    """``factor rows blocks`` True where key ``j * factor + t`` lies after sampled row ``i``
+    (row ``i * stride``; both counted from the chunk's first row, which starts a block)."""
+    blocks = math.ceil(rows * stride / factor)
     key = (
         torch.arange(blocks, device=device)[None, :] * factor
         + torch.arange(factor, device=device)[:, None]
     )
-    return key[:, None, :] > torch.arange(rows, device=device)[None, :, None]
+    return key[:, None, :] > (torch.arange(rows, device=device) * stride)[None, :, None]
 
 
 def _chunk_maxima(
-    rows: torch.Tensor, slabs: torch.Tensor, n_blocks: int, b0: int, n: int, causal: bool
+    rows: torch.Tensor,
+    slabs: torch.Tensor,
+    n_blocks: int,
+    b0: int,
+    n: int,
+    causal: bool,
+    stride: int,
 ) -> torch.Tensor:
     """``head_index rows n_blocks`` largest raw logit ``q . k`` of each block of keys per row,
     one product per key offset ``t`` in the block and a running maximum (no full logits)."""
@@ -105,7 +122,9 @@ def _chunk_maxima(
     n_heads, n_rows, _ = rows.shape
     # query head h = kv * group + j: one product per key head, no broadcast copy of the keys
     queries = rows.reshape(n_kv, -1, rows.shape[-1])
-    later = _later_keys(n_rows, factor, rows.device)[:, :, : n_blocks - b0] if causal else None
+    later = (
+        _later_keys(n_rows, factor, stride, rows.device)[:, :, : n_blocks - b0] if causal else None
+    )
     best: torch.Tensor | None = None
     for t in range(factor):
         logits = torch.bmm(queries, slabs[:, t, :, :n_blocks]).view(n_heads, n_rows, n_blocks)
@@ -126,6 +145,7 @@ def layer_overview(
     causal: bool,
     factor: int,
     arithmetic: Arithmetic = "float32",
+    stride: int = 1,
 ) -> Float[torch.Tensor, "head_index pixel pixel"]:
     """Every head's pattern ``exp(q k^T * scale - lse)`` of one layer, max-pooled.
 
@@ -142,6 +162,10 @@ def layer_overview(
             LSE folded into the product so that only ``s - lse`` is rounded: each block's
             weight ``w`` is then within a relative ``2^-8 (|ln w| + 1)`` of the exact one in
             bfloat16 (``2^-11 (|ln w| + 1)`` in float16). Same as ``float32`` for float32 q.
+        stride: read every ``stride``-th query row of each block (from its first; a divisor of
+            ``factor``; see :func:`row_stride`): a diagonal, an offset stripe or a sink column
+            lights every row, so the picture keeps them at ``1 / stride`` of the cost; 1 reads
+            every row and is exact.
 
     Returns:
         ``head_index pixel pixel`` float32 block maxima on ``q``'s device, NaN where a block
@@ -157,24 +181,25 @@ def layer_overview(
         r1 = min(r0 + rows_per_chunk, n)
         b0, b1 = r0 // factor, math.ceil(r1 / factor)
         n_blocks = b1 if causal else n_pix
-        rows_lse = lse[:, r0:r1].to(device=q.device, dtype=torch.float32)
+        rows_lse = lse[:, r0:r1:stride].to(device=q.device, dtype=torch.float32)
+        picked = q[:, r0:r1:stride]
         if folded:  # q . k - c with c ~ lse / scale in two half-precision parts
             c = rows_lse / scale
             c_hi = c.to(q.dtype)
             c_lo = (c - c_hi.to(torch.float32)).to(q.dtype)
-            rows = torch.cat([q[:, r0:r1], c_hi[..., None], c_lo[..., None]], dim=-1)
+            rows = torch.cat([picked, c_hi[..., None], c_lo[..., None]], dim=-1)
             shift = (c_hi.to(torch.float32) + c_lo.to(torch.float32)) * scale - rows_lse
-            best = _chunk_maxima(rows, slabs, n_blocks, b0, n, causal).to(torch.float32)
-            best.mul_(scale).add_(shift[..., None])
+            best = _chunk_maxima(rows, slabs, n_blocks, b0, n, causal, stride)
+            best = best.to(torch.float32).mul_(scale).add_(shift[..., None])
         else:
-            rows = q[:, r0:r1].to(torch.float32)
-            best = _chunk_maxima(rows, slabs, n_blocks, b0, n, causal)
+            best = _chunk_maxima(picked.to(torch.float32), slabs, n_blocks, b0, n, causal, stride)
             best.mul_(scale).sub_(rows_lse[..., None])
-        if (r1 - r0) % factor:  # the last rows: pad the block with rows that never win
+        per_block = factor // stride
+        if best.shape[1] % per_block:  # the last rows: pad the block with rows that never win
             best = torch.nn.functional.pad(
-                best, (0, 0, 0, factor - (r1 - r0) % factor), value=float("-inf")
+                best, (0, 0, 0, per_block - best.shape[1] % per_block), value=float("-inf")
             )
-        top = _max_over(best.view(n_heads, b1 - b0, factor, n_blocks), 2)
+        top = _max_over(best.view(n_heads, b1 - b0, per_block, n_blocks), 2)
         out[:, b0:b1, :n_blocks] = top.exp()
     if causal:
         out[:, _above_diagonal(n, factor, n_pix, q.device)] = float("nan")

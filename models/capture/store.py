@@ -88,6 +88,8 @@ class FactoredPatterns:
             35 MB for SmolLM2's 270 heads; float16 keeps a relative 2^-11 above 6e-5 and an
             absolute 3e-8 below.
         overview_factor: positions per pixel edge of ``overview``.
+        overview_stride: 1 when every query row was read; else each pixel's rows were read
+            every ``overview_stride`` rows from its first (long prompts: 8 rows a pixel).
         overview_arithmetic: ``float32`` (the exact max-pool of the float32 pattern) or
             ``model`` (logit products in the model's low-precision dtype, within the bound
             :func:`models.capture.overview.layer_overview` states).
@@ -104,6 +106,7 @@ class FactoredPatterns:
     value_norms: np.ndarray | None = None
     overview: np.ndarray | None = None
     overview_factor: int = 1
+    overview_stride: int = 1
     overview_arithmetic: str = "float32"
     check: SdpaCheck | None = None
 

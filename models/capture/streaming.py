@@ -8,8 +8,9 @@ float32, and everything shown later is computed from them in float32:
 - the log-sum-exp of every row (so any window of any head rebuilds exactly later): on the CPU
   the fused kernel returns it beside its output (float32 statistics even for bfloat16 inputs),
   elsewhere it is computed here;
-- each head's overview, max-pooled exactly to at most 256 pixels
-  (:mod:`models.capture.overview`), and from it the 64-pixel thumbnails;
+- each head's overview, max-pooled to at most 256 pixels (:mod:`models.capture.overview`):
+  exactly over every row up to 2,048 tokens (8 rows a pixel), over 8 evenly spaced rows of
+  each pixel beyond; and from it the 64-pixel thumbnails;
 - a self-check: a few rows of ``softmax(q k^T * scale) v`` against SDPA's own output, which
   proves that the kept q, k, scale and mask are what the model used. The allowed difference is
   derived from the dtype (see :func:`allowed_error`), so a bfloat16 pass passes on its merits;
@@ -32,6 +33,7 @@ from models.capture.overview import (
     layer_overview,
     overview_factor,
     pool_again_torch,
+    row_stride,
     thumb_factor,
 )
 from models.capture.store import FactoredPatterns, SdpaCheck, read_only
@@ -69,6 +71,7 @@ class LayerSummary:
         self.model, self.n_layers, self.n = model, model.facts.n_layers, n_tokens
         self.arithmetic = arithmetic
         self.factor = overview_factor(n_tokens)
+        self.stride = row_stride(self.factor)
         self.thumb = thumb_factor(n_tokens) // self.factor
         self.arrays: dict[str, np.ndarray] = {}
         self.seen = [False] * self.n_layers
@@ -123,7 +126,9 @@ class LayerSummary:
         a["norms"][layer] = value_norms(v, value_factor(self.model, layer)).cpu().numpy()
         if self.arithmetic == "model":  # products in the model's dtype (see layer_overview)
             q, k = query, key
-        pooled = layer_overview(q, k, lse, att.scale, att.causal, self.factor, self.arithmetic)
+        pooled = layer_overview(
+            q, k, lse, att.scale, att.causal, self.factor, self.arithmetic, self.stride
+        )
         torch.from_numpy(a["overview"][layer]).copy_(pooled)  # float16 (one rounding)
         torch.from_numpy(a["pooled"][layer]).copy_(pool_again_torch(pooled, self.thumb))
         self.seen[layer], self.scales[layer], self.causal = True, att.scale, att.causal
@@ -162,6 +167,7 @@ class LayerSummary:
             value_norms=a["norms"],
             overview=a["overview"],
             overview_factor=self.factor,
+            overview_stride=self.stride,
             overview_arithmetic=self.arithmetic if self.dtype != torch.float32 else "float32",
             check=self.worst,
         )

@@ -94,10 +94,11 @@ def head_overview(
     """``q_pixel k_pixel`` max-pooled picture of one head's whole pattern, masked cells NaN
     (value-weighted when ``weighting`` is given).
 
-    A streaming capture computed every head's overview in its pass (float16, exact max-pool of
-    the float32 pattern); it is returned when its pixels are the ones asked for (or pool to
-    them). A weighting that holds its own overviews (``weighting.overview``) is read the same
-    way. Otherwise the head's pattern is rebuilt a band of rows at a time and pooled.
+    A streaming capture computed every head's overview in its pass (float16; the max-pool of
+    the float32 pattern over every row up to 2,048 tokens, over evenly spaced rows beyond: see
+    ``store.overview_stride``); it is returned when its pixels are the ones asked for (or pool
+    to them). A weighting that holds its own overviews (``weighting.overview``) is read the
+    same way. Otherwise the head's pattern is rebuilt a band of rows at a time and pooled.
     """
     factor = -(-run.n_tokens // size)
     stored, stored_factor = (

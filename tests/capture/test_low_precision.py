@@ -28,12 +28,26 @@ ENGLISH = (
 # for other CPUs' kernels. The bfloat16 model's weights are the float32 ones rounded, so this
 # is the whole difference a user sees.
 TOLERANCE = {"bundled": (0.05, 2e-4), "smollm2": (0.15, 1e-3)}
+TEXTS = {"bundled": CODE, "smollm2": ENGLISH}
 
 
-@pytest.mark.parametrize("name, text", [("bundled", CODE), ("smollm2", ENGLISH)])
-def test_bfloat16_patterns_stay_near_float32(request, name, text):
-    full = capture(request.getfixturevalue(name), text, dense_limit=0)
-    half = capture(request.getfixturevalue(f"{name}_bf16"), text, dense_limit=0)
+@pytest.fixture(scope="module")
+def runs(request):
+    """Fused captures of each model's text, by fixture name (each captured once)."""
+    made: dict = {}
+
+    def get(name: str):
+        if name not in made:
+            text = TEXTS[name.removesuffix("_bf16")]
+            made[name] = capture(request.getfixturevalue(name), text, dense_limit=0)
+        return made[name]
+
+    return get
+
+
+@pytest.mark.parametrize("name", ["bundled", "smollm2"])
+def test_bfloat16_patterns_stay_near_float32(runs, name):
+    full, half = runs(name), runs(f"{name}_bf16")
     assert half.path == "fused" and half.fallback is None and half.dtype == "bfloat16"
     assert half.store.check.dtype == "bfloat16" and half.store.check.ratio <= 1.0
     assert half.store.q.dtype == np.float32 and half.store.lse.dtype == np.float32
@@ -58,8 +72,8 @@ def test_a_failed_check_is_reported_not_silent(bundled_bf16, monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["smollm2", "smollm2_bf16"])
-def test_overview_is_the_max_pool_of_the_rebuilt_pattern(request, name):
-    run = capture(request.getfixturevalue(name), ENGLISH, dense_limit=0)
+def test_overview_is_the_max_pool_of_the_rebuilt_pattern(runs, name):
+    run = runs(name)
     rebuilt = dataclasses.replace(run, store=dataclasses.replace(run.store, overview=None))
     for layer, head in [(0, 0), (18, 7), (29, 8)]:
         stored = head_overview(run, layer, head, 256)
@@ -70,8 +84,8 @@ def test_overview_is_the_max_pool_of_the_rebuilt_pattern(request, name):
         assert np.array_equal(np.isnan(stored), np.isnan(want))
 
 
-def test_overviews_in_bfloat16_arithmetic_stay_within_their_bound(smollm2_bf16):
-    exact = capture(smollm2_bf16, ENGLISH, dense_limit=0).store
+def test_overviews_in_bfloat16_arithmetic_stay_within_their_bound(runs, smollm2_bf16):
+    exact = runs("smollm2_bf16").store
     fast = capture(smollm2_bf16, ENGLISH, dense_limit=0, overview_arithmetic="model").store
     assert (exact.overview_arithmetic, fast.overview_arithmetic) == ("float32", "model")
     want = exact.overview.astype(np.float64)
@@ -83,10 +97,10 @@ def test_overviews_in_bfloat16_arithmetic_stay_within_their_bound(smollm2_bf16):
     assert np.nanmax(np.abs(got - want)) > 0  # really computed another way
 
 
-def test_pattern_difference_bounds_the_real_one(bundled_bf16):
+def test_pattern_difference_bounds_the_real_one(runs, bundled_bf16):
     from transformers import AutoModelForCausalLM
 
-    run = capture(bundled_bf16, CODE, dense_limit=0)
+    run = runs("bundled_bf16")
     measured = pattern_difference(bundled_bf16, run, n_rows=48)
     assert measured.n_rows == 48 and measured.dtype == "bfloat16"
     # independent: HF eager attention in float32 on the whole prompt, same (rounded) weights
@@ -108,7 +122,7 @@ def test_pattern_difference_bounds_the_real_one(bundled_bf16):
     assert true > 1e-3  # bfloat16 really differs: the check is not vacuous
 
 
-def test_pattern_difference_is_rounding_only_in_float32(bundled):
-    run = capture(bundled, CODE, dense_limit=0)
+def test_pattern_difference_is_rounding_only_in_float32(runs, bundled):
+    run = runs("bundled")
     measured = pattern_difference(bundled, run, n_rows=32)
     assert measured.dtype == "float32" and measured.largest < 1e-5

@@ -11,16 +11,19 @@ import torch
 
 from models.attention import rebuild_pattern
 from models.capture.overview import (
+    ROWS_PER_BLOCK,
     layer_overview,
     overview_factor,
     pool_again,
     pool_again_torch,
+    row_stride,
     thumb_factor,
 )
 
 
-def reference(q, k, lse, scale, causal, factor) -> np.ndarray:
-    """Rebuild every weight, then take each block's largest (blocks above the diagonal NaN)."""
+def reference(q, k, lse, scale, causal, factor, stride=1) -> np.ndarray:
+    """Rebuild every weight, then take each block's largest over its rows ``0, stride, ...``
+    (blocks above the diagonal NaN)."""
     n = q.shape[1]
     group = q.shape[0] // k.shape[0]
     weights = rebuild_pattern(
@@ -38,7 +41,9 @@ def reference(q, k, lse, scale, causal, factor) -> np.ndarray:
         for j in range(pixels):
             if causal and j * factor > min(n, (i + 1) * factor) - 1:
                 continue
-            block = weights[:, i * factor : (i + 1) * factor, j * factor : (j + 1) * factor]
+            block = weights[
+                :, i * factor : (i + 1) * factor : stride, j * factor : (j + 1) * factor
+            ]
             out[:, i, j] = block.max(axis=(1, 2))
     return out
 
@@ -62,6 +67,23 @@ def test_overview_equals_the_max_pool_of_the_rebuilt_pattern(n, factor, causal):
     want = reference(q, k, lse, 0.25, causal, factor)
     assert np.array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=0)
+
+
+@pytest.mark.parametrize("n, factor, causal", [(700, 24, True), (640, 32, True), (300, 16, False)])
+def test_long_blocks_sample_their_rows(n, factor, causal):
+    stride = row_stride(factor)
+    assert stride > 1 and factor % stride == 0 and factor // stride >= ROWS_PER_BLOCK
+    q, k, lse = problem(n, 4, 2, causal)
+    got = layer_overview(q, k, lse, 0.25, causal, factor, stride=stride).numpy()
+    want = reference(q, k, lse, 0.25, causal, factor, stride)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=0)
+    every = reference(q, k, lse, 0.25, causal, factor)
+    assert np.nanmax(got - every) <= 1e-6 and np.nanmin(got - every) < 0  # a lower bound
+
+
+def test_row_strides():
+    assert [row_stride(f) for f in (1, 8, 12, 16, 32, 128)] == [1, 1, 1, 2, 4, 16]
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
