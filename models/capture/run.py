@@ -136,8 +136,10 @@ def capture(
 ) -> AttentionRun:
     """Every head's pattern on ``prompt``.
 
-    Patterns are held whole when they take at most ``dense_limit`` bytes. Longer prompts keep q,
-    k and the log-sum-exp instead: first through the model's own fused attention
+    Patterns are held whole when they take at most ``dense_limit`` bytes and the model runs in
+    float32. Longer prompts, and every prompt on a bfloat16 / float16 model (whose own patterns
+    are rounded to its dtype), keep q, k and the float32 log-sum-exp instead: first through the
+    model's own fused attention
     (:func:`models.capture.streaming.capture_streaming`), else through the bridge's hooks
     (:func:`models.capture.factored.capture_factored`), else a shorter dense capture.
 
@@ -161,7 +163,9 @@ def capture(
     store: PatternStore | None = None
     path: CapturePath = "dense"
     fallback = None
-    if dense_bytes(model.facts, ids.shape[1]) > dense_limit:
+    # a low-precision model's own patterns are rounded: the fused pass rebuilds them in float32
+    low_precision = model.spec.dtype != "float32"
+    if low_precision or dense_bytes(model.facts, ids.shape[1]) > dense_limit:
         store, fallback = stream(model, ids, part(progress, 0.0, 0.95), overview_arithmetic)
         path = "fused"
         if store is None:
@@ -169,7 +173,8 @@ def capture(
             store, path = capture_factored(model, ids), "hooks"
         if store is None:  # q/k hooks do not rebuild the scores: keep what fits whole
             fits = max(1, int((dense_limit / dense_bytes(model.facts, 1)) ** 0.5))
-            ids, path = ids[:, :fits], "shortened"
+            path = "shortened" if ids.shape[1] > fits else "dense"
+            ids = ids[:, :fits]
     if store is None:
         store = capture_dense(model, ids)
     id_list = [int(i) for i in ids[0]]

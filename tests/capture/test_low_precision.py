@@ -126,3 +126,9 @@ def test_pattern_difference_is_rounding_only_in_float32(runs, bundled):
     run = runs("bundled")
     measured = pattern_difference(bundled, run, n_rows=32)
     assert measured.dtype == "float32" and measured.largest < 1e-5
+
+
+def test_short_prompts_on_a_bfloat16_model_take_the_fused_path_too(bundled_bf16):
+    run = capture(bundled_bf16, "a short prompt")
+    assert run.path == "fused" and run.factored and run.fallback is None
+    np.testing.assert_allclose(run.patterns.sum(axis=-1), 1.0, atol=2e-4)
