@@ -12,6 +12,11 @@ A plain pass does not take the model's lock: it adds no hooks and writes nothing
 modules (the callback is per thread), so a long capture here never makes a short request on the
 bridge wait. Models whose attention does not use the interface (ALiBi bridges such as Bloom's)
 simply never call back; the caller then falls back to the bridge.
+
+The pass runs in the dtype the model was loaded in (bfloat16 runs bfloat16 SDPA; on the CPU the
+kernel still returns float32 row statistics). :func:`run_plain_float32` runs the same view in
+float32 arithmetic on the same weights, one module's weights upcast at a time, to measure what
+the low-precision pass changed.
 """
 
 from __future__ import annotations
