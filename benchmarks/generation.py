@@ -28,13 +28,14 @@ import torch
 
 from models.generate import GenerationSettings, generate
 from models.generate.cost import generation_estimate
-from models.generate.eviction import full_pass, perplexity, policy_pass
+from models.generate.policies import POLICY_NAMES
 from models.generate.sweep import (
     DEFAULT_BUDGETS,
     DEFAULT_POLICIES,
     EvictionSettings,
     bundled_passage,
     estimate,
+    eviction_sweep,
     sink_verdict,
 )
 from models.model.forward import tokenize
@@ -113,53 +114,47 @@ def bench_generation(model, n_prompt: int, n_new: int, repeats: int) -> dict:
 
 
 def bench_eviction(model, n_tokens: int) -> dict:
+    """The sweep as a page runs it (:func:`eviction_sweep`), timed whole and per policy (from
+    its progress reports)."""
     settings = EvictionSettings(
         budgets=DEFAULT_BUDGETS, sinks=4, policies=DEFAULT_POLICIES, max_tokens=n_tokens
     )
-    ids = tokenize(model, bundled_passage(), n_tokens)[0]
-    n = int(ids.shape[1])
+    text = bundled_passage()
+    n = int(tokenize(model, text, n_tokens)[0].shape[1])
     guess = estimate(model, n, settings)
-    start = time.perf_counter()
-    full = full_pass(model, ids, checkpoints=tuple(b for b in DEFAULT_BUDGETS if b < n))
-    times = {"full": time.perf_counter() - start}
-    points = {}
-    for policy in DEFAULT_POLICIES:
-        start = time.perf_counter()
-        for budget in DEFAULT_BUDGETS:
-            got = policy_pass(model, ids, policy, budget, settings.sinks, full)
-            points[f"{policy}@{budget}"] = perplexity(got)
-        times[policy] = time.perf_counter() - start
-    total = sum(times.values())
-    print(
-        f"eviction sweep: {n} tokens, budgets {DEFAULT_BUDGETS}: {total:.1f} s (estimate "
-        f"{guess.seconds:.1f} s, peak {guess.peak_bytes / 2**20:.0f} MiB); "
-        + ", ".join(f"{k} {v:.1f} s" for k, v in times.items())
+    marks: list[tuple[float, str]] = []
+    begin = time.perf_counter()
+    wall, cpu, result = timed(
+        lambda: eviction_sweep(
+            model, text, settings, lambda _f, t: marks.append((time.perf_counter(), t))
+        )
     )
+    parts: dict[str, float] = {}
+    last = begin
+    for name in ["full cache"] + [POLICY_NAMES[p] for p in DEFAULT_POLICIES]:
+        ends = [t for t, label in marks if label.startswith(name)]
+        if ends:
+            parts[name], last = max(ends) - last, max(ends)
     print(
-        f"full cache perplexity {perplexity(full.losses):.3f}; "
+        f"eviction sweep: {n} tokens, budgets {DEFAULT_BUDGETS}, {torch.get_num_threads()} "
+        f"threads: {wall:.1f} s wall, {cpu:.1f} s CPU (estimate {guess.seconds:.1f} s, peak "
+        f"{guess.peak_bytes / 2**20:.0f} MiB); "
+        + ", ".join(f"{k} {v:.1f} s" for k, v in parts.items())
+    )
+    points = {f"{p.policy}@{p.budget}": p.perplexity for p in result.points}
+    print(
+        f"full cache perplexity {result.full_perplexity:.3f}; "
         + ", ".join(f"{k} {v:.3f}" for k, v in points.items())
-    )
-    from models.generate.sweep import EvictionPoint, EvictionResult
-
-    result = EvictionResult(
-        n_tokens=n,
-        full_perplexity=perplexity(full.losses),
-        points=tuple(
-            EvictionPoint(k.split("@")[0], int(k.split("@")[1]), v)  # type: ignore[arg-type]
-            for k, v in points.items()
-        ),
-        sinks=4,
-        positions="",
-        losses={},
     )
     print(sink_verdict(result))
     return {
         "tokens": n,
-        "sweep_s": total,
-        "parts_s": times,
+        "sweep_s": wall,
+        "sweep_cpu_s": cpu,
+        "parts_s": parts,
         "estimate_s": guess.seconds,
         "estimate_peak_bytes": guess.peak_bytes,
-        "full_perplexity": perplexity(full.losses),
+        "full_perplexity": result.full_perplexity,
         "perplexity": points,
     }
 
@@ -172,6 +167,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--evict-tokens", type=int, default=1024)
     p.add_argument("--skip-evict", action="store_true")
+    p.add_argument("--skip-generation", action="store_true")
     p.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's)")
     args = p.parse_args()
     if args.threads:
@@ -182,11 +178,9 @@ def main() -> None:
         f"{os.getloadavg()[0]:.1f}"
     )
     model = load(ModelSpec(args.model))
-    out = {
-        "model": args.model,
-        "threads": torch.get_num_threads(),
-        "generation": bench_generation(model, args.prompt, args.new, args.repeats),
-    }
+    out: dict = {"model": args.model, "threads": torch.get_num_threads()}
+    if not args.skip_generation:
+        out["generation"] = bench_generation(model, args.prompt, args.new, args.repeats)
     if not args.skip_evict:
         out["eviction"] = bench_eviction(model, args.evict_tokens)
     out["load_average_end"] = os.getloadavg()[0]

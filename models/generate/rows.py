@@ -115,7 +115,7 @@ class RowRecorder:
         ):
             raise RowsUnavailable("an attention mask other than causal or a sliding window")
         self.keys[layer, :, self.length : self.length + n_new] = key[0, :, -n_new:]
-        self.q[layer] = query[0, :, -1]
+        self.q[layer] = query[0, :, -1].to(self.keys.device)
         self.terms[layer] = LayerTerms(
             scale=float(kwargs.get("scaling") or query.shape[-1] ** -0.5),
             window=int(window) if window else None,

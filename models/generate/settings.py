@@ -3,8 +3,9 @@ it (optionally wrapped in the model's chat template)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import torch
 from jaxtyping import Int
@@ -72,6 +73,54 @@ class GenerationSettings:
 
     def with_seed(self, seed: int) -> GenerationSettings:
         return replace(self, seed=seed)
+
+    def to_params(self) -> dict[str, str]:
+        """Query parameters that reproduce these settings (sampler keys only when sampling)."""
+        out = {
+            "n": str(self.max_new_tokens),
+            "chat": "1" if self.chat else "0",
+            "decoding": self.decoding,
+        }
+        if self.sampling:
+            out.update(
+                {
+                    "temp": f"{self.temperature:g}",
+                    "top_k": str(self.top_k or 0),
+                    "top_p": f"{self.top_p:g}",
+                }
+            )
+            if self.seed is not None:
+                out["seed"] = str(self.seed)
+        return out
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, str]) -> tuple[GenerationSettings, list[str]]:
+        """Settings from query parameters; what cannot be read keeps its default, with a note
+        (out-of-range values are left for :meth:`problems` to explain)."""
+        notes: list[str] = []
+        fields: dict[str, Any] = {}
+        for key, name, kind in (
+            ("n", "max_new_tokens", int),
+            ("temp", "temperature", float),
+            ("top_k", "top_k", int),
+            ("top_p", "top_p", float),
+            ("seed", "seed", int),
+        ):
+            if key in params:
+                try:
+                    fields[name] = kind(str(params[key]).strip())
+                except ValueError:
+                    notes.append(f"Ignored {key}={params[key]!r} in the link: not a number.")
+        if fields.get("top_k") == 0:
+            fields["top_k"] = None  # 0 is how a link writes "off"
+        if "chat" in params:
+            fields["chat"] = str(params["chat"]).strip().lower() in ("1", "true", "yes", "on")
+        decoding = str(params.get("decoding", "greedy")).strip().lower()
+        if decoding in DECODINGS:
+            fields["decoding"] = decoding
+        else:
+            notes.append(f"Ignored decoding={decoding!r} in the link: it is greedy or sample.")
+        return cls(**fields), notes
 
 
 @dataclass(frozen=True)

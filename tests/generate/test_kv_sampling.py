@@ -98,3 +98,24 @@ def test_choice_statistics_are_the_model_distribution():
     sampled = GenerationSettings(decoding="sample", top_k=1, seed=0)
     gen = torch.Generator().manual_seed(0)
     assert {choose(LOGITS, sampled, gen).token_id for _ in range(20)} == {0}
+
+
+def test_settings_round_trip_through_link_parameters():
+    sampled = GenerationSettings(
+        max_new_tokens=40,
+        chat=True,
+        decoding="sample",
+        temperature=0.7,
+        top_k=20,
+        top_p=0.9,
+        seed=123,
+    )
+    assert GenerationSettings.from_params(sampled.to_params()) == (sampled, [])
+    greedy = GenerationSettings(max_new_tokens=8)
+    assert greedy.to_params() == {"n": "8", "chat": "0", "decoding": "greedy"}
+    assert GenerationSettings.from_params(greedy.to_params()) == (greedy, [])
+    unbounded = GenerationSettings(decoding="sample", seed=5)
+    assert GenerationSettings.from_params(unbounded.to_params()) == (unbounded, [])
+    odd, notes = GenerationSettings.from_params({"n": "many", "decoding": "beam", "temp": "-1"})
+    assert odd == GenerationSettings(temperature=-1.0) and len(notes) == 2
+    assert odd.problems() == []  # greedy ignores the temperature
