@@ -5,6 +5,7 @@ the explorer rather than to a blank page."""
 from __future__ import annotations
 
 import time
+import urllib.request
 
 import pytest
 
@@ -15,6 +16,20 @@ pytestmark = pytest.mark.e2e
 MENU = ["Explorer", "Head finder", "Circuits", "Scaling sweep", "Kernel check", "Classroom"]
 SIDEBAR_LINKS = """() => [...document.querySelectorAll('[data-testid="stSidebar"] a')]
     .map((a) => a.textContent.trim()).filter((t) => t)"""
+
+
+def fetch(url: str) -> tuple[str, str]:
+    """The content type and body of ``url``."""
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return resp.headers.get("Content-Type", ""), resp.read().decode("utf-8", "replace")
+
+
+def test_streamlits_metrics_are_not_served_to_visitors():
+    """Without the route, the address answers like any unknown path: the app's HTML shell."""
+    with app_server("e2e-metrics.log") as (url, _):
+        kind, body = fetch(f"{url}/_stcore/metrics")
+        assert kind.startswith("text/html") and "# TYPE" not in body
+        assert (kind, body) == fetch(f"{url}/_stcore/no-such-route")
 
 
 def has_menu(links: list[str]) -> bool:
