@@ -43,3 +43,4 @@ except UserError as err:
     session.show_error(err)
 circuits.attribution(base)
 circuits.head_table(model, task, base, effects)
+circuits.compare_link(task)

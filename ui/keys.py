@@ -53,6 +53,21 @@ class Explorer(StrEnum):
     HEATMAP = "explorer_heatmap"
     CSV = "explorer_csv"
     URL = "atlas_url"
+    MODE = "explorer_mode"
+    PROMPT_B = "explorer_prompt_b"
+    WORDS = "explorer_words"
+    ROLLOUT = "explorer_rollout"
+    DIVERGENCE_GRID = "explorer_divergence_grid"
+    DIVERGENCE_TABLE = "explorer_divergence_table"
+    COMPARE_START = "explorer_compare_start"
+    COMPARE_REQUESTED = "explorer_compare_requested"  # CompareKeys the visitor asked to run
+    COMPARE_CSV = "explorer_compare_csv"
+    HEATMAP_A = "explorer_heatmap_a"
+    HEATMAP_B = "explorer_heatmap_b"
+    HEATMAP_DIFF = "explorer_heatmap_diff"
+    EXPORT = "explorer_export"
+    TOKENS_B = "explorer_tokens_b"
+    JUMP_DIFFERENCE = "explorer_jump_difference"
 
 
 class Heads(StrEnum):

@@ -1,4 +1,4 @@
-"""The shareable view: which model, prompt, layer, head and token a URL opens.
+"""The shareable view: which model, prompt(s), layer, head, token, mode and word view a URL opens.
 
 Pure functions so that a link a teacher shares round-trips exactly, and garbage in a query string
 is clamped or dropped with a note instead of raising.
@@ -6,10 +6,15 @@ is clamped or dropped with a note instead of raising.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Mapping
+from typing import Literal, get_args
 
-QUERY_KEYS = ("model", "prompt", "pid", "layer", "head", "token")
+Mode = Literal["single", "compare"]
+MODES: tuple[str, ...] = get_args(Mode)
+QUERY_KEYS = ("model", "prompt", "pid", "layer", "head", "token", "mode", "b", "bid", "words",
+              "gen")
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 
 
 @dataclass(frozen=True)
@@ -17,7 +22,8 @@ class ViewState:
     """What the explorer shows. ``token`` is a query position or ``None`` for no selection.
 
     A prompt travels as text (``prompt``) or, when too long for a link, as the id under which
-    the server keeps it (``prompt_id``).
+    the server keeps it (``prompt_id``). In compare mode prompt B travels the same way
+    (``b`` or ``bid``); it is left out of the link in single mode. ``words`` is the word view.
     """
 
     model: str | None = None
@@ -26,6 +32,11 @@ class ViewState:
     layer: int = 0
     head: int = 0
     token: int | None = None
+    mode: Mode = "single"
+    prompt_b: str | None = None
+    prompt_b_id: str | None = None
+    words: bool = False
+    gen: str | None = None  # the Generate page's settings (ui.state.generate.gen_value)
 
 
 def _parse_int(raw: str | None) -> int | None:
@@ -37,8 +48,27 @@ def _parse_int(raw: str | None) -> int | None:
         return None
 
 
+def _parse_mode(raw: str | None, notes: list[str]) -> Mode:
+    if raw is None or raw.strip().lower() in ("", "single"):
+        return "single"
+    if raw.strip().lower() == "compare":
+        return "compare"
+    notes.append(f"Ignored mode={raw!r} in the link: it is 'single' or 'compare'.")
+    return "single"
+
+
+def _parse_flag(name: str, raw: str | None, notes: list[str]) -> bool:
+    if raw is None:
+        return False
+    value = raw.strip().lower()
+    if value in _TRUE or value in _FALSE:
+        return value in _TRUE
+    notes.append(f"Ignored {name}={raw!r} in the link: it is 1 or 0.")
+    return False
+
+
 def from_query(params: Mapping[str, str]) -> tuple[ViewState, list[str]]:
-    """Parse query parameters; unparseable numbers are dropped with a note."""
+    """Parse query parameters; unparseable numbers, modes and flags are dropped with a note."""
     notes: list[str] = []
     values: dict[str, int | None] = {}
     for key in ("layer", "head", "token"):
@@ -54,6 +84,11 @@ def from_query(params: Mapping[str, str]) -> tuple[ViewState, list[str]]:
         layer=values["layer"] or 0,
         head=values["head"] or 0,
         token=values["token"],
+        mode=_parse_mode(params.get("mode"), notes),
+        prompt_b=params.get("b"),
+        prompt_b_id=params.get("bid") or None,
+        words=_parse_flag("words", params.get("words"), notes),
+        gen=params.get("gen") or None,
     )
     return state, notes
 
@@ -80,7 +115,8 @@ def clamp(state: ViewState, n_layers: int, n_heads: int, n_tokens: int
 
 
 def to_query(state: ViewState) -> dict[str, str]:
-    """Query parameters for ``state``; unset fields are left out."""
+    """Query parameters for ``state``; unset fields (and prompt B in single mode) are left
+    out."""
     out: dict[str, str] = {"layer": str(state.layer), "head": str(state.head)}
     if state.model:
         out["model"] = state.model
@@ -90,4 +126,14 @@ def to_query(state: ViewState) -> dict[str, str]:
         out["pid"] = state.prompt_id
     if state.token is not None:
         out["token"] = str(state.token)
+    if state.mode != "single":
+        out["mode"] = state.mode
+        if state.prompt_b is not None:
+            out["b"] = state.prompt_b
+        elif state.prompt_b_id is not None:
+            out["bid"] = state.prompt_b_id
+    if state.words:
+        out["words"] = "1"
+    if state.gen:
+        out["gen"] = state.gen
     return out

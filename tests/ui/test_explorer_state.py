@@ -72,3 +72,76 @@ def test_a_short_prompt_has_one_window():
     view, _ = state.for_run(ExplorerView(), SHORT, induction)
     assert view.rows(SHORT) == range(12) and view.cols(SHORT) == range(12)
     assert state.choose_head(view, Head(1, 1), SHORT, induction).row0 == 0
+
+
+def test_a_span_is_kept_in_order_and_a_plain_click_ends_it():
+    view, _ = state.for_run(ExplorerView(), SHORT, induction)
+    spanned = state.choose_span(view, 8, 3, SHORT, induction)  # bounds in either order
+    assert spanned.span == (3, 8) and spanned.token == 3
+    assert state.selection(spanned) == (3, 8)
+    assert state.choose_head(spanned, Head(1, 2), SHORT, induction).span == (3, 8)
+    clicked = state.choose_token(spanned, 5, SHORT, induction)
+    assert clicked.span is None and state.selection(clicked) == (5, 6)
+
+
+def test_a_span_of_one_token_is_a_plain_selection_and_spans_are_clamped():
+    view, _ = state.for_run(ExplorerView(), SHORT, induction)
+    one = state.choose_span(view, 4, 5, SHORT, induction)
+    assert one.span is None and one.token == 4
+    assert state.choose_span(view, 9, 40, SHORT, induction).span == (9, 12)
+
+
+def test_a_span_brings_its_first_token_into_a_long_window():
+    view, _ = state.for_run(ExplorerView(), LONG, induction)
+    spanned = state.choose_span(view, 300, 320, LONG, induction)
+    assert spanned.span == (300, 320) and 300 in spanned.rows(LONG)
+
+
+def test_a_new_prompt_drops_the_span_but_keeps_mode_words_and_prompt_b():
+    view, _ = state.for_run(ExplorerView(), SHORT, induction)
+    view = state.set_words(state.set_prompt_b(state.set_mode(view, "compare"), "b text"), True)
+    view = state.choose_span(view, 2, 6, SHORT, induction)
+    other = RunShape(3, 4, 20, run_id="another prompt")
+    moved, _ = state.for_run(view, other, induction)
+    assert moved.span is None and moved.token == 19
+    assert (moved.mode, moved.prompt_b, moved.words) == ("compare", "b text", True)
+
+
+def test_switching_mode_or_word_view_never_moves_the_window():
+    view, _ = state.for_run(ExplorerView(), LONG, induction)
+    window = (view.row0, view.col0, view.token, view.head)
+    for changed in (state.set_mode(view, "compare"), state.set_words(view, True)):
+        assert (changed.row0, changed.col0, changed.token, changed.head) == window
+    assert state.set_mode(state.set_mode(view, "compare"), "single") == view
+
+
+def words_of(starts):
+    from models.capture.words import Words
+
+    return Words(tuple(starts), tuple(f"w{i}" for i in range(len(starts) - 1)), "markers")
+
+
+def test_the_word_view_shows_the_words_that_overlap_the_token_window():
+    words = words_of([0, 1, 3, 4, 7, 10])  # five words over ten tokens
+    assert state.unit_range(range(2, 6), words) == range(1, 4)
+    assert state.unit_range(range(2, 6), None) == range(2, 6)
+    assert state.unit_of(5, words) == 3 and state.unit_of(5, None) == 5
+
+
+def test_aligned_windows_skip_the_unaligned_middle():
+    # A has 10 units, B 11: prefix 4, suffix 5, A's middle is unit 4, B's units 4-5.
+    queries = [0, 1, 2, 3, 5, 6, 7, 8, 9]
+    keys = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]  # the bin stands at A's first middle unit, 4
+    assert state.aligned_range(queries, range(0, 10)) == range(0, 9)
+    assert state.aligned_range(queries, range(3, 7)) == range(3, 6)  # units 3, 5, 6
+    assert state.aligned_range(keys, range(4, 6)) == range(4, 6)  # the bin and unit 5
+    assert state.aligned_index(queries, 6) == 5 and state.aligned_index(queries, 4) is None
+
+
+def test_centring_on_a_cell_selects_its_query_and_shows_its_key():
+    view, _ = state.for_run(ExplorerView(), LONG, induction)
+    view = state.choose_span(view, 10, 20, LONG, induction)
+    moved = state.centre_on(view, LONG, 1500, 40)
+    assert moved.token == 1500 and moved.span is None
+    assert 1500 in moved.rows(LONG) and 40 in moved.cols(LONG)
+    assert moved.row0 == 1500 - WINDOW // 2 and moved.col0 == 0

@@ -29,3 +29,33 @@ def test_clamp_leaves_valid_values_alone():
     view = ViewState(layer=1, head=5, token=0)
     fixed, notes = clamp(view, 3, 6, 4)
     assert fixed == view and notes == []
+
+
+def test_compare_mode_round_trips_both_prompts_and_the_word_view():
+    view = ViewState(model="smollm2", prompt="Alice gave Bob a book", layer=4, head=1, token=3,
+                     mode="compare", prompt_b="Alice gave Carol a <book> & more", words=True)
+    query = to_query(view)
+    assert query["mode"] == "compare" and query["b"] == view.prompt_b and query["words"] == "1"
+    parsed, notes = from_query(query)
+    assert parsed == view and notes == []
+
+
+def test_a_long_prompt_b_travels_as_its_id():
+    view = ViewState(prompt_id="0123456789abcdef", mode="compare",
+                     prompt_b_id="fedcba9876543210")
+    query = to_query(view)
+    assert query["bid"] == "fedcba9876543210" and "b" not in query and "prompt" not in query
+    assert from_query(query)[0] == view
+
+
+def test_prompt_b_is_left_out_of_a_single_mode_link():
+    query = to_query(ViewState(prompt="a", prompt_b="b", prompt_b_id="0123456789abcdef"))
+    assert "b" not in query and "bid" not in query and "mode" not in query
+    assert "words" not in query
+
+
+def test_garbage_mode_and_flag_are_dropped_with_notes():
+    parsed, notes = from_query({"mode": "side-by-side", "words": "maybe", "b": "x"})
+    assert parsed.mode == "single" and parsed.words is False and parsed.prompt_b == "x"
+    assert len(notes) == 2 and "mode" in notes[0] and "words" in notes[1]
+    assert from_query({"mode": "COMPARE", "words": "0"})[0].mode == "compare"

@@ -228,3 +228,39 @@ class LayerKey(JobKey):
     prompt: str
     layer: int
     max_tokens: int
+
+
+@dataclass(frozen=True)
+class WordsKey(JobKey):
+    """Which tokens of a run form each word (the word view)."""
+
+    run: RunKey
+
+
+@dataclass(frozen=True)
+class CompareKey(JobKey):
+    """Every head's divergence between prompt A's run and prompt B's, in tokens or words."""
+
+    persist = True
+
+    run_a: RunKey
+    run_b: RunKey
+    words: bool
+
+
+@dataclass(frozen=True)
+class RolloutKey(JobKey):
+    """Attention rollout from (or to) a span of a run's tokens, or of its words."""
+
+    run: RunKey
+    span: tuple[int, int]
+    direction: str
+    words: bool
+
+
+@dataclass(frozen=True)
+class DifferenceOverviewKey(JobKey):
+    """One head's whole |A − B| in a comparison, max-pooled to an overview picture."""
+
+    compare: CompareKey
+    head: Head

@@ -6,6 +6,11 @@
 - :mod:`ui.sections.explorer_detail` -- the chosen head: overview, heatmap, downloads;
 - :mod:`ui.sections.explorer_results` -- what the explorer draws from a run, kept in stores;
 - :mod:`ui.sections.explorer_session` -- the explorer's view in the session;
+- :mod:`ui.sections.explorer_strip` -- the explorer's token strip: spans, words, rollout;
+- :mod:`ui.sections.explorer_compare` -- compare mode: prompt B, every head's divergence;
+- :mod:`ui.sections.explorer_compare_detail` -- compare mode: one head's A, B and A − B;
+- :mod:`ui.sections.explorer_difference` -- compare mode: where A and B differ, pooled;
+- :mod:`ui.sections.explorer_export` -- the explorer's view as one self-contained HTML file;
 - :mod:`ui.sections.heads` -- head finder: corpus, scores, grids, table, top examples;
 - :mod:`ui.sections.prune` -- head finder: importance, pruning curve, export;
 - :mod:`ui.sections.circuits` -- patching, attribution and the per-head table;

@@ -174,3 +174,13 @@ def head_table(model: LoadedModel, task: CircuitTask, base: Baseline, effects: A
                      "dla": st.column_config.NumberColumn("DLA", format="%.4f")})
     st.download_button("Download the table (CSV)", table_csv(table.drop(columns="open")),
                        file_name="circuit_heads.csv", mime="text/csv")
+
+
+def compare_link(task: CircuitTask) -> None:
+    """A link to the explorer comparing the clean prompt (A) with the corrupted one (B)."""
+    from ui.sections.explorer_session import compare_link as explorer_compare
+
+    st.markdown(f"[Compare these two prompts in the explorer ↗]"
+                f"({explorer_compare(task.clean, task.corrupted)})",
+                help="Every head ranked by how far its attention moved between the clean and "
+                     "the corrupted prompt, with A, B and A − B for each head.")

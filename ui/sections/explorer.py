@@ -1,4 +1,5 @@
-"""The explorer's interactive view: the head grid, the chosen head in detail, the tokens.
+"""The explorer's interactive view: the head grid, the chosen head in detail, the tokens; or,
+in compare mode, every head ranked by how far it moved between two prompts.
 
 Everything runs inside one fragment, so a click on a head, a token, the overview or an option
 reruns only this view, not the page. The view is one :class:`ui.state.explorer.ExplorerView` in
@@ -8,14 +9,14 @@ so the view survives a visit to another page.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
 
 from models.capture.run import AttentionRun
 from models.capture.sinks import measured_sink
-from models.capture.views import scoped_weights
+from models.capture.words import WORD_RULE, Words
 from models.errors import UserError
 from models.head import Head
 from models.model.facts import ModelFacts
@@ -24,20 +25,19 @@ from ui.keys import Explorer
 from ui.runtime import server
 from ui.runtime.job_keys import RunKey, SinkSummaryKey, WeightingKey
 from ui.runtime.jobs import Cost
+from ui.sections import explorer_compare as compare_section
+from ui.sections import explorer_compare_detail as compare_detail
 from ui.sections import explorer_detail as detail
+from ui.sections import explorer_export as export
 from ui.sections import explorer_results as results
-from ui.sections.explorer_session import current_view, save, seed, strongest, update
+from ui.sections import explorer_strip as strip
+from ui.sections.explorer_session import current_view, save, seed, strongest, update, view_query
 from ui.state import explorer as state
 from ui.state.explorer import ExplorerView, RunShape
 from ui.text import md
 from ui.widgets import components, job_view
-from viz.token_view import legend_html, token_spans
-from viz.view_state import ViewState
 
-SCOPES: dict[state.Scope, str] = {"head": "This head", "layer": "Mean over the layer's heads",
-                                  "all": "Mean over all heads"}
-DIRECTIONS: dict[state.Direction, str] = {"from": "What the token attends to",
-                                          "to": "Which tokens attend to it"}
+MODES: dict[state.Mode, str] = {"single": "One prompt", "compare": "Compare two prompts"}
 
 
 def intro(run: AttentionRun) -> None:
@@ -81,12 +81,6 @@ def on_head_click(run_key: RunKey) -> None:
         update(run_key, lambda v, s, r: state.choose_head(v, head, s, strongest(r)))
 
 
-def on_token_click(run_key: RunKey) -> None:
-    clicked = components.clicked_value(Explorer.TOKENS)
-    if clicked is not None:
-        update(run_key, lambda v, s, r: state.choose_token(v, int(clicked), s, strongest(r)))
-
-
 def on_selectors(run_key: RunKey) -> None:
     ss = st.session_state
     head = Head(int(ss[Explorer.LAYER]), int(ss[Explorer.HEAD]))
@@ -101,32 +95,58 @@ def on_selectors(run_key: RunKey) -> None:
     update(run_key, change)
 
 
-def on_options() -> None:
-    ss, view = st.session_state, current_view()
-    save(replace(view, scope=ss.get(Explorer.SCOPE, view.scope),
-                 direction=ss.get(Explorer.DIRECTION, view.direction),
-                 weighted=bool(ss.get(Explorer.WEIGHTED, view.weighted))))
+def on_mode() -> None:
+    mode = st.session_state.get(Explorer.MODE) or current_view().mode
+    save(state.set_mode(current_view(), mode))
+
+
+def on_words() -> None:
+    save(state.set_words(current_view(), bool(st.session_state.get(Explorer.WORDS))))
+
+
+def mode_bar(view: ExplorerView) -> None:
+    """One prompt or two, tokens or words."""
+    ss = st.session_state
+    ss[Explorer.MODE], ss[Explorer.WORDS] = view.mode, view.words
+    c = st.columns([3, 2])
+    c[0].segmented_control("View", list(MODES), key=Explorer.MODE, format_func=MODES.__getitem__,
+                           on_change=on_mode, label_visibility="collapsed")
+    c[1].toggle("Word view (merge sub-word tokens)", key=Explorer.WORDS,
+                on_change=on_words, help=WORD_RULE)
+    if view.words:
+        st.caption(f"Word view. {md(WORD_RULE)} The grid's pictures stay in tokens.")
+
+
+def token_options(run: AttentionRun,
+                  words: Words | None) -> tuple[list[int], Callable[[int], str]]:
+    """The query selector's options (token positions; a word by its first token) and labels."""
+    if words is None:
+        labels = run.labels()
+        return list(range(run.n_tokens)), lambda token: labels[token]
+    word_labels = words.axis_labels()
+    return list(words.starts[:-1]), lambda token: word_labels[words.word_of(token)]
 
 
 def selectors(view: ExplorerView, facts: ModelFacts, run: AttentionRun, key: RunKey,
-              labels: list[str]) -> None:
+              words: Words | None) -> None:
     ss = st.session_state
     ss[Explorer.LAYER], ss[Explorer.HEAD] = view.head.layer, view.head.index
-    ss[Explorer.TOKEN] = view.query
+    options, show = token_options(run, words)
+    ss[Explorer.TOKEN] = view.query if words is None else words.starts[words.word_of(view.query)]
     c = st.columns([1, 1, 2])
     c[0].selectbox("Layer", range(facts.n_layers), key=Explorer.LAYER, on_change=on_selectors,
                    args=(key,))
     c[1].selectbox("Head", range(facts.n_heads), key=Explorer.HEAD, on_change=on_selectors,
                    args=(key,))
-    c[2].selectbox("Token (query)", range(run.n_tokens), key=Explorer.TOKEN,
-                   format_func=lambda i: labels[i], on_change=on_selectors, args=(key,))
+    c[2].selectbox("Word (query)" if words is not None else "Token (query)", options,
+                   key=Explorer.TOKEN, format_func=show, on_change=on_selectors, args=(key,))
 
 
 def weighting_toggle(view: ExplorerView, run: AttentionRun, key: RunKey) -> Any:
     """The value-weighting toggle; the run's weighting while on (None while off or computing)."""
     st.session_state[Explorer.WEIGHTED] = view.weighted
     on = st.toggle("Value-weighted: how much each head writes from each key",
-                   key=Explorer.WEIGHTED, on_change=on_options,
+                   key=Explorer.WEIGHTED, on_change=strip.on_options,
                    help="Each weight A[i, j] times ||v_j W_O|| (the size of what the head writes "
                         "when it reads key j), rows renormalised to sum to 1 (Kobayashi et al. "
                         "2020). A sink the head looks at but writes almost nothing from fades.")
@@ -148,7 +168,7 @@ def grid(view: ExplorerView, run: AttentionRun, key: RunKey, weighted: bool) -> 
     st.subheader("All heads")
     st.caption("Each picture is one head's whole pattern (rows: queries, columns: keys), "
                "max-pooled and scaled to its own strongest weight. Click one to open it.")
-    cells = results.thumbnails(key, weighted)
+    cells: list[dict[str, str]] | None = results.thumbnails(key, weighted)
     shown = (key, weighted)
     if ss.get(Explorer.GRID_SHOWN) == shown:
         cells = None  # this rerun only moves the selection: keep the pictures off the wire
@@ -159,24 +179,37 @@ def grid(view: ExplorerView, run: AttentionRun, key: RunKey, weighted: bool) -> 
                          lambda: on_head_click(key), cell_px=cell)
 
 
-def tokens(view: ExplorerView, run: AttentionRun, key: RunKey, labels: list[str],
-           weighting: Any) -> None:
-    """The prompt coloured by attention from (or to) the selected token, with its controls."""
-    ss = st.session_state
-    st.subheader("Tokens")
-    ss[Explorer.SCOPE], ss[Explorer.DIRECTION] = view.scope, view.direction
-    c = st.columns([2, 2, 3])
-    c[0].radio("Colour by", list(SCOPES), key=Explorer.SCOPE, format_func=SCOPES.__getitem__,
-               on_change=on_options)
-    c[1].radio("Show", list(DIRECTIONS), key=Explorer.DIRECTION,
-               format_func=DIRECTIONS.__getitem__, on_change=on_options)
-    weights = scoped_weights(run, view.scope, view.head.layer, view.head.index, view.query,
-                             view.direction, weighting)
-    with c[2]:
-        st.html(legend_html(weights))
-        st.caption(f"Selected: {md(labels[view.query])}. Click a token to select it.")
-    components.token_strip(token_spans(run.tokens, weights, view.query, view.direction),
-                           Explorer.TOKENS, lambda: on_token_click(key))
+def single(view: ExplorerView, run: AttentionRun, key: RunKey, words: Words | None) -> None:
+    """One prompt: the grid, the chosen head in detail, the strip, and the export."""
+    weighting = weighting_toggle(view, run, key)
+    left, right = st.columns([1, 1])
+    with left:
+        grid(view, run, key, weighting is not None)
+    with right:
+        st.subheader(f"Head {view.head}")
+        shown = detail.detail(view, run, key, weighting, words)
+    strip.strip(current_view(), run, key, weighting, words)
+    export.button(current_view(), key, shown.figure,
+                  list(words.labels) if words is not None else list(run.tokens),
+                  weighting is not None, run.facts.n_heads, run.facts.name)
+
+
+def compare(view: ExplorerView, run: AttentionRun, key: RunKey, words: Words | None) -> None:
+    """Prompt A against prompt B: the ranking, then the chosen head's A, B and A − B."""
+    st.session_state.pop(Explorer.GRID_SHOWN, None)  # the pictures grid is not on screen
+    found = compare_section.prepare(view, run, key, words)
+    if found is None:
+        return
+    run_b, _key_b, words_b, comparison, compare_key = found
+    compare_section.overview(view, comparison, key, compare_key)
+    view = current_view()
+    st.subheader(f"Head {view.head}: A, B and A − B")
+    pair = compare_detail.Pair(run, run_b, key, comparison.alignment, words, words_b)
+    mean = float(comparison.divergence[view.head.layer, view.head.index])
+    figures = compare_detail.head_view(view, pair, mean, compare_key)
+    if figures is not None:
+        export.button(current_view(), key, figures.difference, pair.names("a"), False,
+                      run.facts.n_heads, run.facts.name)
 
 
 @st.fragment
@@ -191,16 +224,11 @@ def explorer_view(key: RunKey) -> None:
     if run is None:
         return
     view = seed(run, key)
-    labels = run.labels()
-    selectors(view, run.facts, run, key, labels)
-    weighting = weighting_toggle(view, run, key)
-    left, right = st.columns([1, 1])
-    with left:
-        grid(view, run, key, weighting is not None)
-    with right:
-        st.subheader(f"Head {view.head}")
-        detail.detail(view, run, key, labels, weighting)
-    tokens(current_view(), run, key, labels, weighting)
-    view = current_view()
-    components.sync_url(session.link_query(
-        ViewState(layer=view.head.layer, head=view.head.index, token=view.token), key.prompt))
+    mode_bar(view)
+    words = results.words_of(key) if view.words else None
+    selectors(view, run.facts, run, key, words)
+    if view.mode == "compare":
+        compare(view, run, key, words)
+    else:
+        single(view, run, key, words)
+    components.sync_url(view_query(current_view(), key.prompt))

@@ -1,15 +1,24 @@
 """The explorer's chosen head in detail: the whole-pattern overview (long prompts), the colour
-options, the detail heatmap and its downloads."""
+options, the detail heatmap (tokens, or words in the word view) and its downloads."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+import plotly.graph_objects as go
 import streamlit as st
 
 from models.capture.run import AttentionRun
+from models.capture.words import (
+    Words,
+    local_starts,
+    merge_keys,
+    merge_pattern,
+    merge_queries,
+    word_window,
+)
 from models.head import Head
 from ui.keys import Explorer
 from ui.runtime import server
@@ -17,7 +26,7 @@ from ui.runtime.job_keys import RunKey
 from ui.sections import explorer_results as results
 from ui.sections.explorer_session import current_view, save, shape_of, strongest
 from ui.state import explorer as state
-from ui.state.explorer import WINDOW, ExplorerView, RunShape
+from ui.state.explorer import WINDOW, ExplorerView, RunShape, unit_of, unit_range
 from ui.widgets import components
 from viz.export import pattern_csv
 from viz.heatmap import head_heatmap
@@ -79,75 +88,138 @@ def read(run: AttentionRun, weighting: Any, head: Head, rows: slice,
     return window * weighting.scale(head.layer, head.index, rows, cols)
 
 
-def pinned_keys(key: RunKey, head: Head, cols: range) -> list[int]:
-    """Sink keys shown before the window: key 0 and this head's strongest sink, if outside it."""
-    keys = {0, results.sink_key(key, head)}
+def read_units(run: AttentionRun, weighting: Any, head: Head, rows: range, cols: range,
+               words: Words | None) -> np.ndarray:
+    """A window of units (tokens, or words: to a word = sum, from a word = mean)."""
+    row_slice, col_slice = slice(rows.start, rows.stop), slice(cols.start, cols.stop)
+    if words is None:
+        return read(run, weighting, head, row_slice, col_slice)
+    if weighting is None:
+        return word_window(run, words, head.layer, head.index, row_slice, col_slice)
+    window = read(run, weighting, head, words.tokens_of(row_slice), words.tokens_of(col_slice))
+    return merge_queries(merge_keys(window, local_starts(words, col_slice)),
+                         local_starts(words, row_slice))
+
+
+def pinned_keys(key: RunKey, head: Head, cols: range, words: Words | None = None) -> list[int]:
+    """Sink keys shown before the window: key 0 and this head's strongest sink (or their
+    words), if outside it."""
+    keys = {unit_of(0, words), unit_of(results.sink_key(key, head), words)}
     return sorted(k for k in keys if k not in cols)
 
 
-def detail(view: ExplorerView, run: AttentionRun, key: RunKey, labels: list[str],
-           weighting: Any) -> None:
-    """Overview picker, colour options and the detail heatmap of the selected head."""
-    shape = RunShape(run.facts.n_layers, run.facts.n_heads, run.n_tokens, key)
-    n = run.n_tokens
-    left, right = st.columns([2, 3]) if shape.long else (None, st.container())
+@dataclass(frozen=True)
+class Shown:
+    """The detail heatmap and what it was drawn from (rows and columns in units)."""
+
+    figure: go.Figure
+    window: np.ndarray
+    rows: range
+    cols: range
+    names: list[str]
+
+
+def detail_figure(view: ExplorerView, run: AttentionRun, key: RunKey, weighting: Any,
+                  words: Words | None) -> Shown:
+    """The chosen head's detail heatmap: the window (as words in the word view), sink keys
+    pinned before it on long prompts."""
+    shape = shape_of(run, key)
+    rows, cols = unit_range(view.rows(shape), words), unit_range(view.cols(shape), words)
+    pins = pinned_keys(key, view.head, cols, words) if shape.long and view.pin_sinks else []
+    pattern = np.concatenate(
+        [read_units(run, weighting, view.head, rows, range(k, k + 1), words) for k in pins]
+        + [read_units(run, weighting, view.head, rows, cols, words)], axis=1)
+    word = "value-weighted weight" if weighting is not None else "weight"
+    labels = words.axis_labels() if words is not None else run.labels()
+    fig = head_heatmap(pattern, labels, causal=run.facts.causal, title="",
+                       zmax=1.0 if view.colour_range == "unit" else None,
+                       selected=unit_of(view.query, words),
+                       rows=slice(rows.start, rows.stop), cols=pins + list(cols),
+                       scale=view.scale, skip_first=view.skip_first, pinned=len(pins),
+                       value_name=word)
+    names = list(words.labels) if words is not None else list(run.tokens)
+    return Shown(fig, pattern[:, len(pins):], rows, cols, names)
+
+
+def window_caption(view: ExplorerView, shape: RunShape, words: Words | None) -> str:
     rows, cols = view.rows(shape), view.cols(shape)
+    text = (f"Detail: queries {rows.start}–{rows.stop - 1}, keys {cols.start}–{cols.stop - 1} "
+            f"of {shape.n_tokens:,}")
+    if words is None:
+        return text + "."
+    w_rows, w_cols = unit_range(rows, words), unit_range(cols, words)
+    return (text + f" tokens, shown as words {w_rows.start}–{w_rows.stop - 1} by "
+            f"{w_cols.start}–{w_cols.stop - 1} of {words.n_words:,}.")
+
+
+def detail(view: ExplorerView, run: AttentionRun, key: RunKey, weighting: Any,
+           words: Words | None = None) -> Shown:
+    """Overview picker, colour options and the detail heatmap of the selected head."""
+    shape = shape_of(run, key)
+    long_view = shape.long
+    left, right = st.columns([2, 3]) if long_view else (None, st.container())
     if left is not None:
         with left:
-            components.overview(
-                results.overview_png(key, view.head, weighting is not None), n,
-                (rows.start, rows.stop), (cols.start, cols.stop), Explorer.OVERVIEW,
-                lambda: on_overview_pick(key, n, shape.n_layers, shape.n_heads),
-                size=results.OVERVIEW,
-                caption=f"Whole pattern, {n:,} × {n:,}, max-pooled. Click to centre the detail "
-                        "window, drag to choose its rows and keys.")
+            overview_picker(view, key, shape, weighting is not None)
     with right:
-        colour_options(view, shape.long)
-        if shape.long:
+        colour_options(view, long_view)
+        if long_view:
             st.button("Jump to where this query attends most", key=Explorer.JUMP,
                       on_click=on_jump, args=(key,))
-            st.caption(f"Detail: queries {rows.start}–{rows.stop - 1}, keys "
-                       f"{cols.start}–{cols.stop - 1} of {n:,}.")
-    pins = pinned_keys(key, view.head, cols) if shape.long and view.pin_sinks else []
-    row_slice, col_slice = slice(rows.start, rows.stop), slice(cols.start, cols.stop)
-    pattern = np.concatenate([read(run, weighting, view.head, row_slice, slice(k, k + 1))
-                              for k in pins]
-                             + [read(run, weighting, view.head, row_slice, col_slice)], axis=1)
-    word = "value-weighted weight" if weighting is not None else "weight"
-    fig = head_heatmap(pattern, labels, causal=run.facts.causal, title="",
-                       zmax=1.0 if view.colour_range == "unit" else None, selected=view.query,
-                       rows=row_slice, cols=pins + list(cols), scale=view.scale,
-                       skip_first=view.skip_first, pinned=len(pins), value_name=word)
-    st.plotly_chart(fig, width="stretch", key=Explorer.HEATMAP, config={
+            st.caption(window_caption(view, shape, words))
+    shown = detail_figure(view, run, key, weighting, words)
+    st.plotly_chart(shown.figure, width="stretch", key=Explorer.HEATMAP, config={
         "toImageButtonOptions": {"format": "png", "scale": 2,
                                  "filename": f"head_{view.head.layer}_{view.head.index}"}})
-    downloads(view, run, key, pattern[:, len(pins):], rows, cols, weighting is not None)
+    downloads(view, run, key, shown, weighting is not None, words is not None)
+    return shown
 
 
-def whole_csv(key: RunKey, head: Head) -> str:
-    """One head's whole pattern as CSV, built when the button is pressed (from the key, so the
-    button does not hold the run)."""
+def overview_picker(view: ExplorerView, key: RunKey, shape: RunShape, weighted: bool) -> None:
+    """The chosen head's whole pattern (prompt A's), with the detail window outlined."""
+    rows, cols, n = view.rows(shape), view.cols(shape), shape.n_tokens
+    components.overview(
+        results.overview_png(key, view.head, weighted), n,
+        (rows.start, rows.stop), (cols.start, cols.stop), Explorer.OVERVIEW,
+        lambda: on_overview_pick(key, n, shape.n_layers, shape.n_heads),
+        size=results.OVERVIEW,
+        caption=f"Whole pattern, {n:,} × {n:,}, max-pooled. Click to centre the detail "
+                "window, drag to choose its rows and keys.")
+
+
+def whole_csv(key: RunKey, head: Head, words: bool = False) -> str:
+    """One head's whole pattern as CSV (in words for the word view), built when the button is
+    pressed (from the key, so the button does not hold the run)."""
     run = server.current().results.get(key)
     if run is None:
         return "The prompt's patterns are no longer held by the server; open the view again.\n"
-    return pattern_csv(run.pattern(head.layer, head.index), run.tokens)
+    pattern = run.pattern(head.layer, head.index)
+    if not words:
+        return pattern_csv(pattern, run.tokens)
+    found = results.words_of(key)
+    return pattern_csv(merge_pattern(pattern, found), found.labels)
 
 
-def downloads(view: ExplorerView, run: AttentionRun, key: RunKey, window: np.ndarray,
-              rows: range, cols: range, weighted: bool) -> None:
+def downloads(view: ExplorerView, run: AttentionRun, key: RunKey, shown: Shown,
+              weighted: bool, words: bool) -> None:
     """The shown window as CSV at once; the whole pattern too when it is small enough."""
-    head, tokens = view.head, run.tokens
-    kind = "value-weighted " if weighted else ""
+    head, rows, cols = view.head, shown.rows, shown.cols
+    kind = ("value-weighted " if weighted else "") + ("word " if words else "")
+    unit = "w" if words else ""
     c = st.columns(2)
-    c[0].download_button(f"Download the {kind}window shown (CSV)",
-                         pattern_csv(window, tokens, rows, cols),
+    c[0].download_button("Download the window shown (CSV)",
+                         pattern_csv(shown.window, shown.names, rows, cols),
+                         help=f"The {kind}weights shown, with their labels.",
                          file_name=f"pattern_L{head.layer}_H{head.index}_"
-                                   f"q{rows.start}-{rows.stop - 1}_k{cols.start}-{cols.stop - 1}"
-                                   ".csv", mime="text/csv", key=Explorer.CSV)
+                                   f"q{unit}{rows.start}-{rows.stop - 1}_"
+                                   f"k{unit}{cols.start}-{cols.stop - 1}.csv",
+                         mime="text/csv", key=Explorer.CSV)
     if run.n_tokens <= WHOLE_CSV_TOKENS and run.n_tokens > WINDOW:
         c[1].download_button(
-            "Download this head's whole pattern (CSV)", lambda: whole_csv(key, head),
-            file_name=f"pattern_L{head.layer}_H{head.index}.csv", mime="text/csv")
+            f"Download this head's whole {'word ' if words else ''}pattern (CSV)",
+            lambda: whole_csv(key, head, words),
+            file_name=f"pattern_L{head.layer}_H{head.index}{'_words' if words else ''}.csv",
+            mime="text/csv")
     elif run.n_tokens > WHOLE_CSV_TOKENS:
         c[1].caption(f"The whole pattern is {run.n_tokens:,}² cells: download windows instead "
                      "(move the window with the overview).")

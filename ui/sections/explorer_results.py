@@ -1,6 +1,6 @@
 """What the explorer draws from a run, each kept in the server's stores under a typed key: the
 run itself (captured again through the pool if the store let it go), its value weighting, the
-grid's pictures, one head's overview and its strongest sink."""
+grid's pictures, one head's overview, its strongest sink and the prompt's words."""
 
 from __future__ import annotations
 
@@ -11,13 +11,15 @@ import torch
 from models.capture.run import AttentionRun
 from models.capture.views import head_overview, pooled_layer, strongest_sink
 from models.capture.weighted import ValueWeighting, value_weighting
+from models.capture.word_split import split_words
+from models.capture.words import Words
 from models.circuits.value_weighted import value_norms
 from models.head import Head
 from models.model.forward import tokenize
 from models.progress import Progress
 from ui import session
 from ui.runtime import server
-from ui.runtime.job_keys import OverviewKey, RunKey, SinkKey, ThumbnailsKey, WeightingKey
+from ui.runtime.job_keys import OverviewKey, RunKey, SinkKey, ThumbnailsKey, WeightingKey, WordsKey
 from ui.widgets import job_view
 from viz.thumbnails import data_uri, pooled_png
 
@@ -93,3 +95,18 @@ def sink_key(key: RunKey, head: Head) -> int:
     return server.current().derived.get_or_compute(
         SinkKey(key, head), lambda: strongest_sink(_run(key), head.layer, head.index))
 
+
+
+def words_of(key: RunKey) -> Words:
+    """Which tokens of the run form each word (see ``models.capture.words.WORD_RULE``)."""
+    def build() -> Words:
+        run = _run(key)
+        tokenizer = server.current().models.get(key.spec).tokenizer
+        return split_words(tokenizer, run.prompt, run.token_ids, run.tokens)
+    return server.current().derived.get_or_compute(WordsKey(key), build)
+
+
+def grid_pictures(key: RunKey, weighted: bool, n_heads: int) -> list[list[str]]:
+    """The grid's pictures as ``layer x head`` data URIs (what an exported view holds)."""
+    cells = [cell["src"] for cell in thumbnails(key, weighted)]
+    return [cells[i:i + n_heads] for i in range(0, len(cells), n_heads)]

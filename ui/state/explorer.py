@@ -1,18 +1,27 @@
 """The explorer's view as one frozen value, and every way it changes, as pure functions.
 
 :class:`ExplorerView` is what the explorer shows: the head, the selected query token, the detail
-window's first row and column, and the colour and scope options. The page keeps one in the
-session and replaces it through the transitions below; widgets only display it. Nothing here
-knows Streamlit, so every rule is unit-tested directly: a new prompt opens on its last token
-with the window on where that token attends; a clicked token brings its row and the keys it
-reads into the window; an overview click centres the window; out-of-range values are clamped.
+window's first row and column, the colour and scope options, the mode (one prompt, or prompt A
+against prompt B), the word view, a selected span of tokens and the rollout colouring. The page
+keeps one in the session and replaces it through the transitions below; widgets only display it.
+Nothing here knows Streamlit, so every rule is unit-tested directly: a new prompt opens on its
+last token with the window on where that token attends; a clicked token brings its row and the
+keys it reads into the window; an overview click centres the window; out-of-range values are
+clamped.
+
+Positions in the view are always token positions of prompt A, whatever is shown: the word view
+and compare mode map them onto words and onto aligned positions (:func:`unit_range`,
+:func:`aligned_range`), so switching either on or off never moves the window.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, Literal
+from typing import Literal
 
+from models.capture.words import Words
 from models.head import Head
 
 WINDOW = 160
@@ -20,6 +29,7 @@ Scope = Literal["head", "layer", "all"]
 Direction = Literal["from", "to"]
 ColourScale = Literal["sqrt", "linear", "log"]
 ColourRange = Literal["unit", "view"]
+Mode = Literal["single", "compare"]
 # The key a query attends to most (besides key 0) for a head: supplied by the page from the run.
 Strongest = Callable[[Head, int], int]
 
@@ -48,7 +58,7 @@ class RunShape:
 class ExplorerView:
     """What the explorer shows (see the module docstring)."""
 
-    head: Head = Head(0, 0)
+    head: Head = Head(0, 0)  # noqa: RUF009 - a Head is immutable
     token: int | None = None
     row0: int = 0
     col0: int = 0
@@ -60,6 +70,11 @@ class ExplorerView:
     skip_first: bool = False
     pin_sinks: bool = True
     weighted: bool = False
+    mode: Mode = "single"
+    prompt_b: str = ""
+    words: bool = False
+    span: tuple[int, int] | None = None  # token positions [start, stop) selected in the strip
+    rollout: bool = False
 
     @property
     def query(self) -> int:
@@ -97,7 +112,8 @@ def clamp(view: ExplorerView, shape: RunShape) -> tuple[ExplorerView, list[str]]
     index = fit("head", view.head.index, shape.n_heads)
     token = None if view.token is None else fit("token", view.token, shape.n_tokens)
     last = shape.last_start
-    return replace(view, head=Head(layer, index), token=token,
+    span = view.span if view.span is not None and view.span[1] <= shape.n_tokens else None
+    return replace(view, head=Head(layer, index), token=token, span=span,
                    row0=min(max(view.row0, 0), last), col0=min(max(view.col0, 0), last)), notes
 
 
@@ -128,7 +144,7 @@ def for_run(view: ExplorerView, shape: RunShape,
     """
     fresh = view.run_id != shape.run_id
     if fresh and view.run_id is not None:
-        view = replace(view, token=None)
+        view = replace(view, token=None, span=None)
     if view.token is None:
         view = replace(view, token=shape.n_tokens - 1)
     view, notes = clamp(view, shape)
@@ -147,9 +163,78 @@ def choose_head(view: ExplorerView, head: Head, shape: RunShape,
 
 def choose_token(view: ExplorerView, token: int, shape: RunShape,
                  strongest: Strongest) -> ExplorerView:
-    """Select query ``token``; the window follows its row and the key it attends to most."""
-    view, _ = clamp(replace(view, token=token), shape)
+    """Select query ``token`` (ending any span); the window follows its row and the key it
+    attends to most."""
+    view, _ = clamp(replace(view, token=token, span=None), shape)
     return follow(view, shape, strongest)
+
+
+def choose_span(view: ExplorerView, start: int, stop: int, shape: RunShape,
+                strongest: Strongest) -> ExplorerView:
+    """Select the tokens ``start`` to ``stop - 1`` (a drag or shift-click in the strip; the
+    bounds may come in either order); a span of one token is a plain selection of it. The first
+    token of the span becomes the selected query."""
+    lo, hi = sorted((start, stop))
+    lo, hi = min(max(lo, 0), shape.n_tokens - 1), min(max(hi, lo + 1), shape.n_tokens)
+    view = choose_token(view, lo, shape, strongest)
+    return view if hi - lo <= 1 else replace(view, span=(lo, hi))
+
+
+def centre_on(view: ExplorerView, shape: RunShape, query: int, key: int) -> ExplorerView:
+    """Select query ``query`` (ending any span) with the window centred on it and on ``key``
+    (where two prompts differ most, say)."""
+    view, _ = clamp(replace(view, token=query, span=None), shape)
+    return pick_overview(view, shape, query, query, key, key)
+
+
+def set_mode(view: ExplorerView, mode: Mode) -> ExplorerView:
+    """One prompt, or prompt A against prompt B (the window and head stay)."""
+    return replace(view, mode=mode)
+
+
+def set_prompt_b(view: ExplorerView, text: str) -> ExplorerView:
+    """Prompt B as typed (kept while the visitor is on another page)."""
+    return replace(view, prompt_b=text)
+
+
+def set_words(view: ExplorerView, on: bool) -> ExplorerView:
+    """Word view on or off; positions, the window and any span stay (they are tokens)."""
+    return replace(view, words=on)
+
+
+def selection(view: ExplorerView) -> tuple[int, int]:
+    """The selected token positions ``[start, stop)``: the span, or the one query token."""
+    return view.span if view.span is not None else (view.query, view.query + 1)
+
+
+def unit_range(tokens: range, words: Words | None) -> range:
+    """Token positions as the units shown: themselves, or the words that overlap them."""
+    if words is None:
+        return tokens
+    found = words.covering(slice(tokens.start, tokens.stop))
+    return range(found.start, found.stop)
+
+
+def unit_of(token: int, words: Words | None) -> int:
+    """The unit shown for a token position: itself, or its word."""
+    return token if words is None else words.word_of(token)
+
+
+def aligned_range(positions: Sequence[float], units: range) -> range:
+    """The aligned indices whose prompt-A unit lies in ``units``.
+
+    Args:
+        positions: the prompt-A unit of every aligned index, ascending (the unaligned key bin
+            stands at the first unit of A's middle).
+        units: a window of prompt-A units.
+    """
+    return range(bisect_left(positions, units.start), bisect_left(positions, units.stop))
+
+
+def aligned_index(positions: Sequence[float], unit: int) -> int | None:
+    """The aligned index of prompt-A unit ``unit``; None when it lies in the unaligned middle."""
+    at = bisect_left(positions, unit)
+    return at if at < len(positions) and positions[at] == unit else None
 
 
 def jump_to_strongest(view: ExplorerView, shape: RunShape,

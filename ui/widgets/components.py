@@ -23,6 +23,8 @@ _GRID_CSS = """
 .grid button:hover { border-color: #9ecae1; }
 .grid button.sel { border-color: #e4572e; }
 .grid img { width: 100%; image-rendering: pixelated; }
+.grid .fill { aspect-ratio: 1; display: flex; align-items: center; justify-content: center;
+              font: 10px/1 var(--st-code-font, monospace); border-radius: 2px; }
 """
 
 _GRID_JS = """
@@ -33,6 +35,7 @@ export default function(component) {
               parentElement.appendChild(box); }
   let root = box.querySelector('.grid');
   if (!root) { root = document.createElement('div'); root.className = 'grid'; box.appendChild(root); }
+  root.dataset.kind = data.kind || 'pictures';
   if (data.cells) {  // null: the browser already holds these pictures, only the choice moved
     root.style.gridTemplateColumns = `2em repeat(${data.n_heads}, minmax(0, ${data.cell}px))`;
     root.replaceChildren();
@@ -44,10 +47,16 @@ export default function(component) {
     data.cells.forEach((cell, i) => {
       if (i % data.n_heads === 0) label(String(Math.floor(i / data.n_heads)));
       const b = document.createElement('button');
-      b.title = 'head ' + cell.id; b.dataset.head = cell.id;
+      b.title = cell.title || ('head ' + cell.id); b.dataset.head = cell.id;
       b.setAttribute('aria-label', 'open head ' + cell.id);
-      const img = document.createElement('img'); img.src = cell.src; img.alt = 'head ' + cell.id;
-      b.appendChild(img);
+      if (cell.src) {
+        const img = document.createElement('img'); img.src = cell.src; img.alt = 'head ' + cell.id;
+        b.appendChild(img);
+      } else {  // a number on its colour (the divergence grid)
+        const d = document.createElement('div'); d.className = 'fill';
+        d.style.background = cell.fill; d.style.color = cell.ink; d.textContent = cell.text;
+        b.appendChild(d);
+      }
       b.onclick = () => {
         root.querySelectorAll('button.sel').forEach((el) => el.classList.remove('sel'));
         b.classList.add('sel');
@@ -74,6 +83,8 @@ _TOKENS_CSS = """
 .toks .tok { display: inline-block; white-space: pre; line-height: 1.5; padding: 2px 1px;
              margin: 2px 1px; border-radius: 3px; cursor: pointer; border: 1px solid #ddd; }
 .toks .tok.sel { outline: 2px solid #e4572e; }
+.toks .tok.span { outline: 2px solid #e4572e; outline-offset: -1px; }
+.toks .tok.drag { box-shadow: inset 0 -4px #e4572e; }
 """
 
 _TOKENS_JS = """
@@ -83,9 +94,33 @@ export default function(component) {
   if (!root) { root = document.createElement('div'); root.className = 'toks';
                parentElement.appendChild(root); }
   root.innerHTML = data.html;  // built and escaped by viz.token_view
+  const toks = root.querySelectorAll('.tok');
+  const mark = (cls, a, b) => toks.forEach((el) => {
+    const p = Number(el.dataset.pos); el.classList.toggle(cls, p >= a && p < b); });
+  if (data.span) mark('span', data.span[0], data.span[1]);
+  const posOf = (ev) => { const el = ev.target.closest('.tok');
+                          return el ? Number(el.dataset.pos) : null; };
+  const sendSpan = (a, b) => setTriggerValue(
+    'span', {start: Math.min(a, b), stop: Math.max(a, b) + 1, at: Date.now()});
+  // A drag over several tokens, or a shift-click, selects a span; a plain click one token.
+  let start = null, dragged = false, swallow = false;
+  root.onmousedown = (ev) => { const p = posOf(ev); if (p === null) return;
+                               ev.preventDefault();  // no text selection while choosing tokens
+                               if (!ev.shiftKey) { start = p; dragged = false; } };
+  root.onmousemove = (ev) => { if (start === null) return; const p = posOf(ev);
+    if (p === null || (p === start && !dragged)) return;
+    dragged = true; mark('drag', Math.min(start, p), Math.max(start, p) + 1); };
+  root.onmouseup = (ev) => { const p = posOf(ev), from = start, moved = dragged;
+    start = null; dragged = false; mark('drag', 0, 0);
+    if (!moved || from === null || p === null || p === from) return;
+    swallow = true; setTimeout(() => { swallow = false; }, 0);  // the click this mouseup makes
+    sendSpan(from, p); };
+  root.onmouseleave = () => { start = null; dragged = false; mark('drag', 0, 0); };
   root.onclick = (ev) => {  // one listener for every token, however long the prompt
-    const el = ev.target.closest('.tok');
-    if (el) setTriggerValue('clicked', Number(el.dataset.pos));
+    const p = posOf(ev);
+    if (p === null || swallow) return;
+    if (ev.shiftKey && data.anchor !== null && data.anchor !== undefined) sendSpan(data.anchor, p);
+    else setTriggerValue('clicked', p);
   };
   const chosen = root.querySelector('.tok.sel');
   if (chosen) {
@@ -183,12 +218,16 @@ def clicked_value(key: str, name: str = "clicked"):
 
 
 def head_grid(cells: list[dict] | None, n_heads: int, selected: str, key: str,
-              on_click: Callable[[], None], cell_px: int = 72) -> None:
+              on_click: Callable[[], None], cell_px: int = 72, kind: str = "pictures") -> None:
     """Grid of head thumbnails in a scrolling box; ``cells`` hold ``id`` (``L.H``) and ``src``
     (a data URI), or None when the browser already shows these pictures (only the selection is
-    sent then). The selected head is outlined at once in the browser and scrolled into view."""
+    sent then). A cell without ``src`` is drawn as its ``text`` on a ``fill`` colour in ``ink``
+    (the divergence grid), with ``title`` as its tooltip. ``kind`` names the grid in the page
+    (``data-kind``). The selected head is outlined at once in the browser and scrolled into
+    view."""
     _head_grid(data={"cells": cells, "n_heads": n_heads, "selected": selected,
-                     "cell": cell_px, "scroll": True}, key=key, on_clicked_change=on_click)
+                     "cell": cell_px, "scroll": True, "kind": kind}, key=key,
+               on_clicked_change=on_click)
 
 
 def overview(src: str, n: int, rows: tuple[int, int], cols: tuple[int, int], key: str,
@@ -200,9 +239,18 @@ def overview(src: str, n: int, rows: tuple[int, int], cols: tuple[int, int], key
                     "caption": caption}, key=key, on_picked_change=on_pick)
 
 
-def token_strip(spans_html: str, key: str, on_click: Callable[[], None]) -> None:
-    """The prompt as clickable tokens; ``spans_html`` must already be escaped."""
-    _token_strip(data={"html": spans_html}, key=key, on_clicked_change=on_click)
+def token_strip(spans_html: str, key: str, on_click: Callable[[], None],
+                on_span: Callable[[], None] | None = None, span: tuple[int, int] | None = None,
+                anchor: int | None = None) -> None:
+    """The prompt as clickable tokens (or words); ``spans_html`` must already be escaped.
+
+    A click sends ``clicked`` (a position); a drag across several positions, or a shift-click
+    (from ``anchor``, the selected position), sends ``span`` (``{start, stop}``, stop
+    exclusive; read back with ``clicked_value(key, "span")``). ``span`` outlines a selection.
+    """
+    _token_strip(data={"html": spans_html, "span": list(span) if span else None,
+                       "anchor": anchor}, key=key, on_clicked_change=on_click,
+                 on_span_change=on_span or (lambda: None))
 
 
 def sync_url(query: dict[str, str], key: str = "atlas_url") -> None:

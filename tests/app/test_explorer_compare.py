@@ -1,0 +1,218 @@
+"""The explorer's compare mode, word view, spans, rollout and HTML export, through AppTest.
+
+Numbers shown are checked against computations done here: the divergence table against
+``head_divergence`` on runs captured directly, word and span weights against plain NumPy on the
+captured token pattern.
+"""
+
+import json
+import re
+from dataclasses import replace
+from urllib.parse import parse_qsl, urlsplit
+
+import numpy as np
+import pytest
+
+from models.capture.compare import head_divergence
+from models.capture.rollout import rollout_weights
+from models.capture.run import capture
+from models.capture.spans import SPAN_RULE
+from models.capture.words import WORD_RULE
+from tests.app.helpers import open_app, texts
+from ui.keys import Explorer, Session
+from ui.state import explorer as state
+from viz.view_state import from_query
+
+A = "the cat sat on the mat because it was warm"
+B = "the dog sat on the mat because it was warm"
+
+
+def table(at) -> dict[str, float]:
+    frame = at.dataframe[0].value
+    return dict(zip(frame["L.H"], frame["divergence"], strict=True))
+
+
+def component_data(at, name: str) -> dict:
+    """The data a browser component of ``name`` was sent (the first one on the page)."""
+    def walk(node):
+        kids = getattr(node, "children", None)
+        for child in kids.values() if isinstance(kids, dict) else []:
+            proto = getattr(child, "proto", None)
+            if getattr(child, "type", None) == "bidi_component" and \
+                    proto.component_name == name:
+                return json.loads(proto.json)
+            found = walk(child)
+            if found is not None:
+                return found
+        return None
+    found = walk(at._tree)
+    assert found is not None, f"no {name} on the page"
+    return found
+
+
+def strip_weights(at) -> np.ndarray:
+    """Each token's weight, read back from the strip's tooltips (3 decimals; NaN: masked)."""
+    html = component_data(at, "atlas_token_strip")["html"]
+    tips = re.findall(r'title="\(\d+\) [^"]*?: (?:attention [a-z ]+? ([0-9.]+)|masked)"', html)
+    return np.array([float(t) if t else np.nan for t in tips])
+
+
+def plot(at, key) -> dict:
+    found = [c for c in at.get("plotly_chart") if c.proto.id.endswith(str(key))]
+    assert found, f"no chart {key}"
+    return json.loads(found[0].proto.spec)
+
+
+def values(array) -> np.ndarray:
+    import base64
+
+    if isinstance(array, dict):
+        flat = np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"])
+        return flat.reshape([int(x) for x in str(array["shape"]).split(",")]).astype(float)
+    return np.array(array, dtype=float)
+
+
+def test_the_divergence_table_is_head_divergence_of_the_two_runs(bundled):
+    at = open_app(model="bundled", prompt=A, mode="compare", b=B, layer=1, head=2)
+    assert not at.exception
+    want = head_divergence(capture(bundled, A), capture(bundled, B))
+    shown = table(at)
+    assert len(shown) == 12
+    for name, value in shown.items():
+        layer, head = (int(x) for x in name.split("."))
+        assert value == pytest.approx(want.divergence[layer, head], abs=1e-9)
+    said = texts(at)
+    assert "Equal lengths (17)" in said and "Jensen–Shannon" in said
+    assert list(shown.values()) == sorted(shown.values(), reverse=True)  # ranked
+
+
+def test_a_prompt_against_itself_diverges_nowhere():
+    at = open_app(model="bundled", prompt=A, mode="compare", b=A)
+    assert not at.exception
+    assert set(table(at).values()) == {0.0}
+    diff = values(plot(at, Explorer.HEATMAP_DIFF)["data"][0]["z"])
+    assert np.nanmax(np.abs(diff)) == 0.0
+
+
+def test_the_link_carries_the_mode_and_both_prompts():
+    at = open_app(model="bundled", prompt=A, mode="compare", b=B, layer=2, head=1, token=4)
+    view = at.session_state[Session.EXPLORER]
+    assert (view.mode, view.prompt_b, view.head.layer, view.head.index) == ("compare", B, 2, 1)
+    synced = component_data(at, "atlas_url_sync")["query"]
+    parsed, notes = from_query(synced)
+    assert (parsed.mode, parsed.prompt, parsed.prompt_b, parsed.layer, parsed.head,
+            parsed.token) == ("compare", A, B, 2, 1, 4) and notes == []
+    row = at.dataframe[0].value.iloc[0]
+    linked, _ = from_query(dict(parse_qsl(urlsplit(row["link"]).query)))
+    assert (linked.mode, linked.prompt, linked.prompt_b) == ("compare", A, B)
+    assert f"{linked.layer}.{linked.head}" == row["L.H"]
+
+
+def test_prompts_of_different_lengths_state_the_unaligned_middle():
+    at = open_app(model="bundled", prompt=A, mode="compare",
+                  b="the cat sat quietly on the big mat because it was warm")
+    assert not at.exception
+    said = texts(at)
+    assert "unaligned middle" in said and "A's middle is" in said
+    keys = plot(at, Explorer.HEATMAP_DIFF)["data"][0]["x"]
+    assert any("unaligned middle" in k for k in keys)
+
+
+def test_the_word_view_merges_pieces_and_rows_still_sum_to_one(bundled):
+    prompt = "the cat sat on the mat"
+    at = open_app(model="bundled", prompt=prompt, words=1, layer=1, head=3, token=3)
+    assert not at.exception
+    fig = plot(at, Explorer.HEATMAP)
+    assert fig["data"][0]["x"] == ["(0) &lt;|endoftext|&gt;", "(1) the", "(2) cat", "(3) sat",
+                                   "(4) on", "(5) the", "(6) mat"]
+    shown = values(fig["data"][0]["customdata"])
+    np.testing.assert_allclose(np.nansum(shown, axis=1), 1.0, atol=1e-6)
+    # By hand: "cat" is the pieces "c" + "at" (tokens 2 and 3); from a word = mean of its
+    # pieces' rows, to a word = sum over its pieces' columns.
+    pattern = capture(bundled, prompt).pattern(1, 3).astype(np.float64)
+    assert bundled.tokenizer.convert_ids_to_tokens(capture(bundled, prompt).token_ids[2:4]) == \
+        ["Ġc", "at"]
+    assert shown[2, 2] == pytest.approx(pattern[2:4, 2:4].sum(axis=1).mean(), abs=1e-6)
+    assert shown[2, 0] == pytest.approx(pattern[2:4, 0].mean(), abs=1e-6)
+    assert WORD_RULE[:40] in texts(at)
+
+
+def test_the_word_view_applies_to_compare_mode(bundled):
+    at = open_app(model="bundled", prompt=A, mode="compare", b=B, words=1)
+    assert not at.exception
+    keys = plot(at, Explorer.HEATMAP_DIFF)["data"][0]["x"]
+    assert "(2) cat / (2) dog" in keys  # whole words, not the pieces c + at
+    assert "Alignment (words)" in texts(at)
+
+
+def test_a_span_colours_the_strip_by_the_mean_of_its_rows(bundled):
+    prompt = "one two three four five six"
+    at = open_app(model="bundled", prompt=prompt, layer=2, head=0)
+    run = capture(bundled, prompt)
+    view = at.session_state[Session.EXPLORER]
+    shape = state.RunShape(3, 4, run.n_tokens, view.run_id)
+    at.session_state[Session.EXPLORER] = state.choose_span(view, 2, 5, shape, lambda h, t: 0)
+    at.run()
+    assert not at.exception
+    pattern = run.pattern(2, 0).astype(np.float64)
+    want = pattern[2:5].mean(axis=0)
+    shown = strip_weights(at)
+    assert len(shown) == run.n_tokens and np.isnan(shown[5:]).all()  # after the span
+    np.testing.assert_allclose(shown[:5], want[:5], atol=6e-4)
+    assert component_data(at, "atlas_token_strip")["span"] == [2, 5]
+    said = texts(at)
+    assert SPAN_RULE[:40] in said and "tokens 2–4" in said
+    at.radio(key=Explorer.DIRECTION).set_value("to").run()
+    shown = strip_weights(at)
+    assert np.isnan(shown[:2]).all()  # these queries come before the span
+    np.testing.assert_allclose(shown[2:], pattern[2:, 2:5].sum(axis=1), atol=6e-4)
+
+
+def test_rollout_colours_the_strip(bundled):
+    prompt = "one two three four"
+    at = open_app(model="bundled", prompt=prompt, token=3)
+    at.toggle(key=Explorer.ROLLOUT).set_value(True).run()
+    assert not at.exception
+    want = rollout_weights(capture(bundled, prompt), 3, "from")
+    np.testing.assert_allclose(strip_weights(at), want, atol=6e-4)
+    assert "Abnar & Zuidema" in texts(at)
+
+
+def test_the_export_button_states_its_size_and_builds_one_file():
+    at = open_app(model="bundled", prompt=A, layer=1, head=1)
+    button = at.get("download_button")
+    labels = [b.proto.label for b in button]
+    export = [label for label in labels if label.startswith("Download this view as HTML")]
+    assert export and re.search(r"\(\d+\.\d MB\)", export[0])
+
+
+def test_the_compare_view_survives_leaving_the_page():
+    at = open_app(model="bundled", prompt=A, mode="compare", b=B)
+    at.text_area(key=Explorer.PROMPT_B).set_value(A.replace("cat", "rat")).run()
+    at.switch_page("pages/heads.py")
+    at.run()
+    at.switch_page("pages/explorer.py")
+    at.run()
+    assert not at.exception
+    assert at.text_area(key=Explorer.PROMPT_B).value == A.replace("cat", "rat")
+    assert replace(at.session_state[Session.EXPLORER]).mode == "compare"
+
+
+def test_the_difference_overview_is_the_pooled_absolute_difference(bundled):
+    from models.capture.compare import align_runs
+    from models.head import Head
+    from models.progress import quiet
+    from ui.sections.explorer_compare_detail import Pair
+    from ui.sections.explorer_difference import pooled_grid
+
+    run_a, run_b = capture(bundled, A), capture(bundled, B)
+    pair = Pair(run_a, run_b, None, align_runs(run_a, run_b), None, None)
+    grid, (top, query, key) = pooled_grid(pair, Head(2, 1), 8, quiet)
+    diff = np.abs(run_a.pattern(2, 1).astype(np.float64) - run_b.pattern(2, 1))
+    factor = -(-run_a.n_tokens // 8)  # 17 tokens: 3 per pixel, 6 pixels
+    want = np.zeros((6, 6))
+    for i in range(6):
+        for j in range(6):
+            want[i, j] = diff[i * factor:(i + 1) * factor, j * factor:(j + 1) * factor].max()
+    np.testing.assert_allclose(grid, want, atol=1e-6)
+    assert top == pytest.approx(diff.max(), abs=1e-6) and diff[query, key] == pytest.approx(top)

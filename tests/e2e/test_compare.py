@@ -1,0 +1,66 @@
+"""Compare mode and spans in Chromium: a link opens compare mode with the divergence grid and the
+A − B heatmap drawn; a click on the grid opens that head; a shift-click or a drag in the token
+strip selects a span."""
+
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import pytest
+
+from tests.e2e.conftest import settle, shoot
+
+pytestmark = pytest.mark.e2e
+
+A = "the cat sat on the mat because it was warm"
+B = "the dog sat on the mat because it was warm"
+DIVERGENCE = ".grid[data-kind='divergence'] button[data-head]"
+
+
+def link(app_url: str, **query) -> str:
+    return f"{app_url}/?{urlencode({'model': 'bundled', **query})}"
+
+
+def drawn_heatmap(page, text: str):
+    """The plotly chart whose text includes ``text`` (a colour bar title)."""
+    return page.locator(".js-plotly-plot", has_text=text)
+
+
+def test_a_link_opens_compare_mode_with_the_grid_and_the_difference(page, app_url):
+    page.goto(link(app_url, prompt=A, mode="compare", b=B, layer=0, head=1))
+    page.wait_for_selector(DIVERGENCE, timeout=180_000)
+    settle(page)
+    assert page.locator(DIVERGENCE).count() == 12
+    assert page.locator(f"{DIVERGENCE}.sel").get_attribute("data-head") == "0.1"
+    diff = drawn_heatmap(page, "A − B")
+    assert diff.count() == 1
+    assert diff.locator(".heatmaplayer image").count() == 1  # the cells, drawn as one image
+    assert drawn_heatmap(page, "weight in B").locator(".heatmaplayer image").count() == 1
+    assert page.locator('[data-testid="stException"]').count() == 0
+    shoot(page, "explorer-compare")
+
+    page.locator(f"{DIVERGENCE}[data-head='2.2']").click()
+    settle(page)
+    assert page.locator("h3", has_text="Head 2.2: A, B and A − B").count() == 1
+    query = parse_qs(urlsplit(page.url).query)
+    assert query["mode"] == ["compare"] and query["b"] == [B] and query["head"] == ["2"]
+
+
+def test_shift_click_and_drag_select_a_span(page, app_url):
+    page.goto(link(app_url, prompt="one two three four five six", layer=2, head=0))
+    page.wait_for_selector(".tok", timeout=180_000)
+    settle(page)
+    tokens = page.locator(".tok")
+    tokens.nth(2).click()
+    settle(page)
+    tokens.nth(5).click(modifiers=["Shift"])
+    settle(page)
+    spans = page.locator(".tok.span").evaluate_all("els => els.map(e => e.dataset.pos)")
+    assert spans == ["2", "3", "4", "5"]
+    assert page.get_by_text("Attention from a span is the mean").count() == 1
+    tokens.nth(1).hover()
+    page.mouse.down()
+    tokens.nth(2).hover()
+    tokens.nth(3).hover()
+    page.mouse.up()
+    settle(page)
+    spans = page.locator(".tok.span").evaluate_all("els => els.map(e => e.dataset.pos)")
+    assert spans == ["1", "2", "3"]

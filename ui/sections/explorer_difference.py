@@ -1,0 +1,112 @@
+"""Where two prompts' patterns differ, for one head: its whole |A − B|, max-pooled.
+
+On a long prompt the detail window shows 160 positions of 2,000; this picture of the whole
+difference is the overview that picks the window (click or drag, as over a head's pattern), and
+its strongest cell is where "Jump to where A and B differ most" goes. Pixels are prompt A's token
+positions (a word drawn at its first token), so the window outlined is the view's own. It is
+computed a band of aligned query rows at a time, reading only those rows from each run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from models.capture.difference import aligned_rows
+from models.head import Head
+from models.progress import Progress
+from ui.runtime import server
+from ui.runtime.job_keys import DifferenceOverviewKey
+from ui.runtime.jobs import Cost
+from viz.thumbnails import data_uri, pooled_png
+
+BAND = 128  # aligned query rows read at a time
+
+
+@dataclass(frozen=True)
+class DifferenceOverview:
+    """The picture (a PNG data URI) and the strongest |A − B| cell, in prompt-A tokens."""
+
+    src: str
+    query: int
+    key: int
+    top: float
+
+
+def token_axes(pair: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Prompt A's token position of every aligned query and aligned key (the unaligned bin at
+    A's middle; a word at its first token)."""
+    queries = np.asarray(pair.query_axis(), dtype=np.int64)
+    keys = np.asarray(pair.key_axis(), dtype=np.int64)
+    if pair.words_a is not None:
+        starts = np.asarray(pair.words_a.starts, dtype=np.int64)
+        queries, keys = starts[queries], starts[keys]
+    return queries, keys
+
+
+def groups(pixels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For non-decreasing pixel indices: where each run of one pixel starts, and its pixel."""
+    starts = np.flatnonzero(np.diff(pixels, prepend=-1))
+    return starts, pixels[starts]
+
+
+def pooled_grid(pair: Any, head: Head, size: int,
+                progress: Progress) -> tuple[np.ndarray, tuple[float, int, int]]:
+    """|A − B| of ``head`` max-pooled to at most ``size`` pixels a side (pixel ``p`` holds
+    prompt-A tokens ``p * factor`` to ``(p + 1) * factor - 1``, ``factor = ceil(n / size)``),
+    and the strongest cell as ``(value, query token, key token)``."""
+    n = pair.run_a.n_tokens
+    factor = -(-n // size)
+    m = -(-n // factor)
+    q_tok, k_tok = token_axes(pair)
+    k_starts, k_pix = groups(k_tok // factor)
+    grid = np.zeros((m, m), dtype=np.float32)
+    best = (0.0, int(q_tok[-1]) if len(q_tok) else 0, 0)
+    total = len(q_tok)
+    for r0 in range(0, total, BAND):
+        rows = slice(r0, min(r0 + BAND, total))
+        found = [aligned_rows(pair.run_a, pair.alignment, "a", head.layer, head.index, rows,
+                              pair.words_a),
+                 aligned_rows(pair.run_b, pair.alignment, "b", head.layer, head.index, rows,
+                              pair.words_b)]
+        diff = np.abs(found[0].astype(np.float32) - found[1].astype(np.float32))
+        at = np.unravel_index(int(np.argmax(diff)), diff.shape)
+        if diff[at] > best[0]:
+            best = (float(diff[at]), int(q_tok[r0 + at[0]]), int(k_tok[at[1]]))
+        by_key = np.maximum.reduceat(diff, k_starts, axis=1)
+        q_starts, q_pix = groups(q_tok[rows] // factor)
+        pooled = np.maximum.reduceat(by_key, q_starts, axis=0)
+        block = np.ix_(q_pix, k_pix)
+        grid[block] = np.maximum(grid[block], pooled)
+        progress(rows.stop / max(1, total), f"rows {rows.stop:,} of {total:,}")
+    return grid, best
+
+
+def pooled_difference(pair: Any, head: Head, size: int,
+                      progress: Progress) -> DifferenceOverview:
+    """The overview picture of :func:`pooled_grid` and its strongest cell."""
+    grid, (top, query, key) = pooled_grid(pair, head, size, progress)
+    return DifferenceOverview(data_uri(pooled_png(grid, size, normalise=True)), query, key, top)
+
+
+def cost(pair: Any) -> Cost:
+    """Both prompts' whole rows of one head, rebuilt from q and k on a long prompt."""
+    facts, n_a, n_b = pair.run_a.facts, pair.run_a.n_tokens, pair.run_b.n_tokens
+    cells = pair.alignment.n_aligned * (n_a + n_b)
+    per_cell = 2 * facts.d_head + 8 if pair.run_a.factored else 4
+    return Cost(work=float(cells * per_cell), rate="difference_overview",
+                peak_bytes=int(BAND * (n_a + n_b) * 16 + 4 * n_a * n_a // max(1, n_a // 256)))
+
+
+def work(pair: Any, head: Head, size: int) -> Any:
+    return lambda progress: pooled_difference(pair, head, size, progress)
+
+
+def key_for(compare: Any, head: Head) -> DifferenceOverviewKey:
+    return DifferenceOverviewKey(compare, head)
+
+
+def stored(compare: Any, head: Head) -> DifferenceOverview | None:
+    return server.current().results.get(DifferenceOverviewKey(compare, head))

@@ -1,0 +1,146 @@
+""""Download this view as HTML": one self-contained file of what the explorer shows.
+
+The file (built by :func:`viz.html_export.view_html`) holds the grid's pictures, the chosen
+head's heatmap (the same plotly figure as on the page: the detail window, or A − B in compare
+mode), the token strip and a caption. Its size is stated on the button before anything is
+built; the file itself is built only when the button is pressed, from the run's key, so the
+button never holds a run.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, replace
+from typing import Any
+from urllib.parse import urlencode
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+from models.capture.compare import align_runs
+from models.capture.words import WORD_RULE
+from ui.keys import Explorer
+from ui.runtime import server
+from ui.runtime.job_keys import RolloutKey, RunKey
+from ui.sections import explorer_compare_detail as compare_detail
+from ui.sections import explorer_detail as detail
+from ui.sections import explorer_results as results
+from ui.sections import explorer_strip as strip
+from ui.sections.explorer_session import view_query
+from ui.state import explorer as state
+from ui.state.explorer import ExplorerView, unit_of
+from viz.html_export import Caption, ExportTooLarge, Strip, export_size, heatmap_cells, view_html
+
+SCALES = {"sqrt": "square root", "linear": "linear", "log": "log"}
+RANGES = {"unit": "0 to 1", "view": "the largest weight shown"}
+PROMPT_B_CHARS = 1_200
+
+
+@dataclass(frozen=True)
+class Request:
+    """Everything the file is built from (small values: keys, never runs)."""
+
+    view: ExplorerView
+    key: RunKey
+    weighted: bool
+    link: str
+
+
+def settings(request: Request) -> dict[str, str]:
+    view, out = request.view, {}
+    if view.mode == "compare":
+        b = view.prompt_b
+        out["prompt B"] = b if len(b) <= PROMPT_B_CHARS else (
+            f"{b[:PROMPT_B_CHARS]}… ({len(b):,} characters in all)")
+        out["heatmap"] = ("A − B of this head on aligned positions (red: A attends more, "
+                          "blue: B does)")
+    out["units"] = f"words. {WORD_RULE}" if view.words else "tokens"
+    out["colour scale"] = f"{SCALES[view.scale]}, range {RANGES[view.colour_range]}"
+    out["value-weighted"] = "yes" if request.weighted and view.mode == "single" else "no"
+    start, stop = state.selection(view)
+    what = f"tokens {start}–{stop - 1}" if stop - start > 1 else f"token {start}"
+    colour = ("attention rollout" if view.rollout and view.mode == "single"
+              else strip.SCOPES[view.scope if view.mode == "single" else "head"].lower())
+    out["token strip"] = f"{colour}, {strip.DIRECTIONS[view.direction].lower()}, {what}"
+    return out
+
+
+def caption(request: Request, model: str) -> Caption:
+    view = request.view
+    return Caption(model=model, prompt=request.key.prompt, layer=view.head.layer,
+                   head=view.head.index, settings=settings(request), link=request.link)
+
+
+def figure_and_strip(request: Request) -> tuple[go.Figure, Strip] | None:
+    """The heatmap and the strip as the page shows them, rebuilt from the stores."""
+    view, key = request.view, request.key
+    run = server.current().results.get(key)
+    if run is None:
+        return None
+    words = results.words_of(key) if view.words else None
+    names = list(words.labels) if words is not None else list(run.tokens)
+    selected = unit_of(view.query, words)
+    if view.mode == "compare":
+        key_b = replace(key, prompt=view.prompt_b)
+        run_b = server.current().results.get(key_b)
+        if run_b is None:
+            return None
+        words_b = results.words_of(key_b) if view.words else None
+        pair = compare_detail.Pair(run, run_b, key, align_runs(run, run_b, words, words_b),
+                                   words, words_b)
+        found = compare_detail.figures(view, pair)
+        if found is None:
+            return None
+        weights = strip.attention_weights(replace(view, scope="head", span=None), run, None,
+                                          words)
+        return found.difference, Strip(names, weights, selected, view.direction)
+    weighting = results.weighting(key) if request.weighted else None
+    shown = detail.detail_figure(view, run, key, weighting, words)
+    rolled = None
+    if view.rollout:
+        rolled = server.current().results.get(
+            RolloutKey(key, state.selection(view), view.direction, words is not None))
+    weights = rolled if rolled is not None else strip.attention_weights(view, run, weighting,
+                                                                        words)
+    return shown.figure, Strip(names, np.asarray(weights), selected, view.direction)
+
+
+def build(request: Request) -> str:
+    """The file (called when the button is pressed)."""
+    run = server.current().results.get(request.key)
+    found = figure_and_strip(request)
+    if run is None or found is None:
+        return ("<!DOCTYPE html><p>The prompt's patterns are no longer held by the server; "
+                "open the view again and download once more.</p>")
+    grid = results.grid_pictures(request.key, request.weighted, run.facts.n_heads)
+    return view_html(caption(request, run.facts.name), grid, found[0], found[1])
+
+
+def absolute(query: dict[str, str]) -> str:
+    """The view's link, absolute when the page's address is known."""
+    base = str(getattr(st.context, "url", "") or "").split("?")[0]
+    return f"{base}?{urlencode(query)}" if base.startswith("http") else "./?" + urlencode(query)
+
+
+def button(view: ExplorerView, key: RunKey, figure: go.Figure, names: list[str],
+           weighted: bool, n_heads: int, model: str) -> None:
+    """The download button, its size stated from what is on the page."""
+    request = Request(view, key, weighted, absolute(view_query(view, key.prompt)))
+    grid = results.grid_pictures(key, weighted, n_heads)
+    labels = [str(x) for trace in figure.data for axis in (trace.x, trace.y)
+              for x in (axis if axis is not None else [])]
+    size = export_size(grid, heatmap_cells(figure), labels, names, caption(request, model))
+    file_name = f"attention_L{view.head.layer}_H{view.head.index}_{view.mode}.html"
+
+    def data() -> Any:
+        try:
+            return build(request)
+        except ExportTooLarge as err:
+            return f"<!DOCTYPE html><p>{html.escape(str(err))}</p>"
+    st.download_button(f"Download this view as HTML ({size / 1e6:.1f} MB)", data,
+                       file_name=file_name, mime="text/html", key=Explorer.EXPORT,
+                       on_click="ignore",
+                       help="One self-contained file (the grid's pictures, this head's heatmap "
+                            "with plotly inside, the token strip and a caption) that opens in "
+                            "any browser offline and makes no network request.")

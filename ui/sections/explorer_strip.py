@@ -1,0 +1,169 @@
+"""The explorer's token strip: the prompt (or its words) coloured by attention from or to the
+selected token or span, or by attention rollout through every layer.
+
+A click selects one token (or word); a drag across several, or a shift-click, selects a span.
+The strip reports positions in what it shows (tokens or words); the callbacks turn them into
+token positions, the unit the view keeps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import streamlit as st
+
+from models.capture.rollout import ROLLOUT_RULE, check_rollout, rollout_cost, rollout_weights
+from models.capture.run import AttentionRun
+from models.capture.spans import SPAN_RULE, span_weights
+from models.capture.views import scoped_weights
+from models.capture.words import Words
+from models.errors import UserError
+from models.progress import Progress
+from ui import session
+from ui.keys import Explorer
+from ui.runtime import server
+from ui.runtime.job_keys import RolloutKey, RunKey
+from ui.runtime.jobs import Cost
+from ui.sections import explorer_results as results
+from ui.sections.explorer_session import current_view, save, strongest, update
+from ui.state import explorer as state
+from ui.state.explorer import ExplorerView, unit_of, unit_range
+from ui.text import md
+from ui.widgets import components, job_view
+from viz.token_view import legend_html, token_spans
+
+SCOPES: dict[state.Scope, str] = {"head": "This head", "layer": "Mean over the layer's heads",
+                                  "all": "Mean over all heads"}
+DIRECTIONS: dict[state.Direction, str] = {"from": "What the token attends to",
+                                          "to": "Which tokens attend to it"}
+HOW = "Click to select; drag across tokens, or shift-click, to select a span."
+
+
+def to_token(run_key: RunKey, unit: int, words: bool) -> int:
+    """The token position of a unit the strip reported (a word's first token)."""
+    if not words:
+        return unit
+    found = results.words_of(run_key)
+    return found.starts[min(max(unit, 0), found.n_words)]
+
+
+def on_click(run_key: RunKey, words: bool) -> None:
+    clicked = components.clicked_value(Explorer.TOKENS)
+    if clicked is not None:
+        token = to_token(run_key, int(clicked), words)
+        update(run_key, lambda v, s, r: state.choose_token(v, token, s, strongest(r)))
+
+
+def on_span(run_key: RunKey, words: bool) -> None:
+    picked = components.clicked_value(Explorer.TOKENS, "span")
+    if picked:
+        start = to_token(run_key, int(picked["start"]), words)
+        stop = to_token(run_key, int(picked["stop"]), words)
+        update(run_key, lambda v, s, r: state.choose_span(v, start, stop, s, strongest(r)))
+
+
+def on_options() -> None:
+    ss, view = st.session_state, current_view()
+    save(replace(view, scope=ss.get(Explorer.SCOPE, view.scope),
+                 direction=ss.get(Explorer.DIRECTION, view.direction),
+                 weighted=bool(ss.get(Explorer.WEIGHTED, view.weighted)),
+                 rollout=bool(ss.get(Explorer.ROLLOUT, view.rollout))))
+
+
+def selected_units(view: ExplorerView, words: Words | None) -> slice:
+    """The selection (span, or the query token) in units shown."""
+    start, stop = state.selection(view)
+    shown = unit_range(range(start, stop), words)
+    return slice(shown.start, shown.stop)
+
+
+def attention_weights(view: ExplorerView, run: AttentionRun, weighting: Any,
+                      words: Words | None) -> np.ndarray:
+    """One weight per unit: attention from (or to) the selection, in the chosen scope."""
+    head = view.head
+    if words is None and view.span is None:
+        return scoped_weights(run, view.scope, head.layer, head.index, view.query,
+                              view.direction, weighting)
+    return span_weights(run, view.scope, head.layer, head.index, selected_units(view, words),
+                        view.direction, words, weighting)
+
+
+def rollout_work(key: RolloutKey) -> Any:
+    def work(progress: Progress) -> np.ndarray:
+        run = server.current().results.get(key.run)
+        if run is None:
+            raise LookupError("the run is no longer stored")
+        words = results.words_of(key.run) if key.words else None
+        units = unit_range(range(*key.span), words)
+        return rollout_weights(run, slice(units.start, units.stop), key.direction,  # type: ignore[arg-type]
+                               words, progress=progress)
+    return work
+
+
+def rollout(view: ExplorerView, run: AttentionRun, key: RunKey,
+            words: Words | None) -> np.ndarray | None:
+    """Rollout from (or to) the selection, or None (refused with the reason, or running)."""
+    try:
+        check_rollout(run)
+        rkey = RolloutKey(key, state.selection(view), view.direction, words is not None)
+        cost = rollout_cost(run.facts, run.n_tokens, factored=run.factored)
+        found = job_view.run_job(rkey, "Attention rollout through every layer",
+                                 rollout_work(rkey), cost=Cost(work=cost.flops, rate="rollout",
+                                                               peak_bytes=cost.peak_bytes))
+    except UserError as err:
+        session.show_error(err)
+        return None
+    return None if found is job_view.MISSING else found
+
+
+def selection_text(view: ExplorerView, names: list[str], words: Words | None) -> str:
+    units = selected_units(view, words)
+    kind = "words" if words is not None else "tokens"
+    if units.stop - units.start <= 1:
+        return f"Selected: {md(names[units.start])}."
+    text = " ".join(names[units.start:units.stop])
+    short = text if len(text) <= 60 else text[:57] + "…"
+    return f"Selected: {kind} {units.start}–{units.stop - 1}, “{md(short)}”."
+
+
+def options(view: ExplorerView, rollout_on: bool) -> Any:
+    """The strip's colour and direction options; returns the column for the legend."""
+    ss = st.session_state
+    ss[Explorer.SCOPE], ss[Explorer.DIRECTION] = view.scope, view.direction
+    ss[Explorer.ROLLOUT] = rollout_on
+    c = st.columns([2, 2, 3])
+    c[0].radio("Colour by", list(SCOPES), key=Explorer.SCOPE, format_func=SCOPES.__getitem__,
+               on_change=on_options, disabled=rollout_on)
+    c[0].toggle("Attention rollout (all layers)", key=Explorer.ROLLOUT, on_change=on_options,
+                help=ROLLOUT_RULE)
+    c[1].radio("Show", list(DIRECTIONS), key=Explorer.DIRECTION,
+               format_func=DIRECTIONS.__getitem__, on_change=on_options)
+    return c[2]
+
+
+def strip(view: ExplorerView, run: AttentionRun, key: RunKey, weighting: Any,
+          words: Words | None) -> np.ndarray:
+    """The strip with its options; returns the weights it was coloured with."""
+    st.subheader("Words" if words is not None else "Tokens")
+    legend = options(view, view.rollout)
+    rolled = rollout(view, run, key, words) if view.rollout else None
+    weights = rolled if rolled is not None else attention_weights(view, run, weighting, words)
+    names = list(words.labels) if words is not None else list(run.tokens)
+    with legend:
+        st.html(legend_html(weights))
+        st.caption(f"{selection_text(view, names, words)} {HOW}")
+        if rolled is not None:
+            st.caption(ROLLOUT_RULE)
+        elif view.rollout:
+            st.caption("Without rollout, the strip shows this head's attention instead.")
+        if rolled is None and view.span is not None:
+            st.caption(SPAN_RULE)
+    units = selected_units(view, words)
+    components.token_strip(
+        token_spans(names, weights, unit_of(view.query, words), view.direction), Explorer.TOKENS,
+        lambda: on_click(key, words is not None), lambda: on_span(key, words is not None),
+        span=(units.start, units.stop) if view.span is not None else None,
+        anchor=unit_of(view.query, words))
+    return weights
