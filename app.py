@@ -12,6 +12,7 @@ PAGES = [
     st.Page("pages/explorer.py", title="Explorer", icon=":material/grid_view:", default=True),
     st.Page("pages/heads.py", title="Head finder", icon=":material/manage_search:"),
     st.Page("pages/circuits.py", title="Circuits", icon=":material/account_tree:"),
+    st.Page("pages/generate.py", title="Generate", icon=":material/edit_note:"),
     st.Page("pages/scaling.py", title="Scaling sweep", icon=":material/thermostat:"),
     st.Page("pages/kernel.py", title="Kernel check", icon=":material/memory:"),
     st.Page("pages/classroom.py", title="Classroom", icon=":material/school:"),

@@ -12,6 +12,8 @@
 - :mod:`viz.circuits_figures` -- patching, attribution, paths and weight circuits;
 - :mod:`viz.circuit_graph` -- the circuit graph: heads by layer, edges above a threshold;
 - :mod:`viz.generate_figures` -- generation: steps, sinks, the KV cache, eviction;
+- :mod:`viz.generate_steps` -- one generation step by step: every head's row, the written
+  tokens with their probabilities;
 - :mod:`viz.scaling_figures` -- the 1/sqrt(d_k) sweep;
 - :mod:`viz.kernel_figures` -- the kernel against the model;
 - :mod:`viz.classroom_figures` -- the classroom's matrices, diagrams and cost charts.

@@ -12,8 +12,11 @@ from typing import Literal, get_args
 
 Mode = Literal["single", "compare"]
 MODES: tuple[str, ...] = get_args(Mode)
+# The Generate page's settings, as models.generate.settings.GenerationSettings.to_params names
+# them; carried as they are (the page parses them).
+GEN_KEYS = ("n", "chat", "decoding", "temp", "top_k", "top_p", "seed")
 QUERY_KEYS = ("model", "prompt", "pid", "layer", "head", "token", "mode", "b", "bid", "words",
-              "gen")
+              *GEN_KEYS)
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 
 
@@ -36,7 +39,7 @@ class ViewState:
     prompt_b: str | None = None
     prompt_b_id: str | None = None
     words: bool = False
-    gen: str | None = None  # the Generate page's settings (ui.state.generate.gen_value)
+    gen: tuple[tuple[str, str], ...] | None = None  # the GEN_KEYS a link carries, in order
 
 
 def _parse_int(raw: str | None) -> int | None:
@@ -88,7 +91,7 @@ def from_query(params: Mapping[str, str]) -> tuple[ViewState, list[str]]:
         prompt_b=params.get("b"),
         prompt_b_id=params.get("bid") or None,
         words=_parse_flag("words", params.get("words"), notes),
-        gen=params.get("gen") or None,
+        gen=tuple((key, str(params[key])) for key in GEN_KEYS if key in params) or None,
     )
     return state, notes
 
@@ -134,6 +137,5 @@ def to_query(state: ViewState) -> dict[str, str]:
             out["bid"] = state.prompt_b_id
     if state.words:
         out["words"] = "1"
-    if state.gen:
-        out["gen"] = state.gen
+    out.update({key: value for key, value in state.gen or () if key in GEN_KEYS})
     return out

@@ -50,3 +50,34 @@ def test_work_that_would_not_fit_gets_a_message_not_a_crash():
     at = AppTest.from_function(refused, default_timeout=30).run()
     assert not at.exception
     assert "GiB of memory" in at.error[0].value
+
+
+def streamed():
+    import time
+
+    import streamlit as st
+
+    from ui.runtime.jobs import Cost, Partial
+    from ui.widgets import job_view
+
+    nonce, partial = time.monotonic(), Partial()
+    partial.update("**not bold** <b>nor this</b> [link](https://evil.example)")  # written so far
+
+    def work(progress):
+        time.sleep(3)
+        return "finished"
+
+    found = job_view.run_job(("stream", nonce), "writing", work, cost=Cost(seconds=0.5),
+                             wait_s=0.05, partial=partial)
+    st.write("still running" if found is job_view.MISSING else found)
+
+
+def test_streamed_work_shows_its_text_so_far_as_text_in_the_panel():
+    """Light streaming work shows its panel (not a spinner) and the text it has so far, shown
+    as code: markdown and HTML in it stay literal."""
+    at = AppTest.from_function(streamed, default_timeout=30).run()
+    assert not at.exception
+    assert [m.value for m in at.markdown] == ["still running"]
+    assert [c.value for c in at.code] == [
+        "**not bold** <b>nor this</b> [link](https://evil.example)"]
+    assert [b.label for b in at.button] == ["Cancel"]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from models.progress import Cancelled
 from ui.runtime.janitor import Janitor
-from ui.runtime.jobs import Cost, Job, JobKey, JobPool, RefusedError
+from ui.runtime.jobs import Cost, Job, JobKey, JobPool, Partial, RefusedError
 from ui.runtime.settings import Settings
 from ui.runtime.store import ResultStore
 
@@ -272,3 +272,25 @@ def test_a_step_does_not_repeat_the_jobs_label():
     assert step_text(job) == "pass 1 of 9"
     job.text = "layer 3 of 30"
     assert step_text(job) == "layer 3 of 30"
+
+
+def test_streaming_work_shows_what_it_has_so_far_through_its_partial():
+    pool, release, halfway = pool_of(), threading.Event(), threading.Event()
+    partial = Partial()
+
+    def work(progress):
+        for word in ("one", "two"):
+            partial.update(f"{partial.text} {word}".strip())
+            progress(0.5, word)
+        halfway.set()
+        assert release.wait(10)
+        return partial.text
+
+    job = pool.submit("stream", "writing", work, waiter="s1", partial=partial)
+    assert halfway.wait(10)
+    assert job.partial is partial and job.partial.text == "one two"
+    again = pool.submit("stream", "writing", work, waiter="s2", partial=Partial())
+    assert again is job and again.partial is partial  # the running work's, not the newcomer's
+    release.set()
+    assert job.future.result(10) == "one two"
+    assert pool.submit("plain", "no stream", lambda p: 1).partial is None

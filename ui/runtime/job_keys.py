@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from models.circuits.task import CircuitTask
+from models.generate.settings import GenerationSettings
+from models.generate.sweep import EvictionSettings
 from models.head import Head
 from ui.runtime.jobs import JobKey
 from ui.runtime.policy import AllowedSpec
@@ -264,3 +266,23 @@ class DifferenceOverviewKey(JobKey):
 
     compare: CompareKey
     head: Head
+
+
+@dataclass(frozen=True)
+class GenerationKey(JobKey):
+    """The model writing after a prompt (``settings`` as they run, seed included)."""
+
+    spec: AllowedSpec
+    prompt: str
+    settings: GenerationSettings
+
+
+@dataclass(frozen=True)
+class EvictionKey(JobKey):
+    """Perplexity of a text under each cache-eviction policy and budget, and without eviction."""
+
+    persist = True
+
+    spec: AllowedSpec
+    text: str
+    settings: EvictionSettings

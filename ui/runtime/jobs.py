@@ -14,7 +14,9 @@ Two sessions asking for the same key share one job.
 
 Work reports through :mod:`models.progress` and is stopped by its callback raising
 :class:`~models.progress.Cancelled`. Finished results go to :attr:`JobPool.results`; a job that
-fails or is cancelled stores nothing. No Streamlit here: :mod:`ui.widgets.job_view` draws jobs.
+fails or is cancelled stores nothing. Work that has something to show before it finishes (text
+generated so far) writes it to a :class:`Partial` the page hands to :meth:`JobPool.submit`; the
+progress panel shows it. No Streamlit here: :mod:`ui.widgets.job_view` draws jobs.
 """
 
 from __future__ import annotations
@@ -96,6 +98,23 @@ class Throughput:
             self._rates[kind] = measured if old is None else 0.3 * old + 0.7 * measured
 
 
+class Partial:
+    """What running work has produced so far, shown while it runs (the side channel of
+    streaming work, e.g. the text a model has written).
+
+    The page creates one and passes it to :meth:`JobPool.submit` (it becomes :attr:`Job.partial`);
+    the work, a closure holding the same object, calls :meth:`update` as it goes. The text is
+    replaced whole, never edited in place, so the page's thread reads the old or the new value,
+    never half of one. Plain text: whoever shows it escapes it.
+    """
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def update(self, text: str) -> None:
+        self.text = str(text)
+
+
 @dataclass(eq=False)
 class Job:
     """One piece of work, queued or running.
@@ -107,6 +126,7 @@ class Job:
         submitted, started: ``time.monotonic()`` stamps (``started`` is None while queued).
         fraction, text: the latest progress report.
         waiters: the sessions waiting on the result.
+        partial: what the work has produced so far (streaming work only), or None.
     """
 
     key: Any
@@ -122,6 +142,7 @@ class Job:
     cost: Cost | None = None
     alive: Callable[[str], bool] | None = None
     shown_left: float | None = None
+    partial: Partial | None = None
 
     @property
     def kind(self) -> str:
@@ -232,11 +253,13 @@ class JobPool:
                 "text, fewer texts or fewer heads.")
 
     def submit(self, key: Any, label: str, work: Work, estimate_s: float | None = None,
-               waiter: str = "", cost: Cost | None = None) -> Job:
+               waiter: str = "", cost: Cost | None = None,
+               partial: Partial | None = None) -> Job:
         """The job computing ``key``: the one already queued or running, or a new one.
 
         A new job is checked against the limits first; a session's earlier job of the same
-        kind stops waiting for this session.
+        kind stops waiting for this session. ``partial`` is where ``work`` writes what it has
+        so far (kept only by a new job: a running one keeps the one its work writes to).
 
         Raises:
             RefusedError: over the limits, or the session already has too many jobs waiting.
@@ -252,7 +275,7 @@ class JobPool:
                 if cost is not None:
                     estimate_s = self.estimate(cost)
                 job = Job(key=key, label=label, estimate_s=estimate_s, cost=cost,
-                          alive=self.alive)
+                          alive=self.alive, partial=partial)
                 self._jobs[key] = job
                 job.future = (self._light if job.light else self._executor).submit(
                     self._run, job, work)

@@ -14,6 +14,9 @@
 - :mod:`ui.sections.heads` -- head finder: corpus, scores, grids, table, top examples;
 - :mod:`ui.sections.prune` -- head finder: importance, pruning curve, export;
 - :mod:`ui.sections.circuits` -- patching, attribution and the per-head table;
+- :mod:`ui.sections.generate` -- the Generate page's settings and the streamed generation;
+- :mod:`ui.sections.generate_steps` -- a generation step by step: tokens, rows, sinks, links;
+- :mod:`ui.sections.generate_cache` -- the KV cache measured, and the eviction experiment;
 - :mod:`ui.sections.scaling` -- the 1/sqrt(d_k) sweep;
 - :mod:`ui.sections.kernel` -- the kernel against the model;
 - :mod:`ui.sections.classroom` -- the classroom's worked steps and the real head;

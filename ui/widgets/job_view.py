@@ -5,6 +5,8 @@ Work that finishes within ``ATLAS_JOB_WAIT_S`` seconds is simply waited for, so 
 page draws in one run; so is light work (expected under three seconds) for up to
 :data:`LIGHT_WAIT_S` seconds on a busy server, under a spinner. Anything longer leaves a progress
 panel (a fragment that polls once a second) and the page carries on with what it had before.
+Streaming work (given a :class:`ui.runtime.jobs.Partial`) skips the spinner: its panel shows
+what it has produced so far, escaped, refreshed with the progress.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from models.progress import Cancelled
 from ui.keys import Session
 from ui.runtime import server
-from ui.runtime.jobs import Cost, Job, Work
+from ui.runtime.jobs import Cost, Job, Partial, Work
 from ui.text import md
 
 LIGHT_WAIT_S = 15.0
@@ -67,13 +69,14 @@ def _button_key(prefix: str, key: Hashable) -> str:
 
 
 def run_job(key: Hashable, label: str, work: Work, *, cost: Cost | None = None,
-            wait_s: float | None = None) -> Any:
+            wait_s: float | None = None, partial: Partial | None = None) -> Any:
     """The result of ``work`` for ``key``, or :data:`MISSING` while it is still running.
 
     A stored result is pinned for this session (the store evicts it last while the tab is
     open). Raises whatever the work raised (a :class:`models.errors.UserError` for the page to
     show), including :class:`ui.runtime.jobs.RefusedError` for work over the operator's limits.
     After this session presses Cancel, the key is not started again until the visitor asks.
+    ``partial``: where ``work`` writes what it has so far; the progress panel shows it.
     """
     runtime, sid = server.current(), session_id()
     found = runtime.pool.finished(key)
@@ -88,7 +91,7 @@ def run_job(key: Hashable, label: str, work: Work, *, cost: Cost | None = None,
             cancelled.discard(key)
             st.rerun()
         return MISSING
-    job = runtime.pool.submit(key, label, work, waiter=sid, cost=cost)
+    job = runtime.pool.submit(key, label, work, waiter=sid, cost=cost, partial=partial)
     wait = runtime.settings.job_wait_s if wait_s is None else wait_s
     try:
         value = _result(job, label, wait)
@@ -103,7 +106,8 @@ def run_job(key: Hashable, label: str, work: Work, *, cost: Cost | None = None,
 
 def _result(job: Job, label: str, wait_s: float) -> Any:
     """The job's result within ``wait_s`` seconds; light work, slowed by a busy server, gets up to
-    :data:`LIGHT_WAIT_S` more under a spinner, so the page still draws in one run.
+    :data:`LIGHT_WAIT_S` more under a spinner, so the page still draws in one run (streaming
+    work shows its panel instead: what it has so far beats a spinner).
 
     Raises:
         concurrent.futures.TimeoutError: still running.
@@ -112,7 +116,7 @@ def _result(job: Job, label: str, wait_s: float) -> Any:
     try:
         return job.future.result(timeout=wait_s)
     except FutureTimeout:
-        if not job.light:
+        if not job.light or job.partial is not None:
             raise
     with st.spinner(f"{md(label)} (the server is busy)…"):
         return job.future.result(timeout=LIGHT_WAIT_S)
@@ -152,3 +156,5 @@ def progress_panel(key: Hashable) -> None:
         server.current().pool.cancel(job, session_id())
         st.session_state.setdefault(Session.CANCELLED, set()).add(key)
         st.rerun(scope="app")
+    if job.partial is not None and job.partial.text:
+        st.code(job.partial.text, language=None, wrap_lines=True)  # shown as text, escaped

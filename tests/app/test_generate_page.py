@@ -1,0 +1,177 @@
+"""AppTest: the Generate page on the bundled model against direct calls of the core and plain
+transformers: the tokens written, the scrubber's rows, the KV cache's bytes, a link that writes
+the same sampled text again, bad inputs, and a small eviction run."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from models.generate import GenerationSettings, generate
+from models.generate.sweep import bundled_passage
+from models.head import Head
+from models.model.forward import tokenize
+from models.model.spec import BUNDLED_DIR
+from tests.app.helpers import open_app, open_page, texts
+from tests.app.test_explorer import decoded
+from tests.app.test_explorer_compare import component_data
+from ui.keys import Generate, Sidebar
+
+PAGE = "pages/generate.py"
+PROMPT = "def add(a, b):\n"
+CONFIG = json.loads((BUNDLED_DIR / "config.json").read_text())
+
+
+def generated(at) -> list[int]:
+    """Token ids of the steps table (what the page wrote)."""
+    tables = [t.value for t in at.dataframe if "id" in t.value.columns]
+    assert tables, "no steps table on the page"
+    return [int(i) for i in tables[0]["id"]]
+
+
+def rows_figure(at) -> np.ndarray:
+    found = [c for c in at.get("plotly_chart") if c.proto.id.endswith(Generate.ROWS_FIGURE)]
+    assert found, "no step figure"
+    return decoded(json.loads(found[0].proto.spec)["data"][0]["customdata"])
+
+
+def strip_weights(at) -> np.ndarray:
+    """The chosen head's row, read back from the row strip's tooltips (3 decimals)."""
+    spans = component_data_all(at, "atlas_token_strip")[-1]["html"]
+    return np.array(
+        [float(w) for w in re.findall(r"attention from the selected token ([0-9.]+)", spans)]
+    )
+
+
+def component_data_all(at, name: str) -> list[dict]:
+    found = []
+
+    def walk(node):
+        kids = getattr(node, "children", None)
+        for child in kids.values() if isinstance(kids, dict) else []:
+            proto = getattr(child, "proto", None)
+            if getattr(child, "type", None) == "bidi_component" and proto.component_name == name:
+                found.append(json.loads(proto.json))
+            walk(child)
+
+    walk(at._tree)
+    return found
+
+
+@pytest.fixture(scope="module")
+def greedy():
+    """The page after writing 8 greedy tokens after PROMPT on the bundled model."""
+    at = open_page(PAGE, "bundled", **{Sidebar.PROMPT: PROMPT})
+    at.number_input(key=Generate.MAX_NEW).set_value(8).run()
+    at.button(key=Generate.GO).click().run()
+    assert not at.exception
+    return at
+
+
+def test_greedy_tokens_equal_a_direct_generate_call(greedy, bundled):
+    direct = generate(bundled, PROMPT, GenerationSettings(max_new_tokens=8))
+    assert generated(greedy) == list(direct.output_ids)
+    spans = component_data(greedy, "atlas_token_strip")["html"]  # the written tokens
+    probs = [float(p) for p in re.findall(r"probability ([0-9.]+) ·", spans)]
+    np.testing.assert_allclose(probs, [s.choice.prob for s in direct.steps], atol=5e-4)
+    assert "8 tokens written" in texts(greedy)
+
+
+def test_the_scrubbers_rows_equal_the_generations_rows(greedy, bundled):
+    direct = generate(bundled, PROMPT, GenerationSettings(max_new_tokens=8))
+    at = greedy
+    at.select_slider(key=Generate.STEP).set_value(3).run()
+    at.selectbox(key=Generate.HEAD).set_value(Head(1, 2)).run()
+    assert not at.exception
+    rows = direct.rows(3)
+    np.testing.assert_allclose(rows_figure(at), rows.reshape(-1, rows.shape[-1]), atol=1e-6)
+    np.testing.assert_allclose(strip_weights(at), rows[1, 2], atol=5e-4)
+    assert "**Step 3** wrote" in texts(at)
+    explorer = re.search(r"\((\./\?[^)]*)\)", texts(at).split("Open the whole text")[1])
+    assert explorer and "layer=1&head=2" in explorer.group(1)
+    assert f"token={direct.n_prompt - 1 + 3}" in explorer.group(1)
+
+
+def test_the_kv_figure_read_from_the_cache_equals_the_formula(greedy):
+    said = texts(greedy)
+    found = re.search(
+        r"real cache object after this generation: \*\*([0-9,]+) bytes\*\* for "
+        r"([0-9,]+) tokens",
+        said,
+    )
+    assert found, said
+    measured, tokens = (int(g.replace(",", "")) for g in found.groups())
+    d_head = CONFIG["n_embd"] // CONFIG["n_head"]
+    per_token = 2 * CONFIG["n_layer"] * CONFIG["n_head"] * d_head * 4  # float32, MHA
+    assert tokens == len(generated(greedy)) + 9 - 1  # BOS + 8-token prompt, the last never fed
+    assert measured == per_token * tokens and "they are equal" in said
+
+
+def test_a_link_writes_the_same_sampled_text_again(bundled):
+    link = {"n": 6, "chat": 0, "decoding": "sample", "temp": 0.9, "top_k": 0, "top_p": 1}
+    at = open_app(PAGE, model="bundled", prompt=PROMPT, seed=7, **link)
+    assert not at.exception
+    direct = generate(
+        bundled,
+        PROMPT,
+        GenerationSettings(max_new_tokens=6, decoding="sample", temperature=0.9, seed=7),
+    )
+    assert generated(at) == list(direct.output_ids)
+    shared = re.search(r"\[Link to this generation\]\(([^)]*)\)", texts(at))
+    assert shared and "n=6&chat=0&decoding=sample&temp=0.9" in shared.group(1)
+    assert "seed=7" in shared.group(1) and "prompt=def+add" in shared.group(1)
+    other = open_app(PAGE, model="bundled", prompt=PROMPT, seed=8, **link)
+    assert generated(other) != generated(at)  # another seed, another text
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({Generate.MAX_NEW: 500}, "reads at most 128 tokens"),
+        ({Generate.DECODING: "sample", Generate.TEMPERATURE: 0.0}, "temperature above 0"),
+        ({Generate.DECODING: "sample", Generate.TOP_P: 0.0}, "top-p must lie in (0, 1]"),
+    ],
+)
+def test_bad_settings_get_a_message(changes, message):
+    at = open_page(PAGE, "bundled", **{Sidebar.PROMPT: PROMPT})
+    for key, value in changes.items():
+        widget = at.radio(key=key) if key == Generate.DECODING else at.number_input(key=key)
+        widget.set_value(value).run()
+    at.button(key=Generate.GO).click().run()
+    assert not at.exception
+    assert message in texts(at) and not [t for t in at.dataframe if "id" in t.value.columns]
+
+
+def test_an_empty_prompt_and_an_encoder_get_a_message():
+    at = open_page(PAGE, "bundled", **{Sidebar.PROMPT: "   "})
+    at.button(key=Generate.GO).click().run()
+    assert not at.exception and "prompt is empty" in texts(at)
+    at = open_page(PAGE, "minilm")
+    assert not at.exception
+    said = texts(at)
+    assert "is an encoder" in said and "nothing to evict" in said
+
+
+def test_full_budget_eviction_equals_plain_perplexity(bundled):
+    at = open_page(PAGE, "bundled")
+    at.multiselect(key=Generate.EVICT_POLICIES).set_value(["window", "sinks"]).run()
+    at.multiselect(key=Generate.EVICT_BUDGETS).set_value([16, 32]).run()
+    at.button(key=Generate.EVICT_RUN).click().run()
+    assert not at.exception
+    table = next(t.value for t in at.dataframe if "policy" in t.value.columns)
+    assert list(table["budget"]) == [128, 16, 32, 16, 32]
+    full = float(table["perplexity"].iloc[0])
+    ids = tokenize(bundled, bundled_passage(), 1024)[0]
+    eager = AutoModelForCausalLM.from_pretrained(BUNDLED_DIR, attn_implementation="eager").eval()
+    with torch.no_grad():
+        plain = float(torch.exp(eager(ids, labels=ids).loss))
+    assert full == pytest.approx(plain, rel=1e-4)
+    said = texts(at)
+    assert f"experiment's own pass gives {full:.4f}" in said
+    assert f"plain forward pass with labels gives {plain:.4f}" in said
+    assert "without sinks vs" in said and "original positions" in said

@@ -1,0 +1,259 @@
+"""The Generate page's writing sections: the settings, the generation as a streamed job, the
+written tokens, and the step scrubber (every head's row at a step, the chosen head's row as a
+token strip, sink mass and prompt share over the steps).
+
+The page's state is one :class:`ui.state.generate.GenerateState` in the session; widgets show
+it and their callbacks replace it through its pure transitions. The scrubber is a fragment: a
+new step or head redraws it alone, from the finished generation in the result store.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import streamlit as st
+
+from models.errors import UserError
+from models.generate import Generation, generate
+from models.generate.cost import generation_estimate
+from models.generate.settings import DECODINGS, MAX_NEW_TOKENS, chat_text, check, prepare_prompt
+from models.model.loading import LoadedModel
+from ui import session
+from ui.keys import Generate, Session
+from ui.runtime.job_keys import GenerationKey
+from ui.runtime.jobs import Cost, Partial
+from ui.state import generate as gs
+from ui.state.generate import GenerateState, Request
+from ui.text import md
+from ui.widgets import job_view
+
+DECODING_LABELS = {"greedy": "Greedy (most likely token)", "sample": "Sampled"}
+
+
+# --- the state in the session -----------------------------------------------------------------
+
+
+def current_state() -> GenerateState:
+    """The session's state, or the one its link asks for (notes about the link shown once)."""
+    found = st.session_state.get(Generate.STATE)
+    if isinstance(found, GenerateState):
+        return found
+    link = session.link_state()
+    state, notes = gs.from_link(link.gen, link.layer, link.head)
+    for note in notes:
+        st.info(md(note))
+    save(state)
+    return state
+
+
+def save(state: GenerateState) -> None:
+    st.session_state[Generate.STATE] = state
+
+
+def has_template(model: LoadedModel) -> bool:
+    return bool(getattr(model.tokenizer, "chat_template", None))
+
+
+def request_key(model: LoadedModel, request: Request) -> GenerationKey:
+    return GenerationKey(session.model_spec(model), request.prompt, request.settings)
+
+
+# --- settings -----------------------------------------------------------------------------------
+
+
+def _on_settings(template: bool) -> None:
+    ss = st.session_state
+    changes = {
+        "max_new_tokens": int(ss[Generate.MAX_NEW]),
+        "decoding": ss[Generate.DECODING],
+        "temperature": float(ss[Generate.TEMPERATURE]),
+        "top_k": int(ss[Generate.TOP_K]),
+        "top_p": float(ss[Generate.TOP_P]),
+        "seed": int(ss[Generate.SEED]),
+    }
+    if template:  # a disabled toggle shows "off"; it must not switch chat off for later models
+        changes["chat"] = bool(ss[Generate.CHAT])
+    save(gs.edit(current_state(), **changes))
+
+
+def _on_generate(template: bool, spec: object, new_seed: bool) -> None:
+    state = current_state()
+    if new_seed:
+        state = gs.reseed(state, secrets.randbits(31))
+    state = gs.ask(state, session.current_prompt(), template, spec)
+    save(state)
+    assert state.request is not None
+    key = GenerationKey(spec, state.request.prompt, state.request.settings)  # type: ignore[arg-type]
+    st.session_state.get(Session.CANCELLED, set()).discard(key)  # asked again: run it again
+
+
+def settings_form(model: LoadedModel) -> None:
+    """How the model writes: length, greedy or sampled (temperature, top-k, top-p, seed), chat
+    template; the templated prompt; Generate."""
+    state, template = current_state(), has_template(model)
+    s, ss = state.settings, st.session_state
+    ss[Generate.MAX_NEW], ss[Generate.DECODING] = s.max_new_tokens, s.decoding
+    ss[Generate.TEMPERATURE], ss[Generate.TOP_K] = float(s.temperature), int(s.top_k or 0)
+    ss[Generate.TOP_P], ss[Generate.SEED] = float(s.top_p), int(s.seed or 0)
+    ss[Generate.CHAT] = s.chat and template
+    greedy, args = s.decoding == "greedy", (template,)
+    c = st.columns([1.3, 1.9, 1, 1, 1, 1.2])
+    c[0].number_input(
+        "New tokens (at most)",
+        1,
+        MAX_NEW_TOKENS,
+        key=Generate.MAX_NEW,
+        on_change=_on_settings,
+        args=args,
+    )
+    c[1].radio(
+        "Decoding",
+        DECODINGS,
+        key=Generate.DECODING,
+        format_func=DECODING_LABELS.__getitem__,
+        on_change=_on_settings,
+        args=args,
+        horizontal=True,
+    )
+    c[2].number_input(
+        "Temperature",
+        0.0,
+        gs.MAX_TEMPERATURE,
+        step=0.1,
+        key=Generate.TEMPERATURE,
+        on_change=_on_settings,
+        args=args,
+        disabled=greedy,
+    )
+    c[3].number_input(
+        "Top-k (0: all)",
+        0,
+        gs.MAX_TOP_K,
+        key=Generate.TOP_K,
+        on_change=_on_settings,
+        args=args,
+        disabled=greedy,
+    )
+    c[4].number_input(
+        "Top-p",
+        0.0,
+        1.0,
+        step=0.05,
+        key=Generate.TOP_P,
+        on_change=_on_settings,
+        args=args,
+        disabled=greedy,
+    )
+    c[5].number_input(
+        "Seed",
+        0,
+        gs.MAX_SEED,
+        key=Generate.SEED,
+        on_change=_on_settings,
+        args=args,
+        disabled=greedy,
+    )
+    st.toggle(
+        "Wrap the prompt in the model's chat template",
+        key=Generate.CHAT,
+        on_change=_on_settings,
+        args=args,
+        disabled=not template,
+        help="Instruct models (SmolLM2-Instruct) answer a user turn written in their chat template."
+        if template
+        else f"{model.facts.name} has no chat template: the prompt is continued as plain text.",
+    )
+    templated(model, ss[Generate.CHAT])
+    spec = session.model_spec(model)
+    b = st.columns([1, 1.6, 5])
+    b[0].button(
+        "Generate",
+        key=Generate.GO,
+        type="primary",
+        on_click=_on_generate,
+        args=(template, spec, False),
+    )
+    b[1].button(
+        "Sample with a new seed",
+        key=Generate.NEW_SEED,
+        on_click=_on_generate,
+        args=(template, spec, True),
+    )
+
+
+def templated(model: LoadedModel, chat: bool) -> None:
+    """The sidebar's prompt as the model reads it through its chat template."""
+    prompt = session.current_prompt()
+    if not chat or not prompt.strip():
+        return
+    try:
+        text = chat_text(model, prompt)
+    except UserError as err:
+        session.show_error(err)
+        return
+    with st.expander("The prompt as the model reads it (its chat template)"):
+        st.code(text, language=None, wrap_lines=True)
+
+
+# --- the generation as a job --------------------------------------------------------------------
+
+
+def _work(model: LoadedModel, request: Request, partial: Partial):
+    written: list[int] = []
+
+    def on_step(step) -> None:
+        written.append(step.choice.token_id)
+        partial.update(model.tokenizer.decode(written, skip_special_tokens=False))
+
+    return lambda progress: generate(
+        model, request.prompt, request.settings, on_step=on_step, progress=progress
+    )
+
+
+def generation(model: LoadedModel) -> tuple[GenerationKey, Generation] | None:
+    """The generation asked for, streamed while it runs (None: nothing to show yet)."""
+    state = current_state()
+    if not model.facts.causal:  # an encoder: say why at once, not after Generate
+        try:
+            check(model, state.settings, 0)
+        except UserError as err:
+            session.show_error(err)
+        return None
+    spec = session.model_spec(model)
+    if state.pending:
+        state = gs.ask(state, session.current_prompt(), has_template(model), spec)
+        save(state)
+    request = state.request
+    if request is None or request.model != spec:
+        st.info("Press **Generate** to let the model continue the sidebar's prompt.")
+        return None
+    key = request_key(model, request)
+    try:
+        prompt = prepare_prompt(model, request.prompt, request.settings.chat)
+        check(model, request.settings, prompt.n_full)
+        facts, n_new = model.facts, request.settings.max_new_tokens
+        estimate = generation_estimate(
+            facts,
+            prompt.n_full,
+            n_new,
+            model.spec.device,
+            model.spec.torch_dtype.itemsize,
+            int(getattr(model.tokenizer, "vocab_size", 50_000) or 50_000),
+        )
+        partial = Partial()  # the work writes the text so far here; the progress panel shows it
+        found = job_view.run_job(
+            key,
+            f"Writing up to {n_new:,} tokens after a {prompt.n_full:,}-token prompt with "
+            f"{facts.name}",
+            _work(model, request, partial),
+            cost=Cost(seconds=estimate.seconds, peak_bytes=estimate.peak_bytes),
+            partial=partial,
+        )
+    except UserError as err:
+        session.show_error(err)
+        return None
+    if found is job_view.MISSING:
+        return None
+    if request.prompt != session.current_prompt():
+        st.caption("Written after an earlier prompt; press **Generate** for the sidebar's.")
+    return key, found

@@ -1,0 +1,288 @@
+"""The Generate page's cache sections: the KV cache of the loaded model (formula beside MHA and
+MQA, and the bytes read from the real cache after a generation), and the cache-eviction
+experiment (perplexity under each policy against the budget, as a job with progress and Cancel,
+its cost stated before it runs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+import torch
+
+from models.classroom.costs import human_bytes
+from models.errors import UserError
+from models.generate import Generation, eviction_sweep
+from models.generate.kv import SHARINGS, kv_bytes_per_token, kv_growth, kv_heads
+from models.generate.policies import POLICIES, POLICY_NAMES
+from models.generate.sweep import EvictionResult, bundled_passage, estimate, sink_verdict
+from models.generate.view import model_view, view_device
+from models.model.forward import tokenize
+from models.model.loading import LoadedModel
+from models.progress import Progress
+from ui import session
+from ui.keys import Generate, Session
+from ui.runtime.job_keys import EvictionKey
+from ui.runtime.jobs import Cost
+from ui.sections.generate import current_state, save
+from ui.state import generate as gs
+from ui.text import md
+from ui.widgets import job_view
+from viz.generate_figures import eviction_figure, kv_cache_figure
+
+SOURCE_LABELS = {
+    "passage": "The bundled English passage",
+    "prompt": "The sidebar's prompt",
+    "pasted": "Text I paste",
+}
+LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192)
+BOUNDED = tuple(p for p in POLICIES if p != "full")
+
+
+# --- the KV cache ------------------------------------------------------------------------------
+
+
+def sharing_names(model: LoadedModel) -> dict[str, str]:
+    facts = model.facts
+    return {
+        "model": f"this model ({facts.attention_kind}, {facts.n_kv_heads} key/value heads)",
+        "MHA": f"MHA: one key/value head per query head ({facts.n_heads})",
+        "MQA": "MQA: one key/value head for all",
+    }
+
+
+def kv_section(model: LoadedModel, gen: Generation | None) -> None:
+    """Bytes per token and in total for the loaded model, MHA and MQA; the real cache's."""
+    facts, dtype = model.facts, model.spec.torch_dtype
+    size = dtype.itemsize
+    per_token = {s: kv_bytes_per_token(facts, size, s) for s in SHARINGS}  # type: ignore[arg-type]
+    st.markdown(
+        f"Every token read leaves a key and a value vector per layer and key/value head: "
+        f"2 × {facts.n_layers} layers × {facts.n_kv_heads} key/value heads × {facts.d_head} "
+        f"(d_head) × {size} bytes ({str(dtype).removeprefix('torch.')}) = "
+        f"**{per_token['model']:,} bytes ({human_bytes(per_token['model'])}) per token**, "
+        f"{human_bytes(per_token['model'] * facts.n_ctx)} at the full context of "
+        f"{facts.n_ctx:,} tokens."
+    )
+    names = sharing_names(model)
+    n_text = gen.cache_tokens if gen is not None else None
+    table = pd.DataFrame(
+        {
+            "cache": [names[s] for s in SHARINGS],
+            "key/value heads": [kv_heads(facts, s) for s in SHARINGS],  # type: ignore[arg-type]
+            "bytes per token": [per_token[s] for s in SHARINGS],
+            **(
+                {f"at {n_text:,} tokens": [human_bytes(per_token[s] * n_text) for s in SHARINGS]}
+                if n_text
+                else {}
+            ),
+            f"at {facts.n_ctx:,} tokens": [
+                human_bytes(per_token[s] * facts.n_ctx) for s in SHARINGS
+            ],
+        }
+    )
+    st.dataframe(table, hide_index=True, width="stretch", key=Generate.KV_TABLE)
+    lengths = np.unique(np.linspace(1, facts.n_ctx, 64).astype(np.int64))
+    measured = (gen.cache_tokens, gen.cache_bytes) if gen is not None else None
+    st.plotly_chart(
+        kv_cache_figure(lengths, kv_growth(facts, lengths, size), measured=measured, names=names),
+        width="stretch",
+        key=Generate.KV_FIGURE,
+    )
+    measured_note(gen, per_token["model"])
+
+
+def measured_note(gen: Generation | None, per_token: int) -> None:
+    if gen is None:
+        st.caption("Generate some text above to read the size of the real cache it leaves.")
+        return
+    formula = per_token * gen.cache_tokens
+    said = (
+        f"Read from the real cache object after this generation: **{gen.cache_bytes:,} "
+        f"bytes** for {gen.cache_tokens:,} tokens (prompt and output; the last token written "
+        f"was never fed back). The formula gives {per_token:,} × {gen.cache_tokens:,} = "
+        f"{formula:,} bytes: "
+    )
+    if gen.cache_bytes == formula:
+        st.success(said + "they are equal.")
+    else:
+        st.warning(
+            said + f"they differ by {gen.cache_bytes - formula:+,} bytes (layers with a "
+            "sliding window keep fewer tokens than the formula counts)."
+        )
+
+
+# --- the eviction experiment -------------------------------------------------------------------
+
+
+def _on_eviction() -> None:
+    ss = st.session_state
+    save(
+        gs.edit_eviction(
+            current_state(),
+            source=ss[Generate.EVICT_SOURCE],
+            pasted=ss.get(Generate.EVICT_TEXT, current_state().eviction.pasted),
+            budgets=tuple(sorted(ss[Generate.EVICT_BUDGETS])),
+            sinks=int(ss[Generate.EVICT_SINKS]),
+            policies=tuple(ss[Generate.EVICT_POLICIES]),
+            max_tokens=int(ss[Generate.EVICT_MAX_TOKENS]),
+        )
+    )
+
+
+def _on_run(text: str, n_tokens: int, spec: object) -> None:
+    state = gs.ask_sweep(current_state(), text, n_tokens)
+    save(state)
+    assert state.sweep is not None
+    key = EvictionKey(spec, text, state.sweep.settings)  # type: ignore[arg-type]
+    st.session_state.get(Session.CANCELLED, set()).discard(key)
+
+
+def eviction_controls(model: LoadedModel, choice: gs.EvictionChoice, n_tokens: int) -> None:
+    ss, limit = st.session_state, model.facts.n_ctx
+    lengths = [n for n in LENGTHS if n < limit] + [limit]
+    ss[Generate.EVICT_SOURCE], ss[Generate.EVICT_SINKS] = choice.source, choice.sinks
+    ss[Generate.EVICT_POLICIES] = list(choice.policies)
+    ss[Generate.EVICT_MAX_TOKENS] = min(lengths, key=lambda n: abs(n - choice.max_tokens))
+    ss[Generate.EVICT_BUDGETS] = list(choice.budgets or gs.suggested_budgets(n_tokens))
+    c = st.columns([2, 2, 1, 2])
+    c[0].radio(
+        "Text",
+        gs.TEXT_SOURCES,
+        key=Generate.EVICT_SOURCE,
+        on_change=_on_eviction,
+        format_func=SOURCE_LABELS.__getitem__,
+    )
+    c[1].multiselect(
+        "Cache budgets (keys each token may see)",
+        gs.BUDGET_CHOICES,
+        key=Generate.EVICT_BUDGETS,
+        on_change=_on_eviction,
+    )
+    c[2].number_input(
+        "Sink tokens", 0, gs.MAX_SINKS, key=Generate.EVICT_SINKS, on_change=_on_eviction
+    )
+    c[3].select_slider(
+        "Read at most (tokens)", lengths, key=Generate.EVICT_MAX_TOKENS, on_change=_on_eviction
+    )
+    st.multiselect(
+        "Policies",
+        BOUNDED,
+        key=Generate.EVICT_POLICIES,
+        on_change=_on_eviction,
+        format_func=POLICY_NAMES.__getitem__,
+    )
+    if choice.source == "pasted":
+        ss[Generate.EVICT_TEXT] = choice.pasted
+        st.text_area("Your text", key=Generate.EVICT_TEXT, height=120, on_change=_on_eviction)
+
+
+def chosen_text(choice: gs.EvictionChoice) -> str:
+    if choice.source == "passage":
+        return bundled_passage()
+    return session.current_prompt() if choice.source == "prompt" else choice.pasted
+
+
+def plain_perplexity(model: LoadedModel, ids: torch.Tensor) -> float:
+    """``exp`` of the loss of a plain forward pass with labels (no cache, no policy)."""
+    view = model_view(model)
+    with torch.no_grad():
+        out = view(input_ids=ids.to(view_device(view)), labels=ids.to(view_device(view)))
+    return float(torch.exp(out.loss.to(torch.float64)))
+
+
+def _sweep_work(model: LoadedModel, text: str, settings: Any):
+    def work(progress: Progress) -> tuple[EvictionResult, float]:
+        result = eviction_sweep(model, text, settings, progress)
+        ids, _ = tokenize(model, text, settings.max_tokens)
+        return result, plain_perplexity(model, ids)
+
+    return work
+
+
+def eviction_section(model: LoadedModel) -> None:
+    """Settings, the stated cost, Run, then the plot, the table and what the numbers say."""
+    if not model.facts.causal:
+        st.info(
+            f"{md(model.facts.name)} is an encoder: it reads the whole text at once and "
+            "keeps no KV cache, so there is nothing to evict. Load a decoder such as SmolLM2."
+        )
+        return
+    state = current_state()
+    choice = state.eviction
+    try:
+        text = chosen_text(choice)
+        n = int(tokenize(model, text, choice.max_tokens)[0].shape[1])
+        eviction_controls(model, choice, n)
+        settings = gs.eviction_settings(choice, n)
+        cost = estimate(model, n, settings)
+        runs = sum(1 for _ in settings.policies) * len(settings.budgets)
+        st.caption(
+            f"Reads {n:,} tokens once with the full cache, then each of {runs} policy and "
+            f"budget pairs from the point where its cache first fills: about "
+            f"{max(cost.seconds, 1):,.0f} s (a first guess) and up to "
+            f"{human_bytes(cost.peak_bytes)} of memory beside the model."
+        )
+        st.button(
+            "Run the experiment",
+            key=Generate.EVICT_RUN,
+            type="primary",
+            on_click=_on_run,
+            args=(text, n, session.model_spec(model)),
+        )
+        if state.sweep is not None:
+            eviction_result(model, state.sweep)
+    except UserError as err:
+        session.show_error(err)
+
+
+def eviction_result(model: LoadedModel, sweep: gs.SweepRequest) -> None:
+    key = EvictionKey(session.model_spec(model), sweep.text, sweep.settings)
+    n = int(tokenize(model, sweep.text, sweep.settings.max_tokens)[0].shape[1])
+    cost = estimate(model, n, sweep.settings)
+    found = job_view.run_job(
+        key,
+        f"Reading {n:,} tokens under each eviction policy",
+        _sweep_work(model, sweep.text, sweep.settings),
+        cost=Cost(seconds=cost.seconds, peak_bytes=cost.peak_bytes),
+    )
+    if found is job_view.MISSING:
+        return
+    result, plain = found
+    show_result(result, plain)
+
+
+def show_result(result: EvictionResult, plain: float) -> None:
+    rows = result.rows()
+    st.plotly_chart(
+        eviction_figure(rows, n_tokens=result.n_tokens, names=POLICY_NAMES),
+        width="stretch",
+        key=Generate.EVICT_FIGURE,
+    )
+    st.dataframe(
+        pd.DataFrame(
+            {
+                "policy": [POLICY_NAMES[p] for p, _, _ in rows],
+                "budget": [b for _, b, _ in rows],
+                "perplexity": [ppl for _, _, ppl in rows],
+                "× full cache": [ppl / result.full_perplexity for _, _, ppl in rows],
+            }
+        ),
+        hide_index=True,
+        width="stretch",
+        key=Generate.EVICT_TABLE,
+    )
+    st.markdown(
+        f"**Full budget equals plain perplexity:** with the whole cache ({result.n_tokens:,} "
+        f"tokens) the experiment's own pass gives {result.full_perplexity:.4f}; a plain forward "
+        f"pass with labels gives {plain:.4f} (difference {abs(result.full_perplexity - plain):.1e}"
+        ")."
+    )
+    st.markdown(f"**What this model does, measured on this text:** {md(sink_verdict(result))}")
+    st.caption(
+        f"Positions under sinks + window: {md(result.positions)}. Sliding window keeps "
+        f"the most recent tokens; heavy hitters keep half the budget for the keys with the "
+        f"most attention so far (per key/value head) and half for the most recent."
+    )
