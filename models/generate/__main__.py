@@ -129,8 +129,7 @@ def run_generation(model, args: argparse.Namespace) -> None:
     if result.templated is not None:
         say(f"templated prompt: {result.templated!r}")
     say(f"{len(result.steps)} tokens ({result.stop}); seed {result.settings.seed}")
-    text = model.tokenizer.decode(list(result.output_ids), skip_special_tokens=True)
-    print(text)
+    print(result.output_text)
 
 
 def eviction_csv(rows: list[tuple[str, int, float]]) -> str:

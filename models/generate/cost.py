@@ -15,7 +15,8 @@ from models.model.facts import ModelFacts
 
 FLOPS = {"cpu": 4e10, "cuda": 2e12}  # sustained FLOP/s assumed before anything is measured
 STEP_LAYER_S = {"cpu": 4e-4, "cuda": 1.5e-4}  # per layer per decoding step
-H2O_QUERY_LAYER_S = {"cpu": 8e-5, "cuda": 2e-4}  # per query per layer of the H2O loop
+# per query per layer of the H2O loop (NumPy on the CPU): a fixed part and a part per budget slot
+H2O_QUERY_LAYER_S = (3e-5, 3e-7)
 FLOAT = 4
 LOGIT_CHUNK = 256
 BLOCK = 128
@@ -89,9 +90,9 @@ def eviction_estimate(
     flops = 2.0 * facts.n_params * tokens + _attention_flops(facts, n_tokens, n_tokens / 2)
     flops += sum(_attention_flops(facts, n_tokens - b, b) for _, b in runs)
     seconds = flops / FLOPS.get(device, FLOPS["cpu"])
-    h2o_queries = sum(n_tokens - b for p, b in runs if p == "h2o")
-    seconds += (
-        h2o_queries * facts.n_layers * H2O_QUERY_LAYER_S.get(device, H2O_QUERY_LAYER_S["cpu"])
+    fixed, per_slot = H2O_QUERY_LAYER_S
+    seconds += facts.n_layers * sum(
+        (n_tokens - b) * (fixed + per_slot * b) for p, b in runs if p == "h2o"
     )
     kv = n_tokens * kv_bytes_per_token(facts, bytes_per_element)
     layer_f32 = n_tokens * (facts.n_heads + 2 * facts.n_kv_heads) * facts.d_head * FLOAT

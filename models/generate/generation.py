@@ -49,6 +49,8 @@ class Step:
         index: the step (0 = first new token).
         choice: the token, its probability, the entropy and the top alternatives.
         label: the token as a readable label; ``top_labels`` the alternatives'.
+        text: the token decoded on its own (a piece of a multi-byte character shows as U+FFFD;
+            decode ``Generation.output_ids`` for the whole text).
         sink: ``layer head_index`` attention of this step's query on position 0.
         prompt_share: ``layer head_index`` attention on the prompt (the rest is on the output).
         rows: ``layer head_index key_pos`` float32 rows, given to ``on_step`` only (a page keeps
@@ -58,6 +60,7 @@ class Step:
     index: int
     choice: Choice
     label: str
+    text: str
     top_labels: tuple[str, ...]
     sink: np.ndarray
     prompt_share: np.ndarray
@@ -79,6 +82,7 @@ class Generation:
         stop: ``"eos"`` (the model ended its text) or ``"length"`` (max_new_tokens reached).
         cache_tokens, cache_bytes: the real KV cache after the last step (it holds every token
             but the last one written, which was never fed back).
+        output_text: what the model wrote, decoded (special tokens left out).
         explorer_text: text whose tokenization gives ``ids`` (the tokenizer's own leading BOS
             left out), to open the whole text in the explorer; ``explorer_exact`` whether it
             really tokenizes back to ``ids`` (a decoded text can tokenize differently).
@@ -100,6 +104,7 @@ class Generation:
     cache_bytes: int
     explorer_text: str
     explorer_exact: bool
+    output_text: str = ""
 
     @property
     def output_ids(self) -> tuple[int, ...]:
@@ -190,6 +195,7 @@ def _step(
         index=index,
         choice=choice,
         label=labels[0],
+        text=model.tokenizer.decode([choice.token_id], skip_special_tokens=False),
         top_labels=tuple(labels[1:]),
         sink=sink,
         prompt_share=prompt_share,
@@ -279,4 +285,5 @@ def generate(
         cache_bytes=cache_nbytes(cache),
         explorer_text=text,
         explorer_exact=exact,
+        output_text=model.tokenizer.decode(ids[n_prompt:], skip_special_tokens=True),
     )

@@ -102,6 +102,8 @@ def test_kv_figure_equals_the_real_cache(run):
 
 def test_explorer_text_tokenizes_back_to_the_ids(run):
     model, result = run.model, run.result
+    pieces = "".join(step.text for step in result.steps)
+    assert result.output_text == model.tokenizer.decode(result.output_ids) == pieces
     assert result.explorer_exact
     ids, _ = tokenize(model, result.explorer_text)
     assert ids[0].tolist() == list(result.ids)
