@@ -52,8 +52,8 @@ def overview_flops(n_layers: int, n_heads: int, d_head: int, n_tokens: int, caus
 
 
 def _key_slabs(k: torch.Tensor, factor: int, n_pix: int, folded: bool) -> torch.Tensor:
-    """``kv_head factor d pixel``: key ``p * factor + t`` at ``[:, t, :, p]`` (so the first
-    ``b`` blocks of slab ``t`` are a plain strided matrix), keys past the end zero; float32, or
+    """``kv_head factor pixel d``: key ``p * factor + t`` at ``[:, t, p]`` (so the first ``b``
+    blocks of slab ``t`` are one contiguous matrix), keys past the end zero; float32, or
     ``k``'s dtype with two rows of -1 appended (``folded``: the queries' last two columns then
     subtract each row's LSE inside the product)."""
     n_kv, n, _ = k.shape
@@ -62,7 +62,7 @@ def _key_slabs(k: torch.Tensor, factor: int, n_pix: int, folded: bool) -> torch.
         keys = torch.cat([keys, keys.new_full((n_kv, n, 2), -1.0)], dim=-1)
     if n_pix * factor > n:
         keys = torch.nn.functional.pad(keys, (0, 0, 0, n_pix * factor - n))
-    return keys.view(n_kv, n_pix, factor, keys.shape[-1]).permute(0, 2, 3, 1).contiguous()
+    return keys.view(n_kv, n_pix, factor, keys.shape[-1]).transpose(1, 2).contiguous()
 
 
 def _max_over(x: torch.Tensor, dim: int) -> torch.Tensor:
@@ -96,45 +96,50 @@ def row_stride(factor: int, rows_per_block: int | None = None) -> int:
     return max(s for s in range(1, factor // most + 1) if factor % s == 0)
 
 
-def _later_keys(rows: int, factor: int, stride: int, device: torch.device) -> torch.Tensor:
-    """``factor rows blocks`` True where key ``j * factor + t`` lies after sampled row ``i``
-    (row ``i * stride``; both counted from the chunk's first row, which starts a block)."""
-    blocks = math.ceil(rows * stride / factor)
-    key = (
-        torch.arange(blocks, device=device)[None, :] * factor
-        + torch.arange(factor, device=device)[:, None]
-    )
-    return key[:, None, :] > (torch.arange(rows, device=device) * stride)[None, :, None]
-
-
-def _chunk_maxima(
-    rows: torch.Tensor,
-    slabs: torch.Tensor,
-    n_blocks: int,
-    b0: int,
-    n: int,
-    causal: bool,
-    stride: int,
-) -> torch.Tensor:
+def _chunk_maxima(rows: torch.Tensor, slabs: torch.Tensor, n_blocks: int, n: int) -> torch.Tensor:
     """``head_index rows n_blocks`` largest raw logit ``q . k`` of each block of keys per row,
-    one product per key offset ``t`` in the block and a running maximum (no full logits)."""
-    n_kv, factor, _, n_pix = slabs.shape
+    one product per key offset ``t`` in the block and a running maximum (no full logits).
+
+    No causal mask: a row's own block and the blocks after it also see later keys, but those
+    cells are overwritten (:func:`_diagonal`) or lie wholly above the diagonal (NaN).
+    """
+    n_kv, factor, n_pix, _ = slabs.shape
     n_heads, n_rows, _ = rows.shape
     # query head h = kv * group + j: one product per key head, no broadcast copy of the keys
     queries = rows.reshape(n_kv, -1, rows.shape[-1])
-    later = (
-        _later_keys(n_rows, factor, stride, rows.device)[:, :, : n_blocks - b0] if causal else None
-    )
     best: torch.Tensor | None = None
     for t in range(factor):
-        logits = torch.bmm(queries, slabs[:, t, :, :n_blocks]).view(n_heads, n_rows, n_blocks)
-        if later is not None:  # keys after the row never win
-            logits[..., b0:].masked_fill_(later[t], float("-inf"))
-        elif (n_pix - 1) * factor + t >= n:  # padding past the last key never wins
+        keys = slabs[:, t, :n_blocks].transpose(1, 2)  # contiguous, read transposed: no copy
+        logits = torch.bmm(queries, keys).view(n_heads, n_rows, n_blocks)
+        if (n_pix - 1) * factor + t >= n and n_blocks == n_pix:  # padding never wins
             logits[..., n_pix - 1] = float("-inf")
         best = logits if best is None else torch.maximum(best, logits, out=best)
     assert best is not None
     return best
+
+
+def _diagonal(
+    q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, scale: float, factor: int, stride: int
+) -> torch.Tensor:
+    """``head_index pixel`` causal blocks on the diagonal, in float32 (a few MFLOP a layer)."""
+    n_heads, n, d = q.shape
+    n_kv, group, n_pix = k.shape[0], n_heads // k.shape[0], math.ceil(n / factor)
+    pad = n_pix * factor - n
+    queries = torch.nn.functional.pad(q.to(torch.float32), (0, 0, 0, pad))
+    keys = torch.nn.functional.pad(k.to(torch.float32), (0, 0, 0, pad))
+    sums = torch.nn.functional.pad(lse.to(torch.float32), (0, pad), value=float("inf"))
+    blocks = queries.view(n_kv, group, n_pix, factor, d)[:, :, :, ::stride]
+    per_block = blocks.shape[3]
+    logits = torch.bmm(
+        blocks.permute(0, 2, 1, 3, 4).reshape(n_kv * n_pix, group * per_block, d),
+        keys.view(n_kv * n_pix, factor, d).transpose(1, 2),
+    ).view(n_kv, n_pix, group, per_block, factor)
+    offsets = torch.arange(per_block, device=q.device) * stride
+    later = torch.arange(factor, device=q.device)[None, :] > offsets[:, None]
+    best = logits.masked_fill_(later, float("-inf")).amax(dim=-1).mul_(scale)
+    rows = sums.view(n_kv, group, n_pix, factor)[..., ::stride].permute(0, 2, 1, 3)
+    top = best.sub_(rows).amax(dim=-1)  # kv pixel group
+    return top.permute(0, 2, 1).reshape(n_heads, n_pix).exp()
 
 
 def layer_overview(
@@ -189,10 +194,10 @@ def layer_overview(
             c_lo = (c - c_hi.to(torch.float32)).to(q.dtype)
             rows = torch.cat([picked, c_hi[..., None], c_lo[..., None]], dim=-1)
             shift = (c_hi.to(torch.float32) + c_lo.to(torch.float32)) * scale - rows_lse
-            best = _chunk_maxima(rows, slabs, n_blocks, b0, n, causal, stride)
+            best = _chunk_maxima(rows, slabs, n_blocks, n)
             best = best.to(torch.float32).mul_(scale).add_(shift[..., None])
         else:
-            best = _chunk_maxima(picked.to(torch.float32), slabs, n_blocks, b0, n, causal, stride)
+            best = _chunk_maxima(picked.to(torch.float32), slabs, n_blocks, n)
             best.mul_(scale).sub_(rows_lse[..., None])
         per_block = factor // stride
         if best.shape[1] % per_block:  # the last rows: pad the block with rows that never win
@@ -202,6 +207,8 @@ def layer_overview(
         top = _max_over(best.view(n_heads, b1 - b0, per_block, n_blocks), 2)
         out[:, b0:b1, :n_blocks] = top.exp()
     if causal:
+        pixels = torch.arange(n_pix, device=q.device)
+        out[:, pixels, pixels] = _diagonal(q, k, lse, scale, factor, stride)
         out[:, _above_diagonal(n, factor, n_pix, q.device)] = float("nan")
     return out
 
