@@ -17,5 +17,6 @@ and what they all share:
 - :mod:`models.errors` -- :class:`UserError`, a failure written for the person using the app;
 - :mod:`models.progress` -- how long work reports progress and is cancelled;
 - :mod:`models.disk_budget` -- a folder kept under a byte budget, oldest files first;
+- :mod:`models.shapes` -- the shape vocabulary (jaxtyping aliases) of every public function;
 - :mod:`models.cli` -- what the command lines share.
 """

@@ -15,6 +15,7 @@ from typing import Literal
 
 import torch
 
+from models.shapes import Keys, KeyMask, Outputs, Queries, RowLse, Slopes, Values
 from models.attention.tiled import tiled_attention
 from models.attention.validate import check_options, check_qkv
 
@@ -72,10 +73,10 @@ def choose_backend(q: torch.Tensor, backend: Backend = "auto") -> BackendName:
                        "models.attention.triton_kernel is imported (Triton's CPU interpreter)")
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
-              scale: float | None = None, alibi_slopes: torch.Tensor | None = None,
-              window: int | None = None, key_padding_mask: torch.Tensor | None = None,
-              backend: Backend = "auto") -> tuple[torch.Tensor, torch.Tensor]:
+def attention(q: Queries, k: Keys, v: Values, *, causal: bool = False,
+              scale: float | None = None, alibi_slopes: Slopes | None = None,
+              window: int | None = None, key_padding_mask: KeyMask | None = None,
+              backend: Backend = "auto") -> tuple[Outputs, RowLse]:
     """Scaled dot-product attention that also returns the per-row log-sum-exp.
 
     The pattern is never materialised; rebuild any part of it with

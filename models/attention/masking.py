@@ -17,9 +17,12 @@ the same arithmetic inline):
 from __future__ import annotations
 
 import torch
+from jaxtyping import Bool, Float, Int
+
+Positions = Int[torch.Tensor, "pos"]
 
 
-def aligned_queries(q_pos: torch.Tensor, n_q: int, n_k: int, causal: bool) -> torch.Tensor:
+def aligned_queries(q_pos: Positions, n_q: int, n_k: int, causal: bool) -> Positions:
     """Query positions on the key axis: shifted by ``n_k - n_q`` when causal.
 
     Args:
@@ -34,8 +37,8 @@ def aligned_queries(q_pos: torch.Tensor, n_q: int, n_k: int, causal: bool) -> to
     return q_pos + (n_k - n_q) if causal else q_pos
 
 
-def allowed_keys(q_pos: torch.Tensor, k_pos: torch.Tensor, n_q: int, n_k: int, *,
-                 causal: bool, window: int | None) -> torch.Tensor:
+def allowed_keys(q_pos: Positions, k_pos: Positions, n_q: int, n_k: int, *,
+                 causal: bool, window: int | None) -> Bool[torch.Tensor, "query_pos key_pos"]:
     """Bool ``query_pos key_pos`` matrix: True where the query may attend to the key.
 
     Args:
@@ -60,8 +63,8 @@ def allowed_keys(q_pos: torch.Tensor, k_pos: torch.Tensor, n_q: int, n_k: int, *
     return ok
 
 
-def key_distance(q_pos: torch.Tensor, k_pos: torch.Tensor, n_q: int, n_k: int, *,
-                 causal: bool) -> torch.Tensor:
+def key_distance(q_pos: Positions, k_pos: Positions, n_q: int, n_k: int, *,
+                 causal: bool) -> Float[torch.Tensor, "query_pos key_pos"]:
     """ALiBi distance ``query_pos key_pos`` as float32: ``i_aligned - j`` (causal) or ``|i - j|``.
 
     Args:

@@ -11,6 +11,7 @@ from typing import Sequence, Union
 
 import torch
 
+from models.shapes import Keys, KeyMask, Queries, RowLse, Scores, Slopes
 from models.attention.masking import allowed_keys, key_distance
 from models.attention.validate import check_lse, check_options, check_qk
 
@@ -32,10 +33,10 @@ def _positions(index: Index, n: int, device: torch.device, name: str) -> torch.T
         raise ValueError(f"{name} indexes outside 0..{n - 1}: {err}") from err
 
 
-def rebuild_pattern(q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, rows: Index,
+def rebuild_pattern(q: Queries, k: Keys, lse: RowLse, rows: Index,
                     cols: Index, *, causal: bool = False, scale: float | None = None,
-                    alibi_slopes: torch.Tensor | None = None, window: int | None = None,
-                    key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+                    alibi_slopes: Slopes | None = None, window: int | None = None,
+                    key_padding_mask: KeyMask | None = None) -> Scores:
     """A window of the attention pattern, ``exp(q k^T * scale + bias - lse)``, masked to 0.
 
     Pass the same options that produced ``lse`` with :func:`models.attention.attention`.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import torch
+from models.shapes import Keys, KeyMask, Outputs, Queries, RowLse, Scores, Slopes, Values
 
 
 def _mask(n_q: int, n_k: int, causal: bool, window: int | None, device) -> torch.Tensor:
@@ -35,10 +36,10 @@ def _alibi(slopes: torch.Tensor, n_q: int, n_k: int, causal: bool,
     return -slopes.to(dtype)[:, None, None] * dist
 
 
-def naive_scores(q: torch.Tensor, k: torch.Tensor, *, causal: bool = False,
-                 scale: float | None = None, alibi_slopes: torch.Tensor | None = None,
-                 window: int | None = None, key_padding_mask: torch.Tensor | None = None,
-                 compute_dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
+def naive_scores(q: Queries, k: Keys, *, causal: bool = False,
+                 scale: float | None = None, alibi_slopes: Slopes | None = None,
+                 window: int | None = None, key_padding_mask: KeyMask | None = None,
+                 compute_dtype: torch.dtype = torch.float64) -> tuple[Scores, Scores]:
     """Scaled, biased logits and the visibility mask, fully materialised.
 
     Args:
@@ -69,11 +70,11 @@ def naive_scores(q: torch.Tensor, k: torch.Tensor, *, causal: bool = False,
     return scores.masked_fill(~mask, float("-inf")), mask
 
 
-def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
-                    scale: float | None = None, alibi_slopes: torch.Tensor | None = None,
-                    window: int | None = None, key_padding_mask: torch.Tensor | None = None,
+def naive_attention(q: Queries, k: Keys, v: Values, *, causal: bool = False,
+                    scale: float | None = None, alibi_slopes: Slopes | None = None,
+                    window: int | None = None, key_padding_mask: KeyMask | None = None,
                     compute_dtype: torch.dtype = torch.float64
-                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                    ) -> tuple[Outputs, RowLse, Scores]:
     """Output, LSE and pattern of attention, all in ``compute_dtype``.
 
     Args:

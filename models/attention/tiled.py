@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from models.shapes import Keys, KeyMask, Outputs, Queries, RowLse, Slopes, Values
 from models.attention.masking import allowed_keys, key_distance
 
 DEFAULT_BLOCK_M = 128
@@ -32,11 +33,11 @@ def _key_range(first_q: int, last_q: int, n_q: int, n_k: int, causal: bool,
     return max(0, first_q - window + 1), min(n_k, last_q + window)
 
 
-def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool,
-                    scale: float, alibi_slopes: torch.Tensor | None = None,
-                    window: int | None = None, key_padding_mask: torch.Tensor | None = None,
+def tiled_attention(q: Queries, k: Keys, v: Values, *, causal: bool,
+                    scale: float, alibi_slopes: Slopes | None = None,
+                    window: int | None = None, key_padding_mask: KeyMask | None = None,
                     block_m: int = DEFAULT_BLOCK_M, block_n: int = DEFAULT_BLOCK_N
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
+                    ) -> tuple[Outputs, RowLse]:
     """Attention output and per-row natural-log LSE, computed tile by tile.
 
     Args:

@@ -16,8 +16,9 @@ import torch
 import torch.nn.functional as F
 
 from models.attention.api import Backend, attention, choose_backend
-from models.attention.reference import naive_attention
 from models.attention.masking import allowed_keys, key_distance
+from models.attention.reference import naive_attention
+from models.shapes import Keys, Outputs, Queries, Slopes, Values
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,8 @@ def median_ms(fn: Callable[[], object], device: torch.device, repeats: int = 5) 
     return statistics.median(call() for _ in range(max(1, repeats)))
 
 
-def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float, causal: bool,
-         alibi_slopes: torch.Tensor | None = None, window: int | None = None) -> torch.Tensor:
+def sdpa(q: Queries, k: Keys, v: Values, *, scale: float, causal: bool,
+         alibi_slopes: Slopes | None = None, window: int | None = None) -> Outputs:
     """``torch.nn.functional.scaled_dot_product_attention`` with the kernel's mask semantics.
 
     Args:
@@ -100,8 +101,8 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float, cau
     return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale, enable_gqa=gqa)
 
 
-def time_implementations(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float,
-                         causal: bool, alibi_slopes: torch.Tensor | None = None,
+def time_implementations(q: Queries, k: Keys, v: Values, *, scale: float,
+                         causal: bool, alibi_slopes: Slopes | None = None,
                          window: int | None = None, backend: Backend = "auto",
                          repeats: int = 5) -> tuple[Timing, ...]:
     """Time the app's kernel, PyTorch SDPA and naive attention on the same tensors.

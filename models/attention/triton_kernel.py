@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 import torch
+from models.shapes import Keys, KeyMask, Outputs, Queries, RowLse, Slopes, Values
 import triton
 import triton.language as tl
 
@@ -144,10 +145,10 @@ def _key_range(first_q_at, BLOCK_M: tl.constexpr, n_k, window,
     return lo, hi
 
 
-def triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool,
-                     scale: float, alibi_slopes: torch.Tensor | None = None,
-                     window: int | None = None, key_padding_mask: torch.Tensor | None = None
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
+def triton_attention(q: Queries, k: Keys, v: Values, *, causal: bool,
+                     scale: float, alibi_slopes: Slopes | None = None,
+                     window: int | None = None, key_padding_mask: KeyMask | None = None
+                     ) -> tuple[Outputs, RowLse]:
     """Launch the kernel on validated inputs (see :mod:`models.attention.validate`).
 
     Args:
