@@ -5,16 +5,19 @@ standalone checkpoint the app wrote itself."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import torch
 
+from models.shapes import Logits, Residual, TokenIds
 from models.model.forward import Hook, model_device, released_patterns, run_with_hooks
 from models.model.loading import LoadedModel
 
 
-def clean_pass(model: LoadedModel, ids: torch.Tensor, hook_names: Iterable[str] = ()
-               ) -> tuple[torch.Tensor, dict[str, torch.Tensor], list[torch.Tensor] | None]:
+def clean_pass(
+    model: LoadedModel, ids: TokenIds, hook_names: Iterable[str] = ()
+) -> tuple[Logits, dict[str, torch.Tensor], list[Residual] | None]:
     """One pass under the lock: logits, the named activations, and every block's output.
 
     Args:
@@ -34,23 +37,32 @@ def clean_pass(model: LoadedModel, ids: torch.Tensor, hook_names: Iterable[str] 
     def keep(index: int) -> Callable:
         def hook(_module, _inputs, output):
             outputs[index] = output.detach() if torch.is_tensor(output) else None
+
         return hook
 
     with model.lock, torch.no_grad(), released_patterns(model.bridge):
         handles = [block.register_forward_hook(keep(j)) for j, block in enumerate(blocks)]
         try:
-            logits, cache = model.bridge.run_with_cache(ids.to(model_device(model)),
-                                                        names_filter=lambda n: n in wanted)
+            logits, cache = model.bridge.run_with_cache(
+                ids.to(model_device(model)), names_filter=lambda n: n in wanted
+            )
         finally:
             for handle in handles:
                 handle.remove()
         acts = {name: cache[name].detach().to("cpu", torch.float32) for name in wanted}
     stored = [outputs.get(j) for j in range(len(blocks))]
-    return logits, acts, (stored if blocks and all(o is not None for o in stored) else None)
+    kept = [o for o in stored if o is not None]
+    return logits, acts, (kept if blocks and len(kept) == len(blocks) else None)
 
 
-def run_resumed(model: LoadedModel, ids: torch.Tensor, fwd_hooks: Sequence[Hook], start: int,
-                outputs: list[torch.Tensor] | None, copies: int = 1) -> torch.Tensor:
+def run_resumed(
+    model: LoadedModel,
+    ids: TokenIds,
+    fwd_hooks: Sequence[Hook],
+    start: int,
+    outputs: list[Residual] | None,
+    copies: int = 1,
+) -> torch.Tensor:
     """Logits of ``copies`` copies of ``ids`` with ``fwd_hooks``, skipping blocks ``< start``.
 
     The skipped blocks pass on ``outputs[start - 1]`` (block ``start - 1``'s output in a
@@ -78,14 +90,15 @@ def run_resumed(model: LoadedModel, ids: torch.Tensor, fwd_hooks: Sequence[Hook]
         for block in blocks:  # past the bridge's attribute forwarding, on this instance only
             object.__setattr__(block, "forward", lambda *_args, **_kwargs: resume)
         try:
-            return model.bridge.run_with_hooks(batch.to(model_device(model)),
-                                               fwd_hooks=list(fwd_hooks), return_type="logits")
+            return model.bridge.run_with_hooks(
+                batch.to(model_device(model)), fwd_hooks=list(fwd_hooks), return_type="logits"
+            )
         finally:
             for block in blocks:
                 object.__delattr__(block, "forward")
 
 
-def run_standalone(hf_model: Any, ids: torch.Tensor) -> torch.Tensor:
+def run_standalone(hf_model: Any, ids: TokenIds) -> Logits:
     """Logits of a standalone Hugging Face model (not a shared bridge: no lock, no hooks).
 
     Used for checkpoints the app writes itself, such as a pruned copy of a model.
