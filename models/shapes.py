@@ -5,7 +5,7 @@ sees ``Queries`` and knows it is ``batch head_index query_pos d_head`` everywher
 
 - ``batch``: sequences in a pass; ``pos`` / ``query_pos`` / ``key_pos``: token positions;
 - ``layer``; ``head_index`` (query heads); ``kv_head_index`` (key/value heads, fewer under GQA);
-- ``d_head``, ``d_model``, ``d_vocab``.
+- ``d_head``, ``d_model``, ``d_vocab``; ``rotary_dim`` (the rotated part of ``d_head``).
 
 Annotations only: nothing is checked at run time.
 """
@@ -19,6 +19,9 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 TokenIds: TypeAlias = Int[Tensor, "batch pos"]
+Logits: TypeAlias = Float[Tensor, "batch pos d_vocab"]
+Residual: TypeAlias = Float[Tensor, "batch pos d_model"]
+HeadActivations: TypeAlias = Float[Tensor, "batch pos head_index d_head"]
 Queries: TypeAlias = Float[Tensor, "batch head_index query_pos d_head"]
 Keys: TypeAlias = Float[Tensor, "batch kv_head_index key_pos d_head"]
 Values: TypeAlias = Float[Tensor, "batch kv_head_index key_pos d_head"]

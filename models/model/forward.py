@@ -28,6 +28,7 @@ import torch
 
 from models.errors import PromptError
 from models.model.loading import LoadedModel
+from models.shapes import HeadActivations, TokenIds
 from models.model.softmax_terms import rotate
 
 MAX_PROMPT_CHARS = 200_000
@@ -130,7 +131,7 @@ def missing_hooks(model: LoadedModel, names: Iterable[str]) -> list[str]:
 # --- tokens ---------------------------------------------------------------------------------
 
 def tokenize(model: LoadedModel, prompt: str, max_tokens: int | None = None
-             ) -> tuple[torch.Tensor, int]:
+             ) -> tuple[TokenIds, int]:
     """Token ids ``(1, pos)`` for ``prompt``, cut to the model's context, and the uncut length.
 
     Special tokens are added as the model's tokenizer does; an encoder's closing special token
@@ -184,7 +185,7 @@ def released_patterns(bridge: Any) -> Iterator[None]:
             handle.remove()
 
 
-def run_hooks(model: LoadedModel, ids: torch.Tensor, hook_names: Iterable[str],
+def run_hooks(model: LoadedModel, ids: TokenIds, hook_names: Iterable[str],
               dtype: torch.dtype | None = torch.float32) -> dict[str, torch.Tensor]:
     """Forward ``ids`` once under the model's lock; return the named activations on CPU.
 
@@ -204,7 +205,7 @@ def run_hooks(model: LoadedModel, ids: torch.Tensor, hook_names: Iterable[str],
         return {name: cache[name].detach().to("cpu", dtype) for name in wanted}
 
 
-def run_with_hooks(model: LoadedModel, ids: torch.Tensor, fwd_hooks: Sequence[Hook] = (),
+def run_with_hooks(model: LoadedModel, ids: TokenIds, fwd_hooks: Sequence[Hook] = (),
                    return_type: str | None = "logits", grad: bool = False) -> Any:
     """One forward pass under the model's lock with ``fwd_hooks`` (removed when it ends).
 
@@ -257,7 +258,7 @@ def qk_names(source: QKSource, layer: int) -> list[str]:
 
 
 def softmax_qk(acts: dict[str, torch.Tensor], layer: int, source: QKSource
-               ) -> tuple[torch.Tensor, torch.Tensor]:
+               ) -> tuple[HeadActivations, HeadActivations]:
     """``batch pos head_index d_head`` q and k as the softmax sees them, from captured hooks."""
     if source == "hook_rot_q/hook_rot_k":
         return acts[rot_q_hook(layer)], acts[rot_k_hook(layer)]

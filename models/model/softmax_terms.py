@@ -16,11 +16,14 @@ import math
 from typing import Any
 
 import torch
+from jaxtyping import Float
 
+from models.shapes import HeadActivations, Slopes
 from models.model.loading import LoadedModel
 
 
-def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+def rotate(x: HeadActivations, cos: Float[torch.Tensor, "batch pos rotary_dim"],
+           sin: Float[torch.Tensor, "batch pos rotary_dim"]) -> HeadActivations:
     """RoPE in the ``rotate_half`` convention on the first ``cos.shape[-1]`` dimensions.
 
     Args:
@@ -84,7 +87,7 @@ def windows_from_config(config: Any, n_layers: int) -> tuple[int | None, ...]:
     return (int(window),) * n_layers
 
 
-def alibi_slopes(n_heads: int) -> torch.Tensor:
+def alibi_slopes(n_heads: int) -> Slopes:
     """ALiBi slopes ``2^(-8 (h+1) / n)``, interleaving the next power of two when ``n`` is not one.
 
     Returns:
@@ -99,6 +102,6 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
     return torch.tensor(slopes, dtype=torch.float32)
 
 
-def model_alibi_slopes(model: LoadedModel) -> torch.Tensor | None:
+def model_alibi_slopes(model: LoadedModel) -> Slopes | None:
     """The model's ALiBi slopes, or None when it does not use ALiBi."""
     return alibi_slopes(model.facts.n_heads) if model.facts.positional == "alibi" else None

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Literal, Sequence
 
 import torch
+from jaxtyping import Float
 
 from models.model.loading import LoadedModel
 
@@ -26,7 +27,9 @@ class FinalNorm:
     eps: float
 
 
-def output_projection(model: LoadedModel, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+def output_projection(model: LoadedModel, layer: int
+                      ) -> tuple[Float[torch.Tensor, "head_index d_head d_model"],
+                                 Float[torch.Tensor, "d_model"]]:
     """Layer ``layer``'s output projection per head, as the bridge holds it.
 
     Returns:
@@ -43,7 +46,8 @@ def output_projection(model: LoadedModel, layer: int) -> tuple[torch.Tensor, tor
 
 
 def unembedding_columns(model: LoadedModel, token_ids: Sequence[int]
-                        ) -> tuple[torch.Tensor, torch.Tensor]:
+                        ) -> tuple[Float[torch.Tensor, "d_model n_ids"],
+                                   Float[torch.Tensor, "n_ids"]]:
     """The unembedding's columns and biases for ``token_ids``.
 
     Returns:
