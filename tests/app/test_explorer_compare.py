@@ -216,3 +216,38 @@ def test_the_difference_overview_is_the_pooled_absolute_difference(bundled):
             want[i, j] = diff[i * factor:(i + 1) * factor, j * factor:(j + 1) * factor].max()
     np.testing.assert_allclose(grid, want, atol=1e-6)
     assert top == pytest.approx(diff.max(), abs=1e-6) and diff[query, key] == pytest.approx(top)
+
+
+def test_the_circuits_page_links_its_pair_into_compare_mode(bundled):
+    from models.circuits import copying_task
+
+    at = open_app("pages/circuits.py", model="bundled")
+    assert not at.exception
+    task = copying_task(bundled)
+    found = [m.value for m in at.markdown if "Compare these two prompts" in str(m.value)]
+    assert len(found) == 1
+    url = re.search(r"\((\./\?[^)]*)\)", found[0]).group(1)
+    linked, notes = from_query(dict(parse_qsl(urlsplit(url).query)))
+    assert (linked.mode, linked.prompt, linked.prompt_b, linked.model) == (
+        "compare", task.clean, task.corrupted, "bundled") and notes == []
+
+
+@pytest.mark.parametrize("mode", ["single", "compare"])
+def test_the_exported_file_is_the_size_stated_and_holds_the_view(mode):
+    from ui.sections import explorer_export
+
+    query = {"mode": "compare", "b": B} if mode == "compare" else {"words": 1}
+    at = open_app(model="bundled", prompt=A, layer=2, head=2, **query)
+    label = next(b.proto.label for b in at.get("download_button")
+                 if b.proto.label.startswith("Download this view as HTML"))
+    stated = float(re.search(r"\((\d+\.\d) MB\)", label).group(1))
+    view = at.session_state[Session.EXPLORER]
+    key = at.session_state[Session.LAST_RUN]
+    html = explorer_export.build(explorer_export.Request(view, key, False, "./?x=1"))
+    assert abs(len(html.encode("utf-8")) / 1e6 - stated) <= 0.1
+    assert html.startswith("<!DOCTYPE html>") and "Content-Security-Policy" in html
+    assert "<dd>2.2 (layer 2, head 2)</dd>" in html and "Plotly.newPlot" in html
+    if mode == "compare":
+        assert "A − B" in html and "prompt B" in html and "the dog sat" in html
+    else:
+        assert "(2) cat" in html  # the word view's labels

@@ -2,11 +2,13 @@
 A − B heatmap drawn; a click on the grid opens that head; a shift-click or a drag in the token
 strip selects a span."""
 
+import re
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
 from tests.e2e.conftest import settle, shoot
+from tests.e2e.test_html_export import open_blocked
 
 pytestmark = pytest.mark.e2e
 
@@ -31,6 +33,7 @@ def test_a_link_opens_compare_mode_with_the_grid_and_the_difference(page, app_ur
     assert page.locator(DIVERGENCE).count() == 12
     assert page.locator(f"{DIVERGENCE}.sel").get_attribute("data-head") == "0.1"
     diff = drawn_heatmap(page, "A − B")
+    diff.locator(".heatmaplayer image").first.wait_for(timeout=60_000)
     assert diff.count() == 1
     assert diff.locator(".heatmaplayer image").count() == 1  # the cells, drawn as one image
     assert drawn_heatmap(page, "weight in B").locator(".heatmaplayer image").count() == 1
@@ -39,9 +42,27 @@ def test_a_link_opens_compare_mode_with_the_grid_and_the_difference(page, app_ur
 
     page.locator(f"{DIVERGENCE}[data-head='2.2']").click()
     settle(page)
-    assert page.locator("h3", has_text="Head 2.2: A, B and A − B").count() == 1
+    page.locator("h3", has_text="Head 2.2: A, B and A − B").wait_for(timeout=60_000)
+    page.wait_for_function("() => location.search.includes('head=2')", timeout=10_000)
     query = parse_qs(urlsplit(page.url).query)
     assert query["mode"] == ["compare"] and query["b"] == [B] and query["head"] == ["2"]
+
+
+def test_the_downloaded_view_opens_with_the_network_off(page, app_url, browser, tmp_path):
+    page.goto(link(app_url, prompt=A, mode="compare", b=B, layer=2, head=2))
+    page.wait_for_selector(DIVERGENCE, timeout=180_000)
+    settle(page)
+    with page.expect_download(timeout=120_000) as download:
+        page.get_by_role("button", name=re.compile("Download this view as HTML")).click()
+    path = tmp_path / "view.html"
+    download.value.save_as(path)
+    drawn, attempted, reached, _, _ = open_blocked(
+        browser, path.as_uri(),
+        "() => [document.querySelectorAll('.js-plotly-plot .heatmaplayer image').length,"
+        " document.querySelectorAll('table.grid img').length, document.body.innerText]",
+        ready=".js-plotly-plot .heatmaplayer image")
+    assert drawn[0] == 1 and drawn[1] == 12 and "A − B" in drawn[2]
+    assert attempted == [] and reached == []
 
 
 def test_shift_click_and_drag_select_a_span(page, app_url):

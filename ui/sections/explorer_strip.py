@@ -122,20 +122,20 @@ def selection_text(view: ExplorerView, names: list[str], words: Words | None) ->
     units = selected_units(view, words)
     kind = "words" if words is not None else "tokens"
     if units.stop - units.start <= 1:
-        return f"Selected: {md(names[units.start])}."
-    text = " ".join(names[units.start:units.stop])
+        return f"Selected: “{md(names[units.start])}”."
+    text = (" " if words is not None else "").join(names[units.start:units.stop])
     short = text if len(text) <= 60 else text[:57] + "…"
     return f"Selected: {kind} {units.start}–{units.stop - 1}, “{md(short)}”."
 
 
-def options(view: ExplorerView, rollout_on: bool) -> Any:
+def options(view: ExplorerView, rollout_on: bool, rolled: bool) -> Any:
     """The strip's colour and direction options; returns the column for the legend."""
     ss = st.session_state
     ss[Explorer.SCOPE], ss[Explorer.DIRECTION] = view.scope, view.direction
     ss[Explorer.ROLLOUT] = rollout_on
     c = st.columns([2, 2, 3])
     c[0].radio("Colour by", list(SCOPES), key=Explorer.SCOPE, format_func=SCOPES.__getitem__,
-               on_change=on_options, disabled=rollout_on)
+               on_change=on_options, disabled=rolled)
     c[0].toggle("Attention rollout (all layers)", key=Explorer.ROLLOUT, on_change=on_options,
                 help=ROLLOUT_RULE)
     c[1].radio("Show", list(DIRECTIONS), key=Explorer.DIRECTION,
@@ -147,8 +147,8 @@ def strip(view: ExplorerView, run: AttentionRun, key: RunKey, weighting: Any,
           words: Words | None) -> np.ndarray:
     """The strip with its options; returns the weights it was coloured with."""
     st.subheader("Words" if words is not None else "Tokens")
-    legend = options(view, view.rollout)
     rolled = rollout(view, run, key, words) if view.rollout else None
+    legend = options(view, view.rollout, rolled is not None)
     weights = rolled if rolled is not None else attention_weights(view, run, weighting, words)
     names = list(words.labels) if words is not None else list(run.tokens)
     with legend:
