@@ -1,46 +1,39 @@
-"""Circuits: which heads cause the answer (activation patching) and which write it (direct logit
-attribution)."""
+"""Circuits: which heads cause the answer (activation and attribution patching), which feed which
+(path patching, the circuit graph), which write it (direct logit attribution), and what the
+weights say without any prompt."""
 
 import streamlit as st
 
-from models.circuits import baseline, prepare
-from models.circuits.task import check_model
-from models.errors import UserError
 from ui import session
-from ui.runtime.jobs import Cost
-from ui.sections import circuits
-from ui.widgets import job_view
+from ui.sections import circuits, circuits_atp, circuits_graph, circuits_paths, circuits_weights
+from ui.sections.circuits_session import current_state, tabs
 
 session.page_title("Circuits")
-st.caption("Scores say what a head looks at; these tools say what it does for one answer. Give a "
-           "clean prompt, a corrupted one of the same length that changes the answer, and the "
-           "two tokens to compare. The logit difference LD = logit(answer) − logit(wrong) is read "
-           "at the last position.")
+st.caption(
+    "Scores say what a head looks at; these tools say what it does for one answer. Give a "
+    "clean prompt, a corrupted one of the same length that changes the answer, and the "
+    "two tokens to compare. The logit difference LD = logit(answer) − logit(wrong) is read "
+    "at the last position."
+)
 model = session.active_model()
 if model is None:
     st.stop()
-try:
-    check_model(model)
-    task = circuits.task_inputs(model)
-    setup = prepare(model, task)
-    key = circuits.circuit_key(model, task)
-    circuits.token_check(setup)
-    base = job_view.run_job(key, "Running the clean and corrupted prompts",
-                            lambda progress: baseline(model, setup, progress=progress),
-                            cost=Cost(work=3 * model.facts.forward_flops(setup.n_tokens)))
-except UserError as err:
-    session.show_error(err)
-    st.stop()
-if base is job_view.MISSING:
-    st.stop()
-circuits.baseline_metrics(base)
-effects = None
-try:
-    effects = circuits.patching(model, setup, key, base)
-    if effects is not None:
-        circuits.positions(model, setup, key, base, effects)
-except UserError as err:
-    session.show_error(err)
-circuits.attribution(base)
-circuits.head_table(model, task, base, effects)
-circuits.compare_link(task)
+state = current_state(model)
+found = circuits.task(model, state)  # the inputs, their checks, the clean and corrupted runs
+tab = tabs(state)  # only the open tab runs
+
+with tab["patching"]:
+    if tab["patching"].open and (ready := circuits.ready_or_say(found)):
+        circuits.patching_tab(model, ready, state)
+with tab["atp"]:
+    if tab["atp"].open and (ready := circuits.ready_or_say(found)):
+        circuits_atp.tab(model, ready, state)
+with tab["paths"]:
+    if tab["paths"].open:
+        ready = circuits.ready_or_say(found)
+        if ready is not None:
+            circuits_paths.section(model, ready, state)
+        circuits_graph.section(model, ready, state)
+with tab["weights"]:
+    if tab["weights"].open:
+        circuits_weights.section(model, state)

@@ -24,10 +24,14 @@ EDGE_DASH = {"q": "solid", "k": "dash", "v": "dot"}
 EDGE_WIDTHS = (1.0, 2.5, 4.5, 7.0)
 MAX_EDGES = 400
 POSITIVE, NEGATIVE = "#2166ac", "#b2182b"
+MID_NUDGE = 0.25  # how far (in heads) an edge's hover point moves off a node it would cover
 
 
 def _edge_traces(edges: Sequence[Edge], top: float) -> list[go.Scatter]:
-    """Edges grouped by sign, input and width bucket: one line trace each, plus hover points."""
+    """Edges grouped by sign, input and width bucket: one line trace each, plus hover points.
+
+    An edge's hover point sits at its midpoint, moved sideways when that is a node (an edge
+    from L.H to (L+2).H passes over (L+1).H), so that a click there picks the head."""
     groups: dict[tuple, tuple[list, list]] = {}
     mid_x, mid_y, mid_text = [], [], []
     for edge in edges:
@@ -35,8 +39,12 @@ def _edge_traces(edges: Sequence[Edge], top: float) -> list[go.Scatter]:
         xs, ys = groups.setdefault((edge.weight >= 0, edge.input, bucket), ([], []))
         xs += [edge.sender.index, edge.receiver.index, None]
         ys += [edge.sender.layer, edge.receiver.layer, None]
-        mid_x.append((edge.sender.index + edge.receiver.index) / 2)
-        mid_y.append((edge.sender.layer + edge.receiver.layer) / 2)
+        x = (edge.sender.index + edge.receiver.index) / 2
+        y = (edge.sender.layer + edge.receiver.layer) / 2
+        if x.is_integer() and y.is_integer():  # on a node: the node keeps its hover and click
+            x += MID_NUDGE
+        mid_x.append(x)
+        mid_y.append(y)
         mid_text.append(html.escape(edge.label()))
     traces = [
         go.Scatter(

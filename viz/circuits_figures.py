@@ -37,7 +37,15 @@ def symmetric_range(values: np.ndarray, floor: float = 0.0) -> float:
     return float(max(finite.max() if finite.size else 0.0, floor)) or 1.0
 
 
-def head_grid(values: np.ndarray, *, title: str, value_name: str, floor: float = 0.0) -> go.Figure:
+def head_grid(
+    values: np.ndarray,
+    *,
+    title: str,
+    value_name: str,
+    floor: float = 0.0,
+    columns: Sequence[str] | None = None,
+    column_title: str = "head",
+) -> go.Figure:
     """A ``layer head_index`` grid on a diverging scale centred at 0.
 
     Args:
@@ -45,14 +53,19 @@ def head_grid(values: np.ndarray, *, title: str, value_name: str, floor: float =
         title: figure title (escaped here).
         value_name: what the number is, for the hover and the colour bar.
         floor: the scale reaches at least ``±floor`` (e.g. 1 for patch effects).
+        columns: labels of the columns (default the head index; e.g. key/value heads with
+            the query heads that share them), escaped here.
+        column_title: what the columns are.
     """
     n_layers, n_heads = values.shape
     top = symmetric_range(values, floor)
     text = n_layers * n_heads <= MAX_CELL_TEXT
+    labels = [str(h) for h in range(n_heads)] if columns is None else list(columns)
+    where = "head %{y}.%{x}" if columns is None else "layer %{y}, %{x}"
     fig = go.Figure(
         go.Heatmap(
             z=values,
-            x=[str(h) for h in range(n_heads)],
+            x=[html.escape(label) for label in labels],
             y=[str(layer) for layer in range(n_layers)],
             colorscale=DIVERGING,
             zmin=-top,
@@ -60,14 +73,13 @@ def head_grid(values: np.ndarray, *, title: str, value_name: str, floor: float =
             zmid=0.0,
             texttemplate="%{z:.2f}" if text else None,
             colorbar={"title": html.escape(value_name)},
-            hovertemplate=f"head %{{y}}.%{{x}}<br>{html.escape(value_name)} %{{z:.4f}}"
-            "<extra></extra>",
+            hovertemplate=f"{where}<br>{html.escape(value_name)} %{{z:.4f}}<extra></extra>",
         )
     )
     fig.update_layout(
         title=html.escape(title),
         height=140 + 30 * n_layers,
-        xaxis={"title": "head", "type": "category"},
+        xaxis={"title": html.escape(column_title), "type": "category"},
         yaxis={"title": "layer", "autorange": "reversed", "type": "category"},
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
     )
@@ -112,7 +124,8 @@ def position_bars(
 
 
 def parts_bars(parts: Sequence[tuple[str, str, float]], *, title: str) -> go.Figure:
-    """Horizontal bars of the logit difference's parts, coloured by group.
+    """Horizontal bars of the logit difference's parts, coloured by group. Each bar is a part's
+    contribution in logits (the parts add up to LD), not a share of LD.
 
     Args:
         parts: ``(group, part, value)`` rows in residual-stream order.
@@ -129,14 +142,14 @@ def parts_bars(parts: Sequence[tuple[str, str, float]], *, title: str) -> go.Fig
                     orientation="h",
                     name=group,
                     marker_color=colour,
-                    hovertemplate="%{y}<br>%{x:.4f}<extra></extra>",
+                    hovertemplate="%{y}<br>%{x:.4f} logits of LD<extra></extra>",
                 )
             )
     order = [html.escape(name) for _, name, _ in parts]
     fig.update_layout(
         title=html.escape(title),
         height=max(300, 60 + 18 * len(parts)),
-        xaxis={"title": "share of the logit difference", "zeroline": True},
+        xaxis={"title": "contribution to LD (logits; the bars add up to LD)", "zeroline": True},
         yaxis={"categoryorder": "array", "categoryarray": order, "autorange": "reversed"},
         barmode="overlay",
         margin={"l": 10, "r": 10, "t": 40, "b": 10},

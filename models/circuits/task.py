@@ -159,3 +159,28 @@ def prepare(model: LoadedModel, task: CircuitTask) -> Setup:
                  tokens=labels, corrupted_tokens=corrupted_labels, answer_label=answer_label,
                  wrong_label=wrong_label,
                  notes=tuple(n for n in (answer_note, wrong_note) if n))
+
+
+def visible(text: str) -> str:
+    """``text`` with each space shown as ``␣`` (how token labels show it), so that ``' Mary'``
+    and ``'Mary'`` look different."""
+    return text.replace(" ", "␣")
+
+
+def missing_space(model: LoadedModel, text: str, prompt: str) -> str | None:
+    """The space-prefixed form of a typed answer when the model almost surely means it.
+
+    After a prompt that ends in a word or punctuation (no trailing whitespace), the next word
+    comes as one token *with* its leading space (``' Mary'``); the bare word (``'Mary'``) is
+    another token, one the model rarely predicts there, so an LD on it measures something else
+    without any error. Returns ``" " + text`` when ``text`` has no leading whitespace, is one
+    token on its own, ``" " + text`` is one (other) token, and ``prompt`` does not end in
+    whitespace; else None. (A bare word that is several tokens is already replaced by its
+    spaced form, with a note, by :func:`one_token`.)
+    """
+    if not text or text[0].isspace() or not prompt or prompt[-1].isspace():
+        return None
+    bare, spaced = piece_ids(model, text), piece_ids(model, " " + text)
+    if len(bare) == 1 and len(spaced) == 1 and bare != spaced:
+        return " " + text
+    return None

@@ -2,13 +2,19 @@
 
 import numpy as np
 
-from models.circuits import baseline, copying_task, head_effects, prepare
+from models.circuits import CircuitTask, baseline, copying_task, head_effects, prepare
 from models.head import Head
 from tests.app.helpers import open_app, open_page, texts
 from ui.keys import Circuits
+from ui.state.circuits import OWN, CircuitsState
 
 PAGE = "pages/circuits.py"
-OWN = {Circuits.PRESET: "Your own prompts", Circuits.ANSWER: "\n", Circuits.WRONG: " +"}
+
+
+def own(clean: str, corrupted: str, answer: str = "\n", wrong: str = " +") -> dict:
+    """Session state that opens the page on the visitor's own task."""
+    return {Circuits.STATE: CircuitsState(preset=OWN,
+                                          task=CircuitTask(clean, corrupted, answer, wrong))}
 
 
 def test_copying_task_puts_the_induction_head_on_top(bundled):
@@ -31,8 +37,7 @@ def test_copying_task_puts_the_induction_head_on_top(bundled):
 
 
 def test_mismatched_lengths_are_explained(bundled):
-    at = open_page(PAGE, "bundled", circuits_clean="x = foo(1)",
-                   circuits_corrupted="x = foobarbaz(1, 2)", **OWN)
+    at = open_page(PAGE, "bundled", **own("x = foo(1)", "x = foobarbaz(1, 2)"))
     assert not at.exception
     said = "\n".join(str(e.value) for e in at.error)
     assert "same number of tokens" in said and "corrupted prompt" in said
@@ -40,8 +45,7 @@ def test_mismatched_lengths_are_explained(bundled):
 
 
 def test_multi_token_answer_is_explained(bundled):
-    at = open_page(PAGE, "bundled", circuits_clean="x = foo(1)", circuits_corrupted="x = bar(1)",
-                   **{**OWN, Circuits.ANSWER: " xyzqq"})
+    at = open_page(PAGE, "bundled", **own("x = foo(1)", "x = bar(1)", answer=" xyzqq"))
     assert not at.exception
     said = "\n".join(str(e.value) for e in at.error)
     assert "answer ' xyzqq' is" in said and "not one" in said
@@ -65,3 +69,26 @@ def test_smollm2_states_the_cost_and_waits_to_be_asked(smollm2):
     table = at.dataframe[0].value
     assert len(table) == 270 and table["patch_effect"].isna().all()
     assert "Parts add up to LD" in said
+
+
+def test_a_bare_answer_is_flagged_and_one_click_puts_the_space_back(bundled):
+    """Issue 23, item 5: the preset's answer retyped without its leading space."""
+    task = copying_task(bundled)
+    assert task.answer.startswith(" ")
+    bare = CircuitTask(task.clean, task.corrupted, task.answer.strip(), task.wrong)
+    at = open_page(PAGE, "bundled", **{Circuits.STATE: CircuitsState(preset=OWN, task=bare)})
+    assert not at.exception
+    spaced = "␣" + bare.answer
+    warned = [str(w.value) for w in at.warning if "has no leading space" in str(w.value)]
+    assert len(warned) == 1 and spaced in warned[0]
+    fix = at.button(key=Circuits.FIX_ANSWER)
+    assert fix.label == f"Use {spaced} (put the space back)"
+    bare_ld = {m.label: m.value for m in at.metric}["Clean LD"]
+    fix.click().run()
+    assert not at.exception
+    assert at.session_state[Circuits.STATE].task.answer == task.answer
+    assert at.text_input(key=Circuits.ANSWER).value == task.answer
+    assert not any("has no leading space" in str(w.value) for w in at.warning)
+    base = baseline(bundled, prepare(bundled, task))
+    assert {m.label: m.value for m in at.metric}["Clean LD"] == f"{base.ld_clean:.3f}" != bare_ld
+    assert f"logit(**{spaced}**)" in texts(at)

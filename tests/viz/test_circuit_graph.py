@@ -47,3 +47,11 @@ def test_many_edges_are_capped_to_the_strongest():
     fig = circuit_graph_figure(graph(edges), title="g")
     assert len(fig.data[-2].text) == MAX_EDGES
     assert "(strongest shown)" in fig.layout.title.text
+
+
+def test_an_edge_over_a_node_leaves_the_node_its_hover():
+    edges = [Edge(Head(0, 0), Head(2, 0), "q", 0.5), Edge(Head(0, 0), Head(1, 1), "k", 0.2)]
+    hover = circuit_graph_figure(graph(edges), title="g").data[-2]
+    # 0.0 -> 2.0 passes over node 1.0 at (0, 1): its hover point moves a quarter head aside;
+    # 0.0 -> 1.1 has its midpoint (0.5, 0.5) between nodes and keeps it
+    assert list(hover.x) == [0.25, 0.5] and list(hover.y) == [1.0, 0.5]

@@ -286,3 +286,39 @@ class EvictionKey(JobKey):
     spec: AllowedSpec
     text: str
     settings: EvictionSettings
+
+
+@dataclass(frozen=True)
+class AttributionKey(JobKey):
+    """Attribution patching of a circuit task: the clean and corrupted passes made once, and
+    everything read from them (AtP, AtP*, the heads checked exactly, the edge estimates)."""
+
+    persist = True
+
+    circuit: CircuitKey
+    qk_fix: bool
+    grad_drop: bool
+    verify_top: int
+    edges: str | None  # how edge estimates treat MLPs; None: no edge estimates
+
+
+@dataclass(frozen=True)
+class PathKey(JobKey):
+    """Path patching from every earlier head into one receiver's q, k or v."""
+
+    persist = True
+
+    circuit: CircuitKey
+    receiver: Head
+    input: str
+    mlps: str
+
+
+@dataclass(frozen=True)
+class WeightsKey(JobKey):
+    """What a model's weights say per head (copying, QK positions) and between heads
+    (composition)."""
+
+    persist = True
+
+    spec: AllowedSpec

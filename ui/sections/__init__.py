@@ -13,7 +13,13 @@
 - :mod:`ui.sections.explorer_export` -- the explorer's view as one self-contained HTML file;
 - :mod:`ui.sections.heads` -- head finder: corpus, scores, grids, table, top examples;
 - :mod:`ui.sections.prune` -- head finder: importance, pruning curve, export;
-- :mod:`ui.sections.circuits` -- patching, attribution and the per-head table;
+- :mod:`ui.sections.circuits` -- the circuit task, activation patching, logit attribution;
+- :mod:`ui.sections.circuits_session` -- the Circuits page's state in the session, its tabs;
+- :mod:`ui.sections.circuits_atp` -- attribution patching (AtP, AtP*) of every head, the table;
+- :mod:`ui.sections.circuits_check` -- attribution patching checked against exact patching;
+- :mod:`ui.sections.circuits_paths` -- path patching from every sender into one receiver;
+- :mod:`ui.sections.circuits_graph` -- the circuit graph: heads by layer, edges by strength;
+- :mod:`ui.sections.circuits_weights` -- what the weights say: OV, QK, composition scores;
 - :mod:`ui.sections.generate` -- the Generate page's settings and the streamed generation;
 - :mod:`ui.sections.generate_steps` -- a generation step by step: tokens, rows, sinks, links;
 - :mod:`ui.sections.generate_cache` -- the KV cache measured, and the eviction experiment;

@@ -1,0 +1,164 @@
+"""Circuits page: path patching (head to head) into one receiver's q, k or v as a job, every
+sender's effect as a layer × head grid with links into the explorer (layout only; the maths is
+models.circuits.paths)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from models.circuits import PathResult, path_patching
+from models.circuits.cost import path_cost
+from models.circuits.head_weights import kv_head_of, sharing_heads
+from models.head import Head
+from models.model.loading import LoadedModel
+from ui import session
+from ui.keys import Circuits
+from ui.sections.circuits_session import Ready, apply, bound, path_key, pool_cost
+from ui.state import circuits as cs
+from ui.state.circuits import CircuitsState, PathRequest
+from ui.widgets import job_view
+from viz.circuits_figures import head_grid
+
+INPUT_LABELS = {"q": "q (its queries)", "k": "k (its keys)", "v": "v (its values)"}
+MLP_LABELS = {
+    "recomputed": "recomputed on the way (IOI paper)",
+    "direct": "frozen (direct paths only)",
+}
+TOP_SENDERS = 12
+
+
+def receiver_form(model: LoadedModel, ready: Ready, state: CircuitsState) -> PathRequest:
+    """Receiver head, its input and how MLPs are treated, shown from the state."""
+    facts = model.facts
+    request = cs.shown_path(state, ready.base.attribution.heads)
+    heads = [Head(layer, h) for layer in range(1, facts.n_layers) for h in range(facts.n_heads)]
+    c = st.columns([1, 2, 2])
+
+    dla = ready.base.attribution.heads
+
+    def change(field: str) -> Any:
+        return lambda s, value: cs.choose_path(
+            s, replace(cs.shown_path(s, dla), **{field: value}), facts.n_layers, facts.n_heads
+        )
+
+    c[0].selectbox(
+        "Receiver head",
+        heads,
+        format_func=str,
+        help="By default the head direct logit attribution ranks highest.",
+        **bound(Circuits.RECEIVER, request.receiver, change("receiver")),
+    )
+    c[1].radio(
+        "through its",
+        cs.INPUTS,
+        horizontal=True,
+        format_func=INPUT_LABELS.__getitem__,
+        **bound(Circuits.INPUT, request.input, change("input")),
+    )
+    c[2].radio(
+        "MLPs between sender and receiver",
+        cs.MLP_MODES,
+        horizontal=True,
+        format_func=MLP_LABELS.__getitem__,
+        **bound(Circuits.MLPS, request.mlps, change("mlps")),
+    )
+    return request
+
+
+def describe(model: LoadedModel, request: PathRequest) -> str:
+    facts, receiver = model.facts, request.receiver
+    how = (
+        "MLPs recompute between sender and receiver, as in the IOI paper, so a path may "
+        "run through them"
+        if request.mlps == "recomputed"
+        else "MLPs are frozen too (TransformerLens' direct path patching): only the direct "
+        "path through the residual stream counts"
+    )
+    text = (
+        f"Each head of layers 0–{receiver.layer - 1} (the sender) gets its clean output; "
+        f"it reaches {receiver}'s {request.input} alone, every other path keeps its "
+        f"corrupted value. {how}."
+    )
+    if request.input != "q" and facts.n_kv_heads < facts.n_heads:
+        kv = kv_head_of(facts, receiver.index)
+        shared = ", ".join(str(Head(receiver.layer, h)) for h in sharing_heads(facts, kv))
+        text += (
+            f" The {request.input} of {receiver} is key/value head {kv}, shared by "
+            f"{shared}: the path patches it for all of them."
+        )
+    return text
+
+
+def senders_table(ready: Ready, result: PathResult) -> pd.DataFrame:
+    """The senders with the largest |path effect|, strongest first, with explorer links."""
+    effects = result.effects
+    order = np.argsort(-np.abs(effects), axis=None, kind="stable")[:TOP_SENDERS]
+    rows = []
+    for flat in order:
+        head = Head(int(flat) // effects.shape[1], int(flat) % effects.shape[1])
+        rows.append(
+            {
+                "sender": str(head),
+                "path effect": float(effects[head]),
+                "open": session.explorer_link(head, prompt=ready.task.clean),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def show(ready: Ready, result: PathResult) -> None:
+    title = f"Path effect of each sender on {result.receiver} through its {result.input}"
+    left, right = st.columns([3, 2])
+    left.plotly_chart(
+        head_grid(result.effects, title=title, value_name="path effect", floor=0.1), width="stretch"
+    )
+    right.markdown(f"**Strongest senders into {result.receiver} ({result.input})**")
+    right.dataframe(
+        senders_table(ready, result),
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "path effect": st.column_config.NumberColumn(format="%+.4f"),
+            "open": st.column_config.LinkColumn("explorer", display_text="open ↗"),
+        },
+    )
+    right.caption(
+        f"[Open the receiver {result.receiver} in the explorer ↗]"
+        f"({session.explorer_link(result.receiver, prompt=ready.task.clean)}). "
+        "Heads in its layer or later cannot reach it: 0."
+    )
+
+
+def section(model: LoadedModel, ready: Ready, state: CircuitsState) -> PathResult | None:
+    """Path patching into the chosen receiver input: form, cost, job, grid and senders."""
+    st.subheader("Path patching: which heads feed one head")
+    request = receiver_form(model, ready, state)
+    st.caption(describe(model, request))
+    cost = path_cost(model, ready.setup.n_tokens, request.receiver.layer)
+    st.caption(f"Cost: {cost.describe()}.")
+    if not cs.path_wanted(state, request, cost.seconds):
+        st.button(
+            f"Path patch into {request.receiver} {request.input} (about {cost.seconds:.2g} s)",
+            key=Circuits.RUN_PATH,
+            type="primary",
+            on_click=apply,
+            args=(cs.ask_path, request),
+        )
+        return None
+    found = job_view.run_job(
+        path_key(ready, request),
+        f"Path patching into {request.receiver} {request.input}",
+        lambda p: path_patching(
+            model, ready.setup, request.receiver, request.input, mlps=request.mlps, progress=p
+        ),
+        cost=pool_cost(cost, "circuits-paths"),
+    )
+    if found is job_view.MISSING:
+        return None
+    show(ready, found)
+    return found

@@ -1,0 +1,129 @@
+"""The Circuits page's state in the session, the keys of its jobs, and what the task hands on to
+the sections that patch (layout helpers only; the state's rules are in ui.state.circuits)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+
+from models.circuits import Baseline, CircuitTask, Setup
+from models.circuits.cost import Cost as CircuitsCost
+from models.circuits.presets import presets
+from models.errors import UserError
+from models.model.loading import LoadedModel
+from ui import session
+from ui.keys import Circuits
+from ui.runtime import server
+from ui.runtime.job_keys import AttributionKey, CircuitKey, PathKey, PresetsKey, WeightsKey
+from ui.runtime.jobs import Cost
+from ui.state import circuits as cs
+from ui.state.circuits import AtPOptions, CircuitsState, PathRequest
+
+TAB_LABELS: dict[cs.Tab, str] = {
+    "patching": "Patching and direct attribution",
+    "atp": "Attribution patching (AtP*)",
+    "paths": "Paths and the circuit graph",
+    "weights": "What the weights say",
+}
+
+
+@dataclass(frozen=True)
+class Ready:
+    """A checked task with its clean and corrupted runs: what the patching sections need."""
+
+    task: CircuitTask
+    setup: Setup
+    key: CircuitKey
+    base: Baseline
+
+
+def preset_tasks(model: LoadedModel) -> dict[str, CircuitTask]:
+    """The model's ready-made tasks (none for an encoder, or when none can be drawn)."""
+    if not model.facts.causal:
+        return {}
+    spec = session.model_spec(model)
+    try:
+        return server.current().derived.get_or_compute(PresetsKey(spec), lambda: presets(model))
+    except UserError as err:
+        session.show_error(err)
+        return {}
+
+
+def current_state(model: LoadedModel) -> CircuitsState:
+    """The session's state for ``model`` (a new model starts from its first preset)."""
+    found = st.session_state.get(Circuits.STATE)
+    state = found if isinstance(found, CircuitsState) else CircuitsState()
+    spec = session.model_spec(model)
+    if state.model != spec:
+        state = cs.for_model(state, spec, preset_tasks(model))
+        save(state)
+    return state
+
+
+def stored() -> CircuitsState:
+    found = st.session_state.get(Circuits.STATE)
+    return found if isinstance(found, CircuitsState) else CircuitsState()
+
+
+def save(state: CircuitsState) -> None:
+    st.session_state[Circuits.STATE] = state
+
+
+def apply(change: Callable[..., CircuitsState], *args: Any, **kwargs: Any) -> None:
+    """A callback: replace the stored state by ``change(state, *args, **kwargs)``."""
+    save(change(stored(), *args, **kwargs))
+
+
+def _from_widget(key: str, change: Callable[[CircuitsState, Any], CircuitsState]) -> None:
+    save(change(stored(), st.session_state[key]))
+
+
+def bound(
+    key: str, value: Any, change: Callable[[CircuitsState, Any], CircuitsState]
+) -> dict[str, Any]:
+    """Seed widget ``key`` with ``value`` (from the state) and return the widget's ``key``,
+    ``on_change`` and ``args``, so its callback replaces the state through ``change``."""
+    st.session_state[key] = value
+    return {"key": key, "on_change": _from_widget, "args": (key, change)}
+
+
+def tabs(state: CircuitsState) -> dict[cs.Tab, Any]:
+    """The page's tabs (only the open one runs), the open one kept in the state."""
+    labels = list(TAB_LABELS.values())
+    by_label = {label: tab for tab, label in TAB_LABELS.items()}
+    st.session_state[Circuits.TAB] = TAB_LABELS[state.tab]
+    made = st.tabs(
+        labels,
+        key=Circuits.TAB,
+        on_change=_from_widget,
+        args=(Circuits.TAB, lambda s, label: cs.edit(s, tab=by_label[label])),
+    )
+    return dict(zip(TAB_LABELS, made, strict=True))
+
+
+def pool_cost(cost: CircuitsCost, rate: str) -> Cost:
+    """A pool cost from a models.circuits cost: its FLOPs timed against this machine's measured
+    rate for ``rate``, its peak bytes checked against the limits."""
+    return Cost(work=max(cost.flops, 1.0), rate=rate, peak_bytes=cost.peak_bytes)
+
+
+def atp_key(ready: Ready, options: AtPOptions) -> AttributionKey:
+    return AttributionKey(
+        ready.key, options.qk_fix, options.grad_drop, options.verify_top, options.edges
+    )
+
+
+def path_key(ready: Ready, request: PathRequest) -> PathKey:
+    return PathKey(ready.key, request.receiver, request.input, request.mlps)
+
+
+def weights_key(model: LoadedModel) -> WeightsKey:
+    return WeightsKey(session.model_spec(model))
+
+
+def finished(key: Any) -> Any | None:
+    """A finished result for ``key`` (in memory or kept on disk), without starting anything."""
+    return server.current().pool.finished(key)
