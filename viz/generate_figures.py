@@ -77,11 +77,11 @@ def step_series_figure(
             )
     fig.update_layout(
         title=html.escape(title),
-        height=360,
+        height=420,
         margin=MARGIN,
         xaxis={"title": "generation step"},
         yaxis={"title": "share of attention", "range": [0, 1.02]},
-        legend={"orientation": "h", "y": -0.25},
+        legend={"orientation": "h", "y": -0.28, "yanchor": "top"},
     )
     return fig
 

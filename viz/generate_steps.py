@@ -78,10 +78,13 @@ def step_rows_figure(
     )
     if n_prompt < n_keys:
         fig.add_vline(x=n_prompt - 0.5, line={"color": CHOSEN, "dash": "dash", "width": 1.5})
+    for layer in range(1, n_layers if n_heads > 1 else 0):  # white rules between layers
+        y = layer * n_heads - 0.5
+        fig.add_hline(y=y, line={"color": "white", "width": 1})
     if chosen is not None:
         at = chosen[0] * n_heads + chosen[1]
         fig.add_hrect(y0=at - 0.5, y1=at + 0.5, line={"color": CHOSEN, "width": 2})
-    row_px = max(3, min(24, 720 // max(n_layers * n_heads, 1)))
+    row_px = max(2, min(24, 560 // max(n_layers * n_heads, 1)))  # SmolLM2: 270 rows in 540 px
     pooled_note = "" if width == 1 else f"; each column the largest of {width} keys"
     fig.update_layout(
         title=html.escape(

@@ -175,3 +175,22 @@ def test_full_budget_eviction_equals_plain_perplexity(bundled):
     assert f"experiment's own pass gives {full:.4f}" in said
     assert f"plain forward pass with labels gives {plain:.4f}" in said
     assert "without sinks vs" in said and "original positions" in said
+
+
+def test_pasted_text_is_kept_and_the_cost_is_stated_before_running(bundled):
+    from models.classroom.costs import human_bytes
+    from models.generate.sweep import estimate
+    from ui.state.generate import eviction_settings
+
+    at = open_page(PAGE, "bundled")
+    at.radio(key=Generate.EVICT_SOURCE).set_value("pasted").run()
+    assert not at.exception and "Paste a text above" in texts(at)
+    pasted = "total = total + value\n" * 40
+    at.text_area(key=Generate.EVICT_TEXT).set_value(pasted).run()
+    assert not at.exception
+    state = at.session_state[Generate.STATE]
+    assert state.eviction.pasted == pasted and state.sweep is None  # nothing runs unasked
+    cost = estimate(bundled, 128, eviction_settings(state.eviction, 128))
+    said = texts(at)
+    assert "Reads 128 tokens once with the full cache, then each of 9 policy" in said
+    assert f"up to {human_bytes(cost.peak_bytes)} of memory" in said

@@ -29,8 +29,9 @@ def test_every_heads_row_is_drawn_as_given_with_the_chosen_head_outlined():
     assert np.allclose(heat.customdata, rows.reshape(12, 6))
     assert np.allclose(heat.z, np.sqrt(rows.reshape(12, 6)))
     assert list(heat.y) == [f"{layer}.{h}" for layer in range(3) for h in range(4)]
-    line, box = fig.layout.shapes
+    line, *rules, box = fig.layout.shapes
     assert line.x0 == 3.5  # where the output starts
+    assert [rule.y0 for rule in rules] == [3.5, 7.5]  # between layers
     assert (box.y0, box.y1) == (8.5, 9.5)  # row of head 2.1
 
 

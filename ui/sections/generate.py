@@ -10,6 +10,7 @@ new step or head redraws it alone, from the finished generation in the result st
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 import streamlit as st
 
@@ -96,72 +97,35 @@ def settings_form(model: LoadedModel) -> None:
     ss[Generate.TEMPERATURE], ss[Generate.TOP_K] = float(s.temperature), int(s.top_k or 0)
     ss[Generate.TOP_P], ss[Generate.SEED] = float(s.top_p), int(s.seed or 0)
     ss[Generate.CHAT] = s.chat and template
-    greedy, args = s.decoding == "greedy", (template,)
+    live: dict[str, Any] = {"on_change": _on_settings, "args": (template,)}
+    sampler: dict[str, Any] = {**live, "disabled": s.decoding == "greedy"}
     c = st.columns([1.3, 1.9, 1, 1, 1, 1.2])
-    c[0].number_input(
-        "New tokens (at most)",
-        1,
-        MAX_NEW_TOKENS,
-        key=Generate.MAX_NEW,
-        on_change=_on_settings,
-        args=args,
-    )
+    c[0].number_input("New tokens (at most)", 1, MAX_NEW_TOKENS, key=Generate.MAX_NEW, **live)
     c[1].radio(
         "Decoding",
         DECODINGS,
         key=Generate.DECODING,
-        format_func=DECODING_LABELS.__getitem__,
-        on_change=_on_settings,
-        args=args,
         horizontal=True,
+        format_func=DECODING_LABELS.__getitem__,
+        **live,
     )
     c[2].number_input(
-        "Temperature",
-        0.0,
-        gs.MAX_TEMPERATURE,
-        step=0.1,
-        key=Generate.TEMPERATURE,
-        on_change=_on_settings,
-        args=args,
-        disabled=greedy,
+        "Temperature", 0.0, gs.MAX_TEMPERATURE, step=0.1, key=Generate.TEMPERATURE, **sampler
     )
-    c[3].number_input(
-        "Top-k (0: all)",
-        0,
-        gs.MAX_TOP_K,
-        key=Generate.TOP_K,
-        on_change=_on_settings,
-        args=args,
-        disabled=greedy,
-    )
-    c[4].number_input(
-        "Top-p",
-        0.0,
-        1.0,
-        step=0.05,
-        key=Generate.TOP_P,
-        on_change=_on_settings,
-        args=args,
-        disabled=greedy,
-    )
-    c[5].number_input(
-        "Seed",
-        0,
-        gs.MAX_SEED,
-        key=Generate.SEED,
-        on_change=_on_settings,
-        args=args,
-        disabled=greedy,
+    c[3].number_input("Top-k (0: all)", 0, gs.MAX_TOP_K, key=Generate.TOP_K, **sampler)
+    c[4].number_input("Top-p", 0.0, 1.0, step=0.05, key=Generate.TOP_P, **sampler)
+    c[5].number_input("Seed", 0, gs.MAX_SEED, key=Generate.SEED, **sampler)
+    why = (
+        "Instruct models (SmolLM2-Instruct) answer a user turn written in their chat template."
+        if template
+        else f"{md(model.facts.name)} has no chat template: the prompt is continued as plain text."
     )
     st.toggle(
         "Wrap the prompt in the model's chat template",
         key=Generate.CHAT,
-        on_change=_on_settings,
-        args=args,
         disabled=not template,
-        help="Instruct models (SmolLM2-Instruct) answer a user turn written in their chat template."
-        if template
-        else f"{model.facts.name} has no chat template: the prompt is continued as plain text.",
+        help=why,
+        **live,
     )
     templated(model, ss[Generate.CHAT])
     spec = session.model_spec(model)

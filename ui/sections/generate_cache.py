@@ -17,7 +17,13 @@ from models.errors import UserError
 from models.generate import Generation, eviction_sweep
 from models.generate.kv import SHARINGS, kv_bytes_per_token, kv_growth, kv_heads
 from models.generate.policies import POLICIES, POLICY_NAMES
-from models.generate.sweep import EvictionResult, bundled_passage, estimate, sink_verdict
+from models.generate.sweep import (
+    EvictionResult,
+    EvictionSettings,
+    bundled_passage,
+    estimate,
+    sink_verdict,
+)
 from models.generate.view import model_view, view_device
 from models.model.forward import tokenize
 from models.model.loading import LoadedModel
@@ -48,14 +54,22 @@ def sharing_names(model: LoadedModel) -> dict[str, str]:
     facts = model.facts
     return {
         "model": f"this model ({facts.attention_kind}, {facts.n_kv_heads} key/value heads)",
-        "MHA": f"MHA: one key/value head per query head ({facts.n_heads})",
-        "MQA": "MQA: one key/value head for all",
+        "MHA": f"MHA: one key/value head per query head ({facts.n_heads})"
+        + (" (the same as this model)" if facts.n_kv_heads == facts.n_heads else ""),
+        "MQA": "MQA: one key/value head for all"
+        + (" (the same as this model)" if facts.n_kv_heads == 1 else ""),
     }
 
 
 def kv_section(model: LoadedModel, gen: Generation | None) -> None:
     """Bytes per token and in total for the loaded model, MHA and MQA; the real cache's."""
     facts, dtype = model.facts, model.spec.torch_dtype
+    if not facts.causal:
+        st.info(
+            f"{md(facts.name)} is an encoder: it reads the whole text in one pass and keeps "
+            "no KV cache. Load a decoder such as SmolLM2 to see one grow."
+        )
+        return
     size = dtype.itemsize
     per_token = {s: kv_bytes_per_token(facts, size, s) for s in SHARINGS}  # type: ignore[arg-type]
     st.markdown(
@@ -64,7 +78,12 @@ def kv_section(model: LoadedModel, gen: Generation | None) -> None:
         f"(d_head) × {size} bytes ({str(dtype).removeprefix('torch.')}) = "
         f"**{per_token['model']:,} bytes ({human_bytes(per_token['model'])}) per token**, "
         f"{human_bytes(per_token['model'] * facts.n_ctx)} at the full context of "
-        f"{facts.n_ctx:,} tokens."
+        f"{facts.n_ctx:,} tokens"
+        + (
+            "."
+            if size == 2
+            else f" ({per_token['model'] // size * 2:,} bytes per token in bfloat16)."
+        )
     )
     names = sharing_names(model)
     n_text = gen.cache_tokens if gen is not None else None
@@ -147,7 +166,7 @@ def eviction_controls(model: LoadedModel, choice: gs.EvictionChoice, n_tokens: i
     ss[Generate.EVICT_POLICIES] = list(choice.policies)
     ss[Generate.EVICT_MAX_TOKENS] = min(lengths, key=lambda n: abs(n - choice.max_tokens))
     ss[Generate.EVICT_BUDGETS] = list(choice.budgets or gs.suggested_budgets(n_tokens))
-    c = st.columns([2, 2, 1, 2])
+    c = st.columns([2, 3, 1, 2])
     c[0].radio(
         "Text",
         gs.TEXT_SOURCES,
@@ -212,30 +231,52 @@ def eviction_section(model: LoadedModel) -> None:
         return
     state = current_state()
     choice = state.eviction
-    try:
-        text = chosen_text(choice)
-        n = int(tokenize(model, text, choice.max_tokens)[0].shape[1])
-        eviction_controls(model, choice, n)
-        settings = gs.eviction_settings(choice, n)
-        cost = estimate(model, n, settings)
-        runs = sum(1 for _ in settings.policies) * len(settings.budgets)
-        st.caption(
-            f"Reads {n:,} tokens once with the full cache, then each of {runs} policy and "
-            f"budget pairs from the point where its cache first fills: about "
-            f"{max(cost.seconds, 1):,.0f} s (a first guess) and up to "
-            f"{human_bytes(cost.peak_bytes)} of memory beside the model."
+    text = chosen_text(choice)
+    n: int | None = None
+    problem: UserError | None = None
+    if text.strip():
+        try:
+            n = int(tokenize(model, text, choice.max_tokens)[0].shape[1])
+        except UserError as err:
+            problem = err
+    eviction_controls(model, choice, n or min(choice.max_tokens, model.facts.n_ctx))
+    if problem is not None:
+        session.show_error(problem)
+    elif n is None:
+        st.info(
+            "The sidebar's prompt is empty."
+            if choice.source == "prompt"
+            else "Paste a text above (a few hundred tokens or more) to read it under each policy."
         )
-        st.button(
-            "Run the experiment",
-            key=Generate.EVICT_RUN,
-            type="primary",
-            on_click=_on_run,
-            args=(text, n, session.model_spec(model)),
-        )
-        if state.sweep is not None:
+    else:
+        cost_and_run(model, text, n, gs.eviction_settings(choice, n))
+    if state.sweep is not None:
+        try:
             eviction_result(model, state.sweep)
-    except UserError as err:
-        session.show_error(err)
+        except UserError as err:
+            session.show_error(err)
+
+
+def cost_and_run(model: LoadedModel, text: str, n: int, settings: EvictionSettings) -> None:
+    """What the sweep will cost, stated before it runs, and the button that runs it."""
+    problems = settings.problems()
+    if problems:
+        st.warning(md(" ".join(problems)))
+    cost = estimate(model, n, settings)
+    runs = len(settings.policies) * len(settings.budgets)
+    st.caption(
+        f"Reads {n:,} tokens once with the full cache, then each of {runs} policy and budget "
+        f"pairs from the point where its cache first fills: about {max(cost.seconds, 1):,.0f} s "
+        f"(a first guess) and up to {human_bytes(cost.peak_bytes)} of memory beside the model."
+    )
+    st.button(
+        "Run the experiment",
+        key=Generate.EVICT_RUN,
+        type="primary",
+        on_click=_on_run,
+        args=(text, n, session.model_spec(model)),
+        disabled=bool(problems),
+    )
 
 
 def eviction_result(model: LoadedModel, sweep: gs.SweepRequest) -> None:

@@ -1,0 +1,60 @@
+"""The Generate page in Chromium: the bundled model's text streams into the progress panel while
+it is written, then every token and the step figure are drawn."""
+
+import time
+from urllib.parse import quote
+
+import pytest
+
+from tests.e2e.conftest import app_server, settle, shoot
+
+pytestmark = pytest.mark.e2e
+
+PROMPT = "class Counter:\n    def __init__(self):\n"
+N_NEW = 110  # about a second, the panel redrawn every 0.3 s: long enough to watch it stream
+
+
+def streamed_texts(page, timeout_s: float = 180) -> list[str]:
+    """Every text the progress panel showed while the generation ran, until it finished."""
+    seen: list[str] = []
+    panel = page.locator('[data-testid="stProgress"]')
+    code = page.locator('[data-testid="stCode"]')
+    deadline, started = time.time() + timeout_s, False
+    while time.time() < deadline:
+        if panel.count():
+            started = True
+            if code.count():
+                text = code.first.text_content() or ""
+                if text and text not in seen:
+                    seen.append(text)
+        elif started or page.locator(".tok").count():
+            return seen
+        page.wait_for_timeout(150)
+    raise TimeoutError("the generation did not finish")
+
+
+def test_the_text_streams_onto_the_page_and_the_step_is_drawn(browser):
+    # No wait before the panel: this server shows every job's progress at once.
+    with app_server("generate-server.log", ATLAS_JOB_WAIT_S="0") as (url, _):
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.goto(f"{url}/generate?model=bundled&prompt={quote(PROMPT)}")
+        page.get_by_text("Press Generate").wait_for(timeout=180_000)  # the model is loaded
+        settle(page)
+        box = page.get_by_label("New tokens (at most)")
+        box.fill(str(N_NEW))
+        box.press("Enter")
+        settle(page)
+        page.get_by_role("button", name="Generate", exact=True).click()
+        seen = streamed_texts(page)
+        settle(page)
+        assert seen, "nothing was streamed while the model wrote"
+        written = page.locator('[data-testid="stExpander"]', has_text="The written text")
+        final = written.locator('[data-testid="stCode"]').first.text_content() or ""
+        assert all(final.startswith(text) for text in seen)
+        assert len(seen[0]) < len(final)  # the panel showed part of the text before the end
+        assert page.locator(".tok[title^='step ']").count() == N_NEW
+        plots = page.locator(".js-plotly-plot", has_text="every head's attention row")
+        assert plots.count() == 1
+        assert page.locator('[data-testid="stException"]').count() == 0
+        shoot(page, "generate")
+        page.close()
