@@ -18,6 +18,13 @@ def test_settings_parse_and_bad_values_fall_back_to_the_default():
     assert Settings.from_env({}) == Settings()
 
 
+def test_a_zero_wait_shows_progress_at_once_but_zero_elsewhere_is_refused():
+    s = Settings.from_env({"ATLAS_JOB_WAIT_S": "0", "ATLAS_IDLE_S": "0", "ATLAS_HEAVY_JOBS": "0"})
+    assert s.job_wait_s == 0.0
+    assert s.idle_s == Settings().idle_s and s.heavy_jobs == Settings().heavy_jobs
+    assert Settings.from_env({"ATLAS_JOB_WAIT_S": "-1"}).job_wait_s == Settings().job_wait_s
+
+
 def readme_settings() -> list[tuple[str, str]]:
     rows = re.findall(r"^\| `(ATLAS_\w+)` \| ([^|]+) \|", README.read_text(encoding="utf-8"),
                       re.M)

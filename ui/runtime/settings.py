@@ -115,7 +115,11 @@ def _parse(name: str, raw: str) -> Any:
         number = float(raw)
     except ValueError:
         return None
-    if not number > 0 or number != number or number == float("inf"):
+    if number != number or number == float("inf"):
+        return None
+    if name == "job_wait_s":  # 0: every job shows its progress at once
+        return number if number >= 0 else None
+    if not number > 0:
         return None
     if name in ("max_tokens", "heavy_jobs", "model_mb", "result_mb", "job_mb",
                 "jobs_per_session", "disk_mb"):

@@ -25,6 +25,7 @@ from ui.runtime.jobs import Cost, Job, Partial, Work
 from ui.text import md
 
 LIGHT_WAIT_S = 15.0
+STREAM_REFRESH_S = 0.3  # how often the panel of work that writes as it goes is redrawn
 
 
 class _Missing:
@@ -96,7 +97,7 @@ def run_job(key: Hashable, label: str, work: Work, *, cost: Cost | None = None,
     try:
         value = _result(job, label, wait)
     except FutureTimeout:
-        progress_panel(key)
+        (streaming_panel if partial is not None else progress_panel)(key)
         return MISSING
     except CancelledError as err:
         raise Cancelled(f"Stopped: {label}.") from err
@@ -144,6 +145,16 @@ def step_text(job: Job) -> str:
 @st.fragment(run_every=1.0)
 def progress_panel(key: Hashable) -> None:
     """Progress of the job computing ``key``; reruns the page once it has finished."""
+    _panel(key)
+
+
+@st.fragment(run_every=STREAM_REFRESH_S)
+def streaming_panel(key: Hashable) -> None:
+    """Progress of a job that writes as it goes (a generation), refreshed more often."""
+    _panel(key)
+
+
+def _panel(key: Hashable) -> None:
     job = server.current().pool.get(key)
     if job is None or job.future is None or job.future.done():
         st.rerun(scope="app")
