@@ -6,7 +6,6 @@ explorer (layout only; the graph is models.circuits.graph)."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -131,10 +130,13 @@ def edge_table(edges: tuple[Edge, ...], prompt: str | None) -> pd.DataFrame:
 def node_picker(
     shown: tuple[Edge, ...], state: CircuitsState, prompt: str | None, nodes: list[Head]
 ) -> None:
-    """Every head drawn can be picked (by a click on its node or here); the edges shown into
-    and out of it are counted."""
-    linked = sorted({e.sender for e in shown} | {e.receiver for e in shown})
-    head = state.graph_head if state.graph_head in nodes else (linked or nodes)[0]
+    """Every head drawn can be picked (by a click on its node or here; at first the strongest
+    edge's receiver); the edges shown into and out of it are counted."""
+    head = (
+        state.graph_head
+        if state.graph_head in nodes
+        else (shown[0].receiver if shown else nodes[0])
+    )
     c = st.columns([1, 3])
     head = c[0].selectbox(
         "Head in the graph (or click a node)",
