@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import csv
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -29,23 +28,43 @@ from models.attention import attention, choose_backend, naive_attention
 ROOT = Path(__file__).resolve().parents[1]
 
 DEFAULT_CSV = ROOT / "benchmarks" / "results" / "attention_kernel.csv"
-FIELDS = ["device", "dtype", "d_head", "n", "batch", "heads", "causal", "impl", "detail", "ms",
-          "tflops", "peak_mib", "max_err_vs_fp64", "fastest_sdpa"]
+FIELDS = [
+    "device",
+    "dtype",
+    "d_head",
+    "n",
+    "batch",
+    "heads",
+    "causal",
+    "impl",
+    "detail",
+    "ms",
+    "tflops",
+    "peak_mib",
+    "max_err_vs_fp64",
+    "fastest_sdpa",
+]
 
 
 def sdpa_backends() -> dict:
     """Name -> ``torch.nn.attention.SDPBackend`` for the three SDPA implementations."""
     from torch.nn.attention import SDPBackend
-    return {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
-            "math": SDPBackend.MATH}
+
+    return {
+        "flash": SDPBackend.FLASH_ATTENTION,
+        "efficient": SDPBackend.EFFICIENT_ATTENTION,
+        "math": SDPBackend.MATH,
+    }
 
 
 def time_ms(fn, cuda: bool, quick: bool) -> float:
     """Median milliseconds of ``fn()``: do_bench on CUDA, perf_counter on CPU."""
     if cuda:
         import triton.testing
-        return triton.testing.do_bench(fn, warmup=10 if quick else 25, rep=40 if quick else 100,
-                                       return_mode="median")
+
+        return triton.testing.do_bench(
+            fn, warmup=10 if quick else 25, rep=40 if quick else 100, return_mode="median"
+        )
     fn()  # warm-up
     times = []
     for _ in range(2 if quick else 5):
@@ -84,35 +103,68 @@ def kernel_error(q, k, v, causal: bool) -> float:
     return (out.double() - ref).abs().max().item()
 
 
-def bench_shape(device: str, dtype: torch.dtype, d: int, n: int, batch: int, heads: int,
-                causal: bool, quick: bool) -> list[dict]:
+def bench_shape(
+    device: str,
+    dtype: torch.dtype,
+    d: int,
+    n: int,
+    batch: int,
+    heads: int,
+    causal: bool,
+    quick: bool,
+) -> list[dict]:
     """CSV rows for the kernel, each SDPA backend and naive attention on one shape."""
     cuda = device == "cuda"
     gen = torch.Generator(device=device).manual_seed(0)
-    q, k, v = (torch.randn(batch, heads, n, d, device=device, dtype=dtype, generator=gen)
-               for _ in range(3))
+    q, k, v = (
+        torch.randn(batch, heads, n, d, device=device, dtype=dtype, generator=gen) for _ in range(3)
+    )
     flops = 4 * batch * heads * n * n * d / (2 if causal else 1)
-    base = dict(device=device, dtype=str(dtype).replace("torch.", ""), d_head=d, n=n,
-                batch=batch, heads=heads, causal=causal)
+    base = dict(
+        device=device,
+        dtype=str(dtype).replace("torch.", ""),
+        d_head=d,
+        n=n,
+        batch=batch,
+        heads=heads,
+        causal=causal,
+    )
     F = torch.nn.functional
     runs = [("kernel", choose_backend(q), lambda: attention(q, k, v, causal=causal))]
     for name, backend in sdpa_backends().items():
+
         def sdpa(backend=backend):
             from torch.nn.attention import sdpa_kernel
+
             with sdpa_kernel(backend):
                 return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
         runs.append(("sdpa", name, sdpa))
-    runs.append(("naive", dtype_name(dtype),
-                 lambda: naive_attention(q, k, v, causal=causal, compute_dtype=dtype)))
+    runs.append(
+        (
+            "naive",
+            dtype_name(dtype),
+            lambda: naive_attention(q, k, v, causal=causal, compute_dtype=dtype),
+        )
+    )
     rows = []
     for impl, detail, fn in runs:
         status, ms, peak = measure(fn, cuda, quick)
         if impl == "kernel" and cuda and status == "ok":
             from models.attention.triton_kernel import _attn_fwd
+
             detail = f"{detail} {_attn_fwd.best_config}"
-        rows.append(dict(base, impl=impl, detail=detail if status == "ok" else f"{detail}: {status}",
-                         ms=ms, tflops=flops / (ms * 1e-3) / 1e12 if ms else None, peak_mib=peak,
-                         max_err_vs_fp64=kernel_error(q, k, v, causal) if impl == "kernel" else None))
+        rows.append(
+            dict(
+                base,
+                impl=impl,
+                detail=detail if status == "ok" else f"{detail}: {status}",
+                ms=ms,
+                tflops=flops / (ms * 1e-3) / 1e12 if ms else None,
+                peak_mib=peak,
+                max_err_vs_fp64=kernel_error(q, k, v, causal) if impl == "kernel" else None,
+            )
+        )
     timed = [r for r in rows if r["impl"] == "sdpa" and r["ms"] is not None]
     for r in timed:
         r["fastest_sdpa"] = r is min(timed, key=lambda t: t["ms"])
@@ -134,7 +186,7 @@ def sweep(cuda: bool, quick: bool):
                     for causal in (False, True):
                         yield dtype, d, n, 16384 // n, 2048 // d, causal
     else:
-        for n in ((128, 256) if quick else (128, 256, 512, 1024)):
+        for n in (128, 256) if quick else (128, 256, 512, 1024):
             for causal in (False, True):
                 yield torch.float32, 64, n, 1, 4, causal
 
@@ -145,9 +197,11 @@ def fmt(x, spec: str) -> str:
 
 def print_table(rows: list[dict]) -> None:
     """One line per shape: kernel ms, TFLOP/s of kernel / fastest SDPA / naive, peak MiB, error."""
-    print(f"{'dtype':>8} {'d':>4} {'n':>6} {'b':>3} {'h':>3} {'causal':>6} | "
-          f"{'ms kern':>8} {'kernel':>8} {'sdpa(best)':>18} {'naive':>8} | "
-          f"{'MiB kern':>9} {'sdpa':>8} {'naive':>8} | {'err':>8}")
+    print(
+        f"{'dtype':>8} {'d':>4} {'n':>6} {'b':>3} {'h':>3} {'causal':>6} | "
+        f"{'ms kern':>8} {'kernel':>8} {'sdpa(best)':>18} {'naive':>8} | "
+        f"{'MiB kern':>9} {'sdpa':>8} {'naive':>8} | {'err':>8}"
+    )
     shapes = {}
     for r in rows:
         shapes.setdefault((r["dtype"], r["d_head"], r["n"], r["causal"]), []).append(r)
@@ -158,34 +212,45 @@ def print_table(rows: list[dict]) -> None:
         best = next((r for r in sdpa if r.get("fastest_sdpa")), None)
         best_txt = f"{fmt(best['tflops'], '.3g')} ({best['detail']})" if best else "-"
         naive_txt = "OOM" if "OOM" in naive["detail"] else fmt(naive["tflops"], ".3g")
-        print(f"{dtype:>8} {d:>4} {n:>6} {kern['batch']:>3} {kern['heads']:>3} {causal!s:>6} | "
-              f"{fmt(kern['ms'], '.3g'):>8} {fmt(kern['tflops'], '.3g'):>8} {best_txt:>18} "
-              f"{naive_txt:>8} | "
-              f"{fmt(kern['peak_mib'], '.0f'):>9} {fmt(best and best['peak_mib'], '.0f'):>8} "
-              f"{fmt(naive['peak_mib'], '.0f'):>8} | {fmt(kern['max_err_vs_fp64'], '.1e'):>8}")
+        print(
+            f"{dtype:>8} {d:>4} {n:>6} {kern['batch']:>3} {kern['heads']:>3} {causal!s:>6} | "
+            f"{fmt(kern['ms'], '.3g'):>8} {fmt(kern['tflops'], '.3g'):>8} {best_txt:>18} "
+            f"{naive_txt:>8} | "
+            f"{fmt(kern['peak_mib'], '.0f'):>9} {fmt(best and best['peak_mib'], '.0f'):>8} "
+            f"{fmt(naive['peak_mib'], '.0f'):>8} | {fmt(kern['max_err_vs_fp64'], '.1e'):>8}"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few shapes, fewer repeats")
     parser.add_argument("--csv", type=Path, default=DEFAULT_CSV, help="where to write the CSV")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="CPU threads for torch (default: torch's own choice); on a busy "
-                             "machine 1 thread avoids OpenMP spin-wait noise")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads for torch (default: torch's own choice); on a busy "
+        "machine 1 thread avoids OpenMP spin-wait noise",
+    )
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     cuda = torch.cuda.is_available()
     if cuda:
-        print(f"GPU: {torch.cuda.get_device_name()} | TFLOP/s forward, "
-              "4*b*h*n^2*d (halved when causal)")
+        print(
+            f"GPU: {torch.cuda.get_device_name()} | TFLOP/s forward, "
+            "4*b*h*n^2*d (halved when causal)"
+        )
     else:
-        print(f"no GPU: CPU sweep (fp32, wall clock, {torch.get_num_threads()} threads); "
-              "TFLOP/s = 4*b*h*n^2*d (halved when causal) / time; kernel = tiled PyTorch path")
+        print(
+            f"no GPU: CPU sweep (fp32, wall clock, {torch.get_num_threads()} threads); "
+            "TFLOP/s = 4*b*h*n^2*d (halved when causal) / time; kernel = tiled PyTorch path"
+        )
     rows = []
     for dtype, d, n, batch, heads, causal in sweep(cuda, args.quick):
-        rows += bench_shape("cuda" if cuda else "cpu", dtype, d, n, batch, heads, causal,
-                            args.quick)
+        rows += bench_shape(
+            "cuda" if cuda else "cpu", dtype, d, n, batch, heads, causal, args.quick
+        )
     print_table(rows)
     args.csv.parent.mkdir(parents=True, exist_ok=True)
     with args.csv.open("w", newline="") as handle:

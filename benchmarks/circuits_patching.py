@@ -41,12 +41,19 @@ def measure(name: str, task_of, repeats: int, unbatched: bool) -> dict:
         seconds, effects = timed(lambda: head_effects(model, setup, base))
         times.append(seconds)
     row = {
-        "model": name, "tokens": setup.n_tokens, "heads": model.facts.n_total_heads,
-        "batch": base.batch, "ld_clean": base.ld_clean, "ld_corrupted": base.ld_corrupted,
-        "batched_s": statistics.median(times), "batched_runs_s": times,
+        "model": name,
+        "tokens": setup.n_tokens,
+        "heads": model.facts.n_total_heads,
+        "batch": base.batch,
+        "ld_clean": base.ld_clean,
+        "ld_corrupted": base.ld_corrupted,
+        "batched_s": statistics.median(times),
+        "batched_runs_s": times,
         "estimate_s": base.estimate_s(model.facts.n_total_heads),
-        "top_patch": top_heads(effects), "top_dla": top_heads(base.attribution.heads),
-        "dla_sum": base.attribution.total, "threads": torch.get_num_threads(),
+        "top_patch": top_heads(effects),
+        "top_dla": top_heads(base.attribution.heads),
+        "dla_sum": base.attribution.total,
+        "threads": torch.get_num_threads(),
     }
     if unbatched:
         row["one_pass_per_head_s"], _ = timed(lambda: head_effects(model, setup, base, batch=1))
@@ -58,16 +65,25 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-unbatched", action="store_true")
     args = parser.parse_args()
-    rows = [measure("bundled", copying_task, args.repeats, not args.skip_unbatched),
-            measure("smollm2", lambda _model: IOI, args.repeats, not args.skip_unbatched)]
+    rows = [
+        measure("bundled", copying_task, args.repeats, not args.skip_unbatched),
+        measure("smollm2", lambda _model: IOI, args.repeats, not args.skip_unbatched),
+    ]
     for row in rows:
-        print(f"{row['model']}: {row['heads']} heads, {row['tokens']} tokens, batch "
-              f"{row['batch']}: {row['batched_s']:.2f} s batched (estimate "
-              f"{row['estimate_s']:.2f} s)"
-              + (f", {row['one_pass_per_head_s']:.2f} s one pass per head"
-                 if "one_pass_per_head_s" in row else ""))
-        print(f"  LD clean {row['ld_clean']:.4f}, corrupted {row['ld_corrupted']:.4f}; "
-              f"top patch {row['top_patch']}; top DLA {row['top_dla']}")
+        print(
+            f"{row['model']}: {row['heads']} heads, {row['tokens']} tokens, batch "
+            f"{row['batch']}: {row['batched_s']:.2f} s batched (estimate "
+            f"{row['estimate_s']:.2f} s)"
+            + (
+                f", {row['one_pass_per_head_s']:.2f} s one pass per head"
+                if "one_pass_per_head_s" in row
+                else ""
+            )
+        )
+        print(
+            f"  LD clean {row['ld_clean']:.4f}, corrupted {row['ld_corrupted']:.4f}; "
+            f"top patch {row['top_patch']}; top DLA {row['top_dla']}"
+        )
     print(json.dumps({"load_average": os.getloadavg(), "results": rows}))
 
 

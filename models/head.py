@@ -8,7 +8,8 @@ spelling and ``str(head)`` the one writer, so the two can never drift apart.
 from __future__ import annotations
 
 import re
-from typing import Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import NamedTuple
 
 _SPELLING = re.compile(r"^\s*(\d{1,6})\.(\d{1,6})\s*$")
 

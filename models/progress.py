@@ -9,7 +9,7 @@ lock and hooks are released on the way out, because the exception unwinds throug
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from models.errors import UserError
 

@@ -7,7 +7,8 @@ sees ``Queries`` and knows it is ``batch head_index query_pos d_head`` everywher
 - ``layer``; ``head_index`` (query heads); ``kv_head_index`` (key/value heads, fewer under GQA);
 - ``d_head``, ``d_model``, ``d_vocab``; ``rotary_dim`` (the rotated part of ``d_head``).
 
-Annotations only: nothing is checked at run time.
+Annotations only: nothing is checked at run time. A one-dimension shape is written with a
+leading space (``" pos"``) so that linters read it as a shape, not as a name.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ Outputs: TypeAlias = Float[Tensor, "batch head_index query_pos d_head"]
 RowLse: TypeAlias = Float[Tensor, "batch head_index query_pos"]
 Scores: TypeAlias = Float[Tensor, "batch head_index query_pos key_pos"]
 KeyMask: TypeAlias = Bool[Tensor, "batch key_pos"]
-Slopes: TypeAlias = Float[Tensor, "head_index"]
+Slopes: TypeAlias = Float[Tensor, " head_index"]
 HeadPattern: TypeAlias = Float[np.ndarray, "query_pos key_pos"]
 LayerPatterns: TypeAlias = Float[np.ndarray, "head_index query_pos key_pos"]
 PatternStack: TypeAlias = Float[np.ndarray, "layer head_index query_pos key_pos"]
 HeadGrid: TypeAlias = Float[np.ndarray, "layer head_index"]
-TokenWeights: TypeAlias = Float[np.ndarray, "pos"]
+TokenWeights: TypeAlias = Float[np.ndarray, " pos"]

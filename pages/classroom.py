@@ -6,13 +6,14 @@ from ui import session
 from ui.keys import Classroom
 from ui.sections import classroom, classroom_topics
 
-TABS = ["Step by step", "Inside the model", "MHA · GQA · MQA", "Cost", "Positions",
-        "Failure modes"]
+TABS = ["Step by step", "Inside the model", "MHA · GQA · MQA", "Cost", "Positions", "Failure modes"]
 
 session.page_title("Classroom: attention, step by step")
-st.caption("What am I looking at: scaled dot-product attention worked through on small matrices "
-           "you can edit. Change any number and every step below follows. Only the second tab "
-           "runs the model loaded in the sidebar, and only when it is opened.")
+st.caption(
+    "What am I looking at: scaled dot-product attention worked through on small matrices "
+    "you can edit. Change any number and every step below follows. Only the second tab "
+    "runs the model loaded in the sidebar, and only when it is opened."
+)
 classroom.projector_options()
 tabs = st.tabs(TABS, key=Classroom.TAB, on_change="rerun")  # only the open tab runs
 if tabs[0].open:

@@ -6,9 +6,11 @@ from ui import session
 from ui.sections import explorer
 
 session.page_title("Explorer")
-st.caption("What am I looking at: each head of each layer decides how much every token (a row, "
-           "the query) reads from every earlier token (a column, the key). Bright cells are "
-           "where it looks. Pick a head from the grid, then a token below to see where it looks.")
+st.caption(
+    "What am I looking at: each head of each layer decides how much every token (a row, "
+    "the query) reads from every earlier token (a column, the key). Bright cells are "
+    "where it looks. Pick a head from the grid, then a token below to see where it looks."
+)
 model, run = session.model_and_run()
 if run is not None:
     key = session.shown_run()

@@ -10,9 +10,11 @@ from ui.sections import heads, prune
 from ui.widgets import job_view
 
 session.page_title("Head finder")
-st.caption("What each attention head does, measured over many texts: each score is a mean "
-           "over the corpus with its spread, a head is flagged only when the score holds up "
-           "across texts, and heads that matter little can be pruned into a smaller checkpoint.")
+st.caption(
+    "What each attention head does, measured over many texts: each score is a mean "
+    "over the corpus with its spread, a head is flagged only when the score holds up "
+    "across texts, and heads that matter little can be pruned into a smaller checkpoint."
+)
 model = session.active_model()
 if model is None:
     st.stop()
@@ -29,15 +31,19 @@ except UserError as err:
 if rep is job_view.MISSING or scores is job_view.MISSING:
     st.stop()
 
-st.caption(f"**{facts.name}** · {facts.n_layers} layers × {facts.n_heads} heads · induction on "
-           f"{batch} × [start, {seq_len} random tokens, the same {seq_len} again] (seed {seed})"
-           f" · other scores on {scores.n_texts} text{'s' if scores.n_texts != 1 else ''}, "
-           f"{scores.n_tokens:,} tokens"
-           + (f" ({scores.n_cut} cut to {cap} tokens)" if scores.n_cut else ""))
+st.caption(
+    f"**{facts.name}** · {facts.n_layers} layers × {facts.n_heads} heads · induction on "
+    f"{batch} × [start, {seq_len} random tokens, the same {seq_len} again] (seed {seed})"
+    f" · other scores on {scores.n_texts} text{'s' if scores.n_texts != 1 else ''}, "
+    f"{scores.n_tokens:,} tokens"
+    + (f" ({scores.n_cut} cut to {cap} tokens)" if scores.n_cut else "")
+)
 if not facts.causal:
-    st.info("This encoder has no causal mask: a head can read the next token directly, so the "
-            "induction score (attention to the token after the earlier copy) reads differently "
-            "here than in a decoder.")
+    st.info(
+        "This encoder has no causal mask: a head can read the next token directly, so the "
+        "induction score (attention to the token after the earlier copy) reads differently "
+        "here than in a decoder."
+    )
 flags = corpus_flag_grids(rep, scores, thresholds)
 heads.show_counts(flags, facts.n_total_heads, thresholds.sink, scores.n_texts)
 heads.show_grids(rep, scores, flags)
@@ -55,12 +61,15 @@ except UserError as err:
 with table_area:
     st.subheader("All heads")
     table = corpus_table(rep, scores, thresholds, measured.importance if measured else None)
-    table["open"] = [session.explorer_link(Head(int(layer), int(h)))
-                     for layer, h in zip(table["layer"], table["head"], strict=True)]
+    table["open"] = [
+        session.explorer_link(Head(int(layer), int(h)))
+        for layer, h in zip(table["layer"], table["head"], strict=True)
+    ]
     heads.show_table(table, measured is not None)
     csv = table.drop(columns=["open"] + [c for c in table if c.endswith("_spread")])
-    st.download_button("Download all scores (CSV)", table_csv(csv), file_name="head_scores.csv",
-                       mime="text/csv")
+    st.download_button(
+        "Download all scores (CSV)", table_csv(csv), file_name="head_scores.csv", mime="text/csv"
+    )
 
 if measured is not None and order is not None:
     try:

@@ -8,9 +8,11 @@ from ui.sections import kernel
 from ui.widgets import job_view
 
 session.page_title("Kernel check")
-st.caption("The app ships its own attention kernel (FlashAttention-style: it never builds the "
-           "full pattern, only a log-sum-exp per row). Here it runs on the model's own q, k and v "
-           "for every head, and its output is compared with what the model computed.")
+st.caption(
+    "The app ships its own attention kernel (FlashAttention-style: it never builds the "
+    "full pattern, only a log-sum-exp per row). Here it runs on the model's own q, k and v "
+    "for every head, and its output is compared with what the model computed."
+)
 model = session.active_model()
 if model is not None:
     st.caption(kernel.header(model.facts))
@@ -22,8 +24,10 @@ if model is not None:
         found = job_view.MISSING
     if found is not job_view.MISSING:
         if found.n_prompt_tokens > len(found.tokens):
-            st.warning(f"The prompt has {found.n_prompt_tokens:,} tokens; this page checks the "
-                       f"first {len(found.tokens):,}.")
+            st.warning(
+                f"The prompt has {found.n_prompt_tokens:,} tokens; this page checks the "
+                f"first {len(found.tokens):,}."
+            )
         kernel.summary(found)
         heads = kernel.errors(found)
         kernel.head_view(found, heads)

@@ -12,8 +12,10 @@ st.markdown(
     "d_k = 128). Logits that far apart make the softmax put almost all weight on one key, and "
     "its Jacobian diag(p) − ppᵀ, which carries the gradient back to q and k, shrinks towards "
     "zero. Dividing by √d_k brings the variance back to 1. Below, the model's own logits are "
-    "multiplied by a factor c (c = 1 is the model as trained) to watch this happen.")
-st.page_link("pages/classroom.py", label="The maths step by step: Classroom",
-             icon=":material/school:")
+    "multiplied by a factor c (c = 1 is the model as trained) to watch this happen."
+)
+st.page_link(
+    "pages/classroom.py", label="The maths step by step: Classroom", icon=":material/school:"
+)
 scaling.model_section()
 scaling.synthetic_section()

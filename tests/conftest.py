@@ -17,8 +17,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ATLAS_JOB_WAIT_S", "600")  # pages wait for their work: one run, one view
 
-from models.model.loading import load  # noqa: E402 - the offline switches must come first
-from models.model.spec import ModelSpec  # noqa: E402
+from models.model.loading import load
+from models.model.spec import ModelSpec
 
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 settings.register_profile("dev", deadline=None)

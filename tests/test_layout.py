@@ -64,7 +64,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         stack.pop()
@@ -87,14 +87,20 @@ def test_no_import_cycle_between_project_modules():
     graph = {}
     for name, path in found.items():
         # a package's own __init__ re-exporting its modules is not a cycle with them
-        graph[name] = {m for m in imports(path, set(found)) if m != name
-                       and not (path.name == "__init__.py" and m.startswith(name + "."))}
+        graph[name] = {
+            m
+            for m in imports(path, set(found))
+            if m != name and not (path.name == "__init__.py" and m.startswith(name + "."))
+        }
     assert find_cycle(graph) is None
 
 
 def forbidden_imports(source: str, banned: tuple[str, ...]) -> list[str]:
-    return [name for name in imported_names(source)
-            if any(name == b or name.startswith(b + ".") for b in banned)]
+    return [
+        name
+        for name in imported_names(source)
+        if any(name == b or name.startswith(b + ".") for b in banned)
+    ]
 
 
 def test_the_import_checker_sees_a_planted_import():
@@ -103,29 +109,40 @@ def test_the_import_checker_sees_a_planted_import():
     assert not forbidden_imports("import uikit", ("ui",))
 
 
-@pytest.mark.parametrize(("places", "banned"), [
-    (STREAMLIT_FREE, ("streamlit",)),
-    (("models",), ("viz", "ui", "pages", "streamlit")),
-    (("viz",), ("ui", "pages", "streamlit")),
-    (("models", "viz", "ui", "pages", "app.py", "tests", "benchmarks"), ("pages",)),
-])
+@pytest.mark.parametrize(
+    ("places", "banned"),
+    [
+        (STREAMLIT_FREE, ("streamlit",)),
+        (("models",), ("viz", "ui", "pages", "streamlit")),
+        (("viz",), ("ui", "pages", "streamlit")),
+        (("models", "viz", "ui", "pages", "app.py", "tests", "benchmarks"), ("pages",)),
+    ],
+)
 def test_each_layer_imports_only_what_is_below_it(places, banned):
     for path in python_files(*places):
         assert not forbidden_imports(path.read_text(encoding="utf-8"), banned), path
 
 
 def test_only_the_forward_module_spells_hook_names():
-    spelled = [path.relative_to(ROOT).as_posix() for path in python_files(*PACKAGES, "pages")
-               if re.search(r"[\"']blocks\.", path.read_text(encoding="utf-8"))]
+    spelled = [
+        path.relative_to(ROOT).as_posix()
+        for path in python_files(*PACKAGES, "pages")
+        if re.search(r"[\"']blocks\.", path.read_text(encoding="utf-8"))
+    ]
     assert spelled == ["models/model/forward.py"]
 
 
 def edits_sys_path(tree: ast.AST) -> bool:
     """Whether the code calls a method of ``sys.path`` (insert, append, extend, ...)."""
-    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-               and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "path"
-               and isinstance(node.func.value.value, ast.Name) and node.func.value.value.id == "sys"
-               for node in ast.walk(tree))
+    return any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Attribute)
+        and node.func.value.attr == "path"
+        and isinstance(node.func.value.value, ast.Name)
+        and node.func.value.value.id == "sys"
+        for node in ast.walk(tree)
+    )
 
 
 def test_the_sys_path_check_sees_an_edit():
@@ -142,11 +159,15 @@ def test_no_sys_path_edits():
 
 # --- package docstrings list exactly what the package holds ---------------------------------
 
+
 def listed_modules(doc: str, package: str) -> set[str]:
     """Modules a package docstring names as ``:mod:`package.x``` (direct children only)."""
     names = re.findall(r":mod:`([\w.]+)`", doc)
-    return {n.split(".")[len(package.split("."))] for n in names
-            if n.startswith(package + ".") and n.count(".") >= package.count(".") + 1}
+    return {
+        n.split(".")[len(package.split("."))]
+        for n in names
+        if n.startswith(package + ".") and n.count(".") >= package.count(".") + 1
+    }
 
 
 def held_modules(folder: Path) -> set[str]:
@@ -162,8 +183,11 @@ def test_the_docstring_checker_sees_a_missing_module(tmp_path):
     assert held_modules(tmp_path) - listed_modules("- :mod:`pkg.a` -- one", "pkg") == {"b"}
 
 
-@pytest.mark.parametrize("init", [p for p in python_files(*PACKAGES) if p.name == "__init__.py"],
-                         ids=lambda p: p.parent.relative_to(ROOT).as_posix())
+@pytest.mark.parametrize(
+    "init",
+    [p for p in python_files(*PACKAGES) if p.name == "__init__.py"],
+    ids=lambda p: p.parent.relative_to(ROOT).as_posix(),
+)
 def test_every_package_lists_exactly_its_modules(init):
     doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
     package = ".".join(init.parent.relative_to(ROOT).parts)
@@ -176,20 +200,25 @@ def test_every_package_lists_exactly_its_modules(init):
 
 # --- the app is not installed under generic names ------------------------------------------
 
+
 def test_top_level_names_resolve_only_to_this_repository(tmp_path):
     """Outside the repository, ``models``, ``viz``, ``ui`` and ``tests`` import nothing: no
     installed distribution provides them (the app runs from its folder, never installed)."""
-    code = ("import importlib.util as u\n"
-            "for name in ('models', 'viz', 'ui', 'tests', 'pages', 'app'):\n"
-            "    spec = u.find_spec(name)\n"
-            "    print(name, spec.origin if spec else None)\n")
-    out = subprocess.run([sys.executable, "-I", "-c", code], cwd=tmp_path, check=True,
-                         capture_output=True, text=True).stdout.split("\n")
+    code = (
+        "import importlib.util as u\n"
+        "for name in ('models', 'viz', 'ui', 'tests', 'pages', 'app'):\n"
+        "    spec = u.find_spec(name)\n"
+        "    print(name, spec.origin if spec else None)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", code], cwd=tmp_path, check=True, capture_output=True, text=True
+    ).stdout.split("\n")
     leaks = [line for line in out if line and not line.endswith(" None")]
     assert not leaks, leaks
 
 
 # --- settings are read in one place --------------------------------------------------------
+
 
 def reads_atlas_env(source: str) -> bool:
     return bool(re.search(r"(environ|getenv)[^\n]*[\"']ATLAS_", source))
@@ -201,18 +230,23 @@ def test_the_settings_checker_sees_a_planted_read():
 
 
 def test_only_the_settings_module_reads_atlas_variables():
-    readers = [path.relative_to(ROOT).as_posix()
-               for path in python_files(*PACKAGES, "pages", "app.py")
-               if reads_atlas_env(path.read_text(encoding="utf-8"))]
+    readers = [
+        path.relative_to(ROOT).as_posix()
+        for path in python_files(*PACKAGES, "pages", "app.py")
+        if reads_atlas_env(path.read_text(encoding="utf-8"))
+    ]
     assert readers == []  # Settings.from_env reads them through each field's metadata
 
 
 # --- the one door to a model -----------------------------------------------------------------
 
+
 def calls_load(source: str) -> bool:
     """Whether code imports the model loader (``models.model.loading.load``) or ``boot``."""
-    return any(name in ("models.model.loading.load", "models.model.loading.boot")
-               for name in imported_names(source))
+    return any(
+        name in ("models.model.loading.load", "models.model.loading.boot")
+        for name in imported_names(source)
+    )
 
 
 def test_the_door_checker_sees_a_planted_loader():
@@ -221,8 +255,11 @@ def test_the_door_checker_sees_a_planted_loader():
 
 
 def test_only_the_model_store_loads_models_in_the_app():
-    loaders = [path.relative_to(ROOT).as_posix() for path in python_files("ui", "pages", "app.py")
-               if calls_load(path.read_text(encoding="utf-8"))]
+    loaders = [
+        path.relative_to(ROOT).as_posix()
+        for path in python_files("ui", "pages", "app.py")
+        if calls_load(path.read_text(encoding="utf-8"))
+    ]
     assert loaders == ["ui/runtime/models.py"]
 
 
@@ -232,30 +269,42 @@ def test_only_the_policy_makes_an_allowed_spec():
 
     with pytest.raises(TypeError):
         AllowedSpec(ModelSpec("bundled"))
-    makers = [path.relative_to(ROOT).as_posix() for path in python_files("ui", "pages", "app.py")
-              if re.search(r"AllowedSpec\(", path.read_text(encoding="utf-8"))
-              and path.name != "policy.py"]
+    makers = [
+        path.relative_to(ROOT).as_posix()
+        for path in python_files("ui", "pages", "app.py")
+        if re.search(r"AllowedSpec\(", path.read_text(encoding="utf-8"))
+        and path.name != "policy.py"
+    ]
     assert makers == []
 
 
 # --- widget and session keys come from ui.keys -----------------------------------------------
 
+
 def literal_keys(source: str) -> list[str]:
     """String literals used as a widget ``key=`` or a ``session_state[...]`` index."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.keyword) and node.arg == "key" and isinstance(
-                node.value, (ast.Constant, ast.JoinedStr)):
+        if (
+            isinstance(node, ast.keyword)
+            and node.arg == "key"
+            and isinstance(node.value, (ast.Constant, ast.JoinedStr))
+        ):
             found.append(ast.unparse(node.value))
-        if isinstance(node, ast.Subscript) and "session_state" in ast.unparse(node.value) \
-                and isinstance(node.slice, (ast.Constant, ast.JoinedStr)):
+        if (
+            isinstance(node, ast.Subscript)
+            and "session_state" in ast.unparse(node.value)
+            and isinstance(node.slice, (ast.Constant, ast.JoinedStr))
+        ):
             found.append(ast.unparse(node.slice))
     return found
 
 
 def test_the_key_checker_sees_planted_literals():
     assert sorted(literal_keys('st.button("x", key="mine")\nst.session_state["other"] = 1')) == [
-        "'mine'", "'other'"]
+        "'mine'",
+        "'other'",
+    ]
     assert not literal_keys("st.button('x', key=Keys.MINE)")
 
 

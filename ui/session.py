@@ -71,6 +71,7 @@ def show_error(err: UserError) -> None:
 
 # --- what the session was opened with -------------------------------------------------------
 
+
 def seed_from_link() -> None:
     """Seed the sidebar from the URL once per session."""
     if Session.LINK in st.session_state:
@@ -86,10 +87,12 @@ def seed_from_link() -> None:
     if prompt is None and link.prompt_id is not None:
         prompt = server.current().prompts.load(link.prompt_id)
         if prompt is None:
-            notes.append(f"This link points to a stored prompt (id {link.prompt_id[:16]}) that "
-                         "this server does not hold: it may come from another server or have "
-                         "expired. The default example is shown instead; paste the text into "
-                         "the sidebar to see it.")
+            notes.append(
+                f"This link points to a stored prompt (id {link.prompt_id[:16]}) that "
+                "this server does not hold: it may come from another server or have "
+                "expired. The default example is shown instead; paste the text into "
+                "the sidebar to see it."
+            )
     st.session_state[Sidebar.PROMPT] = prompt if prompt is not None else default_prompt(source)
 
 
@@ -109,13 +112,18 @@ def current_prompt() -> str:
 def model_choice() -> ModelChoice:
     """The sidebar's model widgets as one value."""
     ss = st.session_state
-    return ModelChoice(source=ss.get(Sidebar.SOURCE, "bundled"), name=ss.get(Sidebar.NAME) or "",
-                       device=ss.get(Sidebar.DEVICE, "cpu"), dtype=ss.get(Sidebar.DTYPE, "float32"),
-                       placement=ss.get(Sidebar.PLACEMENT, "one"),
-                       trust=bool(ss.get(Sidebar.TRUST, False)))
+    return ModelChoice(
+        source=ss.get(Sidebar.SOURCE, "bundled"),
+        name=ss.get(Sidebar.NAME) or "",
+        device=ss.get(Sidebar.DEVICE, "cpu"),
+        dtype=ss.get(Sidebar.DTYPE, "float32"),
+        placement=ss.get(Sidebar.PLACEMENT, "one"),
+        trust=bool(ss.get(Sidebar.TRUST, False)),
+    )
 
 
 # --- the one door to a model -----------------------------------------------------------------
+
 
 def requested() -> AllowedSpec | None:
     """The sidebar's model through the operator's policy; a refusal is shown on the page."""
@@ -144,16 +152,24 @@ def _converted(allowed: AllowedSpec) -> bool:
     gguf.check_conversion_fits(path, available_bytes("cpu"), free_disk(cache))
 
     def work(progress: Progress) -> Any:
-        make_room(gguf.converted_root(cache), runtime.settings.disk_bytes // DISK_SHARES,
-                  gguf.header(path).n_elements * 4, keep=[gguf.converted_dir(path, cache)])
+        make_room(
+            gguf.converted_root(cache),
+            runtime.settings.disk_bytes // DISK_SHARES,
+            gguf.header(path).n_elements * 4,
+            keep=[gguf.converted_dir(path, cache)],
+        )
         return gguf.convert(path, progress, cache)
 
     done = job_view.run_job(
         ConvertKey(str(path), gguf.content_hash(path)),
         f"Converting {path.name} to a Hugging Face checkpoint (once; about "
-        f"{gguf.CONVERSION_SECONDS} s for SmolLM2 on 2 cores; later loads take seconds)", work,
-        cost=Cost(seconds=gguf.CONVERSION_SECONDS,
-                  peak_bytes=int(gguf.header(path).n_elements * 4 * gguf.CONVERSION_OVERHEAD)))
+        f"{gguf.CONVERSION_SECONDS} s for SmolLM2 on 2 cores; later loads take seconds)",
+        work,
+        cost=Cost(
+            seconds=gguf.CONVERSION_SECONDS,
+            peak_bytes=int(gguf.header(path).n_elements * 4 * gguf.CONVERSION_OVERHEAD),
+        ),
+    )
     return done is not job_view.MISSING
 
 
@@ -166,8 +182,10 @@ def load(allowed: AllowedSpec) -> LoadedModel | None:
     found = runtime.models.loaded(allowed)
     if found is not None:
         return found
-    with st.spinner(f"Loading {md(allowed.label)} on {allowed.spec.device}: its size is "
-                    "checked against free memory first (cached after the first time)…"):
+    with st.spinner(
+        f"Loading {md(allowed.label)} on {allowed.spec.device}: its size is "
+        "checked against free memory first (cached after the first time)…"
+    ):
         return runtime.models.get(allowed)
 
 
@@ -191,8 +209,9 @@ def active_model() -> LoadedModel | None:
             show_error(err)
     good = st.session_state.get(Session.GOOD_MODEL)
     if good is None:
-        st.button("Open the bundled model instead", on_click=_choose_bundled,
-                  key=Sidebar.BACK_TO_BUNDLED)
+        st.button(
+            "Open the bundled model instead", on_click=_choose_bundled, key=Sidebar.BACK_TO_BUNDLED
+        )
         return None
     st.caption(f"Still showing the last model that loaded: **{md(good.label)}**.")
     return load(good)
@@ -229,18 +248,21 @@ def model_spec(model: LoadedModel) -> AllowedSpec:
 
 # --- the prompt's run ------------------------------------------------------------------------
 
+
 def run_key(model: LoadedModel, prompt: str) -> RunKey:
     return RunKey(model_spec(model), prompt, server.current().settings.max_tokens)
 
 
 def capture_work(model: LoadedModel, key: RunKey) -> Any:
-    return lambda progress: capture(model, key.prompt, max_tokens=key.max_tokens,
-                                    progress=progress)
+    return lambda progress: capture(model, key.prompt, max_tokens=key.max_tokens, progress=progress)
 
 
 def capture_cost(model: LoadedModel, n_tokens: int) -> Cost:
-    return Cost(work=model.facts.forward_flops(n_tokens), rate="capture",
-                peak_bytes=model.facts.capture_bytes(n_tokens))
+    return Cost(
+        work=model.facts.forward_flops(n_tokens),
+        rate="capture",
+        peak_bytes=model.facts.capture_bytes(n_tokens),
+    )
 
 
 def active_run(model: LoadedModel) -> AttentionRun | None:
@@ -253,9 +275,12 @@ def active_run(model: LoadedModel) -> AttentionRun | None:
     try:
         ids, _ = tokenize(model, key.prompt, key.max_tokens)
         n = int(ids.shape[1])
-        run = job_view.run_job(key, f"Reading the attention of {n:,} tokens in "
-                                    f"{model.facts.name}",
-                               capture_work(model, key), cost=capture_cost(model, n))
+        run = job_view.run_job(
+            key,
+            f"Reading the attention of {n:,} tokens in {model.facts.name}",
+            capture_work(model, key),
+            cost=capture_cost(model, n),
+        )
     except UserError as err:
         show_error(err)
         return None
@@ -265,22 +290,30 @@ def active_run(model: LoadedModel) -> AttentionRun | None:
             return None
         start = md(" ".join(previous.prompt.split()[:8]))
         if job_view.cancelled(key):
-            st.warning(f"The view below still shows the previous prompt ({previous.n_tokens:,} "
-                       f"tokens, starting “{start} …”), not the sidebar's, which was stopped "
-                       "before it was read.")
+            st.warning(
+                f"The view below still shows the previous prompt ({previous.n_tokens:,} "
+                f"tokens, starting “{start} …”), not the sidebar's, which was stopped "
+                "before it was read."
+            )
         else:
-            st.caption(f"Showing the previous prompt ({previous.n_tokens:,} tokens, starting "
-                       f"“{start} …”) until the sidebar's is ready.")
+            st.caption(
+                f"Showing the previous prompt ({previous.n_tokens:,} tokens, starting "
+                f"“{start} …”) until the sidebar's is ready."
+            )
         run = previous
     else:
         st.session_state[Session.LAST_RUN] = key
     server.current().results.pin(st.session_state[Session.LAST_RUN], job_view.session_id())
     if run.truncated:
-        limit = (f"{md(model.facts.name)} reads at most {model.facts.n_ctx:,}"
-                 if key.max_tokens is None or key.max_tokens >= model.facts.n_ctx
-                 else f"this server runs prompts of at most {key.max_tokens:,} tokens")
-        st.warning(f"The prompt has {run.n_prompt_tokens:,} tokens; {limit}, so only the first "
-                   f"{run.n_tokens:,} are shown.")
+        limit = (
+            f"{md(model.facts.name)} reads at most {model.facts.n_ctx:,}"
+            if key.max_tokens is None or key.max_tokens >= model.facts.n_ctx
+            else f"this server runs prompts of at most {key.max_tokens:,} tokens"
+        )
+        st.warning(
+            f"The prompt has {run.n_prompt_tokens:,} tokens; {limit}, so only the first "
+            f"{run.n_tokens:,} are shown."
+        )
     return run
 
 
@@ -298,6 +331,7 @@ def model_and_run() -> tuple[LoadedModel | None, AttentionRun | None]:
 
 # --- links -----------------------------------------------------------------------------------
 
+
 def link_query(view: ViewState, prompt: str | None = None) -> dict[str, str]:
     """Query parameters of ``view`` for the current model and ``prompt`` (the sidebar's by
     default). A prompt over :data:`MAX_LINK_PROMPT` characters is stored on the server and the
@@ -308,8 +342,11 @@ def link_query(view: ViewState, prompt: str | None = None) -> dict[str, str]:
     pid = None
     if not short and prompt.strip():
         pid = server.current().prompts.save(prompt, job_view.session_id())
-    return to_query(replace(view, model=good.name if good else None,
-                            prompt=prompt if short else None, prompt_id=pid))
+    return to_query(
+        replace(
+            view, model=good.name if good else None, prompt=prompt if short else None, prompt_id=pid
+        )
+    )
 
 
 def explorer_link(head: Head, token: int | None = None, prompt: str | None = None) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -16,8 +16,12 @@ def spreadsheet_safe(text: str) -> str:
     return "'" + text if text.startswith(FORMULA_START) else text
 
 
-def pattern_csv(pattern: np.ndarray, tokens: Sequence[str],
-                rows: Sequence[int] | None = None, cols: Sequence[int] | None = None) -> str:
+def pattern_csv(
+    pattern: np.ndarray,
+    tokens: Sequence[str],
+    rows: Sequence[int] | None = None,
+    cols: Sequence[int] | None = None,
+) -> str:
     """A ``query_pos key_pos`` pattern (or a window of one) as CSV: a row per query, a column
     per key.
 

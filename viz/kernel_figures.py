@@ -6,7 +6,7 @@ Token labels and titles go through :func:`html.escape` (plotly renders some HTML
 from __future__ import annotations
 
 import html
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -26,21 +26,32 @@ def error_grid(errors: np.ndarray, *, title: str) -> go.Figure:
         A plotly figure.
     """
     top = float(np.max(errors)) if errors.size else 0.0
-    fig = score_grid(np.asarray(errors, dtype=np.float64), title=title, zmin=0.0,
-                     zmax=top if top > 0 else 1e-12)
-    fig.update_traces(hovertemplate="head %{y}.%{x}<br>max error %{z:.3e}<extra></extra>",
-                      colorbar={"tickformat": ".1e", "title": "max |Δ|"},
-                      selector={"type": "heatmap"})
+    fig = score_grid(
+        np.asarray(errors, dtype=np.float64), title=title, zmin=0.0, zmax=top if top > 0 else 1e-12
+    )
+    fig.update_traces(
+        hovertemplate="head %{y}.%{x}<br>max error %{z:.3e}<extra></extra>",
+        colorbar={"tickformat": ".1e", "title": "max |Δ|"},
+        selector={"type": "heatmap"},
+    )
     return fig
 
 
 def difference(model_pattern: np.ndarray, kernel_pattern: np.ndarray) -> np.ndarray:
     """``kernel - model`` as float64 (``query_pos key_pos``)."""
-    return np.asarray(kernel_pattern, dtype=np.float64) - np.asarray(model_pattern, dtype=np.float64)
+    return np.asarray(kernel_pattern, dtype=np.float64) - np.asarray(
+        model_pattern, dtype=np.float64
+    )
 
 
-def pattern_comparison(model_pattern: np.ndarray, kernel_pattern: np.ndarray,
-                       labels: Sequence[str], *, causal: bool, title: str) -> go.Figure:
+def pattern_comparison(
+    model_pattern: np.ndarray,
+    kernel_pattern: np.ndarray,
+    labels: Sequence[str],
+    *,
+    causal: bool,
+    title: str,
+) -> go.Figure:
     """The model's pattern, the kernel's rebuilt pattern and their difference, side by side.
 
     Args:
@@ -57,28 +68,56 @@ def pattern_comparison(model_pattern: np.ndarray, kernel_pattern: np.ndarray,
     diff = difference(model_pattern, kernel_pattern)
     span = float(np.nanmax(np.abs(diff))) if diff.size else 0.0
     span = span if span > 0 else 1e-12
-    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.1, subplot_titles=(
-        "model (hook_pattern)", "kernel (rebuilt from LSE)", "kernel − model"))
+    fig = make_subplots(
+        rows=1,
+        cols=3,
+        horizontal_spacing=0.1,
+        subplot_titles=("model (hook_pattern)", "kernel (rebuilt from LSE)", "kernel − model"),
+    )
     hover = "query %{y}<br>key %{x}<br>"
     bar_x = fig.layout.xaxis2.domain[1] + 0.01  # the weight bar sits between panels 2 and 3
     for col, z in ((1, model_pattern), (2, kernel_pattern)):
-        fig.add_trace(go.Heatmap(
-            z=masked(z, causal), x=text, y=text, colorscale=COLORSCALE, zmin=0.0, zmax=1.0,
-            hovertemplate=hover + "weight %{z:.6f}<extra></extra>", hoverongaps=False,
-            colorbar={"title": "weight", "x": bar_x, "len": 0.9, "thickness": 12},
-            showscale=col == 2), 1, col)
-    fig.add_trace(go.Heatmap(
-        z=masked(diff, causal), x=text, y=text, colorscale="RdBu", zmid=0.0, zmin=-span,
-        zmax=span, hovertemplate=hover + "difference %{z:.3e}<extra></extra>",
-        hoverongaps=False,
-        colorbar={"title": "Δ", "tickformat": ".1e", "x": 1.01, "len": 0.9, "thickness": 12}),
-        1, 3)
+        fig.add_trace(
+            go.Heatmap(
+                z=masked(z, causal),
+                x=text,
+                y=text,
+                colorscale=COLORSCALE,
+                zmin=0.0,
+                zmax=1.0,
+                hovertemplate=hover + "weight %{z:.6f}<extra></extra>",
+                hoverongaps=False,
+                colorbar={"title": "weight", "x": bar_x, "len": 0.9, "thickness": 12},
+                showscale=col == 2,
+            ),
+            1,
+            col,
+        )
+    fig.add_trace(
+        go.Heatmap(
+            z=masked(diff, causal),
+            x=text,
+            y=text,
+            colorscale="RdBu",
+            zmid=0.0,
+            zmin=-span,
+            zmax=span,
+            hovertemplate=hover + "difference %{z:.3e}<extra></extra>",
+            hoverongaps=False,
+            colorbar={"title": "Δ", "tickformat": ".1e", "x": 1.01, "len": 0.9, "thickness": 12},
+        ),
+        1,
+        3,
+    )
     n = len(labels)
     size = min(700, max(320, 14 * n + 140))
     fig.update_xaxes(type="category", tickangle=-60, side="bottom", showticklabels=n <= 60)
     fig.update_yaxes(type="category", autorange="reversed", showticklabels=False)
     fig.update_yaxes(showticklabels=n <= 60, row=1, col=1)
-    fig.update_layout(title={"text": html.escape(title), "x": 0.5, "xanchor": "center"},
-                      height=size + 140, margin={"l": 10, "r": 10, "t": 70, "b": 10},
-                      plot_bgcolor="#f4f4f4")
+    fig.update_layout(
+        title={"text": html.escape(title), "x": 0.5, "xanchor": "center"},
+        height=size + 140,
+        margin={"l": 10, "r": 10, "t": 70, "b": 10},
+        plot_bgcolor="#f4f4f4",
+    )
     return fig

@@ -29,8 +29,9 @@ def head_top(pooled: np.ndarray) -> float:
     return top if top > 0 else 1.0
 
 
-def pooled_png(pooled: np.ndarray, size: int = 72, normalise: bool = True,
-               gamma: float = 0.5) -> bytes:
+def pooled_png(
+    pooled: np.ndarray, size: int = 72, normalise: bool = True, gamma: float = 0.5
+) -> bytes:
     """PNG bytes of a pooled ``q_pixel k_pixel`` pattern (NaN = masked), ``size`` px square.
 
     Args:
@@ -44,8 +45,9 @@ def pooled_png(pooled: np.ndarray, size: int = 72, normalise: bool = True,
     rgb = (LOW + (HIGH - LOW) * weights[..., None]).astype(np.uint8)
     rgb[np.isnan(pooled)] = MASKED
     image = Image.fromarray(rgb, mode="RGB").resize((size, size), Image.Resampling.NEAREST)
-    packed = (rgb[..., 0].astype(np.uint32) << 16) | (rgb[..., 1].astype(np.uint32) << 8) \
-        | rgb[..., 2]
+    packed = (
+        (rgb[..., 0].astype(np.uint32) << 16) | (rgb[..., 1].astype(np.uint32) << 8) | rgb[..., 2]
+    )
     if len(np.unique(packed)) > PALETTE:  # a palette PNG is a third the size
         image = image.quantize(colors=PALETTE, method=Image.Quantize.MEDIANCUT, dither=0)
     buf = io.BytesIO()

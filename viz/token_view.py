@@ -7,7 +7,8 @@ single weight is small, and absolute shading would leave the whole strip white.
 from __future__ import annotations
 
 import html
-from typing import Literal, Sequence
+from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -31,15 +32,18 @@ def legend_html(weights: np.ndarray) -> str:
     """A small colour bar from 0 to the darkest weight of the token strip (escaped numbers)."""
     top = colour_top(weights)
     stops = ", ".join(shade(top * f, top) for f in np.linspace(0, 1, 6))
-    return ('<div style="font:12px sans-serif;display:flex;align-items:center;gap:6px;">'
-            '<span>0</span><span style="display:inline-block;width:160px;height:12px;'
-            f'border:1px solid #ccc;background:linear-gradient(to right, {stops});"></span>'
-            f'<span>{top:.3g}</span><span style="opacity:0.7">(darkest = largest weight)</span>'
-            '</div>')
+    return (
+        '<div style="font:12px sans-serif;display:flex;align-items:center;gap:6px;">'
+        '<span>0</span><span style="display:inline-block;width:160px;height:12px;'
+        f'border:1px solid #ccc;background:linear-gradient(to right, {stops});"></span>'
+        f'<span>{top:.3g}</span><span style="opacity:0.7">(darkest = largest weight)</span>'
+        "</div>"
+    )
 
 
-def token_spans(tokens: Sequence[str], weights: np.ndarray, selected: int | None,
-                direction: Direction) -> str:
+def token_spans(
+    tokens: Sequence[str], weights: np.ndarray, selected: int | None, direction: Direction
+) -> str:
     """One ``<span>`` per token, with ``data-pos`` for clicks and a tooltip with the weight.
 
     Args:
@@ -61,5 +65,6 @@ def token_spans(tokens: Sequence[str], weights: np.ndarray, selected: int | None
         tip = f"({pos}) {tok}: {verb} {weight:.3f}" if seen else f"({pos}) {tok}: masked"
         parts.append(
             f'<span class="{classes}" data-pos="{pos}" style="{style}" '
-            f'title="{html.escape(tip, quote=True)}">{html.escape(tok)}</span>')
+            f'title="{html.escape(tip, quote=True)}">{html.escape(tok)}</span>'
+        )
     return "".join(parts)

@@ -15,8 +15,19 @@ MODES: tuple[str, ...] = get_args(Mode)
 # The Generate page's settings, as models.generate.settings.GenerationSettings.to_params names
 # them; carried as they are (the page parses them).
 GEN_KEYS = ("n", "chat", "decoding", "temp", "top_k", "top_p", "seed")
-QUERY_KEYS = ("model", "prompt", "pid", "layer", "head", "token", "mode", "b", "bid", "words",
-              *GEN_KEYS)
+QUERY_KEYS = (
+    "model",
+    "prompt",
+    "pid",
+    "layer",
+    "head",
+    "token",
+    "mode",
+    "b",
+    "bid",
+    "words",
+    *GEN_KEYS,
+)
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 
 
@@ -96,8 +107,9 @@ def from_query(params: Mapping[str, str]) -> tuple[ViewState, list[str]]:
     return state, notes
 
 
-def clamp(state: ViewState, n_layers: int, n_heads: int, n_tokens: int
-          ) -> tuple[ViewState, list[str]]:
+def clamp(
+    state: ViewState, n_layers: int, n_heads: int, n_tokens: int
+) -> tuple[ViewState, list[str]]:
     """Bring layer, head and token into range for a model and prompt, noting each change."""
     notes: list[str] = []
 
@@ -105,8 +117,10 @@ def clamp(state: ViewState, n_layers: int, n_heads: int, n_tokens: int
         if 0 <= value < size:
             return value
         fixed = min(max(value, 0), size - 1)
-        notes.append(f"The link asked for {name} {value}, which does not exist here; "
-                     f"showing {name} {fixed} (valid: 0 to {size - 1}).")
+        notes.append(
+            f"The link asked for {name} {value}, which does not exist here; "
+            f"showing {name} {fixed} (valid: 0 to {size - 1})."
+        )
         return fixed
 
     layer = fit("layer", state.layer, n_layers)

@@ -27,5 +27,13 @@ from models.attention.api import (
 from models.attention.pattern import rebuild_pattern
 from models.attention.reference import naive_attention
 
-__all__ = ["BACKENDS", "Backend", "BackendName", "attention", "choose_backend",
-           "naive_attention", "rebuild_pattern", "triton_available"]
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "BackendName",
+    "attention",
+    "choose_backend",
+    "naive_attention",
+    "rebuild_pattern",
+    "triton_available",
+]

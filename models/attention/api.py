@@ -15,9 +15,9 @@ from typing import Literal
 
 import torch
 
-from models.shapes import Keys, KeyMask, Outputs, Queries, RowLse, Slopes, Values
 from models.attention.tiled import tiled_attention
 from models.attention.validate import check_options, check_qkv
+from models.shapes import KeyMask, Keys, Outputs, Queries, RowLse, Slopes, Values
 
 Backend = Literal["auto", "triton", "torch"]
 BackendName = Literal["triton-gpu", "triton-interpreter", "torch-tiled"]
@@ -69,14 +69,24 @@ def choose_backend(q: torch.Tensor, backend: Backend = "auto") -> BackendName:
         return "triton-interpreter"
     if q.is_cuda:
         return "triton-gpu"
-    raise RuntimeError("backend='triton' needs a CUDA tensor, or TRITON_INTERPRET=1 set before "
-                       "models.attention.triton_kernel is imported (Triton's CPU interpreter)")
+    raise RuntimeError(
+        "backend='triton' needs a CUDA tensor, or TRITON_INTERPRET=1 set before "
+        "models.attention.triton_kernel is imported (Triton's CPU interpreter)"
+    )
 
 
-def attention(q: Queries, k: Keys, v: Values, *, causal: bool = False,
-              scale: float | None = None, alibi_slopes: Slopes | None = None,
-              window: int | None = None, key_padding_mask: KeyMask | None = None,
-              backend: Backend = "auto") -> tuple[Outputs, RowLse]:
+def attention(
+    q: Queries,
+    k: Keys,
+    v: Values,
+    *,
+    causal: bool = False,
+    scale: float | None = None,
+    alibi_slopes: Slopes | None = None,
+    window: int | None = None,
+    key_padding_mask: KeyMask | None = None,
+    backend: Backend = "auto",
+) -> tuple[Outputs, RowLse]:
     """Scaled dot-product attention that also returns the per-row log-sum-exp.
 
     The pattern is never materialised; rebuild any part of it with
@@ -106,16 +116,27 @@ def attention(q: Queries, k: Keys, v: Values, *, causal: bool = False,
         RuntimeError: when ``backend="triton"`` cannot run here.
     """
     check_qkv(q, k, v)
-    scale = check_options(q, k, scale=scale, alibi_slopes=alibi_slopes, window=window,
-                          key_padding_mask=key_padding_mask)
+    scale = check_options(
+        q,
+        k,
+        scale=scale,
+        alibi_slopes=alibi_slopes,
+        window=window,
+        key_padding_mask=key_padding_mask,
+    )
     name = choose_backend(q, backend)
     b, n_heads, n_q, d = q.shape
     if n_q == 0 or k.shape[2] == 0:  # nothing to launch: every row (if any) has no key
-        return (torch.zeros_like(q),
-                torch.full((b, n_heads, n_q), float("-inf"), device=q.device))
-    options = dict(causal=causal, scale=scale, alibi_slopes=alibi_slopes, window=window,
-                   key_padding_mask=key_padding_mask)
+        return (torch.zeros_like(q), torch.full((b, n_heads, n_q), float("-inf"), device=q.device))
+    options = dict(
+        causal=causal,
+        scale=scale,
+        alibi_slopes=alibi_slopes,
+        window=window,
+        key_padding_mask=key_padding_mask,
+    )
     if name == "torch-tiled":
         return tiled_attention(q, k, v, **options)
     from models.attention.triton_kernel import triton_attention
+
     return triton_attention(q, k, v, **options)

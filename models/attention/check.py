@@ -87,16 +87,30 @@ class KernelReport:
     def head_rows(self) -> list[dict[str, object]]:
         """One row per head: ``L.H`` and both errors (for a sortable table)."""
         n_layers, n_heads = self.pattern_error.shape
-        return [{"head": f"{layer}.{head}", "layer": layer, "head index": head,
-                 "max |P_kernel - P_model|": float(self.pattern_error[layer, head]),
-                 "max |O_kernel - z_model|": float(self.output_error[layer, head])}
-                for layer in range(n_layers) for head in range(n_heads)]
+        return [
+            {
+                "head": f"{layer}.{head}",
+                "layer": layer,
+                "head index": head,
+                "max |P_kernel - P_model|": float(self.pattern_error[layer, head]),
+                "max |O_kernel - z_model|": float(self.output_error[layer, head]),
+            }
+            for layer in range(n_layers)
+            for head in range(n_heads)
+        ]
 
     def timing_rows(self) -> list[dict[str, object]]:
         fastest = min(t.median_ms for t in self.timings)
-        return [{"implementation": t.name, "median ms": t.median_ms,
-                 "× fastest": t.median_ms / fastest, "repeats": t.repeats,
-                 "device": self.device_text} for t in self.timings]
+        return [
+            {
+                "implementation": t.name,
+                "median ms": t.median_ms,
+                "× fastest": t.median_ms / fastest,
+                "repeats": t.repeats,
+                "device": self.device_text,
+            }
+            for t in self.timings
+        ]
 
 
 def kernel_device(device: str | None = None) -> torch.device:
@@ -111,9 +125,15 @@ def tolerance(kernel_dtype: str, model_dtype: str) -> float:
     return max(TOLERANCES[kernel_dtype], TOLERANCES.get(model_dtype, TOLERANCES["float32"]))
 
 
-def run_layer(inputs: KernelInputs, layer: int, *, dtype: KernelDType = "float32",
-              device: torch.device | str = "cpu", backend: Backend = "auto",
-              scale_factor: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, BackendName]:
+def run_layer(
+    inputs: KernelInputs,
+    layer: int,
+    *,
+    dtype: KernelDType = "float32",
+    device: torch.device | str = "cpu",
+    backend: Backend = "auto",
+    scale_factor: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor, BackendName]:
     """Run the kernel on one layer and rebuild its whole pattern from the LSE.
 
     Args:
@@ -130,19 +150,31 @@ def run_layer(inputs: KernelInputs, layer: int, *, dtype: KernelDType = "float32
         (``batch head_index query_pos key_pos`` float32 on CPU), and the backend that ran.
     """
     torch_dtype = TORCH_DTYPES[dtype]
-    q, k, v = (t[layer].to(device=device, dtype=torch_dtype) for t in (inputs.q, inputs.k, inputs.v))
+    q, k, v = (
+        t[layer].to(device=device, dtype=torch_dtype) for t in (inputs.q, inputs.k, inputs.v)
+    )
     slopes = inputs.alibi_slopes
-    options = dict(inputs.options(layer), scale=inputs.scales[layer] * scale_factor,
-                   alibi_slopes=None if slopes is None else slopes.to(device))
+    options = dict(
+        inputs.options(layer),
+        scale=inputs.scales[layer] * scale_factor,
+        alibi_slopes=None if slopes is None else slopes.to(device),
+    )
     with torch.no_grad():
         out, lse = attention(q, k, v, backend=backend, **options)
         pattern = rebuild_pattern(q, k, lse, slice(None), slice(None), **options)
     return out.float().cpu(), pattern.cpu(), choose_backend(q, backend)
 
 
-def compare(inputs: KernelInputs, *, dtype: KernelDType = "float32", device: str | None = None,
-            backend: Backend = "auto", scale_factor: float = 1.0, timing_layer: int = 0,
-            timing_repeats: int = 5) -> KernelReport:
+def compare(
+    inputs: KernelInputs,
+    *,
+    dtype: KernelDType = "float32",
+    device: str | None = None,
+    backend: Backend = "auto",
+    scale_factor: float = 1.0,
+    timing_layer: int = 0,
+    timing_repeats: int = 5,
+) -> KernelReport:
     """Run the kernel on every layer and measure its distance from the model, head by head.
 
     Args:
@@ -161,8 +193,9 @@ def compare(inputs: KernelInputs, *, dtype: KernelDType = "float32", device: str
     pattern_err, output_err, kernel_patterns = [], [], []
     name: BackendName = choose_backend(torch.empty(0, device=where), backend)
     for layer in range(inputs.n_layers):
-        out, pattern, name = run_layer(inputs, layer, dtype=dtype, device=where, backend=backend,
-                                       scale_factor=scale_factor)
+        out, pattern, name = run_layer(
+            inputs, layer, dtype=dtype, device=where, backend=backend, scale_factor=scale_factor
+        )
         pattern_err.append((pattern - inputs.patterns[layer]).abs().amax(dim=(0, 2, 3)))
         output_err.append((out - inputs.z[layer]).abs().amax(dim=(0, 2, 3)))
         kernel_patterns.append(pattern[0])
@@ -170,23 +203,46 @@ def compare(inputs: KernelInputs, *, dtype: KernelDType = "float32", device: str
     q, k, v = (t[timing_layer].to(where, torch_dtype) for t in (inputs.q, inputs.k, inputs.v))
     slopes = None if inputs.alibi_slopes is None else inputs.alibi_slopes.to(where)
     timings = time_implementations(
-        q, k, v, scale=inputs.scales[timing_layer], causal=inputs.causal, alibi_slopes=slopes,
-        window=inputs.windows[timing_layer], backend=backend, repeats=timing_repeats)
+        q,
+        k,
+        v,
+        scale=inputs.scales[timing_layer],
+        causal=inputs.causal,
+        alibi_slopes=slopes,
+        window=inputs.windows[timing_layer],
+        backend=backend,
+        repeats=timing_repeats,
+    )
     return KernelReport(
-        backend=name, device=where.type, device_text=device_label(where), dtype=dtype,
-        tokens=inputs.tokens, pattern_error=torch.stack(pattern_err).numpy(),
+        backend=name,
+        device=where.type,
+        device_text=device_label(where),
+        dtype=dtype,
+        tokens=inputs.tokens,
+        pattern_error=torch.stack(pattern_err).numpy(),
         output_error=torch.stack(output_err).numpy(),
         model_patterns=inputs.patterns[:, 0].numpy(),
         kernel_patterns=torch.stack(kernel_patterns).numpy(),
-        scales=tuple(s * scale_factor for s in inputs.scales), causal=inputs.causal,
+        scales=tuple(s * scale_factor for s in inputs.scales),
+        causal=inputs.causal,
         inputs_note=f"q/k from {inputs.qk_source}; scale from {inputs.scale_source}",
-        reference_error=inputs.reference_error, tolerance=tolerance(dtype, inputs.model_dtype),
-        timings=timings, timing_layer=timing_layer, n_prompt_tokens=inputs.n_prompt_tokens)
+        reference_error=inputs.reference_error,
+        tolerance=tolerance(dtype, inputs.model_dtype),
+        timings=timings,
+        timing_layer=timing_layer,
+        n_prompt_tokens=inputs.n_prompt_tokens,
+    )
 
 
-def check_kernel(model: LoadedModel, prompt: str, *, max_tokens: int | None = None,
-                 dtype: KernelDType = "float32", device: str | None = None,
-                 backend: Backend = "auto") -> KernelReport:
+def check_kernel(
+    model: LoadedModel,
+    prompt: str,
+    *,
+    max_tokens: int | None = None,
+    dtype: KernelDType = "float32",
+    device: str | None = None,
+    backend: Backend = "auto",
+) -> KernelReport:
     """Capture the model's inputs on ``prompt`` and compare the kernel against them.
 
     Raises:

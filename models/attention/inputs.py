@@ -16,8 +16,20 @@ import torch
 
 from models.attention.reference import naive_attention
 from models.errors import UserError
-from models.model.forward import (QKSource, k_hook, missing_hooks, pattern_hook, q_hook, qk_names,
-                                  qk_source, run_hooks, softmax_qk, tokenize, v_hook, z_hook)
+from models.model.forward import (
+    QKSource,
+    k_hook,
+    missing_hooks,
+    pattern_hook,
+    q_hook,
+    qk_names,
+    qk_source,
+    run_hooks,
+    softmax_qk,
+    tokenize,
+    v_hook,
+    z_hook,
+)
 from models.model.loading import LoadedModel
 from models.model.softmax_terms import layer_scales, layer_windows, model_alibi_slopes
 from models.model.tokens import readable_tokens
@@ -96,7 +108,8 @@ def _fetch(model: LoadedModel, ids: torch.Tensor) -> tuple[dict[str, torch.Tenso
     if source is None:
         raise KernelUnavailable(
             "This model uses rotary position embeddings, and its bridge fires neither rotated q/k "
-            "hooks nor the cos/sin tables, so the kernel cannot be fed the rotated q and k.")
+            "hooks nor the cos/sin tables, so the kernel cannot be fed the rotated q and k."
+        )
     extra = [name for layer in layers for name in qk_names(source, layer)]
     return run_hooks(model, ids, base + extra), source
 
@@ -115,14 +128,18 @@ def check_inputs(inputs: KernelInputs) -> float:
     """``max |P_naive - hook_pattern|`` over every head, the naive pattern built in float64."""
     worst = 0.0
     for layer in range(inputs.n_layers):
-        _, _, pattern = naive_attention(inputs.q[layer], inputs.k[layer], inputs.v[layer],
-                                        scale=inputs.scales[layer], **inputs.options(layer))
+        _, _, pattern = naive_attention(
+            inputs.q[layer],
+            inputs.k[layer],
+            inputs.v[layer],
+            scale=inputs.scales[layer],
+            **inputs.options(layer),
+        )
         worst = max(worst, float((pattern - inputs.patterns[layer].double()).abs().max()))
     return worst
 
 
-def capture_inputs(model: LoadedModel, prompt: str, max_tokens: int | None = None
-                   ) -> KernelInputs:
+def capture_inputs(model: LoadedModel, prompt: str, max_tokens: int | None = None) -> KernelInputs:
     """Every layer's kernel inputs on ``prompt``, checked against the model's own patterns.
 
     Args:
@@ -149,13 +166,23 @@ def capture_inputs(model: LoadedModel, prompt: str, max_tokens: int | None = Non
     scales, scale_source = layer_scales(model)
     id_list = [int(i) for i in ids[0]]
     inputs = KernelInputs(
-        token_ids=tuple(id_list), tokens=tuple(readable_tokens(model.tokenizer, id_list)),
+        token_ids=tuple(id_list),
+        tokens=tuple(readable_tokens(model.tokenizer, id_list)),
         q=torch.stack([_heads_first(q) for q, _ in qk]),
-        k=torch.stack([_heads_first(k) for _, k in qk]), v=stack(v_hook), z=stack(z_hook),
+        k=torch.stack([_heads_first(k) for _, k in qk]),
+        v=stack(v_hook),
+        z=stack(z_hook),
         patterns=torch.stack([acts[pattern_hook(layer)] for layer in layers]),
-        scales=scales, windows=layer_windows(model), alibi_slopes=model_alibi_slopes(model),
-        causal=facts.causal, qk_source=source, scale_source=scale_source, reference_error=0.0,
-        model_dtype=model.spec.dtype, n_prompt_tokens=n_full)
+        scales=scales,
+        windows=layer_windows(model),
+        alibi_slopes=model_alibi_slopes(model),
+        causal=facts.causal,
+        qk_source=source,
+        scale_source=scale_source,
+        reference_error=0.0,
+        model_dtype=model.spec.dtype,
+        n_prompt_tokens=n_full,
+    )
     error = check_inputs(inputs)
     if not error <= input_tolerance(model.spec.torch_dtype):
         raise KernelUnavailable(
@@ -163,5 +190,6 @@ def capture_inputs(model: LoadedModel, prompt: str, max_tokens: int | None = Non
             f"{scale_source}, positions: {facts.positional}) misses its own patterns by up to "
             f"{error:.2g}, so a kernel error could not be told apart from a wrong input. The model "
             "adds something the kernel does not model (an ALiBi or RoPE variant, logit "
-            "soft-capping, a custom mask); the comparison is not supported for it yet.")
+            "soft-capping, a custom mask); the comparison is not supported for it yet."
+        )
     return replace(inputs, reference_error=error)

@@ -37,8 +37,9 @@ def aligned_queries(q_pos: Positions, n_q: int, n_k: int, causal: bool) -> Posit
     return q_pos + (n_k - n_q) if causal else q_pos
 
 
-def allowed_keys(q_pos: Positions, k_pos: Positions, n_q: int, n_k: int, *,
-                 causal: bool, window: int | None) -> Bool[torch.Tensor, "query_pos key_pos"]:
+def allowed_keys(
+    q_pos: Positions, k_pos: Positions, n_q: int, n_k: int, *, causal: bool, window: int | None
+) -> Bool[torch.Tensor, "query_pos key_pos"]:
     """Bool ``query_pos key_pos`` matrix: True where the query may attend to the key.
 
     Args:
@@ -63,8 +64,9 @@ def allowed_keys(q_pos: Positions, k_pos: Positions, n_q: int, n_k: int, *,
     return ok
 
 
-def key_distance(q_pos: Positions, k_pos: Positions, n_q: int, n_k: int, *,
-                 causal: bool) -> Float[torch.Tensor, "query_pos key_pos"]:
+def key_distance(
+    q_pos: Positions, k_pos: Positions, n_q: int, n_k: int, *, causal: bool
+) -> Float[torch.Tensor, "query_pos key_pos"]:
     """ALiBi distance ``query_pos key_pos`` as float32: ``i_aligned - j`` (causal) or ``|i - j|``.
 
     Args:

@@ -7,13 +7,14 @@ a 16k-token pattern without ever holding the 16k x 16k matrix.
 
 from __future__ import annotations
 
-from typing import Sequence, Union
+from collections.abc import Sequence
+from typing import Union
 
 import torch
 
-from models.shapes import Keys, KeyMask, Queries, RowLse, Scores, Slopes
 from models.attention.masking import allowed_keys, key_distance
 from models.attention.validate import check_lse, check_options, check_qk
+from models.shapes import KeyMask, Keys, Queries, RowLse, Scores, Slopes
 
 Index = Union[slice, torch.Tensor, Sequence[int]]
 
@@ -22,8 +23,10 @@ def _positions(index: Index, n: int, device: torch.device, name: str) -> torch.T
     """Absolute positions picked by a slice, an index tensor or a list of ints."""
     if isinstance(index, torch.Tensor):
         if index.dim() != 1 or index.is_floating_point() or index.dtype == torch.bool:
-            raise ValueError(f"{name} must be a slice or a 1-D integer index; got {index.dtype} "
-                             f"with {index.dim()} dims")
+            raise ValueError(
+                f"{name} must be a slice or a 1-D integer index; got {index.dtype} "
+                f"with {index.dim()} dims"
+            )
         index = index.to(device=device, dtype=torch.long)
     elif not isinstance(index, slice):
         index = torch.as_tensor(list(index), dtype=torch.long, device=device)
@@ -33,10 +36,19 @@ def _positions(index: Index, n: int, device: torch.device, name: str) -> torch.T
         raise ValueError(f"{name} indexes outside 0..{n - 1}: {err}") from err
 
 
-def rebuild_pattern(q: Queries, k: Keys, lse: RowLse, rows: Index,
-                    cols: Index, *, causal: bool = False, scale: float | None = None,
-                    alibi_slopes: Slopes | None = None, window: int | None = None,
-                    key_padding_mask: KeyMask | None = None) -> Scores:
+def rebuild_pattern(
+    q: Queries,
+    k: Keys,
+    lse: RowLse,
+    rows: Index,
+    cols: Index,
+    *,
+    causal: bool = False,
+    scale: float | None = None,
+    alibi_slopes: Slopes | None = None,
+    window: int | None = None,
+    key_padding_mask: KeyMask | None = None,
+) -> Scores:
     """A window of the attention pattern, ``exp(q k^T * scale + bias - lse)``, masked to 0.
 
     Pass the same options that produced ``lse`` with :func:`models.attention.attention`.
@@ -57,15 +69,21 @@ def rebuild_pattern(q: Queries, k: Keys, lse: RowLse, rows: Index,
     """
     check_qk(q, k)
     check_lse(q, lse)
-    scale = check_options(q, k, scale=scale, alibi_slopes=alibi_slopes, window=window,
-                          key_padding_mask=key_padding_mask)
+    scale = check_options(
+        q,
+        k,
+        scale=scale,
+        alibi_slopes=alibi_slopes,
+        window=window,
+        key_padding_mask=key_padding_mask,
+    )
     b, n_heads, n_q, d = q.shape
     n_kv, n_k = k.shape[1], k.shape[2]
     q_pos = _positions(rows, n_q, q.device, "rows")
     k_pos = _positions(cols, n_k, q.device, "cols")
     group = n_heads // n_kv
     q_sel = q[:, :, q_pos].to(torch.float32).reshape(b, n_kv, group, len(q_pos), d)
-    k_sel = k[:, :, k_pos].to(torch.float32)[:, :, None]             # b kv 1 cols d
+    k_sel = k[:, :, k_pos].to(torch.float32)[:, :, None]  # b kv 1 cols d
     s = (q_sel @ k_sel.transpose(-1, -2)).reshape(b, n_heads, len(q_pos), len(k_pos)) * scale
     if alibi_slopes is not None:
         dist = key_distance(q_pos, k_pos, n_q, n_k, causal=causal)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 
 import torch
-from models.shapes import Keys, KeyMask, Outputs, Queries, RowLse, Scores, Slopes, Values
+
+from models.shapes import KeyMask, Keys, Outputs, Queries, RowLse, Scores, Slopes, Values
 
 
 def _mask(n_q: int, n_k: int, causal: bool, window: int | None, device) -> torch.Tensor:
@@ -27,8 +28,9 @@ def _mask(n_q: int, n_k: int, causal: bool, window: int | None, device) -> torch
     return full
 
 
-def _alibi(slopes: torch.Tensor, n_q: int, n_k: int, causal: bool,
-           dtype: torch.dtype) -> torch.Tensor:
+def _alibi(
+    slopes: torch.Tensor, n_q: int, n_k: int, causal: bool, dtype: torch.dtype
+) -> torch.Tensor:
     """``head_index query_pos key_pos`` bias ``-slope * distance``."""
     i = torch.arange(n_q, dtype=dtype, device=slopes.device)[:, None]
     j = torch.arange(n_k, dtype=dtype, device=slopes.device)[None, :]
@@ -36,10 +38,17 @@ def _alibi(slopes: torch.Tensor, n_q: int, n_k: int, causal: bool,
     return -slopes.to(dtype)[:, None, None] * dist
 
 
-def naive_scores(q: Queries, k: Keys, *, causal: bool = False,
-                 scale: float | None = None, alibi_slopes: Slopes | None = None,
-                 window: int | None = None, key_padding_mask: KeyMask | None = None,
-                 compute_dtype: torch.dtype = torch.float64) -> tuple[Scores, Scores]:
+def naive_scores(
+    q: Queries,
+    k: Keys,
+    *,
+    causal: bool = False,
+    scale: float | None = None,
+    alibi_slopes: Slopes | None = None,
+    window: int | None = None,
+    key_padding_mask: KeyMask | None = None,
+    compute_dtype: torch.dtype = torch.float64,
+) -> tuple[Scores, Scores]:
     """Scaled, biased logits and the visibility mask, fully materialised.
 
     Args:
@@ -70,11 +79,18 @@ def naive_scores(q: Queries, k: Keys, *, causal: bool = False,
     return scores.masked_fill(~mask, float("-inf")), mask
 
 
-def naive_attention(q: Queries, k: Keys, v: Values, *, causal: bool = False,
-                    scale: float | None = None, alibi_slopes: Slopes | None = None,
-                    window: int | None = None, key_padding_mask: KeyMask | None = None,
-                    compute_dtype: torch.dtype = torch.float64
-                    ) -> tuple[Outputs, RowLse, Scores]:
+def naive_attention(
+    q: Queries,
+    k: Keys,
+    v: Values,
+    *,
+    causal: bool = False,
+    scale: float | None = None,
+    alibi_slopes: Slopes | None = None,
+    window: int | None = None,
+    key_padding_mask: KeyMask | None = None,
+    compute_dtype: torch.dtype = torch.float64,
+) -> tuple[Outputs, RowLse, Scores]:
     """Output, LSE and pattern of attention, all in ``compute_dtype``.
 
     Args:
@@ -89,9 +105,16 @@ def naive_attention(q: Queries, k: Keys, v: Values, *, causal: bool = False,
         query_pos``, natural log, -inf for a row with no visible key) and ``pattern``
         (``batch head_index query_pos key_pos``, rows sum to 1, or 0 when nothing is visible).
     """
-    scores, mask = naive_scores(q, k, causal=causal, scale=scale, alibi_slopes=alibi_slopes,
-                                window=window, key_padding_mask=key_padding_mask,
-                                compute_dtype=compute_dtype)
+    scores, mask = naive_scores(
+        q,
+        k,
+        causal=causal,
+        scale=scale,
+        alibi_slopes=alibi_slopes,
+        window=window,
+        key_padding_mask=key_padding_mask,
+        compute_dtype=compute_dtype,
+    )
     lse = torch.logsumexp(scores, dim=-1)
     pattern = torch.where(mask, torch.exp(scores - lse[..., None]), 0.0).to(compute_dtype)
     v_full = v.repeat_interleave(q.shape[1] // v.shape[1], dim=1).to(compute_dtype)

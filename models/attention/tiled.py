@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import torch
 
-from models.shapes import Keys, KeyMask, Outputs, Queries, RowLse, Slopes, Values
 from models.attention.masking import allowed_keys, key_distance
+from models.shapes import KeyMask, Keys, Outputs, Queries, RowLse, Slopes, Values
 
 DEFAULT_BLOCK_M = 128
 DEFAULT_BLOCK_N = 128
 
 
-def _key_range(first_q: int, last_q: int, n_q: int, n_k: int, causal: bool,
-               window: int | None) -> tuple[int, int]:
+def _key_range(
+    first_q: int, last_q: int, n_q: int, n_k: int, causal: bool, window: int | None
+) -> tuple[int, int]:
     """Keys ``[lo, hi)`` that queries ``first_q..last_q`` may see; other key blocks are skipped."""
     if causal:
         shift = n_k - n_q
@@ -33,11 +34,19 @@ def _key_range(first_q: int, last_q: int, n_q: int, n_k: int, causal: bool,
     return max(0, first_q - window + 1), min(n_k, last_q + window)
 
 
-def tiled_attention(q: Queries, k: Keys, v: Values, *, causal: bool,
-                    scale: float, alibi_slopes: Slopes | None = None,
-                    window: int | None = None, key_padding_mask: KeyMask | None = None,
-                    block_m: int = DEFAULT_BLOCK_M, block_n: int = DEFAULT_BLOCK_N
-                    ) -> tuple[Outputs, RowLse]:
+def tiled_attention(
+    q: Queries,
+    k: Keys,
+    v: Values,
+    *,
+    causal: bool,
+    scale: float,
+    alibi_slopes: Slopes | None = None,
+    window: int | None = None,
+    key_padding_mask: KeyMask | None = None,
+    block_m: int = DEFAULT_BLOCK_M,
+    block_n: int = DEFAULT_BLOCK_N,
+) -> tuple[Outputs, RowLse]:
     """Attention output and per-row natural-log LSE, computed tile by tile.
 
     Args:
@@ -57,20 +66,38 @@ def tiled_attention(q: Queries, k: Keys, v: Values, *, causal: bool,
         (``batch head_index query_pos`` float32; -inf where a row has no valid key, and that
         row's output is zero).
     """
-    options = dict(causal=causal, scale=scale, alibi_slopes=alibi_slopes, window=window,
-                   key_padding_mask=key_padding_mask, block_n=block_n)
+    options = dict(
+        causal=causal,
+        scale=scale,
+        alibi_slopes=alibi_slopes,
+        window=window,
+        key_padding_mask=key_padding_mask,
+        block_n=block_n,
+    )
     n_q = q.shape[2]
-    tiles = [_query_tile(q, k, v, start, min(start + block_m, n_q), **options)
-             for start in range(0, n_q, block_m)]
+    tiles = [
+        _query_tile(q, k, v, start, min(start + block_m, n_q), **options)
+        for start in range(0, n_q, block_m)
+    ]
     out = torch.cat([t[0] for t in tiles], dim=2)
     lse = torch.cat([t[1] for t in tiles], dim=2)
     return out.to(q.dtype), lse
 
 
-def _query_tile(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, first: int, end: int, *,
-                causal: bool, scale: float, alibi_slopes: torch.Tensor | None,
-                window: int | None, key_padding_mask: torch.Tensor | None, block_n: int
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+def _query_tile(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    first: int,
+    end: int,
+    *,
+    causal: bool,
+    scale: float,
+    alibi_slopes: torch.Tensor | None,
+    window: int | None,
+    key_padding_mask: torch.Tensor | None,
+    block_n: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Float32 output ``batch head_index tile d_head`` and LSE of queries ``first..end-1``."""
     b, n_heads, n_q, d = q.shape
     n_kv, n_k = k.shape[1], k.shape[2]
@@ -105,8 +132,9 @@ def _query_tile(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, first: int, e
     return out.reshape(b, n_heads, size, d), lse.reshape(b, n_heads, size)
 
 
-def _online_softmax_step(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, s: torch.Tensor,
-                         v_blk: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _online_softmax_step(
+    m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, s: torch.Tensor, v_blk: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Fold one block of masked scores into the running max, sum and weighted value sum.
 
     Args:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -70,8 +70,16 @@ def median_ms(fn: Callable[[], object], device: torch.device, repeats: int = 5) 
     return statistics.median(call() for _ in range(max(1, repeats)))
 
 
-def sdpa(q: Queries, k: Keys, v: Values, *, scale: float, causal: bool,
-         alibi_slopes: Slopes | None = None, window: int | None = None) -> Outputs:
+def sdpa(
+    q: Queries,
+    k: Keys,
+    v: Values,
+    *,
+    scale: float,
+    causal: bool,
+    alibi_slopes: Slopes | None = None,
+    window: int | None = None,
+) -> Outputs:
     """``torch.nn.functional.scaled_dot_product_attention`` with the kernel's mask semantics.
 
     Args:
@@ -88,8 +96,9 @@ def sdpa(q: Queries, k: Keys, v: Values, *, scale: float, causal: bool,
     n_q, n_k = q.shape[2], k.shape[2]
     gqa = k.shape[1] != q.shape[1]
     if alibi_slopes is None and window is None and (not causal or n_q == n_k):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale,
-                                              enable_gqa=gqa)
+        return F.scaled_dot_product_attention(
+            q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa
+        )
     q_pos = torch.arange(n_q, device=q.device)
     k_pos = torch.arange(n_k, device=q.device)
     allowed = allowed_keys(q_pos, k_pos, n_q, n_k, causal=causal, window=window)
@@ -101,10 +110,18 @@ def sdpa(q: Queries, k: Keys, v: Values, *, scale: float, causal: bool,
     return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale, enable_gqa=gqa)
 
 
-def time_implementations(q: Queries, k: Keys, v: Values, *, scale: float,
-                         causal: bool, alibi_slopes: Slopes | None = None,
-                         window: int | None = None, backend: Backend = "auto",
-                         repeats: int = 5) -> tuple[Timing, ...]:
+def time_implementations(
+    q: Queries,
+    k: Keys,
+    v: Values,
+    *,
+    scale: float,
+    causal: bool,
+    alibi_slopes: Slopes | None = None,
+    window: int | None = None,
+    backend: Backend = "auto",
+    repeats: int = 5,
+) -> tuple[Timing, ...]:
     """Time the app's kernel, PyTorch SDPA and naive attention on the same tensors.
 
     Args:
@@ -125,8 +142,9 @@ def time_implementations(q: Queries, k: Keys, v: Values, *, scale: float,
         rows = [
             (f"app kernel ({name})", lambda: attention(q, k, v, backend=backend, **options)),
             ("PyTorch SDPA", lambda: sdpa(q, k, v, **options)),
-            ("naive attention (full pattern)",
-             lambda: naive_attention(q, k, v, compute_dtype=q.dtype, **options)),
+            (
+                "naive attention (full pattern)",
+                lambda: naive_attention(q, k, v, compute_dtype=q.dtype, **options),
+            ),
         ]
-        return tuple(Timing(label, median_ms(fn, q.device, repeats), repeats)
-                     for label, fn in rows)
+        return tuple(Timing(label, median_ms(fn, q.device, repeats), repeats) for label, fn in rows)

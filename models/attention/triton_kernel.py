@@ -19,9 +19,10 @@ from __future__ import annotations
 import math
 
 import torch
-from models.shapes import Keys, KeyMask, Outputs, Queries, RowLse, Slopes, Values
 import triton
 import triton.language as tl
+
+from models.shapes import KeyMask, Keys, Outputs, Queries, RowLse, Slopes, Values
 
 INTERPRETED = bool(triton.knobs.runtime.interpret)
 LOG2E = 1.0 / math.log(2.0)
@@ -32,26 +33,67 @@ def _configs() -> list[triton.Config]:
     """Autotune space for Hopper-class GPUs; one small block in the (slow) interpreter."""
     if INTERPRETED:
         return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=1, num_stages=1)]
-    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
-            for bm in (64, 128) for bn in (32, 64, 128) for w in (4, 8) for s in (2, 3, 4)]
+    return [
+        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
+        for bm in (64, 128)
+        for bn in (32, 64, 128)
+        for w in (4, 8)
+        for s in (2, 3, 4)
+    ]
 
 
-@triton.autotune(configs=_configs(), key=["CTX_BUCKET", "HEAD_DIM", "CAUSAL", "HAS_WINDOW",
-                                          "HAS_ALIBI", "HAS_KEY_MASK"])
+@triton.autotune(
+    configs=_configs(),
+    key=["CTX_BUCKET", "HEAD_DIM", "CAUSAL", "HAS_WINDOW", "HAS_ALIBI", "HAS_KEY_MASK"],
+)
 @triton.jit
-def _attn_fwd(Q, K, V, Out, Lse, Slopes, KeyMask,
-              stride_qb, stride_qh, stride_qm, stride_qd,
-              stride_kb, stride_kh, stride_kn, stride_kd,
-              stride_vb, stride_vh, stride_vn, stride_vd,
-              stride_ob, stride_oh, stride_om, stride_od,
-              stride_lb, stride_lh, stride_lm,
-              stride_mb, stride_mn,
-              n_heads, group_size, n_q, n_k, d_head, qk_scale, window,
-              CTX_BUCKET,  # autotune key only: next power of two of max(n_q, n_k)
-              HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-              CAUSAL: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_WINDOW: tl.constexpr,
-              HAS_KEY_MASK: tl.constexpr, INPUT_PRECISION: tl.constexpr,
-              DOT_IN_FP32: tl.constexpr):
+def _attn_fwd(
+    Q,
+    K,
+    V,
+    Out,
+    Lse,
+    Slopes,
+    KeyMask,
+    stride_qb,
+    stride_qh,
+    stride_qm,
+    stride_qd,
+    stride_kb,
+    stride_kh,
+    stride_kn,
+    stride_kd,
+    stride_vb,
+    stride_vh,
+    stride_vn,
+    stride_vd,
+    stride_ob,
+    stride_oh,
+    stride_om,
+    stride_od,
+    stride_lb,
+    stride_lh,
+    stride_lm,
+    stride_mb,
+    stride_mn,
+    n_heads,
+    group_size,
+    n_q,
+    n_k,
+    d_head,
+    qk_scale,
+    window,
+    CTX_BUCKET,  # autotune key only: next power of two of max(n_q, n_k)
+    HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    HAS_ALIBI: tl.constexpr,
+    HAS_WINDOW: tl.constexpr,
+    HAS_KEY_MASK: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+    DOT_IN_FP32: tl.constexpr,
+):
     start_m = tl.program_id(0)
     off_bh = tl.program_id(1)
     off_b = (off_bh // n_heads).to(tl.int64)
@@ -62,8 +104,13 @@ def _attn_fwd(Q, K, V, Out, Lse, Slopes, KeyMask,
     offs_d = tl.arange(0, HEAD_DIM)
     mask_d = offs_d < d_head
 
-    q_ptrs = Q + off_b * stride_qb + off_h * stride_qh + \
-        offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd
+    q_ptrs = (
+        Q
+        + off_b * stride_qb
+        + off_h * stride_qh
+        + offs_m[:, None] * stride_qm
+        + offs_d[None, :] * stride_qd
+    )
     q = tl.load(q_ptrs, mask=(offs_m[:, None] < n_q) & mask_d[None, :], other=0.0)
     if DOT_IN_FP32:
         q = q.to(tl.float32)
@@ -85,8 +132,11 @@ def _attn_fwd(Q, K, V, Out, Lse, Slopes, KeyMask,
     for start_n in range(lo, hi, BLOCK_N):
         cur_n = start_n + offs_n
         in_k = cur_n < n_k
-        kt = tl.load(k_base + offs_d[:, None] * stride_kd + cur_n[None, :] * stride_kn,
-                     mask=mask_d[:, None] & in_k[None, :], other=0.0)
+        kt = tl.load(
+            k_base + offs_d[:, None] * stride_kd + cur_n[None, :] * stride_kn,
+            mask=mask_d[:, None] & in_k[None, :],
+            other=0.0,
+        )
         if DOT_IN_FP32:
             kt = kt.to(tl.float32)
         qk = tl.dot(q, kt, input_precision=INPUT_PRECISION) * qk_scale  # log2 units
@@ -111,8 +161,11 @@ def _attn_fwd(Q, K, V, Out, Lse, Slopes, KeyMask,
         p = tl.math.exp2(qk - m_safe[:, None])
         alpha = tl.math.exp2(m_i - m_safe)
         l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(v_base + cur_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
-                    mask=in_k[:, None] & mask_d[None, :], other=0.0)
+        v = tl.load(
+            v_base + cur_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
+            mask=in_k[:, None] & mask_d[None, :],
+            other=0.0,
+        )
         if DOT_IN_FP32:
             v = v.to(tl.float32)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=INPUT_PRECISION)
@@ -122,16 +175,22 @@ def _attn_fwd(Q, K, V, Out, Lse, Slopes, KeyMask,
     l_safe = tl.where(has_key, l_i, 1.0)
     out = acc / l_safe[:, None]
     lse = tl.where(has_key, (m_i + tl.math.log2(l_safe)) * LN2, float("-inf"))
-    o_ptrs = Out + off_b * stride_ob + off_h * stride_oh + \
-        offs_m[:, None] * stride_om + offs_d[None, :] * stride_od
+    o_ptrs = (
+        Out
+        + off_b * stride_ob
+        + off_h * stride_oh
+        + offs_m[:, None] * stride_om
+        + offs_d[None, :] * stride_od
+    )
     tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=(offs_m[:, None] < n_q) & mask_d[None, :])
     l_ptrs = Lse + off_b * stride_lb + off_h * stride_lh + offs_m * stride_lm
     tl.store(l_ptrs, lse, mask=offs_m < n_q)
 
 
 @triton.jit
-def _key_range(first_q_at, BLOCK_M: tl.constexpr, n_k, window,
-               CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr):
+def _key_range(
+    first_q_at, BLOCK_M: tl.constexpr, n_k, window, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr
+):
     """Keys [lo, hi) any query of this block may see; blocks outside are skipped."""
     lo = 0
     hi = n_k
@@ -145,10 +204,17 @@ def _key_range(first_q_at, BLOCK_M: tl.constexpr, n_k, window,
     return lo, hi
 
 
-def triton_attention(q: Queries, k: Keys, v: Values, *, causal: bool,
-                     scale: float, alibi_slopes: Slopes | None = None,
-                     window: int | None = None, key_padding_mask: KeyMask | None = None
-                     ) -> tuple[Outputs, RowLse]:
+def triton_attention(
+    q: Queries,
+    k: Keys,
+    v: Values,
+    *,
+    causal: bool,
+    scale: float,
+    alibi_slopes: Slopes | None = None,
+    window: int | None = None,
+    key_padding_mask: KeyMask | None = None,
+) -> tuple[Outputs, RowLse]:
     """Launch the kernel on validated inputs (see :mod:`models.attention.validate`).
 
     Args:
@@ -174,14 +240,33 @@ def triton_attention(q: Queries, k: Keys, v: Values, *, causal: bool,
     mask_strides = (0, 0) if key_padding_mask is None else key_mask.stride()
     # The interpreter stores bfloat16 as raw uint16 and its dot would multiply the bit patterns.
     dot_in_fp32 = INTERPRETED and q.dtype == torch.bfloat16
-    grid = lambda meta: (triton.cdiv(n_q, meta["BLOCK_M"]), b * n_heads)  # noqa: E731
+    grid = lambda meta: (triton.cdiv(n_q, meta["BLOCK_M"]), b * n_heads)
     _attn_fwd[grid](
-        q, k, v, out, lse, slopes, key_mask,
-        *q.stride(), *k.stride(), *v.stride(), *out.stride(), *lse.stride(), *mask_strides,
-        n_heads, n_heads // n_kv, n_q, n_k, d, scale * LOG2E, window or 0,
+        q,
+        k,
+        v,
+        out,
+        lse,
+        slopes,
+        key_mask,
+        *q.stride(),
+        *k.stride(),
+        *v.stride(),
+        *out.stride(),
+        *lse.stride(),
+        *mask_strides,
+        n_heads,
+        n_heads // n_kv,
+        n_q,
+        n_k,
+        d,
+        scale * LOG2E,
+        window or 0,
         triton.next_power_of_2(max(n_q, n_k)),
-        HEAD_DIM=max(16, triton.next_power_of_2(d)), CAUSAL=causal,
-        HAS_ALIBI=alibi_slopes is not None, HAS_WINDOW=window is not None,
+        HEAD_DIM=max(16, triton.next_power_of_2(d)),
+        CAUSAL=causal,
+        HAS_ALIBI=alibi_slopes is not None,
+        HAS_WINDOW=window is not None,
         HAS_KEY_MASK=key_padding_mask is not None,
         INPUT_PRECISION="ieee" if q.dtype == torch.float32 or dot_in_fp32 else "tf32",
         DOT_IN_FP32=dot_in_fp32,

@@ -31,10 +31,13 @@ def check_qk(q: torch.Tensor, k: torch.Tensor) -> None:
         if not isinstance(t, torch.Tensor):
             raise ValueError(f"{name} must be a torch.Tensor; got {type(t).__name__}")
         if t.dim() != 4:
-            raise ValueError(f"{name} must be 4-D (batch, heads, pos, d_head); got shape {_shape(t)}")
+            raise ValueError(
+                f"{name} must be 4-D (batch, heads, pos, d_head); got shape {_shape(t)}"
+            )
         if t.dtype not in SUPPORTED_DTYPES:
-            raise ValueError(f"{name} has dtype {t.dtype}; supported dtypes are float32, float16 "
-                             "and bfloat16")
+            raise ValueError(
+                f"{name} has dtype {t.dtype}; supported dtypes are float32, float16 and bfloat16"
+            )
     if q.dtype != k.dtype:
         raise ValueError(f"q and k must share one dtype; got {q.dtype} and {k.dtype}")
     if q.device != k.device:
@@ -70,13 +73,21 @@ def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     if v.device != k.device:
         raise ValueError(f"k and v must be on one device; got {k.device} and {v.device}")
     if v.shape != k.shape:
-        raise ValueError(f"v must have the shape of k (batch, n_kv_heads, n_k, d_head) = "
-                         f"{_shape(k)}; got {_shape(v)}")
+        raise ValueError(
+            f"v must have the shape of k (batch, n_kv_heads, n_k, d_head) = "
+            f"{_shape(k)}; got {_shape(v)}"
+        )
 
 
-def check_options(q: torch.Tensor, k: torch.Tensor, *, scale: float | None,
-                  alibi_slopes: torch.Tensor | None, window: int | None,
-                  key_padding_mask: torch.Tensor | None) -> float:
+def check_options(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    *,
+    scale: float | None,
+    alibi_slopes: torch.Tensor | None,
+    window: int | None,
+    key_padding_mask: torch.Tensor | None,
+) -> float:
     """Check the optional arguments and return the scale to use.
 
     Args:
@@ -99,9 +110,14 @@ def check_options(q: torch.Tensor, k: torch.Tensor, *, scale: float | None,
         raise ValueError(f"scale must be a finite number or None; got {scale!r}")
     if alibi_slopes is not None:
         if not isinstance(alibi_slopes, torch.Tensor) or alibi_slopes.shape != (q.shape[1],):
-            got = _shape(alibi_slopes) if isinstance(alibi_slopes, torch.Tensor) else \
-                type(alibi_slopes).__name__
-            raise ValueError(f"alibi_slopes must have shape (n_heads,) = ({q.shape[1]},); got {got}")
+            got = (
+                _shape(alibi_slopes)
+                if isinstance(alibi_slopes, torch.Tensor)
+                else type(alibi_slopes).__name__
+            )
+            raise ValueError(
+                f"alibi_slopes must have shape (n_heads,) = ({q.shape[1]},); got {got}"
+            )
         if not alibi_slopes.is_floating_point():
             raise ValueError(f"alibi_slopes must be floating point; got {alibi_slopes.dtype}")
         if alibi_slopes.device != q.device:
@@ -112,12 +128,18 @@ def check_options(q: torch.Tensor, k: torch.Tensor, *, scale: float | None,
     if key_padding_mask is not None:
         expected = (q.shape[0], k.shape[2])
         if not isinstance(key_padding_mask, torch.Tensor) or key_padding_mask.shape != expected:
-            got = _shape(key_padding_mask) if isinstance(key_padding_mask, torch.Tensor) else \
-                type(key_padding_mask).__name__
-            raise ValueError(f"key_padding_mask must have shape (batch, n_k) = {expected}; got {got}")
+            got = (
+                _shape(key_padding_mask)
+                if isinstance(key_padding_mask, torch.Tensor)
+                else type(key_padding_mask).__name__
+            )
+            raise ValueError(
+                f"key_padding_mask must have shape (batch, n_k) = {expected}; got {got}"
+            )
         if key_padding_mask.dtype != torch.bool:
-            raise ValueError(f"key_padding_mask must be bool (True = valid key); got "
-                             f"{key_padding_mask.dtype}")
+            raise ValueError(
+                f"key_padding_mask must be bool (True = valid key); got {key_padding_mask.dtype}"
+            )
         if key_padding_mask.device != q.device:
             raise ValueError(f"key_padding_mask is on {key_padding_mask.device}, q on {q.device}")
     return float(scale)

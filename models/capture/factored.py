@@ -24,8 +24,9 @@ def sample_rows(n: int) -> torch.Tensor:
     return torch.unique(torch.tensor([0, n // 3, (2 * n) // 3, n - 1]))
 
 
-def layer_scores(q: torch.Tensor, k: torch.Tensor, scale: float, causal: bool,
-                 rows: torch.Tensor | None = None) -> torch.Tensor:
+def layer_scores(
+    q: torch.Tensor, k: torch.Tensor, scale: float, causal: bool, rows: torch.Tensor | None = None
+) -> torch.Tensor:
     """``q k^T * scale`` with masked keys at -inf.
 
     Args:
@@ -46,12 +47,17 @@ def layer_scores(q: torch.Tensor, k: torch.Tensor, scale: float, causal: bool,
     return scores
 
 
-def layer_lse(q: torch.Tensor, k: torch.Tensor, scale: float, causal: bool,
-              block: int = 512) -> torch.Tensor:
+def layer_lse(
+    q: torch.Tensor, k: torch.Tensor, scale: float, causal: bool, block: int = 512
+) -> torch.Tensor:
     """``head_index query_pos`` log-sum-exp of each row, ``block`` queries at a time."""
     n = q.shape[1]
-    parts = [torch.logsumexp(layer_scores(q, k, scale, causal, torch.arange(i, min(i + block, n))),
-                             dim=-1) for i in range(0, n, block)]
+    parts = [
+        torch.logsumexp(
+            layer_scores(q, k, scale, causal, torch.arange(i, min(i + block, n))), dim=-1
+        )
+        for i in range(0, n, block)
+    ]
     return torch.cat(parts, dim=-1)
 
 
@@ -69,11 +75,13 @@ def capture_factored(model: LoadedModel, ids: torch.Tensor) -> FactoredPatterns 
     def keeper(name: str):  # the bridge may report an alias as hook.name: key by our name
         def hook(tensor, hook):
             acts[name] = tensor.detach()[0:1].to("cpu", torch.float32)
+
         return hook
 
     def pattern_keeper(layer: int):
         def hook(tensor, hook):  # batch head query_pos key_pos: keep a few rows only
             samples[layer] = tensor.detach()[0][:, rows.to(tensor.device)].to("cpu", torch.float32)
+
         return hook
 
     hooks = []
@@ -96,8 +104,10 @@ def capture_factored(model: LoadedModel, ids: torch.Tensor) -> FactoredPatterns 
     lses = []
     for layer in range(n_layers):
         lse = layer_lse(qs[layer], ks[layer], scales[layer], facts.causal)
-        rebuilt = torch.exp(layer_scores(qs[layer], ks[layer], scales[layer], facts.causal, rows)
-                            - lse[:, rows, None])
+        rebuilt = torch.exp(
+            layer_scores(qs[layer], ks[layer], scales[layer], facts.causal, rows)
+            - lse[:, rows, None]
+        )
         if not (rebuilt - samples[layer]).abs().max() <= CHECK_TOLERANCE:
             return None
         lses.append(lse)

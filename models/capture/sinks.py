@@ -47,13 +47,23 @@ def sample_rows(n_tokens: int, causal: bool, k: int = SAMPLE_ROWS) -> list[int]:
 def measured_sink(run: AttentionRun) -> SinkSummary:
     """The run's attention sink, from ``SAMPLE_ROWS`` query rows of every head."""
     rows = sample_rows(run.n_tokens, run.facts.causal)
-    per_head = np.stack([
-        np.stack([run.window(layer, head, slice(r, r + 1), slice(None))[0] for r in rows]
-                 ).mean(axis=0)
-        for layer in range(run.facts.n_layers) for head in range(run.facts.n_heads)])
+    per_head = np.stack(
+        [
+            np.stack([run.window(layer, head, slice(r, r + 1), slice(None))[0] for r in rows]).mean(
+                axis=0
+            )
+            for layer in range(run.facts.n_layers)
+            for head in range(run.facts.n_heads)
+        ]
+    )
     per_head = np.nan_to_num(per_head)
     overall = per_head.mean(axis=0)
     position = int(np.argmax(overall))
     favourite = per_head.argmax(axis=1)
-    return SinkSummary(position, float(overall[position]), int((favourite == position).sum()),
-                       per_head.shape[0], tuple(rows))
+    return SinkSummary(
+        position,
+        float(overall[position]),
+        int((favourite == position).sum()),
+        per_head.shape[0],
+        tuple(rows),
+    )

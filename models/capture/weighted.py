@@ -55,8 +55,13 @@ class ValueWeighting:
         return self.norms[layer, head, cols][None, :] / safe[:, None]
 
 
-def value_weighting(run: "AttentionRun", norms: np.ndarray, size: int = 64,
-                    progress: Progress = quiet, overview: int = 256) -> ValueWeighting:
+def value_weighting(
+    run: AttentionRun,
+    norms: np.ndarray,
+    size: int = 64,
+    progress: Progress = quiet,
+    overview: int = 256,
+) -> ValueWeighting:
     """Row totals and thumbnails of the value-weighted pattern of every head.
 
     Args:
@@ -83,7 +88,8 @@ def value_weighting(run: "AttentionRun", norms: np.ndarray, size: int = 64,
             row_totals = weighted.sum(axis=-1)
             layer_totals.append(row_totals)
             shown = (weighted / np.where(row_totals > 0, row_totals, np.inf)[..., None]).astype(
-                np.float32)
+                np.float32
+            )
             if run.facts.causal:
                 above = np.arange(n)[None, :] > np.arange(rows.start, rows.stop)[:, None]
                 shown[:, above] = np.nan
@@ -95,8 +101,10 @@ def value_weighting(run: "AttentionRun", norms: np.ndarray, size: int = 64,
         if big:
             overviews.append(np.concatenate(big_parts, axis=-2))
         progress((layer + 1) / n_layers, f"layer {layer + 1} of {n_layers}")
-    return ValueWeighting(norms=np.asarray(norms, np.float32),
-                          totals=np.stack(totals).astype(np.float64),
-                          pooled=np.stack(pooled),
-                          overview=np.stack(overviews) if big else None,
-                          overview_factor=big or 1)
+    return ValueWeighting(
+        norms=np.asarray(norms, np.float32),
+        totals=np.stack(totals).astype(np.float64),
+        pooled=np.stack(pooled),
+        overview=np.stack(overviews) if big else None,
+        overview_factor=big or 1,
+    )

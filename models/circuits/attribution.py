@@ -21,10 +21,16 @@ import numpy as np
 import torch
 
 from models.circuits.task import CircuitsUnavailable, Setup
-from models.model.forward import (embed_hook, every_layer, final_norm_in_hook, mlp_out_hook,
-                                  pos_embed_hook, z_hook)
-from models.model.weights import final_norm, output_projection, unembedding_columns
+from models.model.forward import (
+    embed_hook,
+    every_layer,
+    final_norm_in_hook,
+    mlp_out_hook,
+    pos_embed_hook,
+    z_hook,
+)
 from models.model.loading import LoadedModel
+from models.model.weights import final_norm, output_projection, unembedding_columns
 
 
 @dataclass(frozen=True)
@@ -62,8 +68,15 @@ class Attribution:
     @property
     def total(self) -> float:
         """The sum of every part; equals :attr:`logit_diff` up to rounding."""
-        return float(self.heads.sum() + self.attn_bias.sum() + self.mlps.sum() + self.embed
-                     + (self.pos_embed or 0.0) + self.norm_bias + self.unembed_bias)
+        return float(
+            self.heads.sum()
+            + self.attn_bias.sum()
+            + self.mlps.sum()
+            + self.embed
+            + (self.pos_embed or 0.0)
+            + self.norm_bias
+            + self.unembed_bias
+        )
 
     def parts(self) -> list[tuple[str, str, float]]:
         """``(group, part, value)`` rows: embeddings, heads summed per layer, biases, MLPs."""
@@ -94,8 +107,9 @@ def attribution_hooks(model: LoadedModel) -> list[str]:
     return names + every_layer(z_hook, n_layers) + every_layer(mlp_out_hook, n_layers)
 
 
-def readout(model: LoadedModel, setup: Setup, resid: torch.Tensor
-            ) -> tuple[torch.Tensor, float, float, float, str]:
+def readout(
+    model: LoadedModel, setup: Setup, resid: torch.Tensor
+) -> tuple[torch.Tensor, float, float, float, str]:
     """The direction that turns a residual part into its logit-difference share.
 
     Args:
@@ -116,12 +130,12 @@ def readout(model: LoadedModel, setup: Setup, resid: torch.Tensor
         resid = resid - resid.mean()
         direction = direction - direction.mean()  # p . centre(d) == centre(p) . d
     scale = float(torch.sqrt(resid.pow(2).mean() + norm.eps))
-    return (direction / scale, float(norm.bias @ diff), float(b_u[0] - b_u[1]), scale,
-            norm.kind)
+    return (direction / scale, float(norm.bias @ diff), float(b_u[0] - b_u[1]), scale, norm.kind)
 
 
-def attribute(model: LoadedModel, setup: Setup, acts: dict[str, torch.Tensor],
-              logit_diff: float) -> Attribution:
+def attribute(
+    model: LoadedModel, setup: Setup, acts: dict[str, torch.Tensor], logit_diff: float
+) -> Attribution:
     """Split the clean logit difference into the parts of the final residual.
 
     Args:
@@ -149,9 +163,16 @@ def attribute(model: LoadedModel, setup: Setup, acts: dict[str, torch.Tensor],
         mlps[layer] = float(mlp @ direction)
         rebuilt += per_head.sum(dim=0) + b_o + mlp
     return Attribution(
-        heads=heads, attn_bias=attn_bias, mlps=mlps,
-        embed=float(last[embed_hook()] @ direction), pos_embed=pos_share,
-        norm_bias=norm_bias, unembed_bias=unembed_bias, logit_diff=float(logit_diff),
+        heads=heads,
+        attn_bias=attn_bias,
+        mlps=mlps,
+        embed=float(last[embed_hook()] @ direction),
+        pos_embed=pos_share,
+        norm_bias=norm_bias,
+        unembed_bias=unembed_bias,
+        logit_diff=float(logit_diff),
         residual_gap=float((resid - rebuilt).abs().max()),
         residual_norm=float(resid.abs().max()),
-        norm_kind=kind, scale=scale)
+        norm_kind=kind,
+        scale=scale,
+    )

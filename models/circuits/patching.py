@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -24,8 +24,8 @@ import torch
 from models.circuits.attribution import Attribution, attribute, attribution_hooks
 from models.circuits.task import CircuitsUnavailable, Setup, TaskError, logit_diff
 from models.model.forward import Hook, every_layer, missing_hooks, run_with_hooks, z_hook
-from models.model.weights import vocab_size
 from models.model.loading import LoadedModel
+from models.model.weights import vocab_size
 from models.progress import Progress, quiet
 
 Patch = tuple[int, int, int | None]  # layer, head, position (None: every position)
@@ -66,14 +66,17 @@ class Baseline:
         """
         gap = self.ld_clean - self.ld_corrupted
         if abs(gap) < MIN_GAP:
-            raise TaskError(f"The clean and corrupted prompts give the same logit difference "
-                            f"({self.ld_clean:.4g}): there is nothing for a patch to restore. "
-                            "Choose a corruption that changes the answer.")
+            raise TaskError(
+                f"The clean and corrupted prompts give the same logit difference "
+                f"({self.ld_clean:.4g}): there is nothing for a patch to restore. "
+                "Choose a corruption that changes the answer."
+            )
         return (np.asarray(ld, dtype=np.float64) - self.ld_corrupted) / gap
 
 
-def capture_pass(model: LoadedModel, ids: torch.Tensor, names: Sequence[str]
-                 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+def capture_pass(
+    model: LoadedModel, ids: torch.Tensor, names: Sequence[str]
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """One forward pass that returns the logits and keeps the named activations (on CPU).
 
     Raises:
@@ -81,25 +84,31 @@ def capture_pass(model: LoadedModel, ids: torch.Tensor, names: Sequence[str]
     """
     missing = missing_hooks(model, names)
     if missing:
-        raise CircuitsUnavailable(f"Not available for {model.facts.name}: TransformerLens "
-                                  f"exposes no {missing[0]} hook for it.")
+        raise CircuitsUnavailable(
+            f"Not available for {model.facts.name}: TransformerLens "
+            f"exposes no {missing[0]} hook for it."
+        )
     seen: dict[str, torch.Tensor] = {}
 
     def keep(name: str) -> Callable:
         def hook(act: torch.Tensor, hook=None) -> None:
             seen[name] = act.detach().to("cpu")
+
         return hook
 
     logits = run_with_hooks(model, ids, [(name, keep(name)) for name in names])
     absent = [name for name in names if name not in seen]
     if absent:
-        raise CircuitsUnavailable(f"Not available for {model.facts.name}: the {absent[0]} hook "
-                                  "never fired in a forward pass.")
+        raise CircuitsUnavailable(
+            f"Not available for {model.facts.name}: the {absent[0]} hook "
+            "never fired in a forward pass."
+        )
     return logits, seen
 
 
-def baseline(model: LoadedModel, setup: Setup, batch: int | None = None,
-             progress: Progress = quiet) -> Baseline:
+def baseline(
+    model: LoadedModel, setup: Setup, batch: int | None = None, progress: Progress = quiet
+) -> Baseline:
     """Run the clean prompt, keeping every ``hook_z`` and the attribution's activations, and
     ``batch`` copies of the corrupted prompt in one timed pass (what a patching pass costs)."""
     n_layers = model.facts.n_layers
@@ -113,15 +122,15 @@ def baseline(model: LoadedModel, setup: Setup, batch: int | None = None,
     corrupted = run_with_hooks(model, setup.corrupted_ids.expand(batch, -1))
     seconds = time.perf_counter() - start
     ld_corrupted = float(logit_diff(corrupted, setup.answer_id, setup.wrong_id)[0])
-    attribution = attribute(model, setup, {n: acts[n] for n in attribution_hooks(model)},
-                            ld_clean)
+    attribution = attribute(model, setup, {n: acts[n] for n in attribution_hooks(model)}, ld_clean)
     clean_z = tuple(acts[z_hook(layer)][0] for layer in range(n_layers))
     progress(1.0, "done")
     return Baseline(ld_clean, ld_corrupted, clean_z, attribution, batch, seconds)
 
 
-def batch_size(model: LoadedModel, n_tokens: int, budget: int = BUDGET_BYTES,
-               most: int = MAX_BATCH) -> int:
+def batch_size(
+    model: LoadedModel, n_tokens: int, budget: int = BUDGET_BYTES, most: int = MAX_BATCH
+) -> int:
     """How many patched copies one pass holds within ``budget`` bytes of activations.
 
     A copy keeps its logits (``pos x d_vocab``) and, per layer in flight, a few
@@ -148,14 +157,21 @@ def patch_hooks(rows: Sequence[Sequence[Patch]], clean_z: Sequence[torch.Tensor]
                 where = slice(None) if pos is None else pos
                 out[row, where, head] = src[where, head]
             return out
+
         return hook
 
     return [(z_hook(layer), make(layer, items)) for layer, items in sorted(by_layer.items())]
 
 
-def patched_logit_diffs(model: LoadedModel, setup: Setup, clean_z: Sequence[torch.Tensor],
-                        rows: Sequence[Sequence[Patch]], batch: int | None = None,
-                        progress: Progress = quiet, what: str = "patched runs") -> np.ndarray:
+def patched_logit_diffs(
+    model: LoadedModel,
+    setup: Setup,
+    clean_z: Sequence[torch.Tensor],
+    rows: Sequence[Sequence[Patch]],
+    batch: int | None = None,
+    progress: Progress = quiet,
+    what: str = "patched runs",
+) -> np.ndarray:
     """The corrupted prompt's logit difference under each row's patches, ``B`` rows a pass.
 
     Args:
@@ -175,18 +191,24 @@ def patched_logit_diffs(model: LoadedModel, setup: Setup, clean_z: Sequence[torc
     n_passes = math.ceil(len(rows) / batch)
     out = np.zeros(len(rows))
     for i in range(n_passes):
-        chunk = rows[i * batch:(i + 1) * batch]
+        chunk = rows[i * batch : (i + 1) * batch]
         progress(i / n_passes, f"{what}: pass {i + 1} of {n_passes} ({len(chunk)} in a batch)")
         ids = setup.corrupted_ids.expand(len(chunk), -1)
         logits = run_with_hooks(model, ids, patch_hooks(chunk, clean_z))
-        out[i * batch:i * batch + len(chunk)] = logit_diff(logits, setup.answer_id,
-                                                           setup.wrong_id).numpy()
+        out[i * batch : i * batch + len(chunk)] = logit_diff(
+            logits, setup.answer_id, setup.wrong_id
+        ).numpy()
     progress(1.0, f"{what}: done")
     return out
 
 
-def head_effects(model: LoadedModel, setup: Setup, base: Baseline, batch: int | None = None,
-                 progress: Progress = quiet) -> np.ndarray:
+def head_effects(
+    model: LoadedModel,
+    setup: Setup,
+    base: Baseline,
+    batch: int | None = None,
+    progress: Progress = quiet,
+) -> np.ndarray:
     """Patch effect of every head's z (all positions) from the clean run, one head at a time.
 
     Returns:
@@ -194,21 +216,40 @@ def head_effects(model: LoadedModel, setup: Setup, base: Baseline, batch: int | 
     """
     n_layers, n_heads = model.facts.n_layers, model.facts.n_heads
     rows = [[(layer, head, None)] for layer in range(n_layers) for head in range(n_heads)]
-    ld = patched_logit_diffs(model, setup, base.clean_z, rows, batch or base.batch, progress,
-                             f"patching {len(rows)} heads")
+    ld = patched_logit_diffs(
+        model,
+        setup,
+        base.clean_z,
+        rows,
+        batch or base.batch,
+        progress,
+        f"patching {len(rows)} heads",
+    )
     return base.effect(ld).reshape(n_layers, n_heads)
 
 
-def position_effects(model: LoadedModel, setup: Setup, base: Baseline, layer: int, head: int,
-                     batch: int | None = None, progress: Progress = quiet) -> np.ndarray:
+def position_effects(
+    model: LoadedModel,
+    setup: Setup,
+    base: Baseline,
+    layer: int,
+    head: int,
+    batch: int | None = None,
+    progress: Progress = quiet,
+) -> np.ndarray:
     """Patch effect of head ``layer.head``'s z at each single position.
 
     Returns:
         ``pos`` float64.
     """
     rows = [[(layer, head, pos)] for pos in range(setup.n_tokens)]
-    ld = patched_logit_diffs(model, setup, base.clean_z, rows, batch or base.batch, progress,
-                             f"patching {layer}.{head} at {len(rows)} positions")
+    ld = patched_logit_diffs(
+        model,
+        setup,
+        base.clean_z,
+        rows,
+        batch or base.batch,
+        progress,
+        f"patching {layer}.{head} at {len(rows)} positions",
+    )
     return base.effect(ld)
-
-

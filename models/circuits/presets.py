@@ -19,8 +19,8 @@ import numpy as np
 
 from models.circuits.task import CircuitTask, TaskError, prepare
 from models.model.forward import piece_ids, tokenize
-from models.model.weights import vocab_size
 from models.model.loading import LoadedModel
+from models.model.weights import vocab_size
 
 COPY_WORDS = 12
 COPY_SEED = 0
@@ -29,7 +29,9 @@ MAX_TRIES = 20
 IOI = CircuitTask(
     clean="When Mary and John went to the store, John gave a drink to",
     corrupted="When Mary and John went to the store, Mary gave a drink to",
-    answer=" Mary", wrong=" John")
+    answer=" Mary",
+    wrong=" John",
+)
 
 
 def word_tokens(model: LoadedModel) -> list[int]:
@@ -40,14 +42,20 @@ def word_tokens(model: LoadedModel) -> list[int]:
     for i in range(n):
         text = tokenizer.decode([i])
         word = text[1:]
-        if (text.startswith(" ") and len(word) >= 2 and word.isascii() and word.isalpha()
-                and piece_ids(model, text) == [i]):
+        if (
+            text.startswith(" ")
+            and len(word) >= 2
+            and word.isascii()
+            and word.isalpha()
+            and piece_ids(model, text) == [i]
+        ):
             found.append(i)
     return found
 
 
-def copying_task(model: LoadedModel, n_words: int = COPY_WORDS, seed: int = COPY_SEED
-                 ) -> CircuitTask:
+def copying_task(
+    model: LoadedModel, n_words: int = COPY_WORDS, seed: int = COPY_SEED
+) -> CircuitTask:
     """The copying task for ``model`` (random words drawn with ``seed``).
 
     Raises:
@@ -57,11 +65,15 @@ def copying_task(model: LoadedModel, n_words: int = COPY_WORDS, seed: int = COPY
     if words is None:
         words = model.memo["circuits_word_tokens"] = word_tokens(model)
     if len(words) < 2 * n_words:
-        raise TaskError(f"{model.facts.name}'s vocabulary has only {len(words)} whole-word "
-                        f"tokens; the copying task needs {2 * n_words}.")
+        raise TaskError(
+            f"{model.facts.name}'s vocabulary has only {len(words)} whole-word "
+            f"tokens; the copying task needs {2 * n_words}."
+        )
     if 2 * n_words + 2 > model.facts.n_ctx:
-        raise TaskError(f"{model.facts.name} reads at most {model.facts.n_ctx} tokens: too "
-                        f"few for {n_words} words twice.")
+        raise TaskError(
+            f"{model.facts.name} reads at most {model.facts.n_ctx} tokens: too "
+            f"few for {n_words} words twice."
+        )
     rng = np.random.default_rng(seed)
     decode = model.tokenizer.decode
     for _ in range(MAX_TRIES):
@@ -69,10 +81,15 @@ def copying_task(model: LoadedModel, n_words: int = COPY_WORDS, seed: int = COPY
         first, other = drawn[:n_words], drawn[n_words:]
         clean_ids = first + first[:-1]
         corrupted_ids = other + first[:-1]
-        task = CircuitTask(clean=decode(clean_ids), corrupted=decode(corrupted_ids),
-                           answer=decode([first[-1]]), wrong=decode([other[-1]]))
-        if (_ends_with(model, task.clean, clean_ids)
-                and _ends_with(model, task.corrupted, corrupted_ids)):
+        task = CircuitTask(
+            clean=decode(clean_ids),
+            corrupted=decode(corrupted_ids),
+            answer=decode([first[-1]]),
+            wrong=decode([other[-1]]),
+        )
+        if _ends_with(model, task.clean, clean_ids) and _ends_with(
+            model, task.corrupted, corrupted_ids
+        ):
             return task
     raise TaskError(f"No draw of random words tokenises back to itself on {model.facts.name}.")
 
@@ -80,7 +97,7 @@ def copying_task(model: LoadedModel, n_words: int = COPY_WORDS, seed: int = COPY
 def _ends_with(model: LoadedModel, text: str, ids: list[int]) -> bool:
     """Whether ``text`` tokenises to ``ids`` after the model's own leading special tokens."""
     got = tokenize(model, text)[0][0].tolist()
-    return got[len(got) - len(ids):] == ids and len(got) - len(ids) <= 1
+    return got[len(got) - len(ids) :] == ids and len(got) - len(ids) <= 1
 
 
 def presets(model: LoadedModel) -> dict[str, CircuitTask]:

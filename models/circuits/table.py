@@ -18,13 +18,20 @@ def circuit_table(patch_effect: np.ndarray | None, dla: np.ndarray) -> pd.DataFr
     """
     n_layers, n_heads = dla.shape
     layers, heads = np.divmod(np.arange(n_layers * n_heads), n_heads)
-    effects = (np.full(n_layers * n_heads, np.nan) if patch_effect is None
-               else np.asarray(patch_effect, dtype=np.float64).ravel())
-    return pd.DataFrame({
-        "L.H": [f"{layer}.{head}" for layer, head in zip(layers, heads)],
-        "layer": layers, "head": heads, "patch_effect": effects,
-        "dla": np.asarray(dla, dtype=np.float64).ravel(),
-    })
+    effects = (
+        np.full(n_layers * n_heads, np.nan)
+        if patch_effect is None
+        else np.asarray(patch_effect, dtype=np.float64).ravel()
+    )
+    return pd.DataFrame(
+        {
+            "L.H": [f"{layer}.{head}" for layer, head in zip(layers, heads)],
+            "layer": layers,
+            "head": heads,
+            "patch_effect": effects,
+            "dla": np.asarray(dla, dtype=np.float64).ravel(),
+        }
+    )
 
 
 def top_heads(values: np.ndarray, k: int = 5) -> list[tuple[str, float]]:

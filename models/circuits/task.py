@@ -94,7 +94,8 @@ def check_model(model: LoadedModel) -> None:
     if not model.facts.causal:
         raise CircuitsUnavailable(
             f"Not available for {model.facts.name}: the logit difference is read at the last "
-            "position of a causal language model, and this is a bidirectional encoder.")
+            "position of a causal language model, and this is a bidirectional encoder."
+        )
 
 
 def one_token(model: LoadedModel, text: str, role: str) -> tuple[int, str | None]:
@@ -104,8 +105,10 @@ def one_token(model: LoadedModel, text: str, role: str) -> tuple[int, str | None
         TaskError: empty text, or neither ``text`` nor ``" " + text`` is one token.
     """
     if not text:
-        raise TaskError(f"The {role} is empty: type the token the model should (or should not) "
-                        "predict next, e.g. ' Mary'.")
+        raise TaskError(
+            f"The {role} is empty: type the token the model should (or should not) "
+            "predict next, e.g. ' Mary'."
+        )
     ids = piece_ids(model, text)
     if len(ids) == 1:
         return ids[0], None
@@ -113,12 +116,16 @@ def one_token(model: LoadedModel, text: str, role: str) -> tuple[int, str | None
         spaced = piece_ids(model, " " + text)
         if len(spaced) == 1:
             label = readable_tokens(model.tokenizer, spaced)[0]
-            return spaced[0], (f"The {role} {text!r} is {len(ids)} tokens; using the single "
-                               f"token {label!r} (with a leading space) instead.")
+            return spaced[0], (
+                f"The {role} {text!r} is {len(ids)} tokens; using the single "
+                f"token {label!r} (with a leading space) instead."
+            )
     labels = readable_tokens(model.tokenizer, ids)
-    raise TaskError(f"The {role} {text!r} is {len(ids)} tokens {brief(labels)}, not one: the "
-                    f"logit difference compares two single next tokens. Pick a shorter word "
-                    f"(often with a leading space, like ' Mary').")
+    raise TaskError(
+        f"The {role} {text!r} is {len(ids)} tokens {brief(labels)}, not one: the "
+        f"logit difference compares two single next tokens. Pick a shorter word "
+        f"(often with a leading space, like ' Mary')."
+    )
 
 
 def prepare(model: LoadedModel, task: CircuitTask) -> Setup:
@@ -135,8 +142,10 @@ def prepare(model: LoadedModel, task: CircuitTask) -> Setup:
     corrupted, n_corrupted = tokenize(model, task.corrupted)
     limit = model.facts.n_ctx
     if max(n_clean, n_corrupted) > limit:
-        raise TaskError(f"The prompts are {n_clean} and {n_corrupted} tokens; "
-                        f"{model.facts.name} reads at most {limit}. Shorten them.")
+        raise TaskError(
+            f"The prompts are {n_clean} and {n_corrupted} tokens; "
+            f"{model.facts.name} reads at most {limit}. Shorten them."
+        )
     labels = tuple(readable_tokens(model.tokenizer, clean[0].tolist()))
     corrupted_labels = tuple(readable_tokens(model.tokenizer, corrupted[0].tolist()))
     if n_clean != n_corrupted:
@@ -145,20 +154,31 @@ def prepare(model: LoadedModel, task: CircuitTask) -> Setup:
             f"The clean prompt is {n_clean} tokens and the corrupted prompt {n_corrupted}: "
             "patching moves each head's output position by position, so both must have the "
             f"same number of tokens. From token {at} on, clean: {brief(labels, at)}; "
-            f"corrupted: {brief(corrupted_labels, at)}. Swap words that are one token each.")
+            f"corrupted: {brief(corrupted_labels, at)}. Swap words that are one token each."
+        )
     if torch.equal(clean, corrupted):
-        raise TaskError("The clean and corrupted prompts are the same tokens: patching one into "
-                        "the other changes nothing. Change a word in the corrupted prompt.")
+        raise TaskError(
+            "The clean and corrupted prompts are the same tokens: patching one into "
+            "the other changes nothing. Change a word in the corrupted prompt."
+        )
     answer, answer_note = one_token(model, task.answer, "answer")
     wrong, wrong_note = one_token(model, task.wrong, "wrong token")
     if answer == wrong:
-        raise TaskError("The answer and the wrong token are the same token: their logit "
-                        "difference is always 0.")
+        raise TaskError(
+            "The answer and the wrong token are the same token: their logit difference is always 0."
+        )
     answer_label, wrong_label = readable_tokens(model.tokenizer, [answer, wrong])
-    return Setup(clean_ids=clean, corrupted_ids=corrupted, answer_id=answer, wrong_id=wrong,
-                 tokens=labels, corrupted_tokens=corrupted_labels, answer_label=answer_label,
-                 wrong_label=wrong_label,
-                 notes=tuple(n for n in (answer_note, wrong_note) if n))
+    return Setup(
+        clean_ids=clean,
+        corrupted_ids=corrupted,
+        answer_id=answer,
+        wrong_id=wrong,
+        tokens=labels,
+        corrupted_tokens=corrupted_labels,
+        answer_label=answer_label,
+        wrong_label=wrong_label,
+        notes=tuple(n for n in (answer_note, wrong_note) if n),
+    )
 
 
 def visible(text: str) -> str:

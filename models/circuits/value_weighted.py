@@ -15,8 +15,8 @@ import numpy as np
 import torch
 
 from models.model.forward import every_layer, run_hooks, v_hook
-from models.model.weights import output_projection
 from models.model.loading import LoadedModel
+from models.model.weights import output_projection
 
 
 def value_norms(model: LoadedModel, ids: torch.Tensor) -> np.ndarray:

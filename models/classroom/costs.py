@@ -14,8 +14,12 @@ import numpy as np
 
 Part = Literal["q_proj", "k_proj", "v_proj", "qk", "av", "out_proj"]
 PART_NAMES: dict[str, str] = {
-    "q_proj": "Q projection", "k_proj": "K projection", "v_proj": "V projection",
-    "qk": "Q K^T", "av": "A V", "out_proj": "output projection",
+    "q_proj": "Q projection",
+    "k_proj": "K projection",
+    "v_proj": "V projection",
+    "qk": "Q K^T",
+    "av": "A V",
+    "out_proj": "output projection",
 }
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "fp16 / bf16": 2, "fp8 / int8": 1}
 MAX_SEQ = 131_072
@@ -45,8 +49,10 @@ class AttentionConfig:
         if min(self.n_layers, self.d_model, self.n_heads, self.n_kv_heads, self.d_head) < 1:
             out.append("Every size must be at least 1.")
         elif self.n_heads % self.n_kv_heads:
-            out.append(f"{self.n_heads} query heads cannot be split evenly into "
-                       f"{self.n_kv_heads} key/value groups.")
+            out.append(
+                f"{self.n_heads} query heads cannot be split evenly into "
+                f"{self.n_kv_heads} key/value groups."
+            )
         return out
 
 
@@ -81,8 +87,9 @@ def attention_flops(n: int | np.ndarray, cfg: AttentionConfig) -> dict[str, int 
     }
 
 
-def linear_and_quadratic(n: int | np.ndarray, cfg: AttentionConfig
-                         ) -> tuple[int | np.ndarray, int | np.ndarray]:
+def linear_and_quadratic(
+    n: int | np.ndarray, cfg: AttentionConfig
+) -> tuple[int | np.ndarray, int | np.ndarray]:
     """The projection FLOPs (grow like n) and the score FLOPs (``Q K^T`` + ``A V``, like n^2)."""
     parts = attention_flops(n, cfg)
     linear = parts["q_proj"] + parts["k_proj"] + parts["v_proj"] + parts["out_proj"]
@@ -102,8 +109,9 @@ def crossover_length(cfg: AttentionConfig) -> float:
     return cfg.d_model * (cfg.n_heads + cfg.n_kv_heads) / cfg.n_heads
 
 
-def kv_cache_bytes(seq_len: int | np.ndarray, cfg: AttentionConfig, batch: int = 1,
-                   bytes_per_element: int = 2) -> int | np.ndarray:
+def kv_cache_bytes(
+    seq_len: int | np.ndarray, cfg: AttentionConfig, batch: int = 1, bytes_per_element: int = 2
+) -> int | np.ndarray:
     """``2 * batch * seq_len * n_layers * n_kv_heads * d_head * bytes`` (the 2 is K and V).
 
     An int ``seq_len`` gives an exact int; an array gives float64 (no overflow).

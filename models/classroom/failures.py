@@ -57,10 +57,13 @@ def saturation(d_k: int, n_keys: int = 16, n_queries: int = 256, seed: int = 0) 
     scaled = logits / math.sqrt(d_k)
     p, ps = softmax_rows(logits), softmax_rows(scaled)
     return Saturation(
-        logit_std=float(logits.std()), scaled_std=float(scaled.std()),
-        top_weight=float(p.max(axis=1).mean()), scaled_top_weight=float(ps.max(axis=1).mean()),
+        logit_std=float(logits.std()),
+        scaled_std=float(scaled.std()),
+        top_weight=float(p.max(axis=1).mean()),
+        scaled_top_weight=float(ps.max(axis=1).mean()),
         grad_norm=float(np.mean([_jacobian_norm(row) for row in p])),
-        scaled_grad_norm=float(np.mean([_jacobian_norm(row) for row in ps])))
+        scaled_grad_norm=float(np.mean([_jacobian_norm(row) for row in ps])),
+    )
 
 
 def online_softmax_trace(logits: np.ndarray, tile: int) -> tuple[list[dict], np.ndarray]:
@@ -78,13 +81,20 @@ def online_softmax_trace(logits: np.ndarray, tile: int) -> tuple[list[dict], np.
     running_max, running_sum = -math.inf, 0.0
     trace = []
     for number, start in enumerate(range(0, len(logits), tile)):
-        block = logits[start:start + tile]
+        block = logits[start : start + tile]
         new_max = max(running_max, float(block.max()))
         running_sum = running_sum * math.exp(running_max - new_max) + float(
-            np.exp(block - new_max).sum())
+            np.exp(block - new_max).sum()
+        )
         running_max = new_max
-        trace.append({"tile": number + 1, "keys": f"{start + 1}–{start + len(block)}",
-                      "running_max": running_max, "running_sum": running_sum})
+        trace.append(
+            {
+                "tile": number + 1,
+                "keys": f"{start + 1}–{start + len(block)}",
+                "running_max": running_max,
+                "running_sum": running_sum,
+            }
+        )
     lse = running_max + math.log(running_sum)
     return trace, np.exp(logits - lse)
 
@@ -92,8 +102,9 @@ def online_softmax_trace(logits: np.ndarray, tile: int) -> tuple[list[dict], np.
 H100_RIDGE = 989e12 / 3.35e12  # dense bf16 FLOP/s over HBM3 bytes/s: about 295 FLOP per byte
 
 
-def hbm_traffic(n: int, d_head: int, bytes_per_element: int = 2, block_q: int = 128
-                ) -> dict[str, float]:
+def hbm_traffic(
+    n: int, d_head: int, bytes_per_element: int = 2, block_q: int = 128
+) -> dict[str, float]:
     """Bytes one head moves through GPU main memory (HBM) in a forward pass, and FLOPs per byte.
 
     Naive: read Q, K, V; write the ``n x n`` scores, read them back for the softmax, write the
@@ -112,5 +123,11 @@ def hbm_traffic(n: int, d_head: int, bytes_per_element: int = 2, block_q: int = 
     naive = 4 * vec + 4 * square
     tiled = 4 * vec + 4 * n
     rereads = 2 * vec * (math.ceil(n / block_q) - 1)
-    return {"naive": naive, "tiled": tiled, "tiled_no_cache": tiled + rereads, "flops": flops,
-            "naive_intensity": flops / naive, "tiled_intensity": flops / tiled}
+    return {
+        "naive": naive,
+        "tiled": tiled,
+        "tiled_no_cache": tiled + rereads,
+        "flops": flops,
+        "naive_intensity": flops / naive,
+        "tiled_intensity": flops / tiled,
+    }

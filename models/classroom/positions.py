@@ -64,6 +64,7 @@ def alibi_slopes(n_heads: int) -> np.ndarray:
     Other head counts take the slopes of the nearest lower power of two, then every other slope
     of the next power of two (the paper's recipe).
     """
+
     def power_of_two(n: int) -> list[float]:
         return [2.0 ** (-8.0 * (head + 1) / n) for head in range(n)]
 

@@ -14,8 +14,18 @@ import numpy as np
 
 from models.classroom.steps import AttentionSteps, attention_steps
 from models.errors import UserError
-from models.model.forward import (missing_hooks, pattern_hook, qk_names, qk_source, run_hooks,
-                                  scores_hook, softmax_qk, tokenize, v_hook, z_hook)
+from models.model.forward import (
+    missing_hooks,
+    pattern_hook,
+    qk_names,
+    qk_source,
+    run_hooks,
+    scores_hook,
+    softmax_qk,
+    tokenize,
+    v_hook,
+    z_hook,
+)
 from models.model.loading import LoadedModel
 from models.model.softmax_terms import layer_scales
 from models.model.tokens import readable_tokens
@@ -86,8 +96,9 @@ class HeadCheck:
     z_error: float
 
 
-def layer_activations(model: LoadedModel, prompt: str, layer: int,
-                      max_tokens: int | None = None) -> LayerActivations:
+def layer_activations(
+    model: LoadedModel, prompt: str, layer: int, max_tokens: int | None = None
+) -> LayerActivations:
     """Run ``prompt`` (its first ``max_tokens`` tokens) once and keep layer ``layer``'s q, k,
     v, scores, pattern and z.
 
@@ -103,27 +114,42 @@ def layer_activations(model: LoadedModel, prompt: str, layer: int,
     if source is None:
         raise RealHeadUnavailable(
             "This model's bridge fires neither its rotated q and k nor the rotation's cos/sin "
-            "tables, so the steps cannot start from what its softmax sees.")
-    names = {"v": v_hook(layer), "scores": scores_hook(layer), "pattern": pattern_hook(layer),
-             "z": z_hook(layer)}
+            "tables, so the steps cannot start from what its softmax sees."
+        )
+    names = {
+        "v": v_hook(layer),
+        "scores": scores_hook(layer),
+        "pattern": pattern_hook(layer),
+        "z": z_hook(layer),
+    }
     wanted = list(names.values()) + qk_names(source, layer)
     missing = missing_hooks(model, wanted)
     if missing:
-        raise RealHeadUnavailable(f"This model exposes no `{missing[0]}` hook, which this "
-                                  "section needs.")
+        raise RealHeadUnavailable(
+            f"This model exposes no `{missing[0]}` hook, which this section needs."
+        )
     try:
         acts = run_hooks(model, ids, wanted)
     except KeyError as err:
-        raise RealHeadUnavailable(f"The hook {err} never fired in this model's forward "
-                                  "pass, so this section cannot show its steps.") from err
+        raise RealHeadUnavailable(
+            f"The hook {err} never fired in this model's forward "
+            "pass, so this section cannot show its steps."
+        ) from err
     q, k = softmax_qk(acts, layer, source)
     arr = {key: acts[name][0].numpy() for key, name in names.items()}
     id_list = [int(i) for i in ids[0]]
     return LayerActivations(
         tokens=tuple(readable_tokens(model.tokenizer, id_list)),
-        q=q[0].numpy(), k=k[0].numpy(), v=arr["v"], scores=arr["scores"],
-        pattern=arr["pattern"], z=arr["z"], causal=model.facts.causal,
-        scale=layer_scales(model)[0][layer], rotated=source != "hook_q/hook_k")
+        q=q[0].numpy(),
+        k=k[0].numpy(),
+        v=arr["v"],
+        scores=arr["scores"],
+        pattern=arr["pattern"],
+        z=arr["z"],
+        causal=model.facts.causal,
+        scale=layer_scales(model)[0][layer],
+        rotated=source != "hook_q/hook_k",
+    )
 
 
 def token_count(model: LoadedModel, prompt: str, max_tokens: int | None = None) -> int:
@@ -161,8 +187,13 @@ def head_steps(acts: LayerActivations, head: int) -> HeadCheck:
         score_error = float(np.abs(steps.scaled - model_scores)[seen].max())
     pattern_error = float(np.abs(steps.weights - acts.pattern[head]).max())
     z_error = float(np.abs(steps.output - acts.z[:, head]).max())
-    return HeadCheck(steps=steps, kv_head=kv, score_error=score_error,
-                     pattern_error=pattern_error, z_error=z_error)
+    return HeadCheck(
+        steps=steps,
+        kv_head=kv,
+        score_error=score_error,
+        pattern_error=pattern_error,
+        z_error=z_error,
+    )
 
 
 def window(matrix: np.ndarray, start: int, stop: int, cols: bool = True) -> np.ndarray:

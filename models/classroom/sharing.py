@@ -27,8 +27,10 @@ def check_grouping(n_heads: int, n_kv_heads: int) -> None:
     if n_kv_heads > n_heads:
         raise ValueError(f"{n_kv_heads} key/value heads is more than the {n_heads} query heads.")
     if n_heads % n_kv_heads:
-        raise ValueError(f"{n_heads} query heads cannot be split evenly into {n_kv_heads} groups; "
-                         f"pick a divisor of {n_heads}.")
+        raise ValueError(
+            f"{n_heads} query heads cannot be split evenly into {n_kv_heads} groups; "
+            f"pick a divisor of {n_heads}."
+        )
 
 
 def kv_groups(n_heads: int, n_kv_heads: int) -> list[int]:
@@ -38,8 +40,9 @@ def kv_groups(n_heads: int, n_kv_heads: int) -> list[int]:
     return [head // size for head in range(n_heads)]
 
 
-def attention_params(d_model: int, n_heads: int, n_kv_heads: int, d_head: int,
-                     bias: bool = False) -> dict[str, int]:
+def attention_params(
+    d_model: int, n_heads: int, n_kv_heads: int, d_head: int, bias: bool = False
+) -> dict[str, int]:
     """Weights of one attention layer's four projections.
 
     Args:

@@ -104,13 +104,16 @@ def parse_matrix(text: str, name: str, max_size: int = MAX_SIZE) -> np.ndarray:
             parsed.append(number)
         if values and len(parsed) != len(values[0]):
             count = f"{len(parsed)} number{'s' if len(parsed) != 1 else ''}"
-            raise MatrixError(f"{name}: row {r} has {count} but row 1 has "
-                              f"{len(values[0])}; every row needs the same count.")
+            raise MatrixError(
+                f"{name}: row {r} has {count} but row 1 has "
+                f"{len(values[0])}; every row needs the same count."
+            )
         values.append(parsed)
     n_rows, n_cols = len(values), len(values[0])
     if n_rows > max_size or n_cols > max_size:
-        raise MatrixError(f"{name} is {n_rows} × {n_cols}; the classroom takes at most "
-                          f"{max_size} × {max_size}.")
+        raise MatrixError(
+            f"{name} is {n_rows} × {n_cols}; the classroom takes at most {max_size} × {max_size}."
+        )
     return np.array(values, dtype=np.float64)
 
 
@@ -122,15 +125,21 @@ def check_shapes(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool = Fal
             for with a different number of queries and keys.
     """
     if q.shape[1] != k.shape[1]:
-        raise MatrixError(f"Q has {q.shape[1]} columns but K has {k.shape[1]}: a query and a key "
-                          "must have the same length d_k to take their dot product.")
+        raise MatrixError(
+            f"Q has {q.shape[1]} columns but K has {k.shape[1]}: a query and a key "
+            "must have the same length d_k to take their dot product."
+        )
     if k.shape[0] != v.shape[0]:
-        raise MatrixError(f"K has {k.shape[0]} rows but V has {v.shape[0]}: every key needs "
-                          "exactly one value row.")
+        raise MatrixError(
+            f"K has {k.shape[0]} rows but V has {v.shape[0]}: every key needs "
+            "exactly one value row."
+        )
     if causal and q.shape[0] != k.shape[0]:
-        raise MatrixError(f"The causal mask compares positions, so Q and K need the same number "
-                          f"of rows (now {q.shape[0]} and {k.shape[0]}). Turn the mask off or "
-                          "make them equal.")
+        raise MatrixError(
+            f"The causal mask compares positions, so Q and K need the same number "
+            f"of rows (now {q.shape[0]} and {k.shape[0]}). Turn the mask off or "
+            "make them equal."
+        )
 
 
 def causal_visible(n_query: int, n_key: int) -> np.ndarray:
@@ -157,9 +166,15 @@ def softmax_rows(logits: np.ndarray) -> np.ndarray:
     return np.divide(exp, total, out=np.zeros_like(exp), where=total > 0)
 
 
-def attention_steps(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, causal: bool = False,
-                    scale: float | None = None, visible: np.ndarray | None = None
-                    ) -> AttentionSteps:
+def attention_steps(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    *,
+    causal: bool = False,
+    scale: float | None = None,
+    visible: np.ndarray | None = None,
+) -> AttentionSteps:
     """Compute ``softmax(Q K^T * scale + mask) V`` keeping every intermediate.
 
     Args:
@@ -180,21 +195,32 @@ def attention_steps(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, causal: bool
         scores = q @ k.T
         scaled = scores * scale
     if not np.isfinite(scaled).all():
-        raise MatrixError("Q Kᵀ overflows: some scores are larger than a float64 can hold "
-                          "(about 1.8e308), so the softmax would divide infinity by infinity. "
-                          "Use smaller numbers.")
+        raise MatrixError(
+            "Q Kᵀ overflows: some scores are larger than a float64 can hold "
+            "(about 1.8e308), so the softmax would divide infinity by infinity. "
+            "Use smaller numbers."
+        )
     seen = np.ones(scores.shape, dtype=bool) if visible is None else np.asarray(visible, bool)
     if causal:
         seen = seen & causal_visible(*scores.shape)
     logits = np.where(seen, scaled, -np.inf)
     weights = softmax_rows(logits)
     output = weights @ v  # rows of A sum to 1: a mix of V's finite rows stays finite
-    return AttentionSteps(q=q, k=k, v=v, scores=scores, scale=scale, scaled=scaled,
-                          visible=seen, logits=logits, weights=weights, output=output)
+    return AttentionSteps(
+        q=q,
+        k=k,
+        v=v,
+        scores=scores,
+        scale=scale,
+        scaled=scaled,
+        visible=seen,
+        logits=logits,
+        weights=weights,
+        output=output,
+    )
 
 
-def steps_from_text(q_text: str, k_text: str, v_text: str, causal: bool = False
-                    ) -> AttentionSteps:
+def steps_from_text(q_text: str, k_text: str, v_text: str, causal: bool = False) -> AttentionSteps:
     """Parse three typed matrices and run :func:`attention_steps` (raises :class:`MatrixError`)."""
     q = parse_matrix(q_text, "Q")
     k = parse_matrix(k_text, "K")

@@ -35,7 +35,7 @@ class ModelFacts:
     def forward_flops(self, n_tokens: int) -> float:
         """Approximate floating-point operations of one forward pass over ``n_tokens``: two per
         parameter per token, plus ``q k^T`` and ``A v`` (halved when causal)."""
-        attention = 4.0 * self.n_layers * self.n_heads * self.d_head * n_tokens ** 2
+        attention = 4.0 * self.n_layers * self.n_heads * self.d_head * n_tokens**2
         return 2.0 * self.n_params * n_tokens + attention * (0.5 if self.causal else 1.0)
 
     def pattern_bytes(self, n_tokens: int, batch: int = 1) -> int:
@@ -92,7 +92,9 @@ def facts_from_bridge(bridge: Any, name: str) -> ModelFacts:
     n_params = distinct_parameters(bridge.original_model)
     return ModelFacts(
         name=name,
-        architecture=str(getattr(cfg, "architecture", None) or type(bridge.original_model).__name__),
+        architecture=str(
+            getattr(cfg, "architecture", None) or type(bridge.original_model).__name__
+        ),
         n_layers=int(cfg.n_layers),
         n_heads=n_heads,
         n_kv_heads=int(n_kv),

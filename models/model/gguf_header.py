@@ -67,8 +67,9 @@ class _Reader:
             inner, count = self.number("I"), self.number("Q")
             least = _FIXED.get(inner, 8)  # a string or array takes at least its 8-byte length
             if count * least > self.left:
-                raise HeaderError(f"an array of {count:,} values cannot fit in the "
-                                  f"{self.left:,} bytes left")
+                raise HeaderError(
+                    f"an array of {count:,} values cannot fit in the {self.left:,} bytes left"
+                )
             if inner in _FIXED:
                 self.take(count * _FIXED[inner])
             else:

@@ -56,7 +56,6 @@ class LoadedModel:
         return self.facts.n_params * torch.tensor([], dtype=self.spec.torch_dtype).element_size()
 
 
-
 def available_bytes(device: str) -> int:
     """Memory free for new weights on ``device`` (CUDA: free device memory; CPU: MemAvailable)."""
     if device == "cuda":
@@ -133,7 +132,8 @@ def _check_source(spec: ModelSpec, source: str) -> None:
             raise ModelLoadError(f"No directory at {path}.")
         if not (path / "config.json").is_file():
             raise ModelLoadError(
-                f"{path} is not a Hugging Face model directory: it has no config.json.")
+                f"{path} is not a Hugging Face model directory: it has no config.json."
+            )
 
 
 HUB_HOST = ("huggingface.co", 443)
@@ -176,11 +176,13 @@ def check_hub(spec: ModelSpec) -> None:
         raise ModelLoadError(
             f"Could not find '{spec.name}': this server runs offline (HF_HUB_OFFLINE) and its "
             "Hugging Face cache has no copy of it. Choose a bundled model, or ask the operator "
-            "to download it first.")
+            "to download it first."
+        )
     if not hub_reachable():
         raise ModelLoadError(
             f"Could not find '{spec.name}': it is not in this server's Hugging Face cache, and "
-            "the server cannot reach the Hugging Face hub right now (no network).")
+            "the server cannot reach the Hugging Face hub right now (no network)."
+        )
 
 
 def _read_config(spec: ModelSpec, source: str) -> Any:
@@ -192,22 +194,26 @@ def _read_config(spec: ModelSpec, source: str) -> Any:
         if "trust_remote_code" in str(err):
             raise ModelLoadError(
                 f"{spec.label} needs its own modelling code from its repository. Turn on "
-                "'Trust remote code' only if you trust that repository.") from err
+                "'Trust remote code' only if you trust that repository."
+            ) from err
         raise ModelLoadError(f"{spec.label}: unreadable configuration ({err}).") from err
     except (OSError, json.JSONDecodeError) as err:
         if spec.kind == "hub":
             raise ModelLoadError(
                 f"Could not find '{spec.name}': it is not a local directory, not in the local "
                 "Hugging Face cache, and the hub did not provide it (unknown name, gated "
-                "model, or no network).") from err
+                "model, or no network)."
+            ) from err
         raise ModelLoadError(f"{spec.label}: unreadable configuration ({err}).") from err
 
 
 def _boot(spec: ModelSpec, source: str) -> Any:
     from transformer_lens.model_bridge import TransformerBridge
 
-    kwargs: dict[str, Any] = {"dtype": spec.torch_dtype,
-                              "trust_remote_code": spec.trust_remote_code}
+    kwargs: dict[str, Any] = {
+        "dtype": spec.torch_dtype,
+        "trust_remote_code": spec.trust_remote_code,
+    }
     if spec.device_map is not None:
         kwargs["device_map"] = spec.device_map
     else:
@@ -217,11 +223,10 @@ def _boot(spec: ModelSpec, source: str) -> Any:
         bridge = TransformerBridge.boot_transformers(source, **kwargs)
     except ModelLoadError:
         raise
-    except Exception as err:  # noqa: BLE001 - any library failure becomes a page message
+    except Exception as err:
         text = str(err).splitlines()[0] if str(err) else type(err).__name__
         if "not supported" in text.lower() or "unsupported" in text.lower():
-            raise ModelLoadError(
-                f"TransformerLens cannot load {spec.label}: {text}") from err
+            raise ModelLoadError(f"TransformerLens cannot load {spec.label}: {text}") from err
         raise ModelLoadError(f"Could not load {spec.label}: {text}") from err
     bridge.eval()
     return bridge
@@ -241,8 +246,9 @@ def preflight(spec: ModelSpec, source: str) -> int | None:
 def boot(spec: ModelSpec, source: str) -> LoadedModel:
     """Load the weights through TransformerLens and describe the model (no checks first)."""
     bridge = _boot(spec, source)
-    return LoadedModel(spec=spec, bridge=bridge, facts=facts_from_bridge(bridge, spec.label),
-                       source=source)
+    return LoadedModel(
+        spec=spec, bridge=bridge, facts=facts_from_bridge(bridge, spec.label), source=source
+    )
 
 
 def free_disk(folder: Path) -> int:
@@ -255,8 +261,7 @@ def free_disk(folder: Path) -> int:
     return 0
 
 
-def load(spec: ModelSpec, progress: Progress = quiet, cache: Path = DEFAULT_CACHE
-         ) -> LoadedModel:
+def load(spec: ModelSpec, progress: Progress = quiet, cache: Path = DEFAULT_CACHE) -> LoadedModel:
     """Check, then boot ``spec`` through TransformerLens, one load at a time in this process.
 
     Reading a configuration, counting parameters on the meta device and booting all patch
@@ -280,10 +285,10 @@ def load(spec: ModelSpec, progress: Progress = quiet, cache: Path = DEFAULT_CACH
             return _load(spec, progress, cache)
         except ModelLoadError:
             raise
-        except Exception as err:  # noqa: BLE001 - whatever a library raises becomes a message
+        except Exception as err:
             raise ModelLoadError(
-                f"Could not load {spec.label}: its files could not be read "
-                f"({type(err).__name__}).") from err
+                f"Could not load {spec.label}: its files could not be read ({type(err).__name__})."
+            ) from err
 
 
 def _load(spec: ModelSpec, progress: Progress, cache: Path) -> LoadedModel:

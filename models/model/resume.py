@@ -10,9 +10,9 @@ from typing import Any
 
 import torch
 
-from models.shapes import Logits, Residual, TokenIds
 from models.model.forward import Hook, model_device, released_patterns, run_with_hooks
 from models.model.loading import LoadedModel
+from models.shapes import Logits, Residual, TokenIds
 
 
 def clean_pass(

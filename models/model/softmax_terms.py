@@ -18,12 +18,15 @@ from typing import Any
 import torch
 from jaxtyping import Float
 
-from models.shapes import HeadActivations, Slopes
 from models.model.loading import LoadedModel
+from models.shapes import HeadActivations, Slopes
 
 
-def rotate(x: HeadActivations, cos: Float[torch.Tensor, "batch pos rotary_dim"],
-           sin: Float[torch.Tensor, "batch pos rotary_dim"]) -> HeadActivations:
+def rotate(
+    x: HeadActivations,
+    cos: Float[torch.Tensor, "batch pos rotary_dim"],
+    sin: Float[torch.Tensor, "batch pos rotary_dim"],
+) -> HeadActivations:
     """RoPE in the ``rotate_half`` convention on the first ``cos.shape[-1]`` dimensions.
 
     Args:
@@ -35,7 +38,7 @@ def rotate(x: HeadActivations, cos: Float[torch.Tensor, "batch pos rotary_dim"],
     """
     dim = cos.shape[-1]
     part, rest = x[..., :dim], x[..., dim:]
-    first, second = part[..., : dim // 2], part[..., dim // 2:]
+    first, second = part[..., : dim // 2], part[..., dim // 2 :]
     half_turn = torch.cat([-second, first], dim=-1)
     return torch.cat([part * cos[:, :, None] + half_turn * sin[:, :, None], rest], dim=-1)
 
@@ -55,12 +58,17 @@ def layer_scales(model: LoadedModel) -> tuple[tuple[float, ...], str]:
         if isinstance(idx, int) and isinstance(value, (int, float)) and not isinstance(value, bool):
             found.setdefault(idx, float(value))
     if all(layer in found for layer in range(n_layers)):
-        return tuple(found[layer] for layer in range(n_layers)), "the attention modules' own scaling"
+        return tuple(
+            found[layer] for layer in range(n_layers)
+        ), "the attention modules' own scaling"
     config = getattr(model.bridge.original_model, "config", None)
-    base = model.facts.d_head ** -0.5
+    base = model.facts.d_head**-0.5
     source = "1 / sqrt(d_head)"
     if getattr(config, "query_pre_attn_scalar", None):
-        base, source = float(config.query_pre_attn_scalar) ** -0.5, "1 / sqrt(query_pre_attn_scalar)"
+        base, source = (
+            float(config.query_pre_attn_scalar) ** -0.5,
+            "1 / sqrt(query_pre_attn_scalar)",
+        )
     if getattr(config, "scale_attn_weights", True) is False:
         base, source = 1.0, "1 (scale_attn_weights is off)"
     if getattr(config, "scale_attn_by_inverse_layer_idx", False):
@@ -70,8 +78,9 @@ def layer_scales(model: LoadedModel) -> tuple[tuple[float, ...], str]:
 
 def layer_windows(model: LoadedModel) -> tuple[int | None, ...]:
     """Sliding-window width per layer from the Hugging Face config (None = full attention)."""
-    return windows_from_config(getattr(model.bridge.original_model, "config", None),
-                               model.facts.n_layers)
+    return windows_from_config(
+        getattr(model.bridge.original_model, "config", None), model.facts.n_layers
+    )
 
 
 def windows_from_config(config: Any, n_layers: int) -> tuple[int | None, ...]:

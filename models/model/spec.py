@@ -105,8 +105,11 @@ class ModelSpec:
 
     @property
     def label(self) -> str:
-        return {"bundled": "bundled model", "minilm": "all-MiniLM-L6-v2",
-                "smollm2": "SmolLM2-135M-Instruct"}.get(self.kind, self.name.strip())
+        return {
+            "bundled": "bundled model",
+            "minilm": "all-MiniLM-L6-v2",
+            "smollm2": "SmolLM2-135M-Instruct",
+        }.get(self.kind, self.name.strip())
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -119,5 +122,9 @@ def looks_like_path(text: str) -> bool:
     Decided from the spelling alone, never by looking at the disk: whether a name reads as a
     path must not depend on what exists on the server.
     """
-    return (text.startswith(("/", "./", "../", "~", "."))
-            or "\\" in text or ".." in text or text.count("/") > 1)
+    return (
+        text.startswith(("/", "./", "../", "~", "."))
+        or "\\" in text
+        or ".." in text
+        or text.count("/") > 1
+    )

@@ -7,8 +7,9 @@ space or a newline can still be seen and clicked.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any
 
 WHITESPACE_MARKS = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 EMPTY_MARK = "∅"
@@ -17,8 +18,11 @@ EMPTY_MARK = "∅"
 @lru_cache(maxsize=1)
 def byte_decoder() -> dict[str, int]:
     """Inverse of GPT-2's ``bytes_to_unicode``: printable stand-in character -> raw byte."""
-    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
-                 + list(range(ord("®"), ord("ÿ") + 1)))
+    printable = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
     chars = printable[:]
     extra = 0
     for b in range(256):
@@ -69,5 +73,7 @@ def readable_tokens(tokenizer: Any, ids: Sequence[int]) -> list[str]:
     byte_level = is_byte_level(tokenizer)
     special = set(getattr(tokenizer, "all_special_ids", []) or [])
     pieces = tokenizer.convert_ids_to_tokens(list(ids))
-    return [piece if i in special else readable_token(piece, byte_level)
-            for i, piece in zip(ids, pieces)]
+    return [
+        piece if i in special else readable_token(piece, byte_level)
+        for i, piece in zip(ids, pieces)
+    ]

@@ -3,8 +3,9 @@ unembedding's columns and the final norm, as the bridge holds them (float64, on 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal
 
 import torch
 from jaxtyping import Float
@@ -27,9 +28,9 @@ class FinalNorm:
     eps: float
 
 
-def output_projection(model: LoadedModel, layer: int
-                      ) -> tuple[Float[torch.Tensor, "head_index d_head d_model"],
-                                 Float[torch.Tensor, "d_model"]]:
+def output_projection(
+    model: LoadedModel, layer: int
+) -> tuple[Float[torch.Tensor, "head_index d_head d_model"], Float[torch.Tensor, " d_model"]]:
     """Layer ``layer``'s output projection per head, as the bridge holds it.
 
     Returns:
@@ -45,9 +46,9 @@ def output_projection(model: LoadedModel, layer: int
     return w_o, b_o
 
 
-def unembedding_columns(model: LoadedModel, token_ids: Sequence[int]
-                        ) -> tuple[Float[torch.Tensor, "d_model n_ids"],
-                                   Float[torch.Tensor, "n_ids"]]:
+def unembedding_columns(
+    model: LoadedModel, token_ids: Sequence[int]
+) -> tuple[Float[torch.Tensor, "d_model n_ids"], Float[torch.Tensor, " n_ids"]]:
     """The unembedding's columns and biases for ``token_ids``.
 
     Returns:
@@ -57,8 +58,11 @@ def unembedding_columns(model: LoadedModel, token_ids: Sequence[int]
     idx = torch.tensor(list(token_ids), dtype=torch.long)
     w_u = unembed.W_U.detach()[:, idx.to(unembed.W_U.device)].to("cpu", torch.float64)
     b_u = getattr(unembed, "b_U", None)
-    b_u = (b_u.detach()[idx.to(b_u.device)].to("cpu", torch.float64) if b_u is not None
-           else torch.zeros(len(idx), dtype=torch.float64))
+    b_u = (
+        b_u.detach()[idx.to(b_u.device)].to("cpu", torch.float64)
+        if b_u is not None
+        else torch.zeros(len(idx), dtype=torch.float64)
+    )
     return w_u, b_u
 
 
@@ -83,14 +87,18 @@ def final_norm(model: LoadedModel) -> FinalNorm:
     if "Gemma" in name:
         weight = weight + 1.0
     bias = getattr(module, "bias", None)
-    bias = (bias.detach().to("cpu", torch.float64) if bias is not None
-            else torch.zeros(d_model, dtype=torch.float64))
+    bias = (
+        bias.detach().to("cpu", torch.float64)
+        if bias is not None
+        else torch.zeros(d_model, dtype=torch.float64)
+    )
     eps = getattr(module, "variance_epsilon", getattr(module, "eps", None))
     if isinstance(module, torch.nn.LayerNorm):
         kind = "layernorm"
     elif "RMS" in name.upper():
         kind = "rmsnorm"
     else:
-        raise ValueError(f"the final norm of {model.facts.name} is a {name}, neither "
-                         "LayerNorm nor RMSNorm")
+        raise ValueError(
+            f"the final norm of {model.facts.name} is a {name}, neither LayerNorm nor RMSNorm"
+        )
     return FinalNorm(kind=kind, weight=weight, bias=bias, eps=float(eps or 0.0))

@@ -29,9 +29,19 @@ import numpy as np
 import torch
 
 from models.errors import UserError
-from models.model.forward import (QKSource, every_layer, missing_hooks, pattern_hook, qk_names,
-                                  qk_source, run_hooks, run_with_hooks, scores_hook, softmax_qk,
-                                  tokenize)
+from models.model.forward import (
+    QKSource,
+    every_layer,
+    missing_hooks,
+    pattern_hook,
+    qk_names,
+    qk_source,
+    run_hooks,
+    run_with_hooks,
+    scores_hook,
+    softmax_qk,
+    tokenize,
+)
 from models.model.loading import LoadedModel
 from models.model.softmax_terms import layer_scales
 from models.model.tokens import readable_tokens
@@ -95,8 +105,9 @@ def _cache(model: LoadedModel, ids: torch.Tensor, names: list[str]) -> dict[str,
     return {name: value[0] for name, value in run_hooks(model, ids, names, dtype=None).items()}
 
 
-def scores_from_qk(q: torch.Tensor, k: torch.Tensor, causal: bool,
-                   scale: float | None = None) -> torch.Tensor:
+def scores_from_qk(
+    q: torch.Tensor, k: torch.Tensor, causal: bool, scale: float | None = None
+) -> torch.Tensor:
     """``q . k * scale`` with the causal mask as ``-inf``.
 
     Args:
@@ -128,8 +139,7 @@ def _error(scores: torch.Tensor, patterns: torch.Tensor) -> float:
     return float((scaled_patterns(scores, 1.0) - patterns.float()).abs().max())
 
 
-def capture_scores(model: LoadedModel, prompt: str, max_tokens: int | None = None
-                   ) -> ScoreCapture:
+def capture_scores(model: LoadedModel, prompt: str, max_tokens: int | None = None) -> ScoreCapture:
     """Every head's logits on ``prompt``, checked against the model's own patterns.
 
     Args:
@@ -147,12 +157,14 @@ def capture_scores(model: LoadedModel, prompt: str, max_tokens: int | None = Non
     ids, n_full = tokenize(model, prompt, max_tokens)
     layers = range(model.facts.n_layers)
     n_layers = model.facts.n_layers
-    acts = _cache(model, ids, every_layer(scores_hook, n_layers) + every_layer(pattern_hook,
-                                                                             n_layers))
+    acts = _cache(
+        model, ids, every_layer(scores_hook, n_layers) + every_layer(pattern_hook, n_layers)
+    )
     tol = tolerance(acts[pattern_hook(0)].dtype)
     patterns = torch.stack([acts[pattern_hook(l)].float() for l in range(n_layers)])
-    scores = torch.stack([with_inf_mask(acts[scores_hook(l)], torch.float32)
-                          for l in range(n_layers)])
+    scores = torch.stack(
+        [with_inf_mask(acts[scores_hook(l)], torch.float32) for l in range(n_layers)]
+    )
     source: ScoreSource = "hook_attn_scores"
     error = _error(scores, patterns) if scores.shape == patterns.shape else float("inf")
     qk = qk_source(model)
@@ -160,8 +172,12 @@ def capture_scores(model: LoadedModel, prompt: str, max_tokens: int | None = Non
         scales, _ = layer_scales(model)
         acts = _cache(model, ids, [name for l in range(n_layers) for name in qk_names(qk, l)])
         try:
-            scores = torch.stack([scores_from_qk(*softmax_qk(acts, l, qk), model.facts.causal,
-                                                 scales[l]) for l in range(n_layers)])
+            scores = torch.stack(
+                [
+                    scores_from_qk(*softmax_qk(acts, l, qk), model.facts.causal, scales[l])
+                    for l in range(n_layers)
+                ]
+            )
             source, error = qk, _error(scores, patterns)
         except (RuntimeError, ValueError):  # q/k hooks laid out other than pos head d_head
             error = float("inf")
@@ -170,20 +186,27 @@ def capture_scores(model: LoadedModel, prompt: str, max_tokens: int | None = Non
             "Neither the bridge's attention-score hook nor q . k rebuilt from its q and k hooks "
             f"reproduces this model's attention patterns (largest gap {error:.2g}). Its "
             "attention adds something those hooks do not show (ALiBi, a sliding window, logit "
-            "soft-capping), so the sweep is not shown.")
+            "soft-capping), so the sweep is not shown."
+        )
     id_list = [int(i) for i in ids[0]]
-    return ScoreCapture(token_ids=tuple(id_list),
-                        tokens=tuple(readable_tokens(model.tokenizer, id_list)),
-                        scores=scores.numpy(), source=source,
-                        max_error=error, n_prompt_tokens=n_full)
+    return ScoreCapture(
+        token_ids=tuple(id_list),
+        tokens=tuple(readable_tokens(model.tokenizer, id_list)),
+        scores=scores.numpy(),
+        source=source,
+        max_error=error,
+        n_prompt_tokens=n_full,
+    )
 
 
 def loss_unavailable(model: LoadedModel, n_tokens: int) -> str | None:
     """Why the next-token loss sweep cannot run on this model and prompt, or None if it can."""
     if not model.facts.causal:
-        return ("This is a bidirectional encoder: it does not predict the next token, so there is "
-                "no next-token loss to sweep. (The masked-token head of all-MiniLM-L6-v2 is not in "
-                "its checkpoint either, so a masked-token loss would be meaningless.)")
+        return (
+            "This is a bidirectional encoder: it does not predict the next token, so there is "
+            "no next-token loss to sweep. (The masked-token head of all-MiniLM-L6-v2 is not in "
+            "its checkpoint either, so a masked-token loss would be meaningless.)"
+        )
     if n_tokens < 2:
         return "The prompt needs at least two tokens for a next-token loss."
     return None
@@ -229,16 +252,22 @@ def next_token_loss(model: LoadedModel, ids: torch.Tensor, factor: float) -> Fac
         raise ScalingUnavailable(
             "This model's bridge reports its attention scores only after the softmax has run, "
             "so scaling them does not change the forward pass: the model cannot be re-run at "
-            "another scale this way.")
+            "another scale this way."
+        )
     log_probs = torch.log_softmax(logits[0, :-1].double(), dim=-1)
     targets = ids[0, 1:].to(log_probs.device)
     nll = -log_probs.gather(-1, targets[:, None])[:, 0]
-    return FactorLoss(factor=float(factor), loss=float(nll.mean()), n_predictions=int(nll.numel()),
-                      check_error=check)
+    return FactorLoss(
+        factor=float(factor),
+        loss=float(nll.mean()),
+        n_predictions=int(nll.numel()),
+        check_error=check,
+    )
 
 
-def loss_at(model: LoadedModel, prompt: str, factor: float, max_tokens: int | None = None
-            ) -> FactorLoss:
+def loss_at(
+    model: LoadedModel, prompt: str, factor: float, max_tokens: int | None = None
+) -> FactorLoss:
     """:func:`next_token_loss` for a prompt (tokenised as :func:`models.model.forward.tokenize` does)."""
     ids, _ = tokenize(model, prompt, max_tokens)
     reason = loss_unavailable(model, ids.shape[1])

@@ -126,12 +126,16 @@ def jacobian_norm(p: torch.Tensor) -> torch.Tensor:
     ``s2 - p_i^2`` for the rest, whose ``p_i`` is at most one half.
     """
     is_max = torch.zeros_like(p, dtype=torch.bool).scatter_(
-        -1, p.argmax(dim=-1, keepdim=True), True)
+        -1, p.argmax(dim=-1, keepdim=True), True
+    )
     others = p.masked_fill(is_max, 0.0)
     rest = torch.where(is_max, others.sum(dim=-1, keepdim=True), 1.0 - p)
     square = p * p
-    rest_sq = torch.where(is_max, (others * others).sum(dim=-1, keepdim=True),
-                          square.sum(dim=-1, keepdim=True) - square)
+    rest_sq = torch.where(
+        is_max,
+        (others * others).sum(dim=-1, keepdim=True),
+        square.sum(dim=-1, keepdim=True) - square,
+    )
     return torch.sqrt((square * (rest * rest + rest_sq)).sum(dim=-1))
 
 
@@ -188,9 +192,13 @@ def row_stats(p: torch.Tensor, allowed: torch.Tensor) -> dict[str, torch.Tensor]
         keep = keep.to(values.dtype)
         return (values * keep).sum(-1) / torch.clamp(keep.sum(-1), min=1.0)
 
-    return {"entropy": mean(ent, rows), "norm_entropy": mean(norm, multi),
-            "max_weight": mean(row_max(p), rows), "eff_keys": mean(torch.exp(ent), rows),
-            "jacobian": mean(jacobian_norm(p), rows)}
+    return {
+        "entropy": mean(ent, rows),
+        "norm_entropy": mean(norm, multi),
+        "max_weight": mean(row_max(p), rows),
+        "eff_keys": mean(torch.exp(ent), rows),
+        "jacobian": mean(jacobian_norm(p), rows),
+    }
 
 
 def sweep(scores: torch.Tensor | np.ndarray, factors: np.ndarray) -> SweepStats:
@@ -212,20 +220,25 @@ def sweep(scores: torch.Tensor | np.ndarray, factors: np.ndarray) -> SweepStats:
         per_layer: dict[str, list[torch.Tensor]] = {name: [] for name in STAT_NAMES}
         for layer_scores in scores:  # one layer at a time keeps float64 memory small
             layer_scores = with_inf_mask(layer_scores)[None]
-            stats = row_stats(scaled_patterns(layer_scores, float(c)),
-                              ~masked_entries(layer_scores))
+            stats = row_stats(
+                scaled_patterns(layer_scores, float(c)), ~masked_entries(layer_scores)
+            )
             for name in STAT_NAMES:
                 per_layer[name].append(stats[name][0])
         for name in STAT_NAMES:
             per_c[name].append(torch.stack(per_layer[name]).numpy())
     allowed = ~masked_entries(scores[:1])
-    uniform = row_stats(allowed.to(torch.float64) / allowed.sum(-1, keepdim=True).clamp(min=1),
-                        allowed)
+    uniform = row_stats(
+        allowed.to(torch.float64) / allowed.sum(-1, keepdim=True).clamp(min=1), allowed
+    )
     n_allowed = allowed[0, 0].sum(-1)
-    return SweepStats(factors=np.asarray(factors, dtype=np.float64),
-                      **{name: np.stack(per_c[name]) for name in STAT_NAMES},
-                      n_rows=int((n_allowed >= 1).sum()), n_rows_norm=int((n_allowed >= 2).sum()),
-                      uniform={name: float(uniform[name].mean()) for name in STAT_NAMES})
+    return SweepStats(
+        factors=np.asarray(factors, dtype=np.float64),
+        **{name: np.stack(per_c[name]) for name in STAT_NAMES},
+        n_rows=int((n_allowed >= 1).sum()),
+        n_rows_norm=int((n_allowed >= 2).sum()),
+        uniform={name: float(uniform[name].mean()) for name in STAT_NAMES},
+    )
 
 
 @dataclass(frozen=True)
@@ -265,8 +278,9 @@ def _dot_variance(gen: torch.Generator, d_k: int, n_pairs: int, chunk: int) -> f
     return float(torch.cat(dots).var(unbiased=True))
 
 
-def _mean_max(gen: torch.Generator, d_k: int, n_rows: int, n_keys: int, chunk: int
-              ) -> tuple[float, float]:
+def _mean_max(
+    gen: torch.Generator, d_k: int, n_rows: int, n_keys: int, chunk: int
+) -> tuple[float, float]:
     raw, scaled = [], []
     for start in range(0, n_rows, chunk):
         size = min(chunk, n_rows - start)
@@ -278,8 +292,13 @@ def _mean_max(gen: torch.Generator, d_k: int, n_rows: int, n_keys: int, chunk: i
     return float(torch.cat(raw).mean()), float(torch.cat(scaled).mean())
 
 
-def synthetic_panel(d_ks: tuple[int, ...] = DEFAULT_D_KS, n_pairs: int = 20_000,
-                    n_rows: int = 500, n_keys: int = 64, seed: int = 0) -> SyntheticPanel:
+def synthetic_panel(
+    d_ks: tuple[int, ...] = DEFAULT_D_KS,
+    n_pairs: int = 20_000,
+    n_rows: int = 500,
+    n_keys: int = 64,
+    seed: int = 0,
+) -> SyntheticPanel:
     """Measure ``Var(q . k)`` and the mean max softmax weight for random unit-variance ``q, k``.
 
     With ``n_pairs = 20,000`` the relative standard error of the variance is about
@@ -303,6 +322,14 @@ def synthetic_panel(d_ks: tuple[int, ...] = DEFAULT_D_KS, n_pairs: int = 20_000,
         max_scaled.append(scaled)
     dims = np.asarray(d_ks, dtype=np.float64)
     var = np.asarray(var_raw)
-    return SyntheticPanel(d_ks=np.asarray(d_ks), var_raw=var, var_scaled=var / dims,
-                          max_raw=np.asarray(max_raw), max_scaled=np.asarray(max_scaled),
-                          n_pairs=n_pairs, n_rows=n_rows, n_keys=n_keys, seed=seed)
+    return SyntheticPanel(
+        d_ks=np.asarray(d_ks),
+        var_raw=var,
+        var_scaled=var / dims,
+        max_raw=np.asarray(max_raw),
+        max_scaled=np.asarray(max_scaled),
+        n_pairs=n_pairs,
+        n_rows=n_rows,
+        n_keys=n_keys,
+        seed=seed,
+    )

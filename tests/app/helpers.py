@@ -39,8 +39,16 @@ def shown(markdown: str) -> str:
 def texts(at: AppTest) -> str:
     """Everything the page says in messages, captions and markdown, joined (as shown)."""
     parts = []
-    for kind in ("error", "warning", "info", "success", "caption", "markdown", "title",
-                 "subheader"):
+    for kind in (
+        "error",
+        "warning",
+        "info",
+        "success",
+        "caption",
+        "markdown",
+        "title",
+        "subheader",
+    ):
         parts += [shown(str(el.value)) for el in getattr(at, kind)]
     return "\n".join(parts)
 

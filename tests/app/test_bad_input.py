@@ -54,9 +54,19 @@ def bad_dirs(tmp_path):
     (corrupt / "model.safetensors").write_bytes(b"\x00not safetensors")
     huge = tmp_path / "huge"
     huge.mkdir()
-    (huge / "config.json").write_text(json.dumps({
-        "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": 96,
-        "n_embd": 16384, "n_head": 128, "vocab_size": 50257, "n_positions": 1024}))
+    (huge / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "gpt2",
+                "architectures": ["GPT2LMHeadModel"],
+                "n_layer": 96,
+                "n_embd": 16384,
+                "n_head": 128,
+                "vocab_size": 50257,
+                "n_positions": 1024,
+            }
+        )
+    )
     alien = tmp_path / "alien"
     alien.mkdir()
     (alien / "config.json").write_text(json.dumps({"model_type": "no-such-architecture"}))
@@ -64,11 +74,13 @@ def bad_dirs(tmp_path):
 
 
 MODEL_CASES = {
-    "unknown hub name (offline)": ("hub", "nobody/no-model-by-this-name",
-                                   "Could not find 'nobody/no-model-by-this-name'"),
+    "unknown hub name (offline)": (
+        "hub",
+        "nobody/no-model-by-this-name",
+        "Could not find 'nobody/no-model-by-this-name'",
+    ),
     "missing directory": ("local", "missing", "No directory at"),
-    "outside the operator's folders": ("local", "/etc",
-                                       "loads local models only from the folders"),
+    "outside the operator's folders": ("local", "/etc", "loads local models only from the folders"),
     "not a model": ("local", "not_model", "has no config.json"),
     "corrupt safetensors": ("local", "corrupt", "Could not load"),
     "too large for memory": ("local", "huge", "GiB is free"),

@@ -13,8 +13,9 @@ PAGE = "pages/circuits.py"
 
 def own(clean: str, corrupted: str, answer: str = "\n", wrong: str = " +") -> dict:
     """Session state that opens the page on the visitor's own task."""
-    return {Circuits.STATE: CircuitsState(preset=OWN,
-                                          task=CircuitTask(clean, corrupted, answer, wrong))}
+    return {
+        Circuits.STATE: CircuitsState(preset=OWN, task=CircuitTask(clean, corrupted, answer, wrong))
+    }
 
 
 def test_copying_task_puts_the_induction_head_on_top(bundled):

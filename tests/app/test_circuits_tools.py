@@ -9,9 +9,20 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from models.circuits import (agreement, attribution_patching, attribution_runs, baseline,
-                             composition, copying_task, edge_estimates, graph_from_estimates,
-                             head_effects, path_patching, prepare, weight_scores)
+from models.circuits import (
+    agreement,
+    attribution_patching,
+    attribution_runs,
+    baseline,
+    composition,
+    copying_task,
+    edge_estimates,
+    graph_from_estimates,
+    head_effects,
+    path_patching,
+    prepare,
+    weight_scores,
+)
 from models.head import Head
 from tests.app.helpers import open_app, texts
 from ui.keys import Circuits
@@ -70,12 +81,18 @@ def test_the_atp_table_and_scatter_are_attribution_patching_against_exact(page, 
     at = show(page, tab="atp")
     expected = attribution_patching(bundled, setup, qk_fix=True)
     table = frame(at, "atp_star").sort_values(["layer", "head"])
-    for column, values in (("atp", expected.z), ("atp_star", expected.z_star),
-                           ("q", expected.q), ("q_star", expected.q_star)):
+    for column, values in (
+        ("atp", expected.z),
+        ("atp_star", expected.z_star),
+        ("q", expected.q),
+        ("q_star", expected.q_star),
+    ):
         np.testing.assert_allclose(table[column].to_numpy(), values.ravel(), atol=1e-6)
-    np.testing.assert_allclose(table["k_star"].to_numpy(),
-                               np.repeat(expected.k_star, expected.group, axis=1).ravel(),
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        table["k_star"].to_numpy(),
+        np.repeat(expected.k_star, expected.group, axis=1).ravel(),
+        atol=1e-6,
+    )
     assert table["saturated"].tolist() == expected.saturated.ravel().tolist()
     exact = head_effects(bundled, setup, baseline(bundled, setup))
     np.testing.assert_allclose(table["patch_effect"].to_numpy(), exact.ravel(), atol=1e-5)
@@ -108,11 +125,15 @@ def test_the_graph_draws_the_edge_estimates_above_the_threshold(page, bundled, s
     dla = baseline(bundled, setup).attribution.heads
     runs = attribution_runs(bundled, setup, qk_fix=True)
     graph = graph_from_estimates(edge_estimates(bundled, runs, setup), dla).above(0.05)
-    assert 0 < len(graph.edges) < len(graph_from_estimates(edge_estimates(
-        bundled, runs, setup), dla).edges)
+    assert (
+        0
+        < len(graph.edges)
+        < len(graph_from_estimates(edge_estimates(bundled, runs, setup), dla).edges)
+    )
     shown = frame(at, "open receiver")
     assert list(zip(shown["sender"], shown["receiver"], shown["input"], strict=True)) == [
-        (str(e.sender), str(e.receiver), e.input) for e in graph.edges]
+        (str(e.sender), str(e.receiver), e.input) for e in graph.edges
+    ]
     np.testing.assert_allclose(shown["weight"], [e.weight for e in graph.edges], atol=1e-6)
     figure = titled(at, "Circuit graph")
     assert f"{len(graph.edges)} edges with |effect| ≥ 0.05" in figure["layout"]["title"]["text"]
@@ -148,5 +169,4 @@ def test_an_encoder_explains_each_task_tab_and_reads_its_weights(minilm):
     at = show(at, tab="weights")
     assert "residual basis" in texts(at)
     grid = titled(at, "OV copying score")["data"][0]
-    np.testing.assert_allclose(numbers(grid["z"]), weight_scores(minilm).copying,
-                               atol=1e-9)
+    np.testing.assert_allclose(numbers(grid["z"]), weight_scores(minilm).copying, atol=1e-9)

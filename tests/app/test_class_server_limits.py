@@ -33,8 +33,11 @@ def test_repeated_tokens_at_span_500_and_batch_64_are_refused_before_they_run(sm
 
 
 def test_the_page_states_the_refusal_instead_of_running_it():
-    at = open_page("pages/heads.py", "bundled",
-                   **{Heads.SPAN: 60, Heads.BATCH: 64, Heads.ABLATE: False, Heads.TEXTS: 2})
+    at = open_page(
+        "pages/heads.py",
+        "bundled",
+        **{Heads.SPAN: 60, Heads.BATCH: 64, Heads.ABLATE: False, Heads.TEXTS: 2},
+    )
     assert not at.exception  # bundled: small enough to run, and it does
     assert at.get("plotly_chart")
 
@@ -76,5 +79,6 @@ def test_the_class_server_is_offline_unless_the_operator_says_so():
     makefile = (ROOT / "Makefile").read_text()
     recipe = re.search(r"^serve-class:.*\n((?:\t.*\n)+)", makefile, re.M).group(1)
     assert "$(HUB_OFFLINE)" in recipe and "ui.serve" in makefile
-    assert re.search(r"HUB_OFFLINE := \$\(if \$\(filter 1,\$\(ONLINE\)\),,HF_HUB_OFFLINE=1\)",
-                     makefile)
+    assert re.search(
+        r"HUB_OFFLINE := \$\(if \$\(filter 1,\$\(ONLINE\)\),,HF_HUB_OFFLINE=1\)", makefile
+    )

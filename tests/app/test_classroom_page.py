@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
+
 from tests.app.helpers import operator_settings
 from ui.keys import Classroom, Sidebar
 
@@ -19,8 +20,10 @@ PAGE = "pages/classroom.py"
 
 
 STEPS_TAB, MODEL_TAB, COST_TAB = "Step by step", "Inside the model", "Cost"
-SIDEBAR = {Sidebar.SOURCE: "minilm",
-           Sidebar.PROMPT: "The quick brown fox jumps over the lazy dog. The quick brown fox"}
+SIDEBAR = {
+    Sidebar.SOURCE: "minilm",
+    Sidebar.PROMPT: "The quick brown fox jumps over the lazy dog. The quick brown fox",
+}
 
 
 def rerun(at, tab: str | None = None, **sidebar):
@@ -49,8 +52,10 @@ def tables(at) -> dict[str, list[list[str]]]:
         if 'class="classroom-matrix"' not in text:
             continue
         caption = html.unescape(re.search(r"<caption[^>]*>(.*?)</caption>", text).group(1))
-        rows = [[html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
-                for row in re.findall(r"<tr>(.*?)</tr>", text)]
+        rows = [
+            [html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+            for row in re.findall(r"<tr>(.*?)</tr>", text)
+        ]
         found[caption] = [r for r in rows if r]
     return found
 
@@ -71,8 +76,9 @@ def test_example_a_values_are_displayed(page):
 
 def test_real_model_section_agrees_with_the_model(page):
     rerun(page, tab=MODEL_TAB)
-    assert any("agree with the model's own" in s.value and "hook_pattern" in s.value
-               for s in page.success)
+    assert any(
+        "agree with the model's own" in s.value and "hook_pattern" in s.value for s in page.success
+    )
     t = tables(page)
     weights = next(rows for cap, rows in t.items() if cap.startswith("A = softmax (over"))
     assert len(weights) == 8  # the first 8 tokens of the sidebar prompt
@@ -84,8 +90,11 @@ def test_example_b_button_and_causal_toggle():
     rerun(at)
     assert at.text_area(key=Classroom.matrix("q")).value == "1, 0; 0, 1; 1, 1"
     t = tables(at)
-    assert t["S / √2"] == [["0.707", "0.000", "0.707"], ["0.000", "0.707", "0.707"],
-                           ["0.707", "0.707", "1.414"]]
+    assert t["S / √2"] == [
+        ["0.707", "0.000", "0.707"],
+        ["0.000", "0.707", "0.707"],
+        ["0.707", "0.707", "1.414"],
+    ]
     at.toggle(key=Classroom.CAUSAL).set_value(True)
     rerun(at)
     t = tables(at)
@@ -95,17 +104,19 @@ def test_example_b_button_and_causal_toggle():
     assert "the same rows without the mask" in t
     at.button(key=Classroom.EXAMPLE_A).click()
     rerun(at)
-    assert tables(at)["A V (one output row per query)"] == [["10.00", "20.00"],
-                                                            ["16.60", "26.60"]]
+    assert tables(at)["A V (one output row per query)"] == [["10.00", "20.00"], ["16.60", "26.60"]]
 
 
-@pytest.mark.parametrize("key, text, message", [
-    (Classroom.matrix("q"), "1, x; 0, -1", "`x` is not a number"),
-    (Classroom.matrix("q"), "; ".join([", ".join(["1"] * 7)] * 7), "at most 6 × 6"),
-    (Classroom.matrix("q"), "1, 2, 3; 0, 1, 2", "Q has 3 columns but K has 2"),
-    (Classroom.matrix("v"), "1, 2", "K has 2 rows but V has 1"),
-    (Classroom.matrix("k"), "2, 0; 1", "row 2 has 1 number but"),
-])
+@pytest.mark.parametrize(
+    "key, text, message",
+    [
+        (Classroom.matrix("q"), "1, x; 0, -1", "`x` is not a number"),
+        (Classroom.matrix("q"), "; ".join([", ".join(["1"] * 7)] * 7), "at most 6 × 6"),
+        (Classroom.matrix("q"), "1, 2, 3; 0, 1, 2", "Q has 3 columns but K has 2"),
+        (Classroom.matrix("v"), "1, 2", "K has 2 rows but V has 1"),
+        (Classroom.matrix("k"), "2, 0; 1", "row 2 has 1 number but"),
+    ],
+)
 def test_invalid_matrices_give_a_clear_message(page, key, text, message):
     rerun(page, tab=STEPS_TAB)
     page.text_area(key=key).set_value(text)
@@ -179,7 +190,7 @@ def test_editing_a_size_switches_to_custom_and_updates_the_cache(page):
     rerun(page)
     assert page.selectbox(key=Classroom.COST_PRESET).value.startswith("Custom")
     metrics = {m.label: m.value for m in page.metric}
-    assert metrics["KV cache per token"] == "128.00 KiB"       # a quarter of 512 KiB
+    assert metrics["KV cache per token"] == "128.00 KiB"  # a quarter of 512 KiB
     page.number_input(key=Classroom.config("n_kv_heads")).set_value(5)
     rerun(page)
     assert any("cannot be split evenly" in e.value for e in page.error)
@@ -191,8 +202,11 @@ def test_the_first_tab_shows_without_running_the_model(monkeypatch):
 
     calls = []
     original = models.classroom.real.layer_activations
-    monkeypatch.setattr(models.classroom.real, "layer_activations",
-                        lambda *args, **kw: calls.append(1) or original(*args, **kw))
+    monkeypatch.setattr(
+        models.classroom.real,
+        "layer_activations",
+        lambda *args, **kw: calls.append(1) or original(*args, **kw),
+    )
     at = open_page(**{Sidebar.PROMPT: "A prompt only this classroom test runs."})
     assert tables(at)["A = softmax(S / √2)"] == [["0.330", "0.670"], ["0.670", "0.330"]]
     assert not calls

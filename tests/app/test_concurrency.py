@@ -9,13 +9,16 @@ import numpy as np
 
 from models.capture.run import capture
 
-PROMPTS = [f"Session {i} asks: " + " ".join(["alpha", "beta", "gamma", "delta"][: i % 4 + 1])
-           * (i + 1) for i in range(8)]
+PROMPTS = [
+    f"Session {i} asks: " + " ".join(["alpha", "beta", "gamma", "delta"][: i % 4 + 1]) * (i + 1)
+    for i in range(8)
+]
 
 
 def no_live_hooks(model) -> bool:
-    return all(not hp._forward_hooks and not hp._backward_hooks
-               for hp in model.bridge.hook_dict.values())
+    return all(
+        not hp._forward_hooks and not hp._backward_hooks for hp in model.bridge.hook_dict.values()
+    )
 
 
 def test_parallel_captures_equal_solo_captures(bundled):

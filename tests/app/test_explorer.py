@@ -39,7 +39,9 @@ def test_link_opens_the_exact_view():
 def test_out_of_range_and_garbage_link_values_are_fixed_with_a_note():
     at = open_app(model="bundled", prompt="a b c", layer=99, head="x", token=-5)
     assert not at.exception
-    assert at.selectbox(key=Explorer.LAYER).value == len(at.selectbox(key=Explorer.LAYER).options) - 1
+    assert (
+        at.selectbox(key=Explorer.LAYER).value == len(at.selectbox(key=Explorer.LAYER).options) - 1
+    )
     assert at.selectbox(key=Explorer.HEAD).value == 0
     assert at.selectbox(key=Explorer.TOKEN).value == 0
     notes = texts(at)
@@ -104,8 +106,11 @@ def test_the_head_is_named_once_and_the_view_survives_a_page_switch():
     at.switch_page("pages/explorer.py")
     at.run()
     assert not at.exception
-    assert (at.selectbox(key=Explorer.LAYER).value, at.selectbox(key=Explorer.HEAD).value,
-            at.selectbox(key=Explorer.TOKEN).value) == (1, 3, 7)  # not the link's 2.2 at 5
+    assert (
+        at.selectbox(key=Explorer.LAYER).value,
+        at.selectbox(key=Explorer.HEAD).value,
+        at.selectbox(key=Explorer.TOKEN).value,
+    ) == (1, 3, 7)  # not the link's 2.2 at 5
 
 
 def decoded(array) -> "np.ndarray":
@@ -136,7 +141,9 @@ def test_value_weighted_toggle_redraws_every_view_from_the_weighting():
     assert not at.exception
     model = load(ModelSpec("bundled"))
     run = capture(model, prompt)
-    want = value_weighted(run.pattern(2, 2), value_norms(model, torch.tensor([run.token_ids]))[2, 2])
+    want = value_weighted(
+        run.pattern(2, 2), value_norms(model, torch.tensor([run.token_ids]))[2, 2]
+    )
     shown = decoded(figure(at)["data"][0]["customdata"])
     seen = ~np.isnan(shown)
     np.testing.assert_allclose(shown[seen], want[seen], atol=1e-5)

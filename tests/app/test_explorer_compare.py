@@ -34,17 +34,18 @@ def table(at) -> dict[str, float]:
 
 def component_data(at, name: str) -> dict:
     """The data a browser component of ``name`` was sent (the first one on the page)."""
+
     def walk(node):
         kids = getattr(node, "children", None)
         for child in kids.values() if isinstance(kids, dict) else []:
             proto = getattr(child, "proto", None)
-            if getattr(child, "type", None) == "bidi_component" and \
-                    proto.component_name == name:
+            if getattr(child, "type", None) == "bidi_component" and proto.component_name == name:
                 return json.loads(proto.json)
             found = walk(child)
             if found is not None:
                 return found
         return None
+
     found = walk(at._tree)
     assert found is not None, f"no {name} on the page"
     return found
@@ -100,8 +101,14 @@ def test_the_link_carries_the_mode_and_both_prompts():
     assert (view.mode, view.prompt_b, view.head.layer, view.head.index) == ("compare", B, 2, 1)
     synced = component_data(at, "atlas_url_sync")["query"]
     parsed, notes = from_query(synced)
-    assert (parsed.mode, parsed.prompt, parsed.prompt_b, parsed.layer, parsed.head,
-            parsed.token) == ("compare", A, B, 2, 1, 4) and notes == []
+    assert (
+        parsed.mode,
+        parsed.prompt,
+        parsed.prompt_b,
+        parsed.layer,
+        parsed.head,
+        parsed.token,
+    ) == ("compare", A, B, 2, 1, 4) and notes == []
     row = at.dataframe[0].value.iloc[0]
     linked, _ = from_query(dict(parse_qsl(urlsplit(row["link"]).query)))
     assert (linked.mode, linked.prompt, linked.prompt_b) == ("compare", A, B)
@@ -109,8 +116,12 @@ def test_the_link_carries_the_mode_and_both_prompts():
 
 
 def test_prompts_of_different_lengths_state_the_unaligned_middle():
-    at = open_app(model="bundled", prompt=A, mode="compare",
-                  b="the cat sat quietly on the big mat because it was warm")
+    at = open_app(
+        model="bundled",
+        prompt=A,
+        mode="compare",
+        b="the cat sat quietly on the big mat because it was warm",
+    )
     assert not at.exception
     said = texts(at)
     assert "unaligned middle" in said and "A's middle is" in said
@@ -123,15 +134,24 @@ def test_the_word_view_merges_pieces_and_rows_still_sum_to_one(bundled):
     at = open_app(model="bundled", prompt=prompt, words=1, layer=1, head=3, token=3)
     assert not at.exception
     fig = plot(at, Explorer.HEATMAP)
-    assert fig["data"][0]["x"] == ["(0) &lt;|endoftext|&gt;", "(1) the", "(2) cat", "(3) sat",
-                                   "(4) on", "(5) the", "(6) mat"]
+    assert fig["data"][0]["x"] == [
+        "(0) &lt;|endoftext|&gt;",
+        "(1) the",
+        "(2) cat",
+        "(3) sat",
+        "(4) on",
+        "(5) the",
+        "(6) mat",
+    ]
     shown = values(fig["data"][0]["customdata"])
     np.testing.assert_allclose(np.nansum(shown, axis=1), 1.0, atol=1e-6)
     # By hand: "cat" is the pieces "c" + "at" (tokens 2 and 3); from a word = mean of its
     # pieces' rows, to a word = sum over its pieces' columns.
     pattern = capture(bundled, prompt).pattern(1, 3).astype(np.float64)
-    assert bundled.tokenizer.convert_ids_to_tokens(capture(bundled, prompt).token_ids[2:4]) == \
-        ["Ġc", "at"]
+    assert bundled.tokenizer.convert_ids_to_tokens(capture(bundled, prompt).token_ids[2:4]) == [
+        "Ġc",
+        "at",
+    ]
     assert shown[2, 2] == pytest.approx(pattern[2:4, 2:4].sum(axis=1).mean(), abs=1e-6)
     assert shown[2, 0] == pytest.approx(pattern[2:4, 0].mean(), abs=1e-6)
     assert WORD_RULE[:40] in texts(at)
@@ -213,7 +233,7 @@ def test_the_difference_overview_is_the_pooled_absolute_difference(bundled):
     want = np.zeros((6, 6))
     for i in range(6):
         for j in range(6):
-            want[i, j] = diff[i * factor:(i + 1) * factor, j * factor:(j + 1) * factor].max()
+            want[i, j] = diff[i * factor : (i + 1) * factor, j * factor : (j + 1) * factor].max()
     np.testing.assert_allclose(grid, want, atol=1e-6)
     assert top == pytest.approx(diff.max(), abs=1e-6) and diff[query, key] == pytest.approx(top)
 
@@ -229,7 +249,11 @@ def test_the_circuits_page_links_its_pair_into_compare_mode(bundled):
     url = re.search(r"\((\./\?[^)]*)\)", found[0]).group(1)
     linked, notes = from_query(dict(parse_qsl(urlsplit(url).query)))
     assert (linked.mode, linked.prompt, linked.prompt_b, linked.model) == (
-        "compare", task.clean, task.corrupted, "bundled") and notes == []
+        "compare",
+        task.clean,
+        task.corrupted,
+        "bundled",
+    ) and notes == []
 
 
 @pytest.mark.parametrize("mode", ["single", "compare"])
@@ -238,8 +262,11 @@ def test_the_exported_file_is_the_size_stated_and_holds_the_view(mode):
 
     query = {"mode": "compare", "b": B} if mode == "compare" else {"words": 1}
     at = open_app(model="bundled", prompt=A, layer=2, head=2, **query)
-    label = next(b.proto.label for b in at.get("download_button")
-                 if b.proto.label.startswith("Download this view as HTML"))
+    label = next(
+        b.proto.label
+        for b in at.get("download_button")
+        if b.proto.label.startswith("Download this view as HTML")
+    )
     stated = float(re.search(r"\((\d+\.\d) MB\)", label).group(1))
     view = at.session_state[Session.EXPLORER]
     key = at.session_state[Session.LAST_RUN]

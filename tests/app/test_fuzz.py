@@ -9,8 +9,8 @@ from models.errors import PromptError
 from tests.app.helpers import open_app
 from viz.view_state import clamp, from_query
 
-query_values = st.one_of(st.text(max_size=12), st.integers(-10**6, 10**6).map(str))
-queries = st.fixed_dictionaries({}, optional={k: query_values for k in ("layer", "head", "token")})
+query_values = st.one_of(st.text(max_size=12), st.integers(-(10**6), 10**6).map(str))
+queries = st.fixed_dictionaries({}, optional=dict.fromkeys(("layer", "head", "token"), query_values))
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow])
@@ -22,7 +22,9 @@ def test_any_query_string_parses_into_range(query, n_layers, n_heads, n_tokens):
     assert fixed.token is None or 0 <= fixed.token < n_tokens
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.text(max_size=300))
 def test_any_prompt_gives_patterns_or_a_message(bundled, prompt):
     try:

@@ -6,7 +6,7 @@ import numpy as np
 from streamlit.testing.v1 import AppTest
 
 from models.heads.names import COLUMN_HELP, COLUMN_LABELS
-from tests.app.helpers import APP, open_app, operator_settings, texts
+from tests.app.helpers import APP, operator_settings, texts
 from ui.keys import Heads
 
 PAGE = "pages/heads.py"
@@ -38,13 +38,20 @@ def test_page_runs_over_the_bundled_corpus_with_pruning(bundled):
     table = at.dataframe[0].value
     n = bundled.facts.n_total_heads
     assert len(table) == n
-    assert {"zero_ablation_dloss", "grad_importance", "first_order_dloss",
-            "zero_ablation_dloss_se", "sink_lower", "sink_spread"} <= set(table)
+    assert {
+        "zero_ablation_dloss",
+        "grad_importance",
+        "first_order_dloss",
+        "zero_ablation_dloss_se",
+        "sink_lower",
+        "sink_spread",
+    } <= set(table)
     assert table["open"].str.contains("layer=").all()
     said = texts(at)
     assert "held-out split" in said and "over 12 texts" in said
     assert "next-token cross-entropy, mean over" in said and "what each attention head does" in (
-        said.lower())
+        said.lower()
+    )
     assert {"Download the prune list (JSON)", "Download all scores (CSV)"} <= set(downloads(at))
     metric = next(m for m in at.metric if m.label.startswith("Sink"))
     assert metric.value == f"{int((table['sink_lower'] > 0.3).sum())} / {n}"
@@ -61,8 +68,9 @@ def test_every_table_column_has_a_header_and_a_tooltip(bundled):
 
 
 def test_sink_threshold_is_judged_on_the_lower_bound(bundled):
-    at = open_with_state("bundled", **{Heads.threshold("sink"): 0.0, Heads.ABLATE: False,
-                                          Heads.TEXTS: 6})
+    at = open_with_state(
+        "bundled", **{Heads.threshold("sink"): 0.0, Heads.ABLATE: False, Heads.TEXTS: 6}
+    )
     assert not at.exception
     table = at.dataframe[0].value
     metric = next(m for m in at.metric if m.label.startswith("Sink"))
@@ -83,8 +91,9 @@ def test_sidebar_prompt_as_the_corpus_has_no_spread(bundled):
 
 
 def test_top_examples_link_into_the_explorer_on_their_text(bundled):
-    at = open_with_state("bundled", **{Heads.TEXTS: 6, Heads.ABLATE: False,
-                                          Heads.EXAMPLE_SCORE: "previous_token"})
+    at = open_with_state(
+        "bundled", **{Heads.TEXTS: 6, Heads.ABLATE: False, Heads.EXAMPLE_SCORE: "previous_token"}
+    )
     examples = at.dataframe[1].value
     assert len(examples) == 8 and examples["weight"].is_monotonic_decreasing
     first = parse_qs(urlparse(examples["open"].iloc[0]).query)
@@ -103,7 +112,11 @@ def test_build_and_download_a_pruned_checkpoint(bundled, tmp_path, monkeypatch):
     assert "2 heads pruned" in said and "Masked" in said and "Local directory" in said
     assert str(tmp_path) not in said  # no server path reaches the page
     labels = {m.label for m in at.metric}
-    assert {"Loss on the corpus", "Parameters stored", "Forward-pass time, after / before"} <= labels
+    assert {
+        "Loss on the corpus",
+        "Parameters stored",
+        "Forward-pass time, after / before",
+    } <= labels
     assert "Download the pruned checkpoint (zip)" in downloads(at)
     written = list((tmp_path / "pruned").iterdir())
     assert any((p / "model.safetensors").is_file() for p in written)

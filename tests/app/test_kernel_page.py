@@ -7,9 +7,9 @@ import json
 import pytest
 import torch
 
+from models.head import Head
 from models.model.spec import BUNDLED_DIR
 from tests.app.helpers import open_page, texts
-from models.head import Head
 from ui.keys import Kernel, Sidebar
 
 PAGE = "pages/kernel.py"
@@ -23,8 +23,9 @@ def open_kernel(model: str, **state):
 
 
 def chart_titles(at) -> list[str]:
-    return [json.loads(chart.proto.spec)["layout"]["title"]["text"]
-            for chart in at.get("plotly_chart")]
+    return [
+        json.loads(chart.proto.spec)["layout"]["title"]["text"] for chart in at.get("plotly_chart")
+    ]
 
 
 def test_minilm_page_shows_errors_backend_and_timings():
@@ -39,8 +40,11 @@ def test_minilm_page_shows_errors_backend_and_timings():
     worst = heads.loc[heads[P_ERR].idxmax(), "head"]
     assert at.selectbox(key=Kernel.HEAD).value == Head.parse(worst)  # starts on the worst head
     timing = at.dataframe[1].value
-    assert list(timing["implementation"]) == ["app kernel (torch-tiled)", "PyTorch SDPA",
-                                              "naive attention (full pattern)"]
+    assert list(timing["implementation"]) == [
+        "app kernel (torch-tiled)",
+        "PyTorch SDPA",
+        "naive attention (full pattern)",
+    ]
     assert (timing["median ms"] > 0).all() and timing["device"].str.startswith("CPU").all()
     assert [m.value for m in at.metric][2] == "yes"
     titles = chart_titles(at)
@@ -71,8 +75,10 @@ def test_unsupported_model_is_explained_not_shown(monkeypatch):
     assert not at.dataframe and not at.get("plotly_chart")
 
 
-@pytest.mark.skipif(not (BUNDLED_DIR / "model.safetensors").exists(),
-                    reason="models/bundled/model.safetensors is not trained yet")
+@pytest.mark.skipif(
+    not (BUNDLED_DIR / "model.safetensors").exists(),
+    reason="models/bundled/model.safetensors is not trained yet",
+)
 def test_bundled_page_runs():
     at = open_kernel("bundled")
     heads = at.dataframe[0].value

@@ -39,8 +39,15 @@ def test_empty_prompt_gives_a_message():
 
 
 def test_page_runs_for_bundled_with_loss_sweep():
-    at = open_scaling("bundled", **{Scaling.PICK: 0, Scaling.HEAD: Head(1, 0),
-                                  Scaling.RANGE: (1 / 8, 8.0), Scaling.POINTS: 9})
+    at = open_scaling(
+        "bundled",
+        **{
+            Scaling.PICK: 0,
+            Scaling.HEAD: Head(1, 0),
+            Scaling.RANGE: (1 / 8, 8.0),
+            Scaling.POINTS: 9,
+        },
+    )
     said = texts(at)
     assert "hook_attn_scores" in said and "Loss at the model's own scale" in said
     assert at.select_slider(key=Scaling.PICK).value == 0
@@ -48,8 +55,9 @@ def test_page_runs_for_bundled_with_loss_sweep():
 
 
 def test_switching_to_alpha_keeps_the_point_at_the_models_own_scale():
-    at = open_scaling("bundled", **{Scaling.POINTS: 9, Scaling.RANGE: (1 / 8, 8.0),
-                                  Scaling.PICK: 1})
+    at = open_scaling(
+        "bundled", **{Scaling.POINTS: 9, Scaling.RANGE: (1 / 8, 8.0), Scaling.PICK: 1}
+    )
     assert at.select_slider(key=Scaling.PICK).value == 1
     at.radio(key=Scaling.AXIS).set_value(ALPHA)
     at.session_state[Sidebar.SOURCE] = "bundled"

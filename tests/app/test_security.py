@@ -17,11 +17,10 @@ from models.model.loading import load
 from models.model.spec import BUNDLED_DIR, ModelSpec
 from tests.app.helpers import open_app, texts
 from tests.app.test_bad_input import switch_model
-from ui.keys import Classroom
+from ui.keys import Classroom, Sidebar
 from ui.runtime import models as models_store
 from ui.runtime.policy import admit
 from ui.runtime.settings import Settings
-from ui.keys import Sidebar
 
 
 def planted_code(folder, marker) -> None:
@@ -30,13 +29,16 @@ def planted_code(folder, marker) -> None:
     shutil.copytree(BUNDLED_DIR, folder, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
     config = json.loads((folder / "config.json").read_text())
     config["model_type"] = "evil"  # a type only its own code knows
-    config["auto_map"] = {"AutoConfig": "configuration_evil.EvilConfig",
-                          "AutoModelForCausalLM": "modeling_evil.EvilModel"}
+    config["auto_map"] = {
+        "AutoConfig": "configuration_evil.EvilConfig",
+        "AutoModelForCausalLM": "modeling_evil.EvilModel",
+    }
     (folder / "config.json").write_text(json.dumps(config))
     code = f"open({str(marker)!r}, 'w').write('ran')\n"
     (folder / "configuration_evil.py").write_text(
         code + "from transformers import GPT2Config\nclass EvilConfig(GPT2Config):\n"
-        "    model_type = 'evil'\n")
+        "    model_type = 'evil'\n"
+    )
     (folder / "modeling_evil.py").write_text(code)
 
 
@@ -51,8 +53,9 @@ class WritesAFile:
 
 
 def planted_pickle(folder, marker) -> None:
-    shutil.copytree(BUNDLED_DIR, folder, ignore=shutil.ignore_patterns("*.py", "__pycache__",
-                                                                       "*.safetensors"))
+    shutil.copytree(
+        BUNDLED_DIR, folder, ignore=shutil.ignore_patterns("*.py", "__pycache__", "*.safetensors")
+    )
     with open(folder / "pytorch_model.bin", "wb") as fh:
         pickle.dump({"transformer.wte.weight": WritesAFile(str(marker))}, fh)
 
@@ -81,17 +84,22 @@ def test_a_pickled_checkpoint_is_never_unpickled(tmp_path, monkeypatch):
     assert "Still showing the last model that loaded" in texts(at)
 
 
-@pytest.mark.parametrize("source, name", [
-    ("hub", "a" * 300),
-    ("local", "~nosuchuser/model"),
-    ("local", "/tmp/with\x00nul"),
-    ("local", "/etc"),
-    ("local", "/root/.ssh"),
-    ("gguf", "/etc/passwd.gguf"),
-    ("hub", "[Session expired](https://evil.example/login) "
-                          "![t](https://evil.example/pixel.png)"),
-    ("hub", ":red[**ADMIN NOTICE**]"),
-])
+@pytest.mark.parametrize(
+    "source, name",
+    [
+        ("hub", "a" * 300),
+        ("local", "~nosuchuser/model"),
+        ("local", "/tmp/with\x00nul"),
+        ("local", "/etc"),
+        ("local", "/root/.ssh"),
+        ("gguf", "/etc/passwd.gguf"),
+        (
+            "hub",
+            "[Session expired](https://evil.example/login) ![t](https://evil.example/pixel.png)",
+        ),
+        ("hub", ":red[**ADMIN NOTICE**]"),
+    ],
+)
 def test_visitor_input_gets_one_message_and_no_traceback(source, name):
     at = open_app(model="bundled", prompt="still working")
     switch_model(at, source, name)
@@ -145,8 +153,12 @@ def test_concurrent_first_loads_all_succeed_and_leave_loading_working(tmp_path):
     broken = tmp_path / "broken"
     shutil.copytree(BUNDLED_DIR, broken, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
     (broken / "model.safetensors").write_bytes(b"\x00not safetensors")
-    specs = [ModelSpec("bundled"), ModelSpec("minilm"), ModelSpec("smollm2"),
-             ModelSpec(str(broken))]
+    specs = [
+        ModelSpec("bundled"),
+        ModelSpec("minilm"),
+        ModelSpec("smollm2"),
+        ModelSpec(str(broken)),
+    ]
     outcome: dict[str, object] = {}
     start = threading.Barrier(len(specs))
 
@@ -177,10 +189,22 @@ def test_every_placement_is_checked_against_free_memory():
     assert os.environ.get("ATLAS_ALLOW_REMOTE_CODE") in (None, "", "0")
 
 
-PAGES = ["pages/explorer.py", "pages/heads.py", "pages/circuits.py", "pages/scaling.py",
-         "pages/kernel.py", "pages/classroom.py"]
-CLASSROOM_TABS = ["Step by step", "Inside the model", "MHA · GQA · MQA", "Cost", "Positions",
-                  "Failure modes"]
+PAGES = [
+    "pages/explorer.py",
+    "pages/heads.py",
+    "pages/circuits.py",
+    "pages/scaling.py",
+    "pages/kernel.py",
+    "pages/classroom.py",
+]
+CLASSROOM_TABS = [
+    "Step by step",
+    "Inside the model",
+    "MHA · GQA · MQA",
+    "Cost",
+    "Positions",
+    "Failure modes",
+]
 
 
 def visits(model: str):
@@ -202,8 +226,9 @@ def test_no_page_or_tab_loads_a_model_from_outside_the_allowed_folders(tmp_path,
     page and every classroom tab neither loads, and both read the same."""
     allowed, outside = tmp_path / "allowed", tmp_path / "elsewhere"
     allowed.mkdir()
-    shutil.copytree(BUNDLED_DIR, outside / "model",
-                    ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    shutil.copytree(
+        BUNDLED_DIR, outside / "model", ignore=shutil.ignore_patterns("*.py", "__pycache__")
+    )
     monkeypatch.setenv("ATLAS_MODEL_ROOTS", str(allowed))
     loads = []
     original = models_store.load

@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 
 
-def module_io(hf_model, ids: torch.Tensor, names: list[str], *, inputs: bool
-              ) -> tuple[object, dict[str, torch.Tensor]]:
+def module_io(
+    hf_model, ids: torch.Tensor, names: list[str], *, inputs: bool
+) -> tuple[object, dict[str, torch.Tensor]]:
     """Run ``hf_model`` eagerly on ``ids`` and record the input (or output) of named modules.
 
     Args:
@@ -37,8 +38,9 @@ def module_io(hf_model, ids: torch.Tensor, names: list[str], *, inputs: bool
     return out, seen
 
 
-def eager_patterns_and_z(hf_model, ids: torch.Tensor, projection: str, n_layers: int,
-                         n_heads: int) -> tuple[torch.Tensor, torch.Tensor]:
+def eager_patterns_and_z(
+    hf_model, ids: torch.Tensor, projection: str, n_layers: int, n_heads: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """HF eager patterns and per-head attention outputs (z), read off the output projection.
 
     Args:

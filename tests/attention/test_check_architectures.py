@@ -10,11 +10,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from models.model.forward import run_hooks
 from models.attention.check import compare, run_layer
 from models.attention.inputs import KernelUnavailable, capture_inputs
-from models.model.softmax_terms import alibi_slopes
+from models.model.forward import run_hooks
 from models.model.loading import load
+from models.model.softmax_terms import alibi_slopes
 from models.model.spec import ModelSpec
 from tests.attention.hf_reference import eager_patterns_and_z
 from tests.attention.tiny_models import ARCHITECTURES, PROMPT, build_all
@@ -42,8 +42,9 @@ def test_kernel_matches_hf_eager(checked, name):
     path, model, inputs, report = checked[name]
     ids = torch.tensor([inputs.token_ids])
     hf = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager")
-    patterns, z = eager_patterns_and_z(hf, ids, ARCHITECTURES[name][1], model.facts.n_layers,
-                                       model.facts.n_heads)
+    patterns, z = eager_patterns_and_z(
+        hf, ids, ARCHITECTURES[name][1], model.facts.n_layers, model.facts.n_heads
+    )
     assert patterns.max() > 0.5  # peaked attention: a wrong input would show
     assert report.max_pattern_error <= TOL and report.max_output_error <= TOL
     torch.testing.assert_close(torch.from_numpy(report.kernel_patterns), patterns, atol=TOL, rtol=0)
@@ -82,8 +83,11 @@ def test_bloom_alibi_slopes_for_six_heads(checked):
     _, model, inputs, report = checked["bloom_alibi_6_heads"]
     assert model.facts.positional == "alibi"
     torch.testing.assert_close(inputs.alibi_slopes, alibi_slopes(6))
-    bad = compare(inputs.__class__(**{**inputs.__dict__, "alibi_slopes": None}), device="cpu",
-                  timing_repeats=1)
+    bad = compare(
+        inputs.__class__(**{**inputs.__dict__, "alibi_slopes": None}),
+        device="cpu",
+        timing_repeats=1,
+    )
     assert bad.max_pattern_error > 1e-2  # without the slopes the kernel is far off
 
 

@@ -26,10 +26,19 @@ ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "The cat sat on the mat. The cat sat on the mat again, said Ms. O'Neil.\nDone!"
 TOL = 1e-5
 HAS_BUNDLED = (BUNDLED_DIR / "model.safetensors").exists()
-MODELS = ["minilm", pytest.param("bundled", marks=pytest.mark.skipif(
-    not HAS_BUNDLED, reason="models/bundled/model.safetensors is not trained yet"))]
-PROJECTIONS = {"minilm": "encoder.layer.{l}.attention.output.dense",
-               "bundled": "transformer.h.{l}.attn.c_proj"}
+MODELS = [
+    "minilm",
+    pytest.param(
+        "bundled",
+        marks=pytest.mark.skipif(
+            not HAS_BUNDLED, reason="models/bundled/model.safetensors is not trained yet"
+        ),
+    ),
+]
+PROJECTIONS = {
+    "minilm": "encoder.layer.{l}.attention.output.dense",
+    "bundled": "transformer.h.{l}.attn.c_proj",
+}
 
 
 def hf_model(name: str):
@@ -48,22 +57,29 @@ def case(request):
 def test_every_head_matches_the_model_within_1e_5(case):
     _, model, inputs, report = case
     facts = model.facts
-    assert report.pattern_error.shape == report.output_error.shape == (facts.n_layers, facts.n_heads)
+    assert (
+        report.pattern_error.shape == report.output_error.shape == (facts.n_layers, facts.n_heads)
+    )
     assert report.backend == "torch-tiled" and report.dtype == "float32" and report.device == "cpu"
     assert report.max_pattern_error <= TOL and report.max_output_error <= TOL
     assert report.within_tolerance and report.tolerance == TOL
     assert report.causal == facts.causal
     n = inputs.n_tokens
     assert report.kernel_patterns.shape == (facts.n_layers, facts.n_heads, n, n)
-    torch.testing.assert_close(torch.from_numpy(report.kernel_patterns).sum(-1),
-                               torch.ones(facts.n_layers, facts.n_heads, n), atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        torch.from_numpy(report.kernel_patterns).sum(-1),
+        torch.ones(facts.n_layers, facts.n_heads, n),
+        atol=1e-5,
+        rtol=0,
+    )
 
 
 def test_hooks_and_kernel_equal_hf_eager(case):
     name, model, inputs, report = case
     ids = torch.tensor([inputs.token_ids])
-    patterns, z = eager_patterns_and_z(hf_model(name), ids, PROJECTIONS[name],
-                                       model.facts.n_layers, model.facts.n_heads)
+    patterns, z = eager_patterns_and_z(
+        hf_model(name), ids, PROJECTIONS[name], model.facts.n_layers, model.facts.n_heads
+    )
     torch.testing.assert_close(inputs.patterns[:, 0], patterns, atol=TOL, rtol=0)
     torch.testing.assert_close(inputs.z[:, 0], z, atol=TOL, rtol=0)
     torch.testing.assert_close(torch.from_numpy(report.kernel_patterns), patterns, atol=TOL, rtol=0)
@@ -94,7 +110,10 @@ def test_a_wrong_scale_gives_large_errors(case):
 def test_minilm_scale_and_q_bias(minilm):
     """hook_q is the query projection's output, bias included (the bias is far from zero)."""
     inputs = capture_inputs(minilm, PROMPT)
-    assert inputs.scales == pytest.approx((32**-0.5,) * 6, rel=1e-12) and inputs.qk_source == "hook_q/hook_k"
+    assert (
+        inputs.scales == pytest.approx((32**-0.5,) * 6, rel=1e-12)
+        and inputs.qk_source == "hook_q/hook_k"
+    )
     hf = hf_model("minilm")
     names = [f"encoder.layer.{l}.attention.self.query" for l in range(6)]
     _, seen = module_io(hf, torch.tensor([inputs.token_ids]), names, inputs=False)
@@ -126,8 +145,14 @@ print(json.dumps({"backend": report.backend, "p": report.max_pattern_error,
 def test_triton_kernel_in_the_interpreter_matches_minilm():
     pytest.importorskip("triton")
     env = dict(os.environ, TRITON_INTERPRET="1", HF_HUB_OFFLINE="1")
-    done = subprocess.run([sys.executable, "-c", INTERPRETER_SCRIPT],
-                          env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", INTERPRETER_SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["backend"] == "triton-interpreter"

@@ -13,8 +13,9 @@ from transformers.models.gpt_neox.modeling_gpt_neox import apply_rotary_pos_emb
 from models.attention import naive_attention
 from models.attention.check import compare, tolerance
 from models.attention.inputs import KernelInputs
-from models.model.softmax_terms import alibi_slopes, rotate, windows_from_config as layer_windows
 from models.attention.timing import median_ms, sdpa, time_implementations
+from models.model.softmax_terms import alibi_slopes, rotate
+from models.model.softmax_terms import windows_from_config as layer_windows
 
 
 def hand_made(n_layers=2, n_heads=4, n_kv=2, n=7, d=8, causal=True, seed=0) -> KernelInputs:
@@ -26,24 +27,41 @@ def hand_made(n_layers=2, n_heads=4, n_kv=2, n=7, d=8, causal=True, seed=0) -> K
     scales = (d**-0.5, 0.5 * d**-0.5)[:n_layers]
     outs, patterns = [], []
     for layer in range(n_layers):
-        out, _, pattern = naive_attention(q[layer], k[layer], v[layer], causal=causal,
-                                          scale=scales[layer])
+        out, _, pattern = naive_attention(
+            q[layer], k[layer], v[layer], causal=causal, scale=scales[layer]
+        )
         outs.append(out.float())
         patterns.append(pattern.float())
     return KernelInputs(
-        token_ids=tuple(range(n)), tokens=tuple(f"t{i}" for i in range(n)), q=q, k=k, v=v,
-        z=torch.stack(outs), patterns=torch.stack(patterns), scales=scales,
-        windows=(None,) * n_layers, alibi_slopes=None, causal=causal, qk_source="hook_q/hook_k",
-        scale_source="test", reference_error=0.0, model_dtype="float32", n_prompt_tokens=n)
+        token_ids=tuple(range(n)),
+        tokens=tuple(f"t{i}" for i in range(n)),
+        q=q,
+        k=k,
+        v=v,
+        z=torch.stack(outs),
+        patterns=torch.stack(patterns),
+        scales=scales,
+        windows=(None,) * n_layers,
+        alibi_slopes=None,
+        causal=causal,
+        qk_source="hook_q/hook_k",
+        scale_source="test",
+        reference_error=0.0,
+        model_dtype="float32",
+        n_prompt_tokens=n,
+    )
 
 
 def test_errors_are_per_head_and_exact():
     inputs = hand_made()
     patterns, z = inputs.patterns.clone(), inputs.z.clone()
-    patterns[1, 0, 2, 5, 3] += 0.01      # head 1.2, query 5, key 3
-    z[0, 0, 1, 4, 6] -= 0.02             # head 0.1, position 4, dim 6
-    report = compare(KernelInputs(**{**inputs.__dict__, "patterns": patterns, "z": z}),
-                     device="cpu", timing_repeats=1)
+    patterns[1, 0, 2, 5, 3] += 0.01  # head 1.2, query 5, key 3
+    z[0, 0, 1, 4, 6] -= 0.02  # head 0.1, position 4, dim 6
+    report = compare(
+        KernelInputs(**{**inputs.__dict__, "patterns": patterns, "z": z}),
+        device="cpu",
+        timing_repeats=1,
+    )
     assert report.pattern_error[1, 2] == pytest.approx(0.01, abs=1e-6)
     assert report.output_error[0, 1] == pytest.approx(0.02, abs=1e-6)
     others = torch.ones(2, 4, dtype=torch.bool)
@@ -79,7 +97,7 @@ def test_alibi_slopes_by_hand():
 
 def test_rotate_matches_hf_partial_rotary():
     gen = torch.Generator().manual_seed(1)
-    q = torch.randn(1, 5, 3, 8, generator=gen)           # batch pos head d_head
+    q = torch.randn(1, 5, 3, 8, generator=gen)  # batch pos head d_head
     angle = torch.randn(1, 5, 2, generator=gen)
     cos, sin = torch.cat([angle.cos()] * 2, -1), torch.cat([angle.sin()] * 2, -1)  # rotary_dim 4
     expected, _ = apply_rotary_pos_emb(q, q, cos, sin, unsqueeze_dim=2)
@@ -91,7 +109,9 @@ def test_layer_windows_from_config():
     assert layer_windows(SimpleNamespace(), 2) == (None, None)
     assert layer_windows(SimpleNamespace(sliding_window=4), 2) == (4, 4)
     assert layer_windows(SimpleNamespace(sliding_window=4, use_sliding_window=False), 2) == (
-        None, None)
+        None,
+        None,
+    )
     config = SimpleNamespace(sliding_window=3, layer_types=["sliding_attention", "full_attention"])
     assert layer_windows(config, 2) == (3, None)
 
@@ -101,9 +121,15 @@ def test_tolerance_follows_the_coarser_dtype():
     assert tolerance("float32", "bfloat16") == tolerance("bfloat16", "float32") == 5e-2
 
 
-@pytest.mark.parametrize("opts", [dict(causal=True), dict(causal=False),
-                                  dict(causal=True, window=3, alibi=True),
-                                  dict(causal=False, window=2, alibi=True)])
+@pytest.mark.parametrize(
+    "opts",
+    [
+        dict(causal=True),
+        dict(causal=False),
+        dict(causal=True, window=3, alibi=True),
+        dict(causal=False, window=2, alibi=True),
+    ],
+)
 def test_sdpa_wrapper_has_the_kernels_semantics(opts):
     gen = torch.Generator().manual_seed(2)
     q = torch.randn(1, 4, 6, 8, generator=gen)
@@ -122,8 +148,12 @@ def test_median_ms_warms_up_then_takes_the_median():
 
 def test_timings_name_the_three_implementations():
     q = torch.randn(1, 2, 16, 8)
-    rows = time_implementations(q, q[:, :1], q[:, :1], scale=1 / math.sqrt(8), causal=True,
-                                backend="torch", repeats=2)
-    assert [row.name for row in rows] == ["app kernel (torch-tiled)", "PyTorch SDPA",
-                                          "naive attention (full pattern)"]
+    rows = time_implementations(
+        q, q[:, :1], q[:, :1], scale=1 / math.sqrt(8), causal=True, backend="torch", repeats=2
+    )
+    assert [row.name for row in rows] == [
+        "app kernel (torch-tiled)",
+        "PyTorch SDPA",
+        "naive attention (full pattern)",
+    ]
     assert all(row.median_ms > 0 and row.repeats == 2 for row in rows)

@@ -25,17 +25,33 @@ ROOT = Path(__file__).resolve().parents[2]
 TOL = 1e-5
 
 
-def make_case(b, h, kv, nq, nk, d, *, dtype=torch.float32, seed=0, alibi=False, pad=False,
-              strided=False, **opts):
+def make_case(
+    b,
+    h,
+    kv,
+    nq,
+    nk,
+    d,
+    *,
+    dtype=torch.float32,
+    seed=0,
+    alibi=False,
+    pad=False,
+    strided=False,
+    **opts,
+):
     """Random q, k, v and keyword options for one case (ALiBi slopes / padding drawn here).
 
     ``strided`` makes q, k, v transposed views of ``batch pos head_index d_head`` tensors, the
     layout TransformerLens hooks give.
     """
     gen = torch.Generator().manual_seed(seed)
-    q, k, v = (torch.randn(b, m, n, d, generator=gen).to(dtype).transpose(1, 2) if strided else
-               torch.randn(b, n, m, d, generator=gen).to(dtype)
-               for n, m in ((h, nq), (kv, nk), (kv, nk)))
+    q, k, v = (
+        torch.randn(b, m, n, d, generator=gen).to(dtype).transpose(1, 2)
+        if strided
+        else torch.randn(b, n, m, d, generator=gen).to(dtype)
+        for n, m in ((h, nq), (kv, nk), (kv, nk))
+    )
     if alibi:
         opts["alibi_slopes"] = torch.tensor([2.0 ** (-8 * (i + 1) / h) for i in range(h)])
     if pad:
@@ -65,8 +81,15 @@ FP32_CASES = {
     "alibi-noncausal": (1, 4, 4, 17, 40, 16, {"alibi": True}),
     "window-causal-mqa": (1, 4, 1, 129, 129, 32, {"causal": True, "window": 16}),
     "window-noncausal": (1, 2, 2, 40, 33, 16, {"window": 5}),
-    "all-options-gqa4": (1, 8, 2, 129, 160, 64,
-                         {"causal": True, "window": 37, "alibi": True, "pad": True}),
+    "all-options-gqa4": (
+        1,
+        8,
+        2,
+        129,
+        160,
+        64,
+        {"causal": True, "window": 37, "alibi": True, "pad": True},
+    ),
     "window1-causal": (1, 2, 1, 17, 30, 16, {"causal": True, "window": 1}),
     "custom-scale": (2, 2, 2, 17, 129, 64, {"scale": 0.5}),
     "strided-gqa2": (2, 4, 2, 129, 129, 32, {"causal": True, "strided": True}),
@@ -108,7 +131,7 @@ def test_worked_example_a_from_reference_sheet():
 def test_window_one_copies_the_aligned_value():
     q, k, v, _ = make_case(1, 2, 2, 3, 5, 16)
     out, lse = attention(q, k, v, causal=True, window=1)
-    torch.testing.assert_close(out, v[:, :, 2:], atol=1e-6, rtol=0)   # query i sees key i + 2
+    torch.testing.assert_close(out, v[:, :, 2:], atol=1e-6, rtol=0)  # query i sees key i + 2
     s = (q * k[:, :, 2:]).sum(-1) / 4.0
     torch.testing.assert_close(lse, s, atol=1e-5, rtol=0)
 
@@ -127,11 +150,15 @@ def test_fully_masked_rows_give_zero_and_minus_inf():
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
-@pytest.mark.parametrize("case", [
-    (2, 4, 2, 129, 129, 64, {"causal": True}),
-    (1, 8, 1, 200, 150, 128, {"alibi": True, "pad": True}),
-    (1, 4, 4, 65, 65, 16, {"causal": True, "window": 20}),
-], ids=["gqa2-causal", "mqa-alibi-pad", "window"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        (2, 4, 2, 129, 129, 64, {"causal": True}),
+        (1, 8, 1, 200, 150, 128, {"alibi": True, "pad": True}),
+        (1, 4, 4, 65, 65, 16, {"causal": True, "window": 20}),
+    ],
+    ids=["gqa2-causal", "mqa-alibi-pad", "window"],
+)
 def test_half_precision_within_twice_naive_error(case, dtype):
     *shape, opts = case
     q, k, v, opts = make_case(*shape, dtype=dtype, **opts)
@@ -146,25 +173,36 @@ def test_half_precision_within_twice_naive_error(case, dtype):
 
 
 @settings(max_examples=25, deadline=None)
-@given(nq=st.integers(1, 40), nk=st.integers(1, 40), group=st.sampled_from([1, 2, 4]),
-       causal=st.booleans(), window=st.one_of(st.none(), st.integers(1, 45)),
-       alibi=st.booleans(), pad=st.booleans(), seed=st.integers(0, 1000))
+@given(
+    nq=st.integers(1, 40),
+    nk=st.integers(1, 40),
+    group=st.sampled_from([1, 2, 4]),
+    causal=st.booleans(),
+    window=st.one_of(st.none(), st.integers(1, 45)),
+    alibi=st.booleans(),
+    pad=st.booleans(),
+    seed=st.integers(0, 1000),
+)
 def test_tiled_random_shapes(nq, nk, group, causal, window, alibi, pad, seed):
-    q, k, v, opts = make_case(2, 2 * group, 2, nq, nk, 16, seed=seed, causal=causal,
-                              window=window, alibi=alibi, pad=pad)
+    q, k, v, opts = make_case(
+        2, 2 * group, 2, nq, nk, 16, seed=seed, causal=causal, window=window, alibi=alibi, pad=pad
+    )
     out, lse = tiled_attention(q, k, v, scale=0.25, block_m=8, block_n=8, **opts)
     ref_out, ref_lse, _ = naive_attention(q, k, v, scale=0.25, **opts)
     assert max(errors(out, lse, ref_out, ref_lse)) < TOL
 
 
-@pytest.mark.parametrize("rows, cols", [
-    (slice(None), slice(None)),
-    (slice(40, 90), slice(10, 150, 3)),
-    (torch.tensor([0, 5, 128]), [-1, 0, 77]),
-], ids=["whole", "slices", "indices"])
+@pytest.mark.parametrize(
+    "rows, cols",
+    [
+        (slice(None), slice(None)),
+        (slice(40, 90), slice(10, 150, 3)),
+        (torch.tensor([0, 5, 128]), [-1, 0, 77]),
+    ],
+    ids=["whole", "slices", "indices"],
+)
 def test_rebuild_pattern_matches_naive_pattern(rows, cols):
-    q, k, v, opts = make_case(2, 8, 2, 129, 160, 32, causal=True, window=60, alibi=True,
-                              pad=True)
+    q, k, v, opts = make_case(2, 8, 2, 129, 160, 32, causal=True, window=60, alibi=True, pad=True)
     _, lse = attention(q, k, v, **opts)
     got = rebuild_pattern(q, k, lse, rows, cols, **opts)
     _, _, pattern = naive_attention(q, k, v, **opts)
@@ -188,28 +226,48 @@ def test_choose_backend_on_cpu(monkeypatch):
 
 
 def _bad(**change):
-    args = {"q": torch.zeros(2, 4, 5, 16), "k": torch.zeros(2, 2, 7, 16),
-            "v": torch.zeros(2, 2, 7, 16)}
+    args = {
+        "q": torch.zeros(2, 4, 5, 16),
+        "k": torch.zeros(2, 2, 7, 16),
+        "v": torch.zeros(2, 2, 7, 16),
+    }
     args.update(change)
     return args
 
 
-@pytest.mark.parametrize("args, message", [
-    (_bad(q=torch.zeros(4, 5, 16)), "q must be 4-D"),
-    (_bad(k=torch.zeros(3, 2, 7, 16)), "batch differs"),
-    (_bad(k=torch.zeros(2, 2, 7, 8)), "d_head differs"),
-    (_bad(v=torch.zeros(2, 2, 6, 16)), "v must have the shape of k"),
-    (_bad(k=torch.zeros(2, 3, 7, 16), v=torch.zeros(2, 3, 7, 16)), "multiple of n_kv_heads"),
-    (_bad(q=torch.zeros(2, 4, 5, 16, dtype=torch.int64)), "supported dtypes"),
-    (_bad(v=torch.zeros(2, 2, 7, 16, dtype=torch.float16)), "share one dtype"),
-    (_bad(window=0), "window must be an int >= 1"),
-    (_bad(window=2.5), "window must be an int >= 1"),
-    (_bad(alibi_slopes=torch.ones(2)), r"alibi_slopes must have shape \(n_heads,\)"),
-    (_bad(key_padding_mask=torch.ones(2, 5, dtype=torch.bool)), "key_padding_mask must have"),
-    (_bad(key_padding_mask=torch.ones(2, 7)), "key_padding_mask must be bool"),
-    (_bad(scale=float("nan")), "scale must be a finite number"),
-], ids=["not-4d", "batch", "d_head", "v-shape", "gqa-ratio", "int-dtype", "mixed-dtype",
-        "window-0", "window-float", "slopes-shape", "mask-shape", "mask-dtype", "scale-nan"])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (_bad(q=torch.zeros(4, 5, 16)), "q must be 4-D"),
+        (_bad(k=torch.zeros(3, 2, 7, 16)), "batch differs"),
+        (_bad(k=torch.zeros(2, 2, 7, 8)), "d_head differs"),
+        (_bad(v=torch.zeros(2, 2, 6, 16)), "v must have the shape of k"),
+        (_bad(k=torch.zeros(2, 3, 7, 16), v=torch.zeros(2, 3, 7, 16)), "multiple of n_kv_heads"),
+        (_bad(q=torch.zeros(2, 4, 5, 16, dtype=torch.int64)), "supported dtypes"),
+        (_bad(v=torch.zeros(2, 2, 7, 16, dtype=torch.float16)), "share one dtype"),
+        (_bad(window=0), "window must be an int >= 1"),
+        (_bad(window=2.5), "window must be an int >= 1"),
+        (_bad(alibi_slopes=torch.ones(2)), r"alibi_slopes must have shape \(n_heads,\)"),
+        (_bad(key_padding_mask=torch.ones(2, 5, dtype=torch.bool)), "key_padding_mask must have"),
+        (_bad(key_padding_mask=torch.ones(2, 7)), "key_padding_mask must be bool"),
+        (_bad(scale=float("nan")), "scale must be a finite number"),
+    ],
+    ids=[
+        "not-4d",
+        "batch",
+        "d_head",
+        "v-shape",
+        "gqa-ratio",
+        "int-dtype",
+        "mixed-dtype",
+        "window-0",
+        "window-float",
+        "slopes-shape",
+        "mask-shape",
+        "mask-dtype",
+        "scale-nan",
+    ],
+)
 def test_bad_input_raises_value_error(args, message):
     with pytest.raises(ValueError, match=message):
         attention(**args)
@@ -271,10 +329,19 @@ print(json.dumps(results))
 
 @pytest.fixture(scope="module")
 def interpreted():
-    env = {**os.environ, "TRITON_INTERPRET": "1",
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", _INTERPRETER_SCRIPT, __file__], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "TRITON_INTERPRET": "1",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _INTERPRETER_SCRIPT, __file__],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -328,8 +395,14 @@ print(json.dumps(results))
 def test_kernel_compiles_for_hopper():
     env = {key: val for key, val in os.environ.items() if key != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-    done = subprocess.run([sys.executable, "-c", _COMPILE_SCRIPT], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _COMPILE_SCRIPT],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(done.stdout.strip().splitlines()[-1])
     if all(r.startswith("skip") for r in results.values()):

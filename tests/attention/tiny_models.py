@@ -11,8 +11,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from transformers import (BloomConfig, BloomForCausalLM, GPT2Config, GPT2LMHeadModel,
-                          GPTNeoXConfig, GPTNeoXForCausalLM, LlamaConfig, LlamaForCausalLM)
+from transformers import (
+    BloomConfig,
+    BloomForCausalLM,
+    GPT2Config,
+    GPT2LMHeadModel,
+    GPTNeoXConfig,
+    GPTNeoXForCausalLM,
+    LlamaConfig,
+    LlamaForCausalLM,
+)
 
 from models.bundled.train import train_tokenizer
 
@@ -23,25 +31,56 @@ COMMON = dict(bos_token_id=0, eos_token_id=0, initializer_range=0.3)
 # name -> (builder, output projection of layer {l}: its input is the merged hook_z)
 ARCHITECTURES = {
     "gpt2_inverse_layer_scale": (
-        lambda v: GPT2LMHeadModel(GPT2Config(
-            vocab_size=v, n_positions=96, n_embd=32, n_layer=3, n_head=4,
-            scale_attn_by_inverse_layer_idx=True, **COMMON)),
-        "transformer.h.{l}.attn.c_proj"),
+        lambda v: GPT2LMHeadModel(
+            GPT2Config(
+                vocab_size=v,
+                n_positions=96,
+                n_embd=32,
+                n_layer=3,
+                n_head=4,
+                scale_attn_by_inverse_layer_idx=True,
+                **COMMON,
+            )
+        ),
+        "transformer.h.{l}.attn.c_proj",
+    ),
     "llama_gqa_rope": (
-        lambda v: LlamaForCausalLM(LlamaConfig(
-            vocab_size=v, hidden_size=64, intermediate_size=64, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=96,
-            pad_token_id=0, **COMMON)),
-        "model.layers.{l}.self_attn.o_proj"),
+        lambda v: LlamaForCausalLM(
+            LlamaConfig(
+                vocab_size=v,
+                hidden_size=64,
+                intermediate_size=64,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                max_position_embeddings=96,
+                pad_token_id=0,
+                **COMMON,
+            )
+        ),
+        "model.layers.{l}.self_attn.o_proj",
+    ),
     "neox_partial_rope": (
-        lambda v: GPTNeoXForCausalLM(GPTNeoXConfig(
-            vocab_size=v, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-            num_attention_heads=4, max_position_embeddings=96, rotary_pct=0.5, **COMMON)),
-        "gpt_neox.layers.{l}.attention.dense"),
+        lambda v: GPTNeoXForCausalLM(
+            GPTNeoXConfig(
+                vocab_size=v,
+                hidden_size=32,
+                intermediate_size=64,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                max_position_embeddings=96,
+                rotary_pct=0.5,
+                **COMMON,
+            )
+        ),
+        "gpt_neox.layers.{l}.attention.dense",
+    ),
     "bloom_alibi_6_heads": (
-        lambda v: BloomForCausalLM(BloomConfig(
-            vocab_size=v, hidden_size=48, n_layer=2, n_head=6, **COMMON)),
-        "transformer.h.{l}.self_attention.dense"),
+        lambda v: BloomForCausalLM(
+            BloomConfig(vocab_size=v, hidden_size=48, n_layer=2, n_head=6, **COMMON)
+        ),
+        "transformer.h.{l}.self_attention.dense",
+    ),
 }
 
 

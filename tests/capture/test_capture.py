@@ -33,8 +33,11 @@ def test_patterns_match_hf_eager(request, hf_models, name):
     run = capture(model, PROMPT)
     ids, _ = tokenize(model, PROMPT)
     expected = hf_patterns(hf_models[name], ids)
-    assert run.patterns.shape == expected.shape == (
-        model.facts.n_layers, model.facts.n_heads, run.n_tokens, run.n_tokens)
+    assert (
+        run.patterns.shape
+        == expected.shape
+        == (model.facts.n_layers, model.facts.n_heads, run.n_tokens, run.n_tokens)
+    )
     np.testing.assert_allclose(run.patterns, expected, atol=1e-5, rtol=0)
 
 
@@ -80,8 +83,11 @@ def test_empty_prompt_is_refused(bundled, prompt):
 
 def test_capture_leaves_no_hooks_behind(bundled):
     capture(bundled, "one two three")
-    live = [name for name, hp in bundled.bridge.hook_dict.items()
-            if hp._forward_hooks or hp._backward_hooks]
+    live = [
+        name
+        for name, hp in bundled.bridge.hook_dict.items()
+        if hp._forward_hooks or hp._backward_hooks
+    ]
     assert live == []
     attention = [m for m in bundled.bridge.modules() if hasattr(m, "_pattern")]
     assert attention and all(not m._forward_hooks and m._pattern is None for m in attention)

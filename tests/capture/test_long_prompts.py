@@ -20,8 +20,15 @@ def gpt2_small_dir(tmp_path_factory):
     """GPT-2 small's shape (12 layers x 12 heads, d_model 768) with random weights."""
     path = tmp_path_factory.mktemp("gpt2-small-random")
     torch.manual_seed(0)
-    config = GPT2Config(vocab_size=2048, n_positions=N_TOKENS, n_embd=768, n_layer=12, n_head=12,
-                        bos_token_id=0, eos_token_id=0)
+    config = GPT2Config(
+        vocab_size=2048,
+        n_positions=N_TOKENS,
+        n_embd=768,
+        n_layer=12,
+        n_head=12,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     GPT2LMHeadModel(config).save_pretrained(path)
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(BUNDLED_DIR / name, path / name)
@@ -58,8 +65,9 @@ def test_rebuilt_windows_equal_the_model_patterns(long_run, gpt2_small_dir):
             for _ in range(3):
                 r0, c0 = rng.integers(0, N_TOKENS - 300, size=2)
                 rows, cols = slice(r0, r0 + 300), slice(c0, c0 + 257)
-                np.testing.assert_allclose(run.window(layer, head, rows, cols),
-                                           expected_layer[head][rows, cols], atol=1e-5)
+                np.testing.assert_allclose(
+                    run.window(layer, head, rows, cols), expected_layer[head][rows, cols], atol=1e-5
+                )
         np.testing.assert_allclose(run.layer_patterns(layer), expected_layer, atol=1e-5)
 
 

@@ -8,8 +8,8 @@ from transformers import AutoModelForCausalLM
 
 from models.circuits import IOI, CircuitTask, baseline, copying_task, prepare
 from models.model.forward import attn_out_hook, final_norm_scale_hook, run_hooks, tokenize, z_hook
-from models.model.weights import output_projection
 from models.model.spec import BUNDLED_DIR
+from models.model.weights import output_projection
 
 
 @pytest.mark.parametrize("name", ["bundled", "smollm2"])
@@ -21,8 +21,9 @@ def test_heads_through_w_o_plus_bias_are_the_attention_output(name, request):
     for layer in layers:
         w_o, b_o = output_projection(model, layer)
         rebuilt = torch.einsum("bphd,hdm->bpm", acts[z_hook(layer)].double(), w_o) + b_o
-        torch.testing.assert_close(rebuilt, acts[attn_out_hook(layer)].double(), atol=2e-4,
-                                   rtol=1e-5)
+        torch.testing.assert_close(
+            rebuilt, acts[attn_out_hook(layer)].double(), atol=2e-4, rtol=1e-5
+        )
 
 
 def test_parts_add_up_on_the_bundled_model(bundled):
@@ -34,8 +35,7 @@ def test_parts_add_up_on_the_bundled_model(bundled):
     assert sum(value for _, _, value in dla.parts()) == pytest.approx(dla.total, abs=1e-9)
     assert np.unravel_index(np.argmax(dla.heads), dla.heads.shape) == (2, 2)
     bridge_scale = run_hooks(bundled, setup.clean_ids, [final_norm_scale_hook()])
-    assert dla.scale == pytest.approx(float(bridge_scale[final_norm_scale_hook()][0, -1]),
-                                      rel=1e-5)
+    assert dla.scale == pytest.approx(float(bridge_scale[final_norm_scale_hook()][0, -1]), rel=1e-5)
 
 
 def test_parts_add_up_on_smollm2(smollm2):
@@ -46,21 +46,25 @@ def test_parts_add_up_on_smollm2(smollm2):
     assert dla.total == pytest.approx(dla.logit_diff, abs=1e-4)
     assert dla.heads.shape == (30, 9)
     bridge_scale = run_hooks(smollm2, setup.clean_ids, [final_norm_scale_hook()])
-    assert dla.scale == pytest.approx(float(bridge_scale[final_norm_scale_hook()][0, -1]),
-                                      rel=1e-5)
+    assert dla.scale == pytest.approx(float(bridge_scale[final_norm_scale_hook()][0, -1]), rel=1e-5)
 
 
 def test_a_heads_share_matches_plain_transformers(bundled):
-    task = CircuitTask("def add(a, b):\n    return a +", "def add(a, c):\n    return a +",
-                       " b", " c")
+    task = CircuitTask(
+        "def add(a, b):\n    return a +", "def add(a, c):\n    return a +", " b", " c"
+    )
     setup = prepare(bundled, task)
     dla = baseline(bundled, setup, batch=1).attribution
     hf = AutoModelForCausalLM.from_pretrained(BUNDLED_DIR, attn_implementation="eager").eval()
     seen = {}
-    handles = [hf.transformer.h[1].attn.c_proj.register_forward_pre_hook(
-                   lambda _m, args: seen.__setitem__("z", args[0][0, -1].double())),
-               hf.transformer.ln_f.register_forward_pre_hook(
-                   lambda _m, args: seen.__setitem__("resid", args[0][0, -1].double()))]
+    handles = [
+        hf.transformer.h[1].attn.c_proj.register_forward_pre_hook(
+            lambda _m, args: seen.__setitem__("z", args[0][0, -1].double())
+        ),
+        hf.transformer.ln_f.register_forward_pre_hook(
+            lambda _m, args: seen.__setitem__("resid", args[0][0, -1].double())
+        ),
+    ]
     with torch.no_grad():
         logits = hf(setup.clean_ids).logits[0, -1].double()
     for handle in handles:
@@ -73,8 +77,12 @@ def test_a_heads_share_matches_plain_transformers(bundled):
     resid = seen["resid"]
     std = torch.sqrt(((resid - resid.mean()) ** 2).mean() + ln.eps)
     for head in range(4):
-        part = seen["z"][head * d_head:(head + 1) * d_head] @ w_o[head * d_head:(head + 1) * d_head]
+        part = (
+            seen["z"][head * d_head : (head + 1) * d_head]
+            @ w_o[head * d_head : (head + 1) * d_head]
+        )
         share = float(((part - part.mean()) / std * ln.weight.detach().double()) @ diff)
         assert dla.heads[1, head] == pytest.approx(share, abs=1e-5)
-    assert dla.logit_diff == pytest.approx(float(logits[setup.answer_id]
-                                                 - logits[setup.wrong_id]), abs=1e-4)
+    assert dla.logit_diff == pytest.approx(
+        float(logits[setup.answer_id] - logits[setup.wrong_id]), abs=1e-4
+    )

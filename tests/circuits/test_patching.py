@@ -30,6 +30,7 @@ def hf_logit_diff(hf, ids, answer, wrong, replace=None):
     d_head = hf.config.n_embd // hf.config.n_head
     seen, handles = {}, []
     for layer, block in enumerate(hf.transformer.h):
+
         def pre(_module, args, layer=layer):
             seen[layer] = args[0].detach().clone()
             if replace is None or replace[0] != layer:
@@ -40,6 +41,7 @@ def hf_logit_diff(hf, ids, answer, wrong, replace=None):
             rows = slice(None) if pos is None else slice(pos, pos + 1)
             x[:, rows, cols] = clean[layer][:, rows, cols]
             return (x,)
+
         handles.append(block.attn.c_proj.register_forward_pre_hook(pre))
     try:
         with torch.no_grad():
@@ -61,8 +63,7 @@ def test_per_head_effects_match_plain_transformers(bundled, copying, hf_gpt2):
     expected = np.zeros((3, 4))
     for layer in range(3):
         for head in range(4):
-            ld, _ = hf_logit_diff(hf_gpt2, setup.corrupted_ids, a, w,
-                                  (layer, head, None, clean_in))
+            ld, _ = hf_logit_diff(hf_gpt2, setup.corrupted_ids, a, w, (layer, head, None, clean_in))
             expected[layer, head] = (ld - ld_corrupted) / (ld_clean - ld_corrupted)
     np.testing.assert_allclose(head_effects(bundled, setup, base), expected, atol=1e-4)
 
@@ -72,10 +73,14 @@ def test_per_position_effects_match_plain_transformers(bundled, copying, hf_gpt2
     a, w = setup.answer_id, setup.wrong_id
     ld_clean, clean_in = hf_logit_diff(hf_gpt2, setup.clean_ids, a, w)
     ld_corrupted, _ = hf_logit_diff(hf_gpt2, setup.corrupted_ids, a, w)
-    expected = [(hf_logit_diff(hf_gpt2, setup.corrupted_ids, a, w, (0, 3, pos, clean_in))[0]
-                 - ld_corrupted) / (ld_clean - ld_corrupted) for pos in range(setup.n_tokens)]
-    np.testing.assert_allclose(position_effects(bundled, setup, base, 0, 3, batch=7), expected,
-                               atol=1e-4)
+    expected = [
+        (hf_logit_diff(hf_gpt2, setup.corrupted_ids, a, w, (0, 3, pos, clean_in))[0] - ld_corrupted)
+        / (ld_clean - ld_corrupted)
+        for pos in range(setup.n_tokens)
+    ]
+    np.testing.assert_allclose(
+        position_effects(bundled, setup, base, 0, 3, batch=7), expected, atol=1e-4
+    )
 
 
 def test_copying_is_carried_by_the_induction_head(bundled, copying):
@@ -115,8 +120,11 @@ def test_patching_every_head_is_the_run_with_clean_attention_outputs(bundled, co
 
 def test_batch_size_does_not_change_the_effects(bundled, copying):
     setup, base = copying
-    np.testing.assert_allclose(head_effects(bundled, setup, base, batch=1),
-                               head_effects(bundled, setup, base, batch=5), atol=1e-5)
+    np.testing.assert_allclose(
+        head_effects(bundled, setup, base, batch=1),
+        head_effects(bundled, setup, base, batch=5),
+        atol=1e-5,
+    )
 
 
 def test_cancel_stops_between_passes_and_leaves_no_hooks(bundled, copying):

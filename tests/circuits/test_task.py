@@ -3,8 +3,16 @@
 import pytest
 import torch
 
-from models.circuits import (IOI, CircuitsUnavailable, CircuitTask, TaskError, copying_task,
-                             logit_diff, prepare, presets)
+from models.circuits import (
+    IOI,
+    CircuitsUnavailable,
+    CircuitTask,
+    TaskError,
+    copying_task,
+    logit_diff,
+    prepare,
+    presets,
+)
 from models.model.forward import piece_ids
 
 CODE = CircuitTask("def add(a, b):\n    return a +", "def add(a, c):\n    return a +", " b", " c")

@@ -2,19 +2,26 @@
 projection, on MHA (bundled GPT-2) and GQA (SmolLM2)."""
 
 import numpy as np
-import pytest
 
 from models.circuits import value_norms, value_weighted
 from models.model.forward import pattern_hook, run_hooks, tokenize, v_hook
 
 
 def test_value_weighted_by_hand():
-    pattern = np.array([[[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.2, 0.3, 0.5]],
-                        [[0.0, 0.0, 0.0], [0.25, 0.75, 0.0], [1.0, 0.0, 0.0]]])
+    pattern = np.array(
+        [
+            [[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.2, 0.3, 0.5]],
+            [[0.0, 0.0, 0.0], [0.25, 0.75, 0.0], [1.0, 0.0, 0.0]],
+        ]
+    )
     norms = np.array([[2.0, 1.0, 0.0], [0.0, 4.0, 1.0]])
     out = value_weighted(pattern, norms)
-    expected = np.array([[[1.0, 0.0, 0.0], [2 / 3, 1 / 3, 0.0], [0.4 / 0.7, 0.3 / 0.7, 0.0]],
-                         [[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]]])
+    expected = np.array(
+        [
+            [[1.0, 0.0, 0.0], [2 / 3, 1 / 3, 0.0], [0.4 / 0.7, 0.3 / 0.7, 0.0]],
+            [[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]],
+        ]
+    )
     np.testing.assert_allclose(out, expected, atol=1e-6)
     assert (pattern == np.array(pattern)).all()  # the input is left alone
 
@@ -39,11 +46,16 @@ def test_value_norms_on_the_bundled_model(bundled):
     hf = bundled.bridge.original_model.transformer.h
 
     def rows(layer, head):  # Conv1D weight is (in, out): head h's rows of the projection
-        return hf[layer].attn.original_component.c_proj.weight.detach().double().numpy()[
-            head * 32:(head + 1) * 32]
+        return (
+            hf[layer]
+            .attn.original_component.c_proj.weight.detach()
+            .double()
+            .numpy()[head * 32 : (head + 1) * 32]
+        )
 
-    np.testing.assert_allclose(value_norms(bundled, ids), direct_norms(bundled, ids, rows),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        value_norms(bundled, ids), direct_norms(bundled, ids, rows), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_value_norms_on_smollm2_gqa(smollm2):
@@ -52,7 +64,7 @@ def test_value_norms_on_smollm2_gqa(smollm2):
 
     def rows(layer, head):  # nn.Linear weight is (out, in): head h's input columns
         weight = layers[layer].self_attn.original_component.o_proj.weight
-        return weight.detach().double().numpy()[:, head * 64:(head + 1) * 64].T
+        return weight.detach().double().numpy()[:, head * 64 : (head + 1) * 64].T
 
     norms = value_norms(smollm2, ids)
     assert norms.shape == (30, 9, ids.shape[1])

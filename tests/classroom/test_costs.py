@@ -39,17 +39,18 @@ def _matmul(a_rows, inner, b_cols):
 def direct_count(n, d_model, h, g, d_head):
     """Multiply-adds of one attention layer written as loops, head by head."""
     mac = 0
-    mac += _matmul(n, d_model, h * d_head)                   # X W_Q
-    mac += 2 * _matmul(n, d_model, g * d_head)               # X W_K, X W_V
+    mac += _matmul(n, d_model, h * d_head)  # X W_Q
+    mac += 2 * _matmul(n, d_model, g * d_head)  # X W_K, X W_V
     for _ in range(h):
-        mac += _matmul(n, d_head, n)                         # q k^T for one head
-        mac += _matmul(n, n, d_head)                         # A v for one head
-    mac += _matmul(n, h * d_head, d_model)                   # concat(z) W_O
+        mac += _matmul(n, d_head, n)  # q k^T for one head
+        mac += _matmul(n, n, d_head)  # A v for one head
+    mac += _matmul(n, h * d_head, d_model)  # concat(z) W_O
     return 2 * mac
 
 
-@pytest.mark.parametrize("n, d_model, h, g, d_head", [(3, 4, 2, 2, 2), (5, 8, 4, 4, 2),
-                                                      (3, 4, 4, 2, 1), (4, 6, 2, 1, 3)])
+@pytest.mark.parametrize(
+    "n, d_model, h, g, d_head", [(3, 4, 2, 2, 2), (5, 8, 4, 4, 2), (3, 4, 4, 2, 1), (4, 6, 2, 1, 3)]
+)
 def test_flops_formula_matches_a_direct_count(n, d_model, h, g, d_head):
     cfg = AttentionConfig(1, d_model, h, g, d_head)
     assert sum(attention_flops(n, cfg).values()) == direct_count(n, d_model, h, g, d_head)
@@ -63,7 +64,7 @@ def test_flops_on_arrays_and_crossover():
     linear, quad = costs.linear_and_quadratic(lengths, cfg)
     expected = [costs.textbook_flops(int(n), 64) for n in lengths]
     np.testing.assert_array_equal(linear + quad, expected)
-    assert costs.crossover_length(cfg) == 128                  # 2 d_model for MHA
+    assert costs.crossover_length(cfg) == 128  # 2 d_model for MHA
     gqa = AttentionConfig(1, 512, 8, 2, 64)
     n = int(costs.crossover_length(gqa))
     linear, quad = costs.linear_and_quadratic(n, gqa)

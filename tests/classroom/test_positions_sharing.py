@@ -22,8 +22,10 @@ def _rotation(d, pos, base=10000.0):
     r = np.zeros((d, d))
     for i in range(d // 2):
         a = pos * base ** (-2 * i / d)
-        r[2 * i:2 * i + 2, 2 * i:2 * i + 2] = [[math.cos(a), -math.sin(a)],
-                                               [math.sin(a), math.cos(a)]]
+        r[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = [
+            [math.cos(a), -math.sin(a)],
+            [math.sin(a), math.cos(a)],
+        ]
     return r
 
 
@@ -33,9 +35,9 @@ def test_rope_matches_rotation_matrices_and_depends_only_on_offset():
     np.testing.assert_allclose(positions.rope_rotate(q, 5), _rotation(8, 5) @ q, atol=1e-12)
     s = positions.rope_scores(q, k, 10)
     assert positions.diagonal_spread(s) < 1e-9
-    for i, j in [(3, 1), (7, 5), (9, 7)]:                     # same offset 2
+    for i, j in [(3, 1), (7, 5), (9, 7)]:  # same offset 2
         assert s[i, j] == pytest.approx(q @ _rotation(8, -2) @ k, abs=1e-9)
-    assert abs(s[3, 1] - s[3, 2]) > 1e-3                      # different offsets differ
+    assert abs(s[3, 1] - s[3, 2]) > 1e-3  # different offsets differ
     with pytest.raises(ValueError):
         positions.rope_rotate(np.ones(3), 1)
 
@@ -47,9 +49,9 @@ def test_alibi_slopes_follow_the_geometric_formula(h):
 
 
 def test_alibi_slopes_for_other_head_counts_and_bias():
-    np.testing.assert_allclose(positions.alibi_slopes(8), [1 / 2 ** i for i in range(1, 9)])
+    np.testing.assert_allclose(positions.alibi_slopes(8), [1 / 2**i for i in range(1, 9)])
     twelve = positions.alibi_slopes(12)
-    np.testing.assert_allclose(twelve[8:], [2 ** -0.5, 2 ** -1.5, 2 ** -2.5, 2 ** -3.5])
+    np.testing.assert_allclose(twelve[8:], [2**-0.5, 2**-1.5, 2**-2.5, 2**-3.5])
     b = positions.alibi_bias(3, 0.5)
     np.testing.assert_array_equal(b, [[0, -np.inf, -np.inf], [-0.5, 0, -np.inf], [-1, -0.5, 0]])
     np.testing.assert_array_equal(positions.alibi_bias(2, 1.0, causal=False), [[0, -1], [-1, 0]])
@@ -99,7 +101,7 @@ def test_online_softmax_equals_softmax_and_tiling_saves_traffic():
     assert [t["running_max"] for t in trace] == [2.0, 3.0, 7.0]
     assert trace[-1]["running_sum"] == pytest.approx(np.exp(row - 7).sum())
     t = failures.hbm_traffic(16384, 128)
-    assert t["naive"] == 2 * (4 * 16384 * 128 + 4 * 16384 ** 2)  # Q, K, V, O + S, P twice
+    assert t["naive"] == 2 * (4 * 16384 * 128 + 4 * 16384**2)  # Q, K, V, O + S, P twice
     assert t["tiled"] == 2 * 4 * 16384 * 128 + 4 * 16384
     assert t["tiled"] < t["tiled_no_cache"] < t["naive"]
     # naive: about d_head / 2 FLOPs per byte, below an H100's ridge; tiled: about n / 2, above

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from models.model.forward import tokenize
 from models.classroom import real
+from models.model.forward import tokenize
 from models.model.loading import load
 from models.model.spec import BUNDLED_DIR, ModelSpec, minilm_dir
 
@@ -21,9 +21,12 @@ def _hf_attention(model_cls, path, ids, layer, qk_modules):
     """q, k (pos head d_head) and pattern (head q k) from HF eager attention via forward hooks."""
     hf = model_cls.from_pretrained(str(path), attn_implementation="eager").eval()
     seen = {}
-    handles = [mod(hf, layer).register_forward_hook(
-        lambda _m, _i, out, name=name: seen.__setitem__(name, out.detach()))
-        for name, mod in qk_modules.items()]
+    handles = [
+        mod(hf, layer).register_forward_hook(
+            lambda _m, _i, out, name=name: seen.__setitem__(name, out.detach())
+        )
+        for name, mod in qk_modules.items()
+    ]
     try:
         with torch.no_grad():
             out = hf(ids, output_attentions=True)
@@ -49,9 +52,17 @@ def test_minilm_head_matches_hooks_and_hf_eager(minilm):
     assert acts.scores_are_weights  # this bridge fires hook_attn_scores with the weights
     ids, _ = tokenize(minilm, PROMPT)
     from transformers import AutoModel
-    seen, pattern = _hf_attention(AutoModel, minilm_dir(), ids, layer, {
-        "q": lambda m, l: m.encoder.layer[l].attention.self.query,
-        "k": lambda m, l: m.encoder.layer[l].attention.self.key})
+
+    seen, pattern = _hf_attention(
+        AutoModel,
+        minilm_dir(),
+        ids,
+        layer,
+        {
+            "q": lambda m, l: m.encoder.layer[l].attention.self.query,
+            "k": lambda m, l: m.encoder.layer[l].attention.self.key,
+        },
+    )
     q = seen["q"][0].view(-1, minilm.facts.n_heads, d_head)[:, head].numpy()
     k = seen["k"][0].view(-1, minilm.facts.n_heads, d_head)[:, head].numpy()
     check = real.head_steps(acts, head)
@@ -66,8 +77,10 @@ def _check_gpt2(model, path):
     assert not acts.scores_are_weights
     ids, _ = tokenize(model, PROMPT)
     from transformers import AutoModelForCausalLM
-    seen, pattern = _hf_attention(AutoModelForCausalLM, path, ids, layer, {
-        "qkv": lambda m, l: m.transformer.h[l].attn.c_attn})
+
+    seen, pattern = _hf_attention(
+        AutoModelForCausalLM, path, ids, layer, {"qkv": lambda m, l: m.transformer.h[l].attn.c_attn}
+    )
     d_model, n_heads, d_head = model.facts.d_model, model.facts.n_heads, model.facts.d_head
     q, k, _ = seen["qkv"][0].split(d_model, dim=-1)
     for head in range(n_heads):
@@ -105,16 +118,33 @@ def test_gpt2_architecture_matches_hf_eager(tmp_path_factory):
     """The bundled model's code path on a random GPT-2, so it is covered before training ends."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    _check_gpt2(*_tiny(tmp_path_factory, "gpt2", GPT2LMHeadModel, GPT2Config(
-        n_layer=2, n_embd=64, n_head=4, n_positions=128, vocab_size=30522)))
+    _check_gpt2(
+        *_tiny(
+            tmp_path_factory,
+            "gpt2",
+            GPT2LMHeadModel,
+            GPT2Config(n_layer=2, n_embd=64, n_head=4, n_positions=128, vocab_size=30522),
+        )
+    )
 
 
 def test_gqa_rotary_model_uses_rotated_q_k_and_shared_kv_heads(tmp_path_factory):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    model, _ = _tiny(tmp_path_factory, "llama", LlamaForCausalLM, LlamaConfig(
-        num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
-        intermediate_size=128, vocab_size=30522, max_position_embeddings=128))
+    model, _ = _tiny(
+        tmp_path_factory,
+        "llama",
+        LlamaForCausalLM,
+        LlamaConfig(
+            num_hidden_layers=2,
+            hidden_size=64,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=128,
+            vocab_size=30522,
+            max_position_embeddings=128,
+        ),
+    )
     acts = real.layer_activations(model, PROMPT, 1)
     assert acts.rotated and acts.k.shape[1] == 2 and acts.q.shape[1] == 4
     for head in range(4):

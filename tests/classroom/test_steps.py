@@ -29,10 +29,11 @@ def test_example_a_reproduces_reference_values():
 
 def test_example_b_reproduces_reference_values():
     s = example("B")
-    np.testing.assert_allclose(s.scaled, [[0.71, 0, 0.71], [0, 0.71, 0.71], [0.71, 0.71, 1.41]],
-                               atol=5e-3)
+    np.testing.assert_allclose(
+        s.scaled, [[0.71, 0, 0.71], [0, 0.71, 0.71], [0.71, 0.71, 1.41]], atol=5e-3
+    )
     w = s.weights
-    assert np.argmax(w[2]) == 2                      # token 3 attends most to itself
+    assert np.argmax(w[2]) == 2  # token 3 attends most to itself
     assert w[0, 0] == pytest.approx(w[0, 2]) and w[0, 1] < w[0, 0]
     assert w[1, 1] == pytest.approx(w[1, 2]) and w[1, 0] < w[1, 1]
     np.testing.assert_allclose(w.sum(axis=1), 1.0)
@@ -44,7 +45,8 @@ def test_matches_torch_sdpa_on_random_matrices():
         q, k, v = rng.normal(size=(5, 4)), rng.normal(size=(5, 4)), rng.normal(size=(5, 3))
         s = attention_steps(q, k, v, causal=causal)
         ref = torch.nn.functional.scaled_dot_product_attention(
-            *(torch.tensor(x)[None] for x in (q, k, v)), is_causal=causal)[0].numpy()
+            *(torch.tensor(x)[None] for x in (q, k, v)), is_causal=causal
+        )[0].numpy()
         np.testing.assert_allclose(s.output, ref, atol=1e-12)
 
 
@@ -71,10 +73,17 @@ def test_parse_accepts_common_layouts(text):
     np.testing.assert_array_equal(parse_matrix(text, "Q"), [[1, 2], [0, -1]])
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ("", "empty"), ("1, x; 0, 1", "`x` is not a number"), ("1, 2; 3", "row 2 has 1 number but"),
-    ("1, nan", "not a finite number"), ("; ".join(["1"] * 7), "at most 6 × 6"),
-    (", ".join(["1"] * 7), "at most 6 × 6")])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("", "empty"),
+        ("1, x; 0, 1", "`x` is not a number"),
+        ("1, 2; 3", "row 2 has 1 number but"),
+        ("1, nan", "not a finite number"),
+        ("; ".join(["1"] * 7), "at most 6 × 6"),
+        (", ".join(["1"] * 7), "at most 6 × 6"),
+    ],
+)
 def test_parse_rejects_bad_text_with_a_clear_message(text, fragment):
     with pytest.raises(MatrixError, match=fragment.replace("×", ".")):
         parse_matrix(text, "Q")
@@ -96,10 +105,13 @@ def test_matrix_text_round_trips():
     np.testing.assert_array_equal(parse_matrix(steps.matrix_text(m), "M"), m)
 
 
-@pytest.mark.parametrize("q, k", [
-    ("1e308, 1e308; 1, 1", "1e308, 1e308; 1, 1"),   # a row of A summed to 0 before
-    ("1e200, 0; 0, 1", "1e200, 0; 0, 1"),           # an overflowing score gave A = 0.000
-])
+@pytest.mark.parametrize(
+    "q, k",
+    [
+        ("1e308, 1e308; 1, 1", "1e308, 1e308; 1, 1"),  # a row of A summed to 0 before
+        ("1e200, 0; 0, 1", "1e200, 0; 0, 1"),  # an overflowing score gave A = 0.000
+    ],
+)
 def test_overflowing_scores_are_refused_not_shown_as_zero(q, k):
     with pytest.raises(MatrixError, match="Q Kᵀ overflows"):
         steps_from_text(q, k, "1, 0; 0, 1")

@@ -20,8 +20,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 SHOTS = ROOT / "artifacts" / "screenshots"
 
 pytestmark = pytest.mark.e2e
@@ -56,9 +63,22 @@ def app_server(log_name: str, **env: str):
     (ROOT / "artifacts").mkdir(exist_ok=True)
     log = open(ROOT / "artifacts" / log_name, "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ui.serve", "--server.port", str(port), "--server.address",
-         "127.0.0.1", "--server.headless", "true"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            "-m",
+            "ui.serve",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, proc)
@@ -103,8 +123,9 @@ def page(browser):
 def settle(page, timeout: float = 120_000) -> None:
     """Wait until the script run triggered by the last action has finished."""
     page.wait_for_timeout(400)
-    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]',
-                           timeout=timeout)
+    page.wait_for_selector(
+        '[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout
+    )
     page.wait_for_timeout(600)
 
 

@@ -11,8 +11,13 @@ from tests.e2e.conftest import settle, shoot
 
 pytestmark = pytest.mark.e2e
 
-PAGES = {"heads": "Head finder", "circuits": "Circuits", "scaling": "Scaling sweep",
-         "kernel": "Kernel check", "classroom": "Classroom"}
+PAGES = {
+    "heads": "Head finder",
+    "circuits": "Circuits",
+    "scaling": "Scaling sweep",
+    "kernel": "Kernel check",
+    "classroom": "Classroom",
+}
 
 
 def open_view(page, app_url, **query):
@@ -78,8 +83,9 @@ def test_clicking_a_token_recolours_the_prompt(page, app_url):
 
 
 def test_shared_link_lands_on_the_exact_view(page, app_url):
-    open_view(page, app_url, model="bundled", prompt="the cat and the hat", layer=1, head=3,
-              token=4)
+    open_view(
+        page, app_url, model="bundled", prompt="the cat and the hat", layer=1, head=3, token=4
+    )
     assert page.locator("h3", has_text="Head 1.3").count() == 1
     assert page.locator(".tok.sel").get_attribute("data-pos") == "4"
     assert page.locator("button[data-head='1.3'].sel").count() == 1

@@ -22,9 +22,11 @@ from tests.e2e.conftest import ROOT, app_server, settle, shoot
 pytestmark = pytest.mark.e2e
 
 N_LIGHT, N_HEAVY, CLICKS = 6, 6, 4
-ENGLISH = ("The ferry leaves the harbour at seven in the morning and comes back before dark. "
-           "On calm days the crossing takes forty minutes; when the wind rises it can take twice "
-           "as long, and the crew hands out blankets to the passengers on the open deck. ")
+ENGLISH = (
+    "The ferry leaves the harbour at seven in the morning and comes back before dark. "
+    "On calm days the crossing takes forty minutes; when the wind rises it can take twice "
+    "as long, and the crew hands out blankets to the passengers on the open deck. "
+)
 
 
 def rss_mib(pid: int) -> float:
@@ -41,8 +43,9 @@ def rss_mib(pid: int) -> float:
 @pytest.fixture
 def class_server(smollm2):
     """A fresh server that drops idle models and results after 20 s."""
-    with app_server("class-server.log", ATLAS_IDLE_S="20", ATLAS_JOB_WAIT_S="1",
-                    ATLAS_HEAVY_JOBS="1") as served:
+    with app_server(
+        "class-server.log", ATLAS_IDLE_S="20", ATLAS_JOB_WAIT_S="1", ATLAS_HEAVY_JOBS="1"
+    ) as served:
         yield served
 
 
@@ -58,8 +61,9 @@ def shown_head(page) -> str:
         shoot(page, "class-server-no-heading")
         text = page.locator("body").inner_text()
         log = (ROOT / "artifacts" / "class-server.log").read_text(errors="replace")
-        raise AssertionError(f"no head heading; the page showed:\n{text[:3000]}\n"
-                             f"server log (end):\n{log[-3000:]}") from err
+        raise AssertionError(
+            f"no head heading; the page showed:\n{text[:3000]}\nserver log (end):\n{log[-3000:]}"
+        ) from err
     return heading.inner_text().strip()
 
 
@@ -80,8 +84,10 @@ def test_twelve_sessions_share_one_server(browser, class_server):
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    contexts = [browser.new_context(viewport={"width": 1300, "height": 1500})
-                for _ in range(N_LIGHT + N_HEAVY)]
+    contexts = [
+        browser.new_context(viewport={"width": 1300, "height": 1500})
+        for _ in range(N_LIGHT + N_HEAVY)
+    ]
     pages = [c.new_page() for c in contexts]
     latencies: list[float] = []
     try:
@@ -89,8 +95,10 @@ def test_twelve_sessions_share_one_server(browser, class_server):
             prompt = f"Passage {i}. " + ENGLISH * 12
             page.goto(f"{url}/?model=smollm2&prompt={quote(prompt)}", wait_until="commit")
         for i, page in enumerate(pages[:N_LIGHT]):  # light: the bundled model
-            page.goto(f"{url}/?model=bundled&prompt={quote(f'light session {i}: a b c a b c')}",
-                      wait_until="commit")
+            page.goto(
+                f"{url}/?model=bundled&prompt={quote(f'light session {i}: a b c a b c')}",
+                wait_until="commit",
+            )
         for i, page in enumerate(pages[:N_LIGHT]):
             page.wait_for_selector("button[data-head]", timeout=240_000)
             settle(page)
@@ -102,7 +110,9 @@ def test_twelve_sessions_share_one_server(browser, class_server):
                 page.locator(f"button[data-head='{head}']").click()
                 page.wait_for_function(
                     f"() => [...document.querySelectorAll('h3')].some("
-                    f"h => h.textContent.trim() === 'Head {head}')", timeout=120_000)
+                    f"h => h.textContent.trim() === 'Head {head}')",
+                    timeout=120_000,
+                )
                 latencies.append(time.perf_counter() - start)
                 settle(page)
                 assert shown_head(page) == f"Head {head}"
@@ -123,8 +133,10 @@ def test_twelve_sessions_share_one_server(browser, class_server):
     sampler.join(5)
     ordered = sorted(latencies)
     p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
-    print(f"\n[class server] {N_LIGHT} light + {N_HEAVY} heavy sessions; light clicks: "
-          f"n={len(latencies)} p50={statistics.median(latencies):.2f} s p95={p95:.2f} s; "
-          f"RSS baseline {baseline:.0f} MiB, peak {max(peak):.0f} MiB, after close "
-          f"{after:.0f} MiB")
+    print(
+        f"\n[class server] {N_LIGHT} light + {N_HEAVY} heavy sessions; light clicks: "
+        f"n={len(latencies)} p50={statistics.median(latencies):.2f} s p95={p95:.2f} s; "
+        f"RSS baseline {baseline:.0f} MiB, peak {max(peak):.0f} MiB, after close "
+        f"{after:.0f} MiB"
+    )
     assert latencies and after <= 1.2 * baseline

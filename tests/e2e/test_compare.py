@@ -57,10 +57,12 @@ def test_the_downloaded_view_opens_with_the_network_off(page, app_url, browser, 
     path = tmp_path / "view.html"
     download.value.save_as(path)
     drawn, attempted, reached, _, _ = open_blocked(
-        browser, path.as_uri(),
+        browser,
+        path.as_uri(),
         "() => [document.querySelectorAll('.js-plotly-plot .heatmaplayer image').length,"
         " document.querySelectorAll('table.grid img').length, document.body.innerText]",
-        ready=".js-plotly-plot .heatmaplayer image")
+        ready=".js-plotly-plot .heatmaplayer image",
+    )
     assert drawn[0] == 1 and drawn[1] == 12 and "A − B" in drawn[2]
     assert attempted == [] and reached == []
 

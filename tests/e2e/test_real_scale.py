@@ -42,8 +42,11 @@ def test_an_induction_head_from_the_head_finder_shows_its_stripe(page, app_url, 
     prompt = repeated_passage(smollm2)
     pid = PromptStore(Settings.from_env().cache / "prompts").save(prompt)
     page.goto(f"{app_url}/heads?model=smollm2&pid={pid}")
-    page.wait_for_function(f"() => [...document.querySelectorAll('.js-plotly-plot')].some("
-                           f"(p) => ({TITLE})(p).startsWith('Induction'))", timeout=900_000)
+    page.wait_for_function(
+        f"() => [...document.querySelectorAll('.js-plotly-plot')].some("
+        f"(p) => ({TITLE})(p).startsWith('Induction'))",
+        timeout=900_000,
+    )
     settle(page, timeout=900_000)
     grid = next(g for g in page.evaluate(GRIDS) if g["title"].startswith("Induction"))
     scores = np.array(grid["z"], dtype=float)

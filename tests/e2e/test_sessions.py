@@ -22,8 +22,10 @@ def test_eight_sessions_see_their_own_patterns(browser, app_url, bundled):
     pages = [context.new_page() for context in contexts]
     try:
         for i, (page, prompt) in enumerate(zip(pages, PROMPTS)):  # all in flight together
-            page.goto(f"{app_url}/?model=bundled&layer={i % 3}&head={i % 4}"
-                      f"&prompt={quote(prompt)}", wait_until="commit")
+            page.goto(
+                f"{app_url}/?model=bundled&layer={i % 3}&head={i % 4}&prompt={quote(prompt)}",
+                wait_until="commit",
+            )
         for i, (page, prompt) in enumerate(zip(pages, PROMPTS)):
             page.wait_for_selector(".js-plotly-plot", timeout=240_000)
             settle(page)

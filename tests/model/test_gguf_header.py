@@ -18,10 +18,18 @@ from models.model.gguf_header import HeaderError, read_header
 def lying_file(path, count: int) -> None:
     """114 bytes declaring one metadata array of ``count`` 8-byte values."""
     key = b"general.architecture"
-    body = (b"GGUF" + struct.pack("<IQQ", 3, 0, 2)
-            + struct.pack("<Q", len(key)) + key + struct.pack("<I", 8)
-            + struct.pack("<Q", 5) + b"llama"
-            + struct.pack("<Q", 4) + b"huge" + struct.pack("<IIQ", 9, 10, count))
+    body = (
+        b"GGUF"
+        + struct.pack("<IQQ", 3, 0, 2)
+        + struct.pack("<Q", len(key))
+        + key
+        + struct.pack("<I", 8)
+        + struct.pack("<Q", 5)
+        + b"llama"
+        + struct.pack("<Q", 4)
+        + b"huge"
+        + struct.pack("<IIQ", 9, 10, count)
+    )
     path.write_bytes(body.ljust(114, b"\0"))
 
 

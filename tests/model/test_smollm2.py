@@ -20,8 +20,10 @@ from models.model.gguf import converted_dir
 from models.model.loading import load
 from models.model.spec import ModelSpec
 
-PROMPT = ("The ferry leaves the harbour at seven in the morning and comes back before dark. "
-          "The ferry leaves the harbour at seven in the morning.")
+PROMPT = (
+    "The ferry leaves the harbour at seven in the morning and comes back before dark. "
+    "The ferry leaves the harbour at seven in the morning."
+)
 
 
 def test_loads_by_name_with_its_real_shape(smollm2):
@@ -35,8 +37,9 @@ def test_patterns_equal_hugging_face_eager_attention(smollm2):
     from transformers import AutoModelForCausalLM
 
     run = capture(smollm2, PROMPT)
-    hf = AutoModelForCausalLM.from_pretrained(smollm2.spec.path_or_name,
-                                              attn_implementation="eager")
+    hf = AutoModelForCausalLM.from_pretrained(
+        smollm2.spec.path_or_name, attn_implementation="eager"
+    )
     with torch.no_grad():
         out = hf(torch.tensor([run.token_ids]), output_attentions=True)
     want = torch.stack([a[0] for a in out.attentions]).numpy()
@@ -51,10 +54,12 @@ def test_converted_weights_are_the_gguf_tensors_dequantised(smollm2):
 
     reader = GGUFReader(str(smollm2.spec.gguf_file))
     tensors = {t.name: t for t in reader.tensors}
-    pairs = {"token_embd.weight": "model.embed_tokens.weight",
-             "blk.0.ffn_down.weight": "model.layers.0.mlp.down_proj.weight",
-             "blk.29.attn_output.weight": "model.layers.29.self_attn.o_proj.weight",
-             "blk.7.attn_v.weight": "model.layers.7.self_attn.v_proj.weight"}
+    pairs = {
+        "token_embd.weight": "model.embed_tokens.weight",
+        "blk.0.ffn_down.weight": "model.layers.0.mlp.down_proj.weight",
+        "blk.29.attn_output.weight": "model.layers.29.self_attn.o_proj.weight",
+        "blk.7.attn_v.weight": "model.layers.7.self_attn.v_proj.weight",
+    }
     path = converted_dir(smollm2.spec.gguf_file) / "model.safetensors"
     with safe_open(str(path), framework="pt") as saved:
         for gguf_name, hf_name in pairs.items():
@@ -66,8 +71,9 @@ def test_converted_weights_are_the_gguf_tensors_dequantised(smollm2):
 def test_tokenizer_and_chat_template_survive(smollm2):
     tok = smollm2.tokenizer
     assert tok.chat_template and "im_start" in tok.chat_template
-    text = tok.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=False,
-                                   add_generation_prompt=True)
+    text = tok.apply_chat_template(
+        [{"role": "user", "content": "Hi"}], tokenize=False, add_generation_prompt=True
+    )
     assert text.endswith("<|im_start|>assistant\n") and "<|im_start|>user\nHi<|im_end|>" in text
     assert tok.decode(tok("hello world", add_special_tokens=False)["input_ids"]) == "hello world"
 
@@ -82,8 +88,9 @@ def test_head_finder_finds_induction_and_sink_heads(smollm2):
 def test_a_gguf_path_loads_the_same_model(smollm2):
     model = load(ModelSpec(str(smollm2.spec.gguf_file)))
     assert model.spec.kind == "gguf" and model.spec.path_or_name == smollm2.spec.path_or_name
-    assert model.facts == smollm2.facts.__class__(**{**model.facts.__dict__,
-                                                     "name": model.facts.name})
+    assert model.facts == smollm2.facts.__class__(
+        **{**model.facts.__dict__, "name": model.facts.name}
+    )
 
 
 def test_truncated_gguf_gives_a_message(tmp_path, smollm2):

@@ -7,11 +7,24 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from models.scaling.maths import (alpha_to_factor, effective_keys, factor_grid, factor_to_alpha,
-                            jacobian_norm, masked_entries, row_entropy, row_max, row_stats,
-                            scale_scores, scaled_patterns, sweep, synthetic_panel)
+from models.scaling.maths import (
+    alpha_to_factor,
+    effective_keys,
+    factor_grid,
+    factor_to_alpha,
+    jacobian_norm,
+    masked_entries,
+    row_entropy,
+    row_max,
+    row_stats,
+    scale_scores,
+    scaled_patterns,
+    sweep,
+    synthetic_panel,
+)
 
 
 def explicit_jacobian_norm(p: torch.Tensor) -> torch.Tensor:
@@ -89,8 +102,11 @@ def test_factor_grid_and_alpha():
     assert float(alpha_to_factor(0.5, 64)) == 1.0
     assert float(alpha_to_factor(0.0, 64)) == pytest.approx(8.0)
     assert float(alpha_to_factor(1.0, 64)) == pytest.approx(1 / 8)
-    np.testing.assert_allclose(factor_to_alpha(alpha_to_factor(np.linspace(0, 1, 7), 32), 32),
-                               np.linspace(0, 1, 7), atol=1e-12)
+    np.testing.assert_allclose(
+        factor_to_alpha(alpha_to_factor(np.linspace(0, 1, 7), 32), 32),
+        np.linspace(0, 1, 7),
+        atol=1e-12,
+    )
 
 
 def test_normalised_entropy_skips_single_key_rows():
@@ -155,8 +171,9 @@ def exact_jacobian_norm(logits: list[float]) -> float:
         weights = [mpmath.exp(mpmath.mpf(x) - top) for x in logits]
         total = mpmath.fsum(weights)
         p = [w / total for w in weights]
-        entries = [(p[i] if i == j else 0) - p[i] * p[j]
-                   for i in range(len(p)) for j in range(len(p))]
+        entries = [
+            (p[i] if i == j else 0) - p[i] * p[j] for i in range(len(p)) for j in range(len(p))
+        ]
         return float(mpmath.sqrt(mpmath.fsum(e * e for e in entries)))
 
 

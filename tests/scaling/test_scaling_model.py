@@ -10,10 +10,15 @@ import torch
 
 from models.capture.run import capture
 from models.model.forward import tokenize
-from models.scaling.maths import scaled_patterns
-from models.scaling.capture import (ScalingUnavailable, capture_scores, loss_at, loss_unavailable,
-                                    next_token_loss)
 from models.model.spec import BUNDLED_DIR, minilm_dir
+from models.scaling.capture import (
+    ScalingUnavailable,
+    capture_scores,
+    loss_at,
+    loss_unavailable,
+    next_token_loss,
+)
+from models.scaling.maths import scaled_patterns
 
 PROMPT = "When Mary and John went to the store, John gave a drink to Mary. def f(x): return x"
 FACTORS = [1 / 16, 0.25, 1.0, 4.0, 16.0]
@@ -43,8 +48,11 @@ def test_c1_reproduces_hook_pattern_for_every_head(captured):
     run = capture(model, PROMPT)
     assert cap.token_ids == run.token_ids
     mine = scaled_patterns(torch.from_numpy(cap.scores), 1.0).numpy()
-    assert mine.shape == run.patterns.shape == (model.facts.n_layers, model.facts.n_heads,
-                                                cap.n_tokens, cap.n_tokens)
+    assert (
+        mine.shape
+        == run.patterns.shape
+        == (model.facts.n_layers, model.facts.n_heads, cap.n_tokens, cap.n_tokens)
+    )
     assert np.abs(mine - run.patterns).max() < 1e-5
     assert cap.max_error < 1e-5
     want = "hook_attn_scores" if model.facts.causal else "hook_q/hook_k"

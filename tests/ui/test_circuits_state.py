@@ -19,11 +19,20 @@ TASKS = {"Names (IOI)": IOI, "Copying": COPY}
 
 
 def test_a_new_model_starts_from_its_first_preset_and_keeps_the_tab():
-    old = replace(CircuitsState(model="m1", preset="Copying", task=COPY), tab="weights",
-                  exact=True, graph_head=Head(1, 1), asked=frozenset({"atp"}))
+    old = replace(
+        CircuitsState(model="m1", preset="Copying", task=COPY),
+        tab="weights",
+        exact=True,
+        graph_head=Head(1, 1),
+        asked=frozenset({"atp"}),
+    )
     state = cs.for_model(old, "m2", TASKS)
-    assert (state.model, state.preset, state.task, state.tab) == ("m2", "Names (IOI)", IOI,
-                                                                  "weights")
+    assert (state.model, state.preset, state.task, state.tab) == (
+        "m2",
+        "Names (IOI)",
+        IOI,
+        "weights",
+    )
     assert state.exact is None and state.graph_head is None and not state.asked
     assert cs.for_model(state, "m2", TASKS) is state  # same model: unchanged
 
@@ -64,7 +73,8 @@ def test_cheap_work_runs_by_itself_and_costly_work_waits_to_be_asked():
     assert cs.should_run(cs.ask(state, "atp"), "atp", 60.0)
     assert cs.exact_on(state, 12) and not cs.exact_on(state, 270)
     assert not cs.exact_on(replace(state, exact=False), 12) and cs.exact_on(
-        replace(state, exact=True), 270)
+        replace(state, exact=True), 270
+    )
 
 
 def test_edge_estimates_are_on_when_cheap_unless_chosen():
@@ -126,8 +136,9 @@ def test_the_default_threshold_shows_about_twenty_edges():
     assert cs.shown_threshold(CircuitsState(), [0.5, -0.7]) == 0.5
 
 
-@pytest.mark.parametrize("label, picked", [("2.1", Head(2, 1)), ("9.1", None), ("x", None),
-                                           (None, None)])
+@pytest.mark.parametrize(
+    "label, picked", [("2.1", Head(2, 1)), ("9.1", None), ("x", None), (None, None)]
+)
 def test_a_clicked_node_is_picked_when_it_is_a_head(label, picked):
     state = CircuitsState(graph_head=None)
     assert cs.pick_node(state, label, 3, 4).graph_head == picked
@@ -140,18 +151,26 @@ def test_composition_edges_keep_the_strongest_pairs_of_each_kind():
     pairs = Composition(n_heads=2, q=q, k=k, v=k)
     graph = cs.composition_graph(pairs, 2, ["q", "v"], keep=2)
     assert [(str(e.sender), str(e.receiver), e.input, e.weight) for e in graph.edges] == [
-        ("0.0", "1.0", "q", 0.9), ("0.1", "1.0", "q", 0.4), ("0.0", "1.0", "v", 0.05),
-        ("0.0", "1.1", "v", 0.05)]
+        ("0.0", "1.0", "q", 0.9),
+        ("0.1", "1.0", "q", 0.4),
+        ("0.0", "1.0", "v", 0.05),
+        ("0.0", "1.1", "v", 0.05),
+    ]
     assert cs.default_composition_receiver(pairs, "q") == Head(1, 0)
 
 
 def test_endings_name_where_the_strongest_edges_end_against_dla():
     dla = np.array([[0.0, 0.1], [3.0, -2.0], [0.5, 1.0]])  # ranks: 1.0, 1.1, 2.1, 2.0, ...
-    edges = [Edge(Head(0, 0), Head(1, 0), "q", 0.9), Edge(Head(0, 1), Head(1, 0), "k", -0.5),
-             Edge(Head(1, 1), Head(2, 0), "v", 0.2)]
+    edges = [
+        Edge(Head(0, 0), Head(1, 0), "q", 0.9),
+        Edge(Head(0, 1), Head(1, 0), "k", -0.5),
+        Edge(Head(1, 1), Head(2, 0), "v", 0.2),
+    ]
     said = cs.endings(edges, dla, n_edges=3, n_top=2)
-    assert said == ("The 3 strongest edges end at 1.0 (DLA rank 1, 2 edges), 2.0 (DLA rank 4, "
-                    "1 edge); 1 of the 2 heads direct logit attribution ranks highest receive "
-                    "one.")
+    assert said == (
+        "The 3 strongest edges end at 1.0 (DLA rank 1, 2 edges), 2.0 (DLA rank 4, "
+        "1 edge); 1 of the 2 heads direct logit attribution ranks highest receive "
+        "one."
+    )
     assert cs.dla_ranks(dla)[Head(1, 1)] == 2
     assert cs.endings([], dla) == "No edge is above the threshold."

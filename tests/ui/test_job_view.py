@@ -17,10 +17,12 @@ def page():
     def work(result):
         return lambda progress: (time.sleep(0.6), result)[1]
 
-    light = job_view.run_job(("light", nonce), "light work", work("light done"),
-                             cost=Cost(seconds=0.5), wait_s=0.05)
-    heavy = job_view.run_job(("heavy", nonce), "heavy work", work("heavy done"),
-                             cost=Cost(seconds=60), wait_s=0.05)
+    light = job_view.run_job(
+        ("light", nonce), "light work", work("light done"), cost=Cost(seconds=0.5), wait_s=0.05
+    )
+    heavy = job_view.run_job(
+        ("heavy", nonce), "heavy work", work("heavy done"), cost=Cost(seconds=60), wait_s=0.05
+    )
     st.write(f"light: {light}; heavy: {'still running' if heavy is job_view.MISSING else heavy}")
 
 
@@ -40,8 +42,9 @@ def refused():
     from ui.widgets import job_view
 
     try:
-        job_view.run_job(("huge",), "Scoring a huge batch", lambda p: 1,
-                         cost=Cost(seconds=1, peak_bytes=1 << 50))
+        job_view.run_job(
+            ("huge",), "Scoring a huge batch", lambda p: 1, cost=Cost(seconds=1, peak_bytes=1 << 50)
+        )
     except UserError as err:
         st.error(str(err))
 
@@ -67,8 +70,9 @@ def streamed():
         time.sleep(3)
         return "finished"
 
-    found = job_view.run_job(("stream", nonce), "writing", work, cost=Cost(seconds=0.5),
-                             wait_s=0.05, partial=partial)
+    found = job_view.run_job(
+        ("stream", nonce), "writing", work, cost=Cost(seconds=0.5), wait_s=0.05, partial=partial
+    )
     st.write("still running" if found is job_view.MISSING else found)
 
 
@@ -79,5 +83,6 @@ def test_streamed_work_shows_its_text_so_far_as_text_in_the_panel():
     assert not at.exception
     assert [m.value for m in at.markdown] == ["still running"]
     assert [c.value for c in at.code] == [
-        "**not bold** <b>nor this</b> [link](https://evil.example)"]
+        "**not bold** <b>nor this</b> [link](https://evil.example)"
+    ]
     assert [b.label for b in at.button] == ["Cancel"]

@@ -4,10 +4,9 @@ import gc
 import threading
 import time
 import weakref
+from dataclasses import dataclass
 
 import pytest
-
-from dataclasses import dataclass
 
 from models.progress import Cancelled
 from ui.runtime.janitor import Janitor
@@ -26,6 +25,7 @@ def blocking_work(release: threading.Event, steps: int = 4, result="done"):
             progress(i / steps, f"step {i}")
             assert release.wait(10)
         return result
+
     return work
 
 
@@ -205,8 +205,7 @@ def test_a_new_request_of_the_same_kind_stops_the_sessions_old_one():
     pool, release = pool_of(), threading.Event()
     pool.submit(ScoresKey("busy"), "keeps the worker busy", blocking_work(release), waiter="x")
     first = pool.submit(CaptureKey("a"), "first prompt", blocking_work(release), waiter="s1")
-    shared = pool.submit(CaptureKey("b"), "another visitor's", blocking_work(release),
-                         waiter="s2")
+    shared = pool.submit(CaptureKey("b"), "another visitor's", blocking_work(release), waiter="s2")
     second = pool.submit(CaptureKey("c"), "second prompt", blocking_work(release), waiter="s1")
     assert first.cancel_event.is_set() and first.waiters == set()  # superseded: its work stops
     assert not shared.cancel_event.is_set() and not second.cancel_event.is_set()
@@ -242,8 +241,12 @@ def test_one_session_may_queue_only_a_few_jobs():
 def test_work_over_the_operators_limits_is_refused_before_it_starts():
     pool, ran = pool_of(job_mb=100, job_max_s=60), []
     with pytest.raises(RefusedError, match="GiB of memory"):
-        pool.submit("big", "Scoring", lambda p: ran.append(1),
-                    cost=Cost(seconds=1, peak_bytes=200 * 1024**2))
+        pool.submit(
+            "big",
+            "Scoring",
+            lambda p: ran.append(1),
+            cost=Cost(seconds=1, peak_bytes=200 * 1024**2),
+        )
     with pytest.raises(RefusedError, match="min on this server"):
         pool.submit("long", "Ablating", lambda p: ran.append(1), cost=Cost(seconds=3600))
     pool.throughput.record("forward", 1e9, 1.0)  # a slow machine: the estimate follows it

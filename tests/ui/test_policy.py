@@ -26,9 +26,19 @@ def test_the_model_store_loads_only_an_allowed_spec(tmp_path):
     assert store.get(allowed).facts.n_layers == 3
 
 
-@pytest.mark.parametrize("name", [
-    "/etc", "/etc/nothing-here", "models/../../../../../etc", "models/../../../../../nope",
-    "../../..", "~/no-such-model", "/proc/self/cwd", "x.gguf/../../etc"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "/etc",
+        "/etc/nothing-here",
+        "models/../../../../../etc",
+        "models/../../../../../nope",
+        "../../..",
+        "~/no-such-model",
+        "/proc/self/cwd",
+        "x.gguf/../../etc",
+    ],
+)
 def test_paths_outside_the_allowed_folders_all_get_one_message(tmp_path, name):
     with pytest.raises(ModelLoadError) as err:
         admit(ModelSpec(name), settings_for(tmp_path))

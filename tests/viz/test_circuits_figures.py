@@ -24,8 +24,12 @@ def test_position_bars_escape_tokens_and_mark_differences():
 
 
 def test_parts_bars_one_trace_per_group():
-    parts = [("embeddings", "token embeddings", 0.5), ("heads", "heads of layer 0", 2.0),
-             ("MLPs", "MLP 0", -1.0), ("biases", "unembedding bias", 0.0)]
+    parts = [
+        ("embeddings", "token embeddings", 0.5),
+        ("heads", "heads of layer 0", 2.0),
+        ("MLPs", "MLP 0", -1.0),
+        ("biases", "unembedding bias", 0.0),
+    ]
     fig = parts_bars(parts, title="parts")
     assert [trace.name for trace in fig.data] == ["embeddings", "heads", "MLPs", "biases"]
     assert sum(sum(trace.x) for trace in fig.data) == 1.5
@@ -55,8 +59,14 @@ def test_weight_figures():
     grid = weight_score_grid(np.array([[0.2, -0.3]]), title="copying", value_name="Σλ/Σ|λ|")
     assert (grid.data[0].zmin, grid.data[0].zmax) == (-1.0, 1.0)
     weight, data = np.array([[0.1, 0.9], [0.5, 0.2]]), np.array([[0.0, 1.0], [0.4, 0.3]])
-    fig = weight_vs_data(weight, data, weight_data_correlation(weight, data), title="t",
-                         weight_name="QK previous", data_name="previous-token <score>")
+    fig = weight_vs_data(
+        weight,
+        data,
+        weight_data_correlation(weight, data),
+        title="t",
+        weight_name="QK previous",
+        data_name="previous-token <score>",
+    )
     assert list(fig.data[0].customdata) == ["0.0", "0.1", "1.0", "1.1"]
     assert fig.layout.xaxis.title.text == "previous-token &lt;score&gt;"
     assert "over 4 heads" in fig.layout.title.text

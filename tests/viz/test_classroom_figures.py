@@ -3,13 +3,23 @@
 import numpy as np
 
 from models.classroom import costs
-from viz.classroom_figures import (cost_chart, format_value, matrix_html, sharing_diagram,
-                                   small_heatmap)
+from viz.classroom_figures import (
+    cost_chart,
+    format_value,
+    matrix_html,
+    sharing_diagram,
+    small_heatmap,
+)
 
 
 def test_matrix_html_escapes_labels_and_shows_minus_infinity():
-    out = matrix_html(np.array([[0.5, -np.inf]]), ["<script>x</script>"], ["k1", "a&b"],
-                      decimals=3, title="<b>t</b>")
+    out = matrix_html(
+        np.array([[0.5, -np.inf]]),
+        ["<script>x</script>"],
+        ["k1", "a&b"],
+        decimals=3,
+        title="<b>t</b>",
+    )
     assert "<script>" not in out and "&lt;script&gt;" in out and "a&amp;b" in out
     assert "&lt;b&gt;t&lt;/b&gt;" in out
     assert ">0.500<" in out and ">−∞<" in out
@@ -32,19 +42,33 @@ def test_sharing_diagram_draws_one_line_per_query_head():
 def test_cost_chart_ticks_are_human_units_and_heatmap_blanks_masked_cells():
     cfg = costs.PRESETS["Llama-2-7B-like (MHA)"]
     lengths = costs.sequence_lengths()
-    fig = cost_chart(lengths, {"kv": costs.kv_cache_bytes(lengths, cfg)}, title="KV",
-                     y_title="memory", fmt=costs.human_bytes, base=32)
+    fig = cost_chart(
+        lengths,
+        {"kv": costs.kv_cache_bytes(lengths, cfg)},
+        title="KV",
+        y_title="memory",
+        fmt=costs.human_bytes,
+        base=32,
+    )
     assert "1 GiB" in fig.layout.yaxis.ticktext and "32 MiB" in fig.layout.yaxis.ticktext
-    heat = small_heatmap(np.array([[0.0, -np.inf]]), title="m", x_labels=["a", "b"],
-                         y_labels=["a"], decimals=0)
+    heat = small_heatmap(
+        np.array([[0.0, -np.inf]]), title="m", x_labels=["a", "b"], y_labels=["a"], decimals=0
+    )
     assert np.isnan(heat.data[0].z[0][1]) and heat.data[0].text[0][1] == "−∞"
 
 
 def test_cost_chart_axis_stays_on_the_lengths_with_a_crossover_line():
     """A vertical line at n = 256 once stretched the log axis to 1e256 (shape x read as log10)."""
     lengths = np.array([16.0, 256.0, 4096.0])
-    fig = cost_chart(lengths, {"a": lengths * 10.0, "b": lengths**2}, title="t", y_title="y",
-                     fmt=str, base=10, crossover=256.0)
+    fig = cost_chart(
+        lengths,
+        {"a": lengths * 10.0, "b": lengths**2},
+        title="t",
+        y_title="y",
+        fmt=str,
+        base=10,
+        crossover=256.0,
+    )
     assert not fig.layout.shapes
     xs = np.concatenate([np.asarray(trace.x, dtype=float) for trace in fig.data])
     assert xs.min() >= 16 and xs.max() <= 4096

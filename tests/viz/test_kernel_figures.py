@@ -12,7 +12,10 @@ def test_pattern_comparison_shows_model_kernel_and_difference():
     labels = ["(0) <b>bold</b>", "(1) a&b", "(2) x"]
     fig = pattern_comparison(model, kernel, labels, causal=True, title="Head <1.2>")
     assert len(fig.data) == 3
-    assert list(fig.data[0].x)[0] == "(0) &lt;b&gt;bold&lt;/b&gt;" and list(fig.data[2].y)[1] == "(1) a&amp;b"
+    assert (
+        list(fig.data[0].x)[0] == "(0) &lt;b&gt;bold&lt;/b&gt;"
+        and list(fig.data[2].y)[1] == "(1) a&amp;b"
+    )
     assert "&lt;1.2&gt;" in fig.layout.title.text
     diff = np.asarray(fig.data[2].z, dtype=np.float64)
     assert np.isnan(diff[0, 1]) and np.isnan(diff[1, 2])  # future keys blank

@@ -18,8 +18,9 @@ def small_sweep():
 
 def test_saturation_figure_marks_own_scale_and_plots_head():
     stats = small_sweep()
-    fig = figs.saturation_figure(stats, stats.factors, x_title="c", own_x=1.0, picked_x=4.0,
-                                 head=(1, 0))
+    fig = figs.saturation_figure(
+        stats, stats.factors, x_title="c", own_x=1.0, picked_x=4.0, head=(1, 0)
+    )
     head_traces = [t for t in fig.data if t.name == "head 1.0"]
     assert len(head_traces) == 5
     np.testing.assert_allclose(head_traces[2].y, stats.max_weight[:, 1, 0])
@@ -38,8 +39,7 @@ def test_factor_axis_ticks_read_like_the_slider():
     axis = fig.layout.xaxis
     assert list(axis.ticktext) == ["1/4", "1/2", "1", "2", "4"]
     np.testing.assert_allclose(axis.tickvals, [0.25, 0.5, 1.0, 2.0, 4.0])
-    alpha = figs.saturation_figure(stats, np.linspace(0, 1, 5), x_title="a", own_x=0.5,
-                                   log_x=False)
+    alpha = figs.saturation_figure(stats, np.linspace(0, 1, 5), x_title="a", own_x=0.5, log_x=False)
     assert alpha.layout.xaxis.ticktext is None  # a linear alpha axis keeps plotly's ticks
     vlines = [s.x0 for s in alpha.layout.shapes if s.type == "line" and s.x0 == s.x1]
     assert vlines.count(0.5) == 5

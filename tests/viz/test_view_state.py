@@ -19,8 +19,7 @@ def test_garbage_numbers_are_dropped_with_a_note():
 
 
 def test_clamp_brings_values_in_range_and_says_so():
-    fixed, notes = clamp(ViewState(layer=9, head=-4, token=100), n_layers=3, n_heads=6,
-                         n_tokens=10)
+    fixed, notes = clamp(ViewState(layer=9, head=-4, token=100), n_layers=3, n_heads=6, n_tokens=10)
     assert (fixed.layer, fixed.head, fixed.token) == (2, 0, 9)
     assert len(notes) == 3
 
@@ -32,8 +31,16 @@ def test_clamp_leaves_valid_values_alone():
 
 
 def test_compare_mode_round_trips_both_prompts_and_the_word_view():
-    view = ViewState(model="smollm2", prompt="Alice gave Bob a book", layer=4, head=1, token=3,
-                     mode="compare", prompt_b="Alice gave Carol a <book> & more", words=True)
+    view = ViewState(
+        model="smollm2",
+        prompt="Alice gave Bob a book",
+        layer=4,
+        head=1,
+        token=3,
+        mode="compare",
+        prompt_b="Alice gave Carol a <book> & more",
+        words=True,
+    )
     query = to_query(view)
     assert query["mode"] == "compare" and query["b"] == view.prompt_b and query["words"] == "1"
     parsed, notes = from_query(query)
@@ -41,8 +48,7 @@ def test_compare_mode_round_trips_both_prompts_and_the_word_view():
 
 
 def test_a_long_prompt_b_travels_as_its_id():
-    view = ViewState(prompt_id="0123456789abcdef", mode="compare",
-                     prompt_b_id="fedcba9876543210")
+    view = ViewState(prompt_id="0123456789abcdef", mode="compare", prompt_b_id="fedcba9876543210")
     query = to_query(view)
     assert query["bid"] == "fedcba9876543210" and "b" not in query and "prompt" not in query
     assert from_query(query)[0] == view

@@ -12,8 +12,7 @@ PAYLOAD = "<script>alert(1)</script>"
 
 
 def test_token_spans_escape_the_prompt():
-    html = token_spans([PAYLOAD, '"><img src=x onerror=alert(1)>'], np.array([0.2, 0.8]), 1,
-                       "from")
+    html = token_spans([PAYLOAD, '"><img src=x onerror=alert(1)>'], np.array([0.2, 0.8]), 1, "from")
     assert "<script>" not in html and "<img" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert html.count('class="tok') == 2 and 'class="tok sel" data-pos="1"' in html
@@ -53,6 +52,7 @@ def test_pattern_csv_round_trip_and_formula_safety():
 
 def test_spreadsheet_prefix():
     from viz.export import spreadsheet_safe
+
     assert spreadsheet_safe("=cmd") == "'=cmd" and spreadsheet_safe("ok") == "ok"
 
 
@@ -60,8 +60,10 @@ def test_pattern_png_is_a_png():
     pooled = np.array([[1.0, np.nan], [0.5, 0.5]])
     png = pooled_png(pooled, size=20)
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    from PIL import Image
     import io
+
+    from PIL import Image
+
     image = Image.open(io.BytesIO(png)).convert("RGB")
     assert image.size == (20, 20)
     assert image.getpixel((15, 2)) == (225, 225, 225)  # masked cell is grey
@@ -69,14 +71,15 @@ def test_pattern_png_is_a_png():
 
 
 def test_thumbnails_are_normalised_per_head_on_a_square_root_scale():
-    from PIL import Image
     import io
+
+    from PIL import Image
 
     faint = np.array([[1.0, np.nan, np.nan], [0.05, 0.02, np.nan], [0.01, 0.05, 0.0]])
     image = Image.open(io.BytesIO(pooled_png(faint, size=3))).convert("RGB")
     assert image.getpixel((0, 1)) == (8, 48, 107)  # 0.05 is this head's top outside row 0
     mid = image.getpixel((1, 1))  # 0.02 / 0.05 = 0.4 -> sqrt 0.632 of the way to dark blue
-    want = [round(255 + (h - 255) * 0.4 ** 0.5 - 0.5) for h in (8, 48, 107)]
+    want = [round(255 + (h - 255) * 0.4**0.5 - 0.5) for h in (8, 48, 107)]
     assert all(abs(a - b) <= 1 for a, b in zip(mid, want))
     linear = Image.open(io.BytesIO(pooled_png(faint, size=3, normalise=False, gamma=1.0)))
     assert linear.convert("RGB").getpixel((1, 1))[0] > 240  # unnormalised, 0.02 is near white

@@ -10,7 +10,7 @@ import ctypes
 import gc
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ui.runtime.store import ResultStore
 
@@ -33,9 +33,13 @@ class Janitor:
     collector to notice the cycles left behind.
     """
 
-    def __init__(self, stores: list[ResultStore], idle_s: float = 600.0,
-                 busy: Callable[[], bool] = lambda: False,
-                 extra: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self,
+        stores: list[ResultStore],
+        idle_s: float = 600.0,
+        busy: Callable[[], bool] = lambda: False,
+        extra: Callable[[], None] = lambda: None,
+    ) -> None:
         self.stores, self.idle_s, self.busy, self.extra = stores, idle_s, busy, extra
         self._collected = time.monotonic()
         self._thread: threading.Thread | None = None

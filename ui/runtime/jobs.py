@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 from models.errors import UserError
 from models.progress import Cancelled, Progress
@@ -201,16 +202,20 @@ class Job:
 class JobPool:
     """The process-wide pool (see the module docstring)."""
 
-    def __init__(self, settings: Settings | None = None,
-                 results: ResultStore | None = None, kept: KeptResults | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        results: ResultStore | None = None,
+        kept: KeptResults | None = None,
+    ) -> None:
         self.settings = settings or Settings()
-        self._executor = ThreadPoolExecutor(max_workers=self.settings.heavy_jobs,
-                                            thread_name_prefix="atlas-job")
+        self._executor = ThreadPoolExecutor(
+            max_workers=self.settings.heavy_jobs, thread_name_prefix="atlas-job"
+        )
         self._light = ThreadPoolExecutor(max_workers=2, thread_name_prefix="atlas-light")
         self._lock = threading.Lock()
         self._jobs: dict[Any, Job] = {}
-        self.results = results or ResultStore(max_entries=64,
-                                              max_bytes=self.settings.result_bytes)
+        self.results = results or ResultStore(max_entries=64, max_bytes=self.settings.result_bytes)
         self.throughput = Throughput()
         self.kept = kept
         self.alive: Callable[[str], bool] | None = None  # set by the page side
@@ -244,17 +249,26 @@ class JobPool:
             raise RefusedError(
                 f"{label} would need about {cost.peak_bytes / GIB:.1f} GiB of memory; this "
                 f"server lets one request use at most {self.settings.job_bytes / GIB:.1f} GiB. "
-                "Use a shorter text, fewer texts or a smaller batch.")
+                "Use a shorter text, fewer texts or a smaller batch."
+            )
         seconds = self.estimate(cost)
         if seconds is not None and seconds > self.settings.job_max_s:
             raise RefusedError(
                 f"{label} would take about {seconds / 60:.0f} min on this server, which runs "
                 f"requests of at most {self.settings.job_max_s / 60:.0f} min. Use a shorter "
-                "text, fewer texts or fewer heads.")
+                "text, fewer texts or fewer heads."
+            )
 
-    def submit(self, key: Any, label: str, work: Work, estimate_s: float | None = None,
-               waiter: str = "", cost: Cost | None = None,
-               partial: Partial | None = None) -> Job:
+    def submit(
+        self,
+        key: Any,
+        label: str,
+        work: Work,
+        estimate_s: float | None = None,
+        waiter: str = "",
+        cost: Cost | None = None,
+        partial: Partial | None = None,
+    ) -> Job:
         """The job computing ``key``: the one already queued or running, or a new one.
 
         A new job is checked against the limits first; a session's earlier job of the same
@@ -274,11 +288,18 @@ class JobPool:
                 self._make_room(key, waiter)
                 if cost is not None:
                     estimate_s = self.estimate(cost)
-                job = Job(key=key, label=label, estimate_s=estimate_s, cost=cost,
-                          alive=self.alive, partial=partial)
+                job = Job(
+                    key=key,
+                    label=label,
+                    estimate_s=estimate_s,
+                    cost=cost,
+                    alive=self.alive,
+                    partial=partial,
+                )
                 self._jobs[key] = job
                 job.future = (self._light if job.light else self._executor).submit(
-                    self._run, job, work)
+                    self._run, job, work
+                )
             job.waiters.add(waiter)
         return job
 
@@ -295,7 +316,8 @@ class JobPool:
         if len(waiting) >= self.settings.jobs_per_session:
             raise RefusedError(
                 f"You already have {len(waiting)} requests running or waiting on this server. "
-                "Cancel one, or wait for one to finish.")
+                "Cancel one, or wait for one to finish."
+            )
 
     def _run(self, job: Job, work: Work) -> Any:
         try:
@@ -328,9 +350,11 @@ class JobPool:
         if job.started is not None:
             return 0
         with self._lock:
-            return sum(1 for other in self._jobs.values()
-                       if other is not job and other.submitted <= job.submitted
-                       and not other.light)
+            return sum(
+                1
+                for other in self._jobs.values()
+                if other is not job and other.submitted <= job.submitted and not other.light
+            )
 
     def cancel(self, job: Job, waiter: str = "") -> None:
         """Stop waiting on ``job``; the work stops when nobody else waits on it."""

@@ -65,7 +65,7 @@ class KeptResults:
         except OSError:
             return None
         try:
-            value = pickle.loads(data)  # noqa: S301 - written by this server into its own cache
+            value = pickle.loads(data)
         except Exception as err:  # noqa: BLE001 - a stale or broken file is simply not used
             log.warning("ignored a kept result that does not read back: %s", err)
             path.unlink(missing_ok=True)

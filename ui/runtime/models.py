@@ -34,8 +34,7 @@ class ModelStore:
         """
         if not isinstance(allowed, AllowedSpec):
             raise TypeError("Models load only from an AllowedSpec (ui.runtime.policy.admit).")
-        return self.store.get_or_compute(allowed,
-                                         lambda: load(allowed.spec, progress, self.cache))
+        return self.store.get_or_compute(allowed, lambda: load(allowed.spec, progress, self.cache))
 
     def loaded(self, allowed: AllowedSpec) -> LoadedModel | None:
         """The model if it is loaded now, without loading it."""

@@ -30,9 +30,11 @@ from ui.runtime.settings import Settings
 
 HUB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9._-]{1,96})?$")
 MAX_FILES = 4096  # files a model directory may hold; more is not a model checkpoint
-OUTSIDE = ("This server loads local models only from the folders its operator allows, and that "
-           "path is not in one of them. Choose a bundled model or a Hugging Face name, or ask "
-           "the operator to add the folder to ATLAS_MODEL_ROOTS.")
+OUTSIDE = (
+    "This server loads local models only from the folders its operator allows, and that "
+    "path is not in one of them. Choose a bundled model or a Hugging Face name, or ask "
+    "the operator to add the folder to ATLAS_MODEL_ROOTS."
+)
 _SEAL = object()
 
 
@@ -74,8 +76,10 @@ def admit(spec: ModelSpec, settings: Settings) -> AllowedSpec:
     name = spec.name.strip()
     if kind == "hub":
         if not HUB_NAME.match(name) or ".." in name:
-            raise ModelLoadError("That is not a Hugging Face model name (owner/name, letters, "
-                                 "digits, '-', '_' and '.', at most 96 characters each).")
+            raise ModelLoadError(
+                "That is not a Hugging Face model name (owner/name, letters, "
+                "digits, '-', '_' and '.', at most 96 characters each)."
+            )
         return AllowedSpec(replace(spec, name=name), _SEAL)
     roots = settings.roots()
     resolved = _inside_roots(name, roots)
@@ -126,8 +130,10 @@ def _safe_directory(path: Path, roots: tuple[Path, ...]) -> None:
         for entry in dirs + files:
             seen += 1
             if seen > MAX_FILES:
-                raise ModelLoadError(f"{path.name} holds more than {MAX_FILES:,} files; that "
-                                     "is not a model checkpoint.")
+                raise ModelLoadError(
+                    f"{path.name} holds more than {MAX_FILES:,} files; that "
+                    "is not a model checkpoint."
+                )
             child = Path(folder) / entry
             try:
                 target = child.resolve()
@@ -135,8 +141,10 @@ def _safe_directory(path: Path, roots: tuple[Path, ...]) -> None:
             except (OSError, RuntimeError):
                 continue  # a dangling link: nothing to read
             if not _inside(target, roots):
-                raise ModelLoadError(f"{path.name} links to files outside the allowed folders, "
-                                     "so it is not read.")
+                raise ModelLoadError(
+                    f"{path.name} links to files outside the allowed folders, so it is not read."
+                )
             if entry in files and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
-                raise ModelLoadError(f"{path.name} holds {entry}, which is not a regular file, "
-                                     "so it is not read.")
+                raise ModelLoadError(
+                    f"{path.name} holds {entry}, which is not a regular file, so it is not read."
+                )

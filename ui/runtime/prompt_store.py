@@ -32,8 +32,9 @@ def prompt_id(text: str) -> str:
 class PromptStore:
     """Long prompts in ``folder`` (see the module docstring)."""
 
-    def __init__(self, folder: Path, max_files: int = MAX_FILES,
-                 share: int = SESSION_SHARE) -> None:
+    def __init__(
+        self, folder: Path, max_files: int = MAX_FILES, share: int = SESSION_SHARE
+    ) -> None:
         self.folder, self.max_files, self.share = folder, max_files, share
         self._lock = threading.Lock()
         self._added: dict[str, OrderedDict[str, None]] = {}

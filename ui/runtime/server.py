@@ -9,8 +9,8 @@ Streamlit here: the page side passes in how to tell whether a browser session is
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ui.runtime.janitor import Janitor
 from ui.runtime.jobs import JobPool
@@ -47,23 +47,27 @@ class Runtime:
 
 def build(settings: Settings, alive: Callable[[str], bool] = lambda _sid: True) -> Runtime:
     """A runtime for ``settings`` (not started: its janitor thread is not running)."""
-    pool = JobPool(settings, ResultStore(max_entries=256, max_bytes=settings.result_bytes,
-                                         alive=alive),
-                   KeptResults(settings.cache / "results", settings.disk_bytes // KEPT_SHARE))
+    pool = JobPool(
+        settings,
+        ResultStore(max_entries=256, max_bytes=settings.result_bytes, alive=alive),
+        KeptResults(settings.cache / "results", settings.disk_bytes // KEPT_SHARE),
+    )
     pool.alive = alive
     models = ModelStore(settings.model_bytes, settings.cache)
     derived = ResultStore(max_entries=4096, max_bytes=DERIVED_MB * MIB, alive=alive)
     janitor = Janitor([models.store, pool.results, derived], settings.idle_s, busy=pool.busy)
-    return Runtime(settings, models, pool, derived, PromptStore(settings.cache / "prompts"),
-                   janitor)
+    return Runtime(
+        settings, models, pool, derived, PromptStore(settings.cache / "prompts"), janitor
+    )
 
 
 _lock = threading.Lock()
 _current: Runtime | None = None
 
 
-def start(alive: Callable[[str], bool] = lambda _sid: True,
-          settings: Settings | None = None) -> Runtime:
+def start(
+    alive: Callable[[str], bool] = lambda _sid: True, settings: Settings | None = None
+) -> Runtime:
     """The server's runtime, created and started on the first call (settings from the
     environment unless given); later calls return the same one."""
     global _current

@@ -9,9 +9,10 @@ settings table shows; a test keeps that table and this class the same. No Stream
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 MIB = 1024**2
 
@@ -30,31 +31,52 @@ class Settings:
     """What the operator allows and how much the server may use (see README, "Security")."""
 
     allow_remote_code: bool = _setting(
-        "ATLAS_ALLOW_REMOTE_CODE", False, "off",
-        "show *Trust remote code* (models that ship Python)")
+        "ATLAS_ALLOW_REMOTE_CODE",
+        False,
+        "off",
+        "show *Trust remote code* (models that ship Python)",
+    )
     model_roots: tuple[Path, ...] | None = _setting(
-        "ATLAS_MODEL_ROOTS", None, "HF cache, app cache",
-        "folders local models and GGUF files may come from (colon-separated)")
+        "ATLAS_MODEL_ROOTS",
+        None,
+        "HF cache, app cache",
+        "folders local models and GGUF files may come from (colon-separated)",
+    )
     max_tokens: int | None = _setting(
-        "ATLAS_MAX_TOKENS", None, "the model's context", "the most tokens a prompt is run on")
+        "ATLAS_MAX_TOKENS", None, "the model's context", "the most tokens a prompt is run on"
+    )
     heavy_jobs: int = _setting("ATLAS_HEAVY_JOBS", 1, "1", "heavy jobs run at once")
     model_mb: int = _setting("ATLAS_MODEL_MB", 8192, "8,192", "memory for loaded models")
-    result_mb: int = _setting("ATLAS_RESULT_MB", 1536, "1,536",
-                              "memory for kept results (runs, reports, scores)")
-    job_mb: int = _setting("ATLAS_JOB_MB", 4096, "4,096",
-                           "the most memory one job may need; larger requests are refused")
-    job_max_s: float = _setting("ATLAS_JOB_MAX_S", 900.0, "900",
-                                "the longest one job may be estimated to take")
-    jobs_per_session: int = _setting("ATLAS_JOBS_PER_SESSION", 3, "3",
-                                     "jobs one browser session may have queued or running")
-    idle_s: float = _setting("ATLAS_IDLE_S", 600.0, "600",
-                             "seconds before an unused model or result is dropped")
-    job_wait_s: float = _setting("ATLAS_JOB_WAIT_S", 1.0, "1",
-                                 "seconds a page waits for work before showing progress")
-    cache: Path = _setting("ATLAS_CACHE", default_cache(), "`~/.cache/attention-atlas`",
-                           "converted GGUF checkpoints, exports, long prompts, kept results")
-    disk_mb: int = _setting("ATLAS_DISK_MB", 16384, "16,384",
-                            "disk for the app's cache folder (oldest files go first)")
+    result_mb: int = _setting(
+        "ATLAS_RESULT_MB", 1536, "1,536", "memory for kept results (runs, reports, scores)"
+    )
+    job_mb: int = _setting(
+        "ATLAS_JOB_MB",
+        4096,
+        "4,096",
+        "the most memory one job may need; larger requests are refused",
+    )
+    job_max_s: float = _setting(
+        "ATLAS_JOB_MAX_S", 900.0, "900", "the longest one job may be estimated to take"
+    )
+    jobs_per_session: int = _setting(
+        "ATLAS_JOBS_PER_SESSION", 3, "3", "jobs one browser session may have queued or running"
+    )
+    idle_s: float = _setting(
+        "ATLAS_IDLE_S", 600.0, "600", "seconds before an unused model or result is dropped"
+    )
+    job_wait_s: float = _setting(
+        "ATLAS_JOB_WAIT_S", 1.0, "1", "seconds a page waits for work before showing progress"
+    )
+    cache: Path = _setting(
+        "ATLAS_CACHE",
+        default_cache(),
+        "`~/.cache/attention-atlas`",
+        "converted GGUF checkpoints, exports, long prompts, kept results",
+    )
+    disk_mb: int = _setting(
+        "ATLAS_DISK_MB", 16384, "16,384", "disk for the app's cache folder (oldest files go first)"
+    )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -121,8 +143,15 @@ def _parse(name: str, raw: str) -> Any:
         return number if number >= 0 else None
     if not number > 0:
         return None
-    if name in ("max_tokens", "heavy_jobs", "model_mb", "result_mb", "job_mb",
-                "jobs_per_session", "disk_mb"):
+    if name in (
+        "max_tokens",
+        "heavy_jobs",
+        "model_mb",
+        "result_mb",
+        "job_mb",
+        "jobs_per_session",
+        "disk_mb",
+    ):
         return int(number) if number >= 1 else None
     return number
 

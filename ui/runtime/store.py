@@ -14,7 +14,8 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Callable, Hashable
+from collections.abc import Callable, Hashable
+from typing import Any
 
 PINS_PER_SESSION = 8  # what one session can be showing at once (a run, its weighting, a report)
 _DEPTH = 6
@@ -46,8 +47,7 @@ def size_of(value: Any, _depth: int = 0, _seen: set[int] | None = None) -> int:
     if isinstance(value, (list, tuple, set, frozenset)):
         return sum(size_of(item, inner, seen) for item in value)
     if dataclasses.is_dataclass(value):
-        return sum(size_of(getattr(value, f.name), inner, seen)
-                   for f in dataclasses.fields(value))
+        return sum(size_of(getattr(value, f.name), inner, seen) for f in dataclasses.fields(value))
     held = getattr(value, "__dict__", None)
     if isinstance(held, dict):
         return size_of(held, inner, seen)
@@ -63,8 +63,12 @@ class ResultStore:
     always stays.
     """
 
-    def __init__(self, max_entries: int = 16, max_bytes: int | None = None,
-                 alive: Callable[[str], bool] = lambda _sid: True) -> None:
+    def __init__(
+        self,
+        max_entries: int = 16,
+        max_bytes: int | None = None,
+        alive: Callable[[str], bool] = lambda _sid: True,
+    ) -> None:
         if max_entries < 1:
             raise ValueError("max_entries must be at least 1")
         self.max_entries = max_entries
@@ -110,8 +114,9 @@ class ResultStore:
         now = time.monotonic() if now is None else now
         with self._lock:
             pinned = self._pinned()
-            old = [k for k in self._items
-                   if k not in pinned and now - self._used.get(k, now) > idle_s]
+            old = [
+                k for k in self._items if k not in pinned and now - self._used.get(k, now) > idle_s
+            ]
             for key in old:
                 self._drop(key)
             return len(old)
@@ -134,7 +139,8 @@ class ResultStore:
 
     def _over(self) -> bool:
         return len(self._items) > self.max_entries or (
-            self.max_bytes is not None and sum(self._sizes.values()) > self.max_bytes)
+            self.max_bytes is not None and sum(self._sizes.values()) > self.max_bytes
+        )
 
     def _shrink(self, keep: Hashable) -> None:
         if not self._over():

@@ -47,7 +47,8 @@ def _restore_inputs() -> None:
     for m in MATRICES:
         if _widget_key(m) not in st.session_state:
             st.session_state[_widget_key(m)] = st.session_state.get(
-                _saved_key(m), steps.EXAMPLES["A"][m])
+                _saved_key(m), steps.EXAMPLES["A"][m]
+            )
     if K_CAUSAL not in st.session_state:
         st.session_state[K_CAUSAL] = st.session_state.get(Classroom.SAVED_CAUSAL, False)
 
@@ -58,9 +59,11 @@ def _inputs() -> tuple[str, str, str, bool]:
     b[0].button("Example A (2 tokens)", on_click=load_example, args=("A",), key=Classroom.EXAMPLE_A)
     b[1].button("Example B (3 tokens)", on_click=load_example, args=("B",), key=Classroom.EXAMPLE_B)
     b[2].toggle("Causal mask (hide later keys)", key=K_CAUSAL)
-    st.caption("One row per token: rows separated by `;` or new lines, numbers by commas. "
-               f"Up to {steps.MAX_SIZE} × {steps.MAX_SIZE}. Q and K need the same number of "
-               "columns (d_k); K and V the same number of rows.")
+    st.caption(
+        "One row per token: rows separated by `;` or new lines, numbers by commas. "
+        f"Up to {steps.MAX_SIZE} × {steps.MAX_SIZE}. Q and K need the same number of "
+        "columns (d_k); K and V the same number of rows."
+    )
     cols = st.columns(3)
     texts = []
     for col, m in zip(cols, MATRICES):
@@ -95,36 +98,61 @@ def _show_steps(s: steps.AttentionSteps, causal: bool) -> None:
         show(s.v, labels("v", nk), labels("d", dv), decimals=2, title="V (values)")
     c = st.columns(3 if causal else 2)
     with c[0]:
-        st.markdown("**1. Scores.** Compare each query with each key: row i, column j is "
-                    "q_i · k_j.")
+        st.markdown(
+            "**1. Scores.** Compare each query with each key: row i, column j is q_i · k_j."
+        )
         show(s.scores, qs, ks, decimals=3, title="S = Q Kᵀ")
     with c[1]:
-        st.markdown(f"**2. Scale.** Divide by √d_k = √{s.d_k} = {1 / s.scale:.3f}, so the "
-                    "spread stays near 1 however wide the vectors are.")
+        st.markdown(
+            f"**2. Scale.** Divide by √d_k = √{s.d_k} = {1 / s.scale:.3f}, so the "
+            "spread stays near 1 however wide the vectors are."
+        )
         show(s.scaled, qs, ks, decimals=3, title=f"S / √{s.d_k}")
     if causal:
         with c[2]:
-            st.markdown("**2b. Causal mask.** No looking ahead: every key after the query "
-                        "becomes −∞, and e^(−∞) = 0.")
+            st.markdown(
+                "**2b. Causal mask.** No looking ahead: every key after the query "
+                "becomes −∞, and e^(−∞) = 0."
+            )
             show(s.logits, qs, ks, decimals=3, title="masked scores")
     c = st.columns(3 if causal else 2)
     with c[0]:
         masked = " (masked)" if causal else ""
-        st.markdown(f"**3. Softmax along each row** of the scaled scores{masked}: exponentiate, "
-                    "then divide by the row's total, so each row becomes weights that sum to 1.")
-        show(s.weights, qs, ks, decimals=3, title=f"A = softmax(S / √{s.d_k})", shade=True,
-             shade_range=(0.0, 1.0))
+        st.markdown(
+            f"**3. Softmax along each row** of the scaled scores{masked}: exponentiate, "
+            "then divide by the row's total, so each row becomes weights that sum to 1."
+        )
+        show(
+            s.weights,
+            qs,
+            ks,
+            decimals=3,
+            title=f"A = softmax(S / √{s.d_k})",
+            shade=True,
+            shade_range=(0.0, 1.0),
+        )
     with c[-1]:
-        st.markdown("**4. Mix the values.** Output row i is the average of the value rows, "
-                    "weighted by row i of A.")
+        st.markdown(
+            "**4. Mix the values.** Output row i is the average of the value rows, "
+            "weighted by row i of A."
+        )
         show(s.output, qs, labels("d", dv), decimals=2, title="A V (one output row per query)")
     if causal:
         with c[1]:
-            st.markdown("**Renormalised.** A masked row keeps the visible weights of the "
-                        "unmasked row in proportion, rescaled to sum to 1.")
+            st.markdown(
+                "**Renormalised.** A masked row keeps the visible weights of the "
+                "unmasked row in proportion, rescaled to sum to 1."
+            )
             free = steps.attention_steps(s.q, s.k, s.v)
-            show(free.weights, qs, ks, decimals=3, title="the same rows without the mask",
-                 shade=True, shade_range=(0.0, 1.0))
+            show(
+                free.weights,
+                qs,
+                ks,
+                decimals=3,
+                title="the same rows without the mask",
+                shade=True,
+                shade_range=(0.0, 1.0),
+            )
 
 
 def _clamp(key: str, low: int, high: int, default: int) -> None:
@@ -157,18 +185,26 @@ def _report_check(check: real.HeadCheck, acts: real.LayerActivations, facts: Mod
     if max(err for _, err in errors) <= 1e-5:
         st.success(f"The classroom's numbers agree with the model's own: {text}.")
     else:
-        st.warning(f"The recomputation differs from the model: {text}. This model may add "
-                   "something the textbook formula leaves out (ALiBi or relative-position "
-                   "biases, soft-capping, a sliding window).")
+        st.warning(
+            f"The recomputation differs from the model: {text}. This model may add "
+            "something the textbook formula leaves out (ALiBi or relative-position "
+            "biases, soft-capping, a sliding window)."
+        )
     if acts.rotated:
-        st.caption("Rotary positions: q and k are taken after the rotation, since those are "
-                   "what the scores are made from.")
+        st.caption(
+            "Rotary positions: q and k are taken after the rotation, since those are "
+            "what the scores are made from."
+        )
     if acts.scores_are_weights:
-        st.caption("For this architecture the bridge's `hook_attn_scores` carries the weights "
-                   "after the softmax, so only the pattern and z are compared.")
+        st.caption(
+            "For this architecture the bridge's `hook_attn_scores` carries the weights "
+            "after the softmax, so only the pattern and z are compared."
+        )
     if facts.n_kv_heads != facts.n_heads:
-        st.caption(f"{facts.attention_kind}: query head {st.session_state[K_HEAD]} reads "
-                   f"key/value head {check.kv_head}.")
+        st.caption(
+            f"{facts.attention_kind}: query head {st.session_state[K_HEAD]} reads "
+            f"key/value head {check.kv_head}."
+        )
 
 
 def layer_activations(model: LoadedModel, prompt: str, layer: int) -> object:
@@ -176,11 +212,15 @@ def layer_activations(model: LoadedModel, prompt: str, layer: int) -> object:
     facts = model.facts
     key = LayerKey(session.model_spec(model), prompt, layer, MAX_TOKENS)
     return job_view.run_job(
-        key, f"Reading layer {layer}'s q, k and v from the model",
+        key,
+        f"Reading layer {layer}'s q, k and v from the model",
         lambda progress: real.layer_activations(model, prompt, layer, MAX_TOKENS),
-        cost=Cost(work=facts.forward_flops(MAX_TOKENS),
-                  peak_bytes=facts.activation_bytes(MAX_TOKENS)
-                  + 6 * 4 * facts.n_heads * MAX_TOKENS * max(MAX_TOKENS, facts.d_head)))
+        cost=Cost(
+            work=facts.forward_flops(MAX_TOKENS),
+            peak_bytes=facts.activation_bytes(MAX_TOKENS)
+            + 6 * 4 * facts.n_heads * MAX_TOKENS * max(MAX_TOKENS, facts.d_head),
+        ),
+    )
 
 
 def real_model() -> ModelFacts | None:
@@ -188,13 +228,16 @@ def real_model() -> ModelFacts | None:
     st.subheader("The same steps inside the loaded model")
     model = session.active_model()
     if model is None:
-        st.info("No model is loaded, so this section is empty; the other sections work "
-                "without one.")
+        st.info(
+            "No model is loaded, so this section is empty; the other sections work without one."
+        )
         return None
     facts, prompt = model.facts, session.current_prompt()
     if model.spec.kind == "bundled":
-        st.caption("Tip: the same steps on a real language model's head: choose SmolLM2-135M "
-                   "(offline) in the sidebar (30 layers × 9 heads, 3 key/value heads, RoPE).")
+        st.caption(
+            "Tip: the same steps on a real language model's head: choose SmolLM2-135M "
+            "(offline) in the sidebar (30 layers × 9 heads, 3 key/value heads, RoPE)."
+        )
     try:
         n_tokens = real.token_count(model, prompt, MAX_TOKENS)
     except UserError as err:
@@ -217,49 +260,86 @@ def real_model() -> ModelFacts | None:
     c = st.columns(3)
     for col, name, mat in zip(c, ("Q", "K", "V"), (s.q, s.k, s.v)):
         with col:
-            show(mat[start:stop, :few], toks, labels("d", few), decimals=3,
-                 title=f"{name} (first {few} of {facts.d_head} dims)", compact=True)
+            show(
+                mat[start:stop, :few],
+                toks,
+                labels("d", few),
+                decimals=3,
+                title=f"{name} (first {few} of {facts.d_head} dims)",
+                compact=True,
+            )
     masked = " with the causal mask" if facts.causal else ""
-    textbook = abs(acts.scale - facts.d_head ** -0.5) < 1e-9
+    textbook = abs(acts.scale - facts.d_head**-0.5) < 1e-9
     scaled = f"Q Kᵀ / √{facts.d_head}" if textbook else f"Q Kᵀ × {acts.scale:.4g}"
-    show(real.window(s.logits, start, stop), toks, toks, decimals=3,
-         title=f"{scaled} (scaled scores{masked})", compact=True)
+    show(
+        real.window(s.logits, start, stop),
+        toks,
+        toks,
+        decimals=3,
+        title=f"{scaled} (scaled scores{masked})",
+        compact=True,
+    )
     rest = real.mass_outside(s.weights, start, stop)
     c = st.columns([5, 1]) if np.any(rest > 1e-6) else [st.container()]
     with c[0]:
-        show(real.window(s.weights, start, stop), toks, toks, decimals=3,
-             title="A = softmax (over every visible key)", shade=True, shade_range=(0.0, 1.0),
-             compact=True)
+        show(
+            real.window(s.weights, start, stop),
+            toks,
+            toks,
+            decimals=3,
+            title="A = softmax (over every visible key)",
+            shade=True,
+            shade_range=(0.0, 1.0),
+            compact=True,
+        )
     if len(c) > 1:
         with c[1]:
-            show(rest[:, None], toks, ["rest"], decimals=3, title="keys not shown",
-                 compact=True)
+            show(rest[:, None], toks, ["rest"], decimals=3, title="keys not shown", compact=True)
     note = f" (first {dims} of {facts.d_head} dims)" if dims < facts.d_head else ""
-    show(s.output[start:stop, :dims], toks, labels("d", dims), decimals=3, title="A V = z" + note,
-         compact=True)
+    show(
+        s.output[start:stop, :dims],
+        toks,
+        labels("d", dims),
+        decimals=3,
+        title="A V = z" + note,
+        compact=True,
+    )
     chosen = Head(layer, head)
     st.markdown(f"[Open head {chosen} in the explorer]({session.explorer_link(chosen)})")
-    st.caption("For teachers: the model's q, k and v already include the projection biases. "
-               "The scale is read from the model's own attention layer: GPT-2 and BERT use "
-               "1/√d_head exactly as in the formula above; some models fold in another factor.")
+    st.caption(
+        "For teachers: the model's q, k and v already include the projection biases. "
+        "The scale is read from the model's own attention layer: GPT-2 and BERT use "
+        "1/√d_head exactly as in the formula above; some models fold in another factor."
+    )
     return facts
 
 
-TEXT_SIZES = {"normal": "Normal text", "large": "Large text (projector)",
-              "larger": "Larger text (back row)"}
+TEXT_SIZES = {
+    "normal": "Normal text",
+    "large": "Large text (projector)",
+    "larger": "Larger text (back row)",
+}
 _SCALE = {"normal": 1.0, "large": 1.25, "larger": 1.5}
 
 
 def projector_options() -> None:
     """Text size for a projector, and a hint to give the tables the sidebar's room."""
     left, right = st.columns([1, 3])
-    size = left.selectbox("Text size", list(TEXT_SIZES), key=Classroom.TEXT_SIZE,
-                          format_func=TEXT_SIZES.__getitem__,
-                          help="Larger text for the back of the room.")
-    right.caption("On a projector (1,280 × 720), collapse the sidebar with « at its top: the "
-                  "matrices get its room. Wide matrices scroll sideways instead of being cut.")
+    size = left.selectbox(
+        "Text size",
+        list(TEXT_SIZES),
+        key=Classroom.TEXT_SIZE,
+        format_func=TEXT_SIZES.__getitem__,
+        help="Larger text for the back of the room.",
+    )
+    right.caption(
+        "On a projector (1,280 × 720), collapse the sidebar with « at its top: the "
+        "matrices get its room. Wide matrices scroll sideways instead of being cut."
+    )
     scale = _SCALE[size]
     if scale != 1.0:
-        st.html(f"<style>section.main .block-container, [data-testid='stMain'] "
-                f"{{ font-size: {scale:.2f}rem; }} .classroom-matrix {{ font-size: {scale:.2f}em; }}"
-                "</style>")
+        st.html(
+            f"<style>section.main .block-container, [data-testid='stMain'] "
+            f"{{ font-size: {scale:.2f}rem; }} .classroom-matrix {{ font-size: {scale:.2f}em; }}"
+            "</style>"
+        )

@@ -12,23 +12,28 @@ PYTHON = {
         "    return total / window\n\n"
         "def moving_average(values, window):\n"
         "    total = sum(values[:window])\n"
-        "    return total / window\n"),
+        "    return total / window\n"
+    ),
     "A small class (previous and duplicate tokens)": (
         "class Counter:\n"
         "    def __init__(self):\n"
         "        self.count = 0\n\n"
         "    def add(self, amount=1):\n"
         "        self.count += amount\n"
-        "        return self.count\n"),
+        "        return self.count\n"
+    ),
     "Random letters, twice": "q x f k z m w p q x f k z m w p",
 }
 
-_FERRY = ("The ferry leaves the harbour at seven in the morning and comes back before dark. On "
-          "calm days the crossing takes forty minutes; when the wind rises it can take twice as "
-          "long, and the crew hands out blankets to the passengers on the open deck. ")
+_FERRY = (
+    "The ferry leaves the harbour at seven in the morning and comes back before dark. On "
+    "calm days the crossing takes forty minutes; when the wind rises it can take twice as "
+    "long, and the crew hands out blankets to the passengers on the open deck. "
+)
 
-CORPUS = Path(__file__).resolve().parents[2] / "models" / "heads" / "finding" / "corpora" / \
-    "english.txt"
+CORPUS = (
+    Path(__file__).resolve().parents[2] / "models" / "heads" / "finding" / "corpora" / "english.txt"
+)
 PASSAGE_CHARS = 4_400  # about 1,000 tokens of English prose for byte-level BPE tokenizers
 
 
@@ -45,15 +50,17 @@ def passage_twice(chars: int = PASSAGE_CHARS) -> str:
 
 ENGLISH = {
     "A sentence, repeated (induction)": (
-        "The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy "
-        "dog."),
+        "The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy dog."
+    ),
     "Names (duplicate tokens, the IOI task)": (
-        "When Mary and John went to the store, John gave a drink to Mary."),
+        "When Mary and John went to the store, John gave a drink to Mary."
+    ),
     "A paragraph, twice (induction, sinks)": _FERRY * 2,
     "A passage, twice (about 2,000 tokens)": passage_twice(),
     "A chat turn (chat template)": (
         "<|im_start|>user\nWhy do transformers divide q·k by the square root of d_k?<|im_end|>\n"
-        "<|im_start|>assistant\n"),
+        "<|im_start|>assistant\n"
+    ),
     "Random letters, twice": "q x f k z m w p q x f k z m w p",
 }
 

@@ -47,26 +47,33 @@ def intro(run: AttentionRun) -> None:
         f"**{md(facts.name)}** · {facts.n_layers} layers × {facts.n_heads} heads "
         f"({facts.attention_kind}, {facts.n_kv_heads} key/value heads) · d_head {facts.d_head} · "
         f"{'causal' if facts.causal else 'bidirectional (no causal mask)'} · "
-        f"positions: {facts.positional} · {run.n_tokens:,} tokens")
+        f"positions: {facts.positional} · {run.n_tokens:,} tokens"
+    )
     if run.spec is not None and run.spec.kind == "bundled":
-        st.caption("The bundled model is a small toy trained on Python. For a real language "
-                   "model's induction heads and attention sinks, choose **SmolLM2-135M (offline)** "
-                   "in the sidebar and the example *A passage, twice (about 2,000 tokens)*.")
+        st.caption(
+            "The bundled model is a small toy trained on Python. For a real language "
+            "model's induction heads and attention sinks, choose **SmolLM2-135M (offline)** "
+            "in the sidebar and the example *A passage, twice (about 2,000 tokens)*."
+        )
 
 
 def sink_hint(run: AttentionRun, key: RunKey) -> None:
     """What this run's heads actually sink into, measured on a few rows of every head."""
-    found = server.current().derived.get_or_compute(SinkSummaryKey(key),
-                                                    lambda: measured_sink(run))
+    found = server.current().derived.get_or_compute(SinkSummaryKey(key), lambda: measured_sink(run))
     if found.mean_weight < 0.2:
         return
     label = md(run.tokens[found.position])
-    special = " (a special token the tokenizer adds)" if (
-        found.position == 0 and run.first_is_special) else ""
-    st.caption(f"Attention sink: position {found.position}, {label}{special}, takes "
-               f"{found.mean_weight:.0%} of the attention on average over every head "
-               f"(measured on {len(found.rows)} query rows); it is the favourite key of "
-               f"{found.n_heads} of {found.n_total} heads.")
+    special = (
+        " (a special token the tokenizer adds)"
+        if (found.position == 0 and run.first_is_special)
+        else ""
+    )
+    st.caption(
+        f"Attention sink: position {found.position}, {label}{special}, takes "
+        f"{found.mean_weight:.0%} of the attention on average over every head "
+        f"(measured on {len(found.rows)} query rows); it is the favourite key of "
+        f"{found.n_heads} of {found.n_total} heads."
+    )
 
 
 def full_run() -> None:
@@ -92,6 +99,7 @@ def on_selectors(run_key: RunKey) -> None:
         if token != view.token:
             view = state.choose_token(view, token, shape, strongest(run))
         return view
+
     update(run_key, change)
 
 
@@ -109,16 +117,22 @@ def mode_bar(view: ExplorerView) -> None:
     ss = st.session_state
     ss[Explorer.MODE], ss[Explorer.WORDS] = view.mode, view.words
     c = st.columns([3, 2])
-    c[0].segmented_control("View", list(MODES), key=Explorer.MODE, format_func=MODES.__getitem__,
-                           on_change=on_mode, label_visibility="collapsed")
-    c[1].toggle("Word view (merge sub-word tokens)", key=Explorer.WORDS,
-                on_change=on_words, help=WORD_RULE)
+    c[0].segmented_control(
+        "View",
+        list(MODES),
+        key=Explorer.MODE,
+        format_func=MODES.__getitem__,
+        on_change=on_mode,
+        label_visibility="collapsed",
+    )
+    c[1].toggle(
+        "Word view (merge sub-word tokens)", key=Explorer.WORDS, on_change=on_words, help=WORD_RULE
+    )
     if view.words:
         st.caption(f"Word view. {md(WORD_RULE)} The grid's pictures stay in tokens.")
 
 
-def token_options(run: AttentionRun,
-                  words: Words | None) -> tuple[list[int], Callable[[int], str]]:
+def token_options(run: AttentionRun, words: Words | None) -> tuple[list[int], Callable[[int], str]]:
     """The query selector's options (token positions; a word by its first token) and labels."""
     if words is None:
         labels = run.labels()
@@ -127,36 +141,50 @@ def token_options(run: AttentionRun,
     return list(words.starts[:-1]), lambda token: word_labels[words.word_of(token)]
 
 
-def selectors(view: ExplorerView, facts: ModelFacts, run: AttentionRun, key: RunKey,
-              words: Words | None) -> None:
+def selectors(
+    view: ExplorerView, facts: ModelFacts, run: AttentionRun, key: RunKey, words: Words | None
+) -> None:
     ss = st.session_state
     ss[Explorer.LAYER], ss[Explorer.HEAD] = view.head.layer, view.head.index
     options, show = token_options(run, words)
     ss[Explorer.TOKEN] = view.query if words is None else words.starts[words.word_of(view.query)]
     c = st.columns([1, 1, 2])
-    c[0].selectbox("Layer", range(facts.n_layers), key=Explorer.LAYER, on_change=on_selectors,
-                   args=(key,))
-    c[1].selectbox("Head", range(facts.n_heads), key=Explorer.HEAD, on_change=on_selectors,
-                   args=(key,))
-    c[2].selectbox("Word (query)" if words is not None else "Token (query)", options,
-                   key=Explorer.TOKEN, format_func=show, on_change=on_selectors, args=(key,))
+    c[0].selectbox(
+        "Layer", range(facts.n_layers), key=Explorer.LAYER, on_change=on_selectors, args=(key,)
+    )
+    c[1].selectbox(
+        "Head", range(facts.n_heads), key=Explorer.HEAD, on_change=on_selectors, args=(key,)
+    )
+    c[2].selectbox(
+        "Word (query)" if words is not None else "Token (query)",
+        options,
+        key=Explorer.TOKEN,
+        format_func=show,
+        on_change=on_selectors,
+        args=(key,),
+    )
 
 
 def weighting_toggle(view: ExplorerView, run: AttentionRun, key: RunKey) -> Any:
     """The value-weighting toggle; the run's weighting while on (None while off or computing)."""
     st.session_state[Explorer.WEIGHTED] = view.weighted
-    on = st.toggle("Value-weighted: how much each head writes from each key",
-                   key=Explorer.WEIGHTED, on_change=strip.on_options,
-                   help="Each weight A[i, j] times ||v_j W_O|| (the size of what the head writes "
-                        "when it reads key j), rows renormalised to sum to 1 (Kobayashi et al. "
-                        "2020). A sink the head looks at but writes almost nothing from fades.")
+    on = st.toggle(
+        "Value-weighted: how much each head writes from each key",
+        key=Explorer.WEIGHTED,
+        on_change=strip.on_options,
+        help="Each weight A[i, j] times ||v_j W_O|| (the size of what the head writes "
+        "when it reads key j), rows renormalised to sum to 1 (Kobayashi et al. "
+        "2020). A sink the head looks at but writes almost nothing from fades.",
+    )
     if not on:
         return None
     try:
         found = job_view.run_job(
-            WeightingKey(key), "Weighting every head by its values",
+            WeightingKey(key),
+            "Weighting every head by its values",
             results.weighting_work(key),
-            cost=Cost(work=run.facts.forward_flops(run.n_tokens), rate="weighting"))
+            cost=Cost(work=run.facts.forward_flops(run.n_tokens), rate="weighting"),
+        )
     except UserError as err:
         session.show_error(err)
         return None
@@ -166,8 +194,10 @@ def weighting_toggle(view: ExplorerView, run: AttentionRun, key: RunKey) -> Any:
 def grid(view: ExplorerView, run: AttentionRun, key: RunKey, weighted: bool) -> None:
     ss = st.session_state
     st.subheader("All heads")
-    st.caption("Each picture is one head's whole pattern (rows: queries, columns: keys), "
-               "max-pooled and scaled to its own strongest weight. Click one to open it.")
+    st.caption(
+        "Each picture is one head's whole pattern (rows: queries, columns: keys), "
+        "max-pooled and scaled to its own strongest weight. Click one to open it."
+    )
     cells: list[dict[str, str]] | None = results.thumbnails(key, weighted)
     shown = (key, weighted)
     if ss.get(Explorer.GRID_SHOWN) == shown:
@@ -175,8 +205,9 @@ def grid(view: ExplorerView, run: AttentionRun, key: RunKey, weighted: bool) -> 
     ss[Explorer.GRID_SHOWN] = shown
     n_heads = run.facts.n_heads
     cell = 72 if n_heads <= 6 else 52 if n_heads <= 12 else 36
-    components.head_grid(cells, n_heads, str(view.head), Explorer.GRID,
-                         lambda: on_head_click(key), cell_px=cell)
+    components.head_grid(
+        cells, n_heads, str(view.head), Explorer.GRID, lambda: on_head_click(key), cell_px=cell
+    )
 
 
 def single(view: ExplorerView, run: AttentionRun, key: RunKey, words: Words | None) -> None:
@@ -189,9 +220,15 @@ def single(view: ExplorerView, run: AttentionRun, key: RunKey, words: Words | No
         st.subheader(f"Head {view.head}")
         shown = detail.detail(view, run, key, weighting, words)
     strip.strip(current_view(), run, key, weighting, words)
-    export.button(current_view(), key, shown.figure,
-                  list(words.labels) if words is not None else list(run.tokens),
-                  weighting is not None, run.facts.n_heads, run.facts.name)
+    export.button(
+        current_view(),
+        key,
+        shown.figure,
+        list(words.labels) if words is not None else list(run.tokens),
+        weighting is not None,
+        run.facts.n_heads,
+        run.facts.name,
+    )
 
 
 def compare(view: ExplorerView, run: AttentionRun, key: RunKey, words: Words | None) -> None:
@@ -208,8 +245,15 @@ def compare(view: ExplorerView, run: AttentionRun, key: RunKey, words: Words | N
     mean = float(comparison.divergence[view.head.layer, view.head.index])
     figures = compare_detail.head_view(view, pair, mean, compare_key)
     if figures is not None:
-        export.button(current_view(), key, figures.difference, pair.names("a"), False,
-                      run.facts.n_heads, run.facts.name)
+        export.button(
+            current_view(),
+            key,
+            figures.difference,
+            pair.names("a"),
+            False,
+            run.facts.n_heads,
+            run.facts.name,
+        )
 
 
 @st.fragment

@@ -59,12 +59,20 @@ def copy_prompt_a(prompt_a: str) -> None:
 
 def prompt_b_box(view: state.ExplorerView, prompt_a: str) -> None:
     st.session_state[Explorer.PROMPT_B] = view.prompt_b
-    st.text_area("Prompt B (compared with prompt A, the sidebar's prompt)", key=Explorer.PROMPT_B,
-                 on_change=on_prompt_b, height=110,
-                 help="Press Ctrl+Enter (or click outside) to compare. Change a word or a name "
-                      "of prompt A to see which heads react.")
-    st.button("Copy prompt A here to edit it", on_click=copy_prompt_a, args=(prompt_a,),
-              disabled=view.prompt_b == prompt_a)
+    st.text_area(
+        "Prompt B (compared with prompt A, the sidebar's prompt)",
+        key=Explorer.PROMPT_B,
+        on_change=on_prompt_b,
+        height=110,
+        help="Press Ctrl+Enter (or click outside) to compare. Change a word or a name "
+        "of prompt A to see which heads react.",
+    )
+    st.button(
+        "Copy prompt A here to edit it",
+        on_click=copy_prompt_a,
+        args=(prompt_a,),
+        disabled=view.prompt_b == prompt_a,
+    )
 
 
 def run_b(key_b: RunKey) -> AttentionRun | None:
@@ -77,9 +85,12 @@ def run_b(key_b: RunKey) -> AttentionRun | None:
     try:
         model = runtime.models.get(key_b.spec)
         n = int(tokenize(model, key_b.prompt, key_b.max_tokens)[0].shape[1])
-        run = job_view.run_job(key_b, f"Reading the attention of prompt B ({n:,} tokens)",
-                               session.capture_work(model, key_b),
-                               cost=session.capture_cost(model, n))
+        run = job_view.run_job(
+            key_b,
+            f"Reading the attention of prompt B ({n:,} tokens)",
+            session.capture_work(model, key_b),
+            cost=session.capture_cost(model, n),
+        )
     except UserError as err:
         session.show_error(err)
         return None
@@ -87,14 +98,15 @@ def run_b(key_b: RunKey) -> AttentionRun | None:
 
 
 def middle_text(names: tuple[str, ...] | list[str], span: range) -> str:
-    text = "".join(names[span.start:span.stop]) if span else ""
+    text = "".join(names[span.start : span.stop]) if span else ""
     if not span:
         return "nothing"
     return f"“{md(text if len(text) <= 80 else text[:77] + '…')}”"
 
 
-def alignment_statement(alignment: Alignment, names_a: list[str], names_b: list[str],
-                        words: bool) -> None:
+def alignment_statement(
+    alignment: Alignment, names_a: list[str], names_b: list[str], words: bool
+) -> None:
     """How A and B were lined up, with the unaligned middle of each shown."""
     unit = "words" if words else "tokens"
     text = md(alignment.describe())
@@ -102,9 +114,11 @@ def alignment_statement(alignment: Alignment, names_a: list[str], names_b: list[
         st.caption(f"Alignment ({unit}): {text}")
         return
     mid_a, mid_b = alignment.middle("a"), alignment.middle("b")
-    st.caption(f"Alignment ({unit}): {text} A's middle is {middle_text(names_a, mid_a)}; B's is "
-               f"{middle_text(names_b, mid_b)}. Their weight is one 'unaligned middle' key "
-               "column in the heatmaps below; their queries are not compared.")
+    st.caption(
+        f"Alignment ({unit}): {text} A's middle is {middle_text(names_a, mid_a)}; B's is "
+        f"{middle_text(names_b, mid_b)}. Their weight is one 'unaligned middle' key "
+        "column in the heatmaps below; their queries are not compared."
+    )
 
 
 def compare_work(key: CompareKey) -> Any:
@@ -112,9 +126,13 @@ def compare_work(key: CompareKey) -> Any:
         runs = [server.current().results.get(k) for k in (key.run_a, key.run_b)]
         if runs[0] is None or runs[1] is None:
             raise LookupError("a run is no longer stored")
-        words = ([results.words_of(key.run_a), results.words_of(key.run_b)] if key.words
-                 else [None, None])
+        words = (
+            [results.words_of(key.run_a), results.words_of(key.run_b)]
+            if key.words
+            else [None, None]
+        )
         return head_divergence(runs[0], runs[1], words[0], words[1], progress=progress)
+
     return work
 
 
@@ -123,8 +141,7 @@ def request(key: CompareKey) -> None:
 
 
 def about(seconds: float) -> str:
-    return (f"about {max(1, round(seconds))} s" if seconds < 90
-            else f"about {seconds / 60:.0f} min")
+    return f"about {max(1, round(seconds))} s" if seconds < 90 else f"about {seconds / 60:.0f} min"
 
 
 def megabytes(n: int) -> str:
@@ -137,19 +154,29 @@ def divergence(key: CompareKey, run_a: AttentionRun, run_b: AttentionRun) -> Com
     cost = compare_cost(facts, run_a.n_tokens, run_b.n_tokens, run_a.factored or run_b.factored)
     known = runtime.pool.finished(key) is not None or runtime.pool.get(key) is not None
     if not known:
-        st.caption(f"Comparing every head ({facts.n_layers * facts.n_heads} heads, "
-                   f"{run_a.n_tokens:,} × {run_b.n_tokens:,} tokens) takes "
-                   f"{about(cost.seconds)} on 2 CPU cores and "
-                   f"{megabytes(cost.peak_bytes)} of memory beyond the two runs.")
+        st.caption(
+            f"Comparing every head ({facts.n_layers * facts.n_heads} heads, "
+            f"{run_a.n_tokens:,} × {run_b.n_tokens:,} tokens) takes "
+            f"{about(cost.seconds)} on 2 CPU cores and "
+            f"{megabytes(cost.peak_bytes)} of memory beyond the two runs."
+        )
         asked = key in st.session_state.get(Explorer.COMPARE_REQUESTED, set())
         if cost.seconds > AUTO_START_S and not asked:
-            st.button("Compare every head", key=Explorer.COMPARE_START, type="primary",
-                      on_click=request, args=(key,))
+            st.button(
+                "Compare every head",
+                key=Explorer.COMPARE_START,
+                type="primary",
+                on_click=request,
+                args=(key,),
+            )
             return None
     try:
-        found = job_view.run_job(key, "Comparing every head of prompts A and B",
-                                 compare_work(key),
-                                 cost=Cost(seconds=cost.seconds, peak_bytes=cost.peak_bytes))
+        found = job_view.run_job(
+            key,
+            "Comparing every head of prompts A and B",
+            compare_work(key),
+            cost=Cost(seconds=cost.seconds, peak_bytes=cost.peak_bytes),
+        )
     except UserError as err:
         session.show_error(err)
         return None
@@ -181,13 +208,18 @@ def cells(divergence: np.ndarray, small: bool) -> list[dict[str, str]]:
     colours = sample_colorscale(DIVERGENCE_COLOURS, shades.tolist())
     n_heads = values.shape[1]
     out = []
-    for i, (value, shade, colour) in enumerate(zip(values.ravel(), shades, colours,
-                                                   strict=True)):
+    for i, (value, shade, colour) in enumerate(zip(values.ravel(), shades, colours, strict=True)):
         head = Head(i // n_heads, i % n_heads)
         text = f"{value:.2f}" if small else f"{value:.3f}"
-        out.append({"id": str(head), "fill": colour, "ink": "#fff" if shade > 0.55 else "#222",
-                    "text": text.removeprefix("0") if value < 1 else text,
-                    "title": f"head {head}: divergence {value:.4f} bits"})
+        out.append(
+            {
+                "id": str(head),
+                "fill": colour,
+                "ink": "#fff" if shade > 0.55 else "#222",
+                "text": text.removeprefix("0") if value < 1 else text,
+                "title": f"head {head}: divergence {value:.4f} bits",
+            }
+        )
     return out
 
 
@@ -196,35 +228,60 @@ def grid(view: state.ExplorerView, comparison: Comparison, run_key: RunKey) -> N
     n_heads = values.shape[1]
     cell = 72 if n_heads <= 6 else 52 if n_heads <= 12 else 36
     st.subheader("Divergence of every head")
-    st.caption(f"Mean Jensen–Shannon divergence between A's and B's rows, in bits: white 0, "
-               f"darkest the largest ({float(np.nanmax(values)):.4f}). Click a head to open it.")
-    components.head_grid(cells(values, cell < 52), n_heads, str(view.head),
-                         Explorer.DIVERGENCE_GRID, lambda: on_grid_click(run_key), cell_px=cell,
-                         kind="divergence")
+    st.caption(
+        f"Mean Jensen–Shannon divergence between A's and B's rows, in bits: white 0, "
+        f"darkest the largest ({float(np.nanmax(values)):.4f}). Click a head to open it."
+    )
+    components.head_grid(
+        cells(values, cell < 52),
+        n_heads,
+        str(view.head),
+        Explorer.DIVERGENCE_GRID,
+        lambda: on_grid_click(run_key),
+        cell_px=cell,
+        kind="divergence",
+    )
 
 
-def table(view: state.ExplorerView, comparison: Comparison, run_key: RunKey,
-          key: CompareKey) -> None:
+def table(
+    view: state.ExplorerView, comparison: Comparison, run_key: RunKey, key: CompareKey
+) -> None:
     ranking = comparison.ranking()
     base = view_query(view, run_key.prompt, TABLE_LINK_CHARS)  # long prompts stored once
-    links = ["./?" + urlencode({**base, "layer": str(layer), "head": str(index)})
-             for layer, index in zip(ranking["layer"], ranking["index"], strict=True)]
-    shown = pd.DataFrame({"L.H": ranking["head"], "divergence": ranking["divergence"],
-                          "link": links})
-    st.dataframe(shown, hide_index=True, height=330, key=Explorer.DIVERGENCE_TABLE,
-                 on_select=lambda: on_table_select(run_key, key), selection_mode="single-row",
-                 column_config={
-                     "divergence": st.column_config.NumberColumn("divergence (bits)",
-                                                                 format="%.4f"),
-                     "link": st.column_config.LinkColumn(
-                         "link", display_text="open", help="This comparison on that head")})
-    st.download_button("Download every head's divergence (CSV)",
-                       divergence_csv(comparison.divergence), file_name="divergence.csv",
-                       mime="text/csv", key=Explorer.COMPARE_CSV, on_click="ignore")
+    links = [
+        "./?" + urlencode({**base, "layer": str(layer), "head": str(index)})
+        for layer, index in zip(ranking["layer"], ranking["index"], strict=True)
+    ]
+    shown = pd.DataFrame(
+        {"L.H": ranking["head"], "divergence": ranking["divergence"], "link": links}
+    )
+    st.dataframe(
+        shown,
+        hide_index=True,
+        height=330,
+        key=Explorer.DIVERGENCE_TABLE,
+        on_select=lambda: on_table_select(run_key, key),
+        selection_mode="single-row",
+        column_config={
+            "divergence": st.column_config.NumberColumn("divergence (bits)", format="%.4f"),
+            "link": st.column_config.LinkColumn(
+                "link", display_text="open", help="This comparison on that head"
+            ),
+        },
+    )
+    st.download_button(
+        "Download every head's divergence (CSV)",
+        divergence_csv(comparison.divergence),
+        file_name="divergence.csv",
+        mime="text/csv",
+        key=Explorer.COMPARE_CSV,
+        on_click="ignore",
+    )
 
 
-def overview(view: state.ExplorerView, comparison: Comparison, run_key: RunKey,
-             key: CompareKey) -> None:
+def overview(
+    view: state.ExplorerView, comparison: Comparison, run_key: RunKey, key: CompareKey
+) -> None:
     """The ranking: grid and table side by side, then the rule."""
     left, right = st.columns([1, 1])
     with left:
@@ -235,22 +292,27 @@ def overview(view: state.ExplorerView, comparison: Comparison, run_key: RunKey,
     st.caption(md(DIVERGENCE_RULE))
 
 
-def prepare(view: state.ExplorerView, run_a: AttentionRun, key_a: RunKey,
-            words_a: Words | None) -> tuple[Any, ...] | None:
+def prepare(
+    view: state.ExplorerView, run_a: AttentionRun, key_a: RunKey, words_a: Words | None
+) -> tuple[Any, ...] | None:
     """Prompt B's box and run, the alignment and every head's divergence; None until all are
     there (messages shown)."""
     prompt_b_box(view, key_a.prompt)
     if not view.prompt_b.strip():
-        st.info("Type prompt B above (or copy prompt A and change a few words) to see which "
-                "heads attend differently.")
+        st.info(
+            "Type prompt B above (or copy prompt A and change a few words) to see which "
+            "heads attend differently."
+        )
         return None
     key_b = replace(key_a, prompt=view.prompt_b)
     found_b = run_b(key_b)
     if found_b is None:
         return None
     if found_b.truncated:
-        st.warning(f"Prompt B has {found_b.n_prompt_tokens:,} tokens; only the first "
-                   f"{found_b.n_tokens:,} are compared.")
+        st.warning(
+            f"Prompt B has {found_b.n_prompt_tokens:,} tokens; only the first "
+            f"{found_b.n_tokens:,} are compared."
+        )
     words_b = results.words_of(key_b) if words_a is not None else None
     try:
         alignment = align_runs(run_a, found_b, words_a, words_b)

@@ -58,8 +58,10 @@ class Pair:
 
     def key_axis(self) -> list[float]:
         """Prompt-A unit of each aligned key; the unaligned bin stands at A's middle."""
-        return [float(self.alignment.prefix if p is None else p)
-                for p in self.alignment.key_positions("a")]
+        return [
+            float(self.alignment.prefix if p is None else p)
+            for p in self.alignment.key_positions("a")
+        ]
 
 
 @dataclass(frozen=True)
@@ -89,8 +91,14 @@ def largest(values: np.ndarray, cols: range, skip_first: bool) -> float:
 
 def outline(fig: go.Figure, row: int, n_cols: int) -> None:
     """Outline the selected query's row, as the explorer's heatmap does."""
-    fig.add_shape(type="rect", x0=-0.5, x1=n_cols - 0.5, y0=row - 0.5, y1=row + 0.5,
-                  line={"color": "#e4572e", "width": 2})
+    fig.add_shape(
+        type="rect",
+        x0=-0.5,
+        x1=n_cols - 0.5,
+        y0=row - 0.5,
+        y1=row + 0.5,
+        line={"color": "#e4572e", "width": 2},
+    )
 
 
 def figures(view: ExplorerView, pair: Pair) -> Figures | None:
@@ -99,23 +107,46 @@ def figures(view: ExplorerView, pair: Pair) -> Figures | None:
     if not rows or not cols:
         return None
     head = view.head
-    a, b, diff = difference_window(pair.run_a, pair.run_b, pair.alignment, head.layer,
-                                   head.index, slice(rows.start, rows.stop),
-                                   slice(cols.start, cols.stop), pair.words_a, pair.words_b)
+    a, b, diff = difference_window(
+        pair.run_a,
+        pair.run_b,
+        pair.alignment,
+        head.layer,
+        head.index,
+        slice(rows.start, rows.stop),
+        slice(cols.start, cols.stop),
+        pair.words_a,
+        pair.words_b,
+    )
     row_labels = aligned_labels(pair.alignment, pair.names("a"), pair.names("b"))
     key_labels = aligned_labels(pair.alignment, pair.names("a"), pair.names("b"), keys=True)
     selected = state.aligned_index(pair.query_axis(), unit_of(view.query, pair.words_a))
-    top = 1.0 if view.colour_range == "unit" else max(largest(a, cols, view.skip_first),
-                                                      largest(b, cols, view.skip_first))
+    top = (
+        1.0
+        if view.colour_range == "unit"
+        else max(largest(a, cols, view.skip_first), largest(b, cols, view.skip_first))
+    )
     labels, offset = row_labels + key_labels, len(row_labels)
     col_ids = [offset + c for c in cols]
-    shown = [head_heatmap(values, labels, causal=False, title="", zmax=top, selected=selected,
-                          rows=slice(rows.start, rows.stop), cols=col_ids, scale=view.scale,
-                          value_name=f"weight in {side}")
-             for values, side in ((a, "A"), (b, "B"))]
+    shown = [
+        head_heatmap(
+            values,
+            labels,
+            causal=False,
+            title="",
+            zmax=top,
+            selected=selected,
+            rows=slice(rows.start, rows.stop),
+            cols=col_ids,
+            scale=view.scale,
+            value_name=f"weight in {side}",
+        )
+        for values, side in ((a, "A"), (b, "B"))
+    ]
     spread = largest(np.abs(diff), cols, view.skip_first)
-    fig = difference_heatmap(diff, [row_labels[i] for i in rows], [key_labels[j] for j in cols],
-                             title="", zmax=spread)
+    fig = difference_heatmap(
+        diff, [row_labels[i] for i in rows], [key_labels[j] for j in cols], title="", zmax=spread
+    )
     if selected is not None and selected in rows:
         outline(fig, selected - rows.start, len(cols))
     return Figures(shown[0], shown[1], fig, selected, spread)
@@ -132,10 +163,12 @@ def difference_picker(view: ExplorerView, pair: Pair, compare: CompareKey) -> bo
     while it runs or when it failed)."""
     shape = shape_of(pair.run_a, pair.key_a)
     try:
-        found = job_view.run_job(difference.key_for(compare, view.head),
-                                 f"Finding where A and B differ in head {view.head}",
-                                 difference.work(pair, view.head, results.OVERVIEW),
-                                 cost=difference.cost(pair))
+        found = job_view.run_job(
+            difference.key_for(compare, view.head),
+            f"Finding where A and B differ in head {view.head}",
+            difference.work(pair, view.head, results.OVERVIEW),
+            cost=difference.cost(pair),
+        )
     except UserError as err:
         session.show_error(err)
         return False
@@ -143,15 +176,24 @@ def difference_picker(view: ExplorerView, pair: Pair, compare: CompareKey) -> bo
         return False
     rows, cols, n = view.rows(shape), view.cols(shape), shape.n_tokens
     components.overview(
-        found.src, n, (rows.start, rows.stop), (cols.start, cols.stop), Explorer.OVERVIEW,
+        found.src,
+        n,
+        (rows.start, rows.stop),
+        (cols.start, cols.stop),
+        Explorer.OVERVIEW,
         lambda: detail.on_overview_pick(pair.key_a, n, shape.n_layers, shape.n_heads),
         size=results.OVERVIEW,
         caption=f"Where A and B differ: this head's |A − B| over the whole prompt ({n:,} × "
-                f"{n:,} of A's positions), max-pooled; darkest = {found.top:.3g}. Click to "
-                "centre the detail window, drag to choose its rows and keys.")
-    st.button("Jump to where A and B differ most", key=Explorer.JUMP_DIFFERENCE,
-              type="primary", on_click=on_jump_difference,
-              args=(pair.key_a, found.query, found.key))
+        f"{n:,} of A's positions), max-pooled; darkest = {found.top:.3g}. Click to "
+        "centre the detail window, drag to choose its rows and keys.",
+    )
+    st.button(
+        "Jump to where A and B differ most",
+        key=Explorer.JUMP_DIFFERENCE,
+        type="primary",
+        on_click=on_jump_difference,
+        args=(pair.key_a, found.query, found.key),
+    )
     return True
 
 
@@ -166,14 +208,19 @@ def options(view: ExplorerView, pair: Pair, compare: CompareKey) -> None:
     with right:
         detail.colour_options(view, False)
         if shape.long:
-            st.button("Jump to where this query attends most (in A)", key=Explorer.JUMP,
-                      on_click=detail.on_jump, args=(pair.key_a,))
-            st.caption(detail.window_caption(view, shape, pair.words_a) + " Prompt A's "
-                       "positions; B's aligned positions are shown beside them.")
+            st.button(
+                "Jump to where this query attends most (in A)",
+                key=Explorer.JUMP,
+                on_click=detail.on_jump,
+                args=(pair.key_a,),
+            )
+            st.caption(
+                detail.window_caption(view, shape, pair.words_a) + " Prompt A's "
+                "positions; B's aligned positions are shown beside them."
+            )
 
 
-def head_view(view: ExplorerView, pair: Pair, mean: float,
-              compare: CompareKey) -> Figures | None:
+def head_view(view: ExplorerView, pair: Pair, mean: float, compare: CompareKey) -> Figures | None:
     """A and B side by side, then A − B beside both prompts' strips."""
     options(view, pair, compare)
     found = figures(view, pair)
@@ -182,9 +229,13 @@ def head_view(view: ExplorerView, pair: Pair, mean: float,
         strips(view, pair, None, mean)
         return None
     found.a.update_traces(showscale=False)  # A and B share B's colour bar
-    for column, title, fig, key in zip(st.columns(2), ("Prompt A", "Prompt B"),
-                                       (found.a, found.b),
-                                       (Explorer.HEATMAP_A, Explorer.HEATMAP_B), strict=True):
+    for column, title, fig, key in zip(
+        st.columns(2),
+        ("Prompt A", "Prompt B"),
+        (found.a, found.b),
+        (Explorer.HEATMAP_A, Explorer.HEATMAP_B),
+        strict=True,
+    ):
         column.markdown(f"**{title}**")
         column.plotly_chart(fig, width="stretch", key=key)
     left, right = st.columns(2)
@@ -192,9 +243,11 @@ def head_view(view: ExplorerView, pair: Pair, mean: float,
         st.markdown("**A − B**")
         st.plotly_chart(found.difference, width="stretch", key=Explorer.HEATMAP_DIFF)
         range_note = " without key 0" if view.skip_first and view.colour_range == "view" else ""
-        st.caption(f"Red where A attends more, blue where B does, white where they agree; the "
-                   f"colours run from −{found.top:.3g} to +{found.top:.3g} (the largest "
-                   f"difference shown{range_note}). A and B above share one colour scale.")
+        st.caption(
+            f"Red where A attends more, blue where B does, white where they agree; the "
+            f"colours run from −{found.top:.3g} to +{found.top:.3g} (the largest "
+            f"difference shown{range_note}). A and B above share one colour scale."
+        )
     with right:
         strips(view, pair, found, mean)
     return found
@@ -204,9 +257,13 @@ def row_divergence(view: ExplorerView, pair: Pair, selected: int) -> float:
     """JSD (bits) between A's and B's whole rows at one aligned query."""
     one = slice(selected, selected + 1)
     sides: tuple[tuple[AttentionRun, Side, Words | None], ...] = (
-        (pair.run_a, "a", pair.words_a), (pair.run_b, "b", pair.words_b))
-    rows = [aligned_rows(run, pair.alignment, side, view.head.layer, view.head.index, one, words)
-            for run, side, words in sides]
+        (pair.run_a, "a", pair.words_a),
+        (pair.run_b, "b", pair.words_b),
+    )
+    rows = [
+        aligned_rows(run, pair.alignment, side, view.head.layer, view.head.index, one, words)
+        for run, side, words in sides
+    ]
     return float(jensen_shannon(rows[0], rows[1])[0])
 
 
@@ -216,32 +273,51 @@ def strips(view: ExplorerView, pair: Pair, found: Figures | None, mean: float) -
     st.subheader("Tokens of A and B" if pair.words_a is None else "Words of A and B")
     ss = st.session_state
     ss[Explorer.DIRECTION] = view.direction
-    st.radio("Show", list(strip.DIRECTIONS), key=Explorer.DIRECTION, horizontal=True,
-             format_func=strip.DIRECTIONS.__getitem__, on_change=strip.on_options)
-    selected = found.selected if found is not None else state.aligned_index(
-        pair.query_axis(), unit_of(view.query, pair.words_a))
+    st.radio(
+        "Show",
+        list(strip.DIRECTIONS),
+        key=Explorer.DIRECTION,
+        horizontal=True,
+        format_func=strip.DIRECTIONS.__getitem__,
+        on_change=strip.on_options,
+    )
+    selected = (
+        found.selected
+        if found is not None
+        else state.aligned_index(pair.query_axis(), unit_of(view.query, pair.words_a))
+    )
     one = replace(view, scope="head", span=None)
     weights_a = strip.attention_weights(one, pair.run_a, None, pair.words_a)
     unit_a = unit_of(view.query, pair.words_a)
     if selected is None:
         st.caption("The selected query lies in A's unaligned middle: it has no twin in B.")
     else:
-        st.caption(f"At the selected query, A's and B's rows of head {view.head} differ by "
-                   f"{row_divergence(view, pair, selected):.4f} bits (this head's mean over "
-                   f"aligned queries: {mean:.4f}). {strip.HOW.split(';')[0]}.")
-    st.caption(f"Prompt A, this head, {strip.DIRECTIONS[view.direction].lower()} "
-               f"({md(pair.names('a')[unit_a])}):")
+        st.caption(
+            f"At the selected query, A's and B's rows of head {view.head} differ by "
+            f"{row_divergence(view, pair, selected):.4f} bits (this head's mean over "
+            f"aligned queries: {mean:.4f}). {strip.HOW.split(';')[0]}."
+        )
+    st.caption(
+        f"Prompt A, this head, {strip.DIRECTIONS[view.direction].lower()} "
+        f"({md(pair.names('a')[unit_a])}):"
+    )
     st.html(legend_html(weights_a))
-    components.token_strip(token_spans(pair.names("a"), weights_a, unit_a, view.direction),
-                           Explorer.TOKENS, lambda: strip.on_click(pair.key_a,
-                                                                   pair.words_a is not None))
+    components.token_strip(
+        token_spans(pair.names("a"), weights_a, unit_a, view.direction),
+        Explorer.TOKENS,
+        lambda: strip.on_click(pair.key_a, pair.words_a is not None),
+    )
     if selected is not None:
         unit_b = int(pair.alignment.positions("b")[selected])
         token_b = unit_b if pair.words_b is None else pair.words_b.starts[unit_b]
-        weights_b = strip.attention_weights(replace(one, token=token_b), pair.run_b, None,
-                                            pair.words_b)
+        weights_b = strip.attention_weights(
+            replace(one, token=token_b), pair.run_b, None, pair.words_b
+        )
         st.caption(f"Prompt B, the same for its aligned position ({md(pair.names('b')[unit_b])}):")
         st.html(legend_html(weights_b))
-        components.token_strip(token_spans(pair.names("b"), weights_b, unit_b, view.direction),
-                               Explorer.TOKENS_B, lambda: None)
+        components.token_strip(
+            token_spans(pair.names("b"), weights_b, unit_b, view.direction),
+            Explorer.TOKENS_B,
+            lambda: None,
+        )
     return weights_a

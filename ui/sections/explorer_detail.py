@@ -38,10 +38,15 @@ WHOLE_CSV_TOKENS = 1024  # a whole pattern up to 1,024² cells (~10 MB of CSV); 
 
 def on_colour() -> None:
     ss, view = st.session_state, current_view()
-    save(replace(view, scale=ss.get(Explorer.SCALE, view.scale),
-                  colour_range=ss.get(Explorer.RANGE, view.colour_range),
-                  skip_first=bool(ss.get(Explorer.SKIP_FIRST, view.skip_first)),
-                  pin_sinks=bool(ss.get(Explorer.PIN, view.pin_sinks))))
+    save(
+        replace(
+            view,
+            scale=ss.get(Explorer.SCALE, view.scale),
+            colour_range=ss.get(Explorer.RANGE, view.colour_range),
+            skip_first=bool(ss.get(Explorer.SKIP_FIRST, view.skip_first)),
+            pin_sinks=bool(ss.get(Explorer.PIN, view.pin_sinks)),
+        )
+    )
 
 
 def on_overview_pick(key: RunKey, n_tokens: int, n_layers: int, n_heads: int) -> None:
@@ -64,23 +69,40 @@ def colour_options(view: ExplorerView, long: bool) -> None:
     ss[Explorer.SCALE], ss[Explorer.RANGE] = view.scale, view.colour_range
     ss[Explorer.SKIP_FIRST], ss[Explorer.PIN] = view.skip_first, view.pin_sinks
     c = st.columns(2)
-    c[0].selectbox("Colour scale", list(SCALES), key=Explorer.SCALE,
-                   format_func=SCALES.__getitem__, on_change=on_colour,
-                   help="Square root and log bring out small weights.")
-    c[1].selectbox("Colour range", list(RANGES), key=Explorer.RANGE,
-                   format_func=RANGES.__getitem__, on_change=on_colour)
-    st.checkbox("Range without key 0", key=Explorer.SKIP_FIRST,
-                disabled=view.colour_range == "unit", on_change=on_colour,
-                help="Most heads park weight on the first token (a sink); leaving it out of "
-                     "the colour range lets the rest of the pattern use the whole range.")
+    c[0].selectbox(
+        "Colour scale",
+        list(SCALES),
+        key=Explorer.SCALE,
+        format_func=SCALES.__getitem__,
+        on_change=on_colour,
+        help="Square root and log bring out small weights.",
+    )
+    c[1].selectbox(
+        "Colour range",
+        list(RANGES),
+        key=Explorer.RANGE,
+        format_func=RANGES.__getitem__,
+        on_change=on_colour,
+    )
+    st.checkbox(
+        "Range without key 0",
+        key=Explorer.SKIP_FIRST,
+        disabled=view.colour_range == "unit",
+        on_change=on_colour,
+        help="Most heads park weight on the first token (a sink); leaving it out of "
+        "the colour range lets the rest of the pattern use the whole range.",
+    )
     if long:
-        st.checkbox("Pin key 0 and the strongest sink", key=Explorer.PIN, on_change=on_colour,
-                    help="Always show the first token and this head's strongest sink as "
-                         "columns before the detail window.")
+        st.checkbox(
+            "Pin key 0 and the strongest sink",
+            key=Explorer.PIN,
+            on_change=on_colour,
+            help="Always show the first token and this head's strongest sink as "
+            "columns before the detail window.",
+        )
 
 
-def read(run: AttentionRun, weighting: Any, head: Head, rows: slice,
-         cols: slice) -> np.ndarray:
+def read(run: AttentionRun, weighting: Any, head: Head, rows: slice, cols: slice) -> np.ndarray:
     """A window of one head's pattern, value-weighted when ``weighting`` is given."""
     window = run.window(head.layer, head.index, rows, cols)
     if weighting is None:
@@ -88,8 +110,9 @@ def read(run: AttentionRun, weighting: Any, head: Head, rows: slice,
     return window * weighting.scale(head.layer, head.index, rows, cols)
 
 
-def read_units(run: AttentionRun, weighting: Any, head: Head, rows: range, cols: range,
-               words: Words | None) -> np.ndarray:
+def read_units(
+    run: AttentionRun, weighting: Any, head: Head, rows: range, cols: range, words: Words | None
+) -> np.ndarray:
     """A window of units (tokens, or words: to a word = sum, from a word = mean)."""
     row_slice, col_slice = slice(rows.start, rows.stop), slice(cols.start, cols.stop)
     if words is None:
@@ -97,8 +120,9 @@ def read_units(run: AttentionRun, weighting: Any, head: Head, rows: range, cols:
     if weighting is None:
         return word_window(run, words, head.layer, head.index, row_slice, col_slice)
     window = read(run, weighting, head, words.tokens_of(row_slice), words.tokens_of(col_slice))
-    return merge_queries(merge_keys(window, local_starts(words, col_slice)),
-                         local_starts(words, row_slice))
+    return merge_queries(
+        merge_keys(window, local_starts(words, col_slice)), local_starts(words, row_slice)
+    )
 
 
 def pinned_keys(key: RunKey, head: Head, cols: range, words: Words | None = None) -> list[int]:
@@ -119,8 +143,9 @@ class Shown:
     names: list[str]
 
 
-def detail_figure(view: ExplorerView, run: AttentionRun, key: RunKey, weighting: Any,
-                  words: Words | None) -> Shown:
+def detail_figure(
+    view: ExplorerView, run: AttentionRun, key: RunKey, weighting: Any, words: Words | None
+) -> Shown:
     """The chosen head's detail heatmap: the window (as words in the word view), sink keys
     pinned before it on long prompts."""
     shape = shape_of(run, key)
@@ -128,32 +153,47 @@ def detail_figure(view: ExplorerView, run: AttentionRun, key: RunKey, weighting:
     pins = pinned_keys(key, view.head, cols, words) if shape.long and view.pin_sinks else []
     pattern = np.concatenate(
         [read_units(run, weighting, view.head, rows, range(k, k + 1), words) for k in pins]
-        + [read_units(run, weighting, view.head, rows, cols, words)], axis=1)
+        + [read_units(run, weighting, view.head, rows, cols, words)],
+        axis=1,
+    )
     word = "value-weighted weight" if weighting is not None else "weight"
     labels = words.axis_labels() if words is not None else run.labels()
-    fig = head_heatmap(pattern, labels, causal=run.facts.causal, title="",
-                       zmax=1.0 if view.colour_range == "unit" else None,
-                       selected=unit_of(view.query, words),
-                       rows=slice(rows.start, rows.stop), cols=pins + list(cols),
-                       scale=view.scale, skip_first=view.skip_first, pinned=len(pins),
-                       value_name=word)
+    fig = head_heatmap(
+        pattern,
+        labels,
+        causal=run.facts.causal,
+        title="",
+        zmax=1.0 if view.colour_range == "unit" else None,
+        selected=unit_of(view.query, words),
+        rows=slice(rows.start, rows.stop),
+        cols=pins + list(cols),
+        scale=view.scale,
+        skip_first=view.skip_first,
+        pinned=len(pins),
+        value_name=word,
+    )
     names = list(words.labels) if words is not None else list(run.tokens)
-    return Shown(fig, pattern[:, len(pins):], rows, cols, names)
+    return Shown(fig, pattern[:, len(pins) :], rows, cols, names)
 
 
 def window_caption(view: ExplorerView, shape: RunShape, words: Words | None) -> str:
     rows, cols = view.rows(shape), view.cols(shape)
-    text = (f"Detail: queries {rows.start}–{rows.stop - 1}, keys {cols.start}–{cols.stop - 1} "
-            f"of {shape.n_tokens:,}")
+    text = (
+        f"Detail: queries {rows.start}–{rows.stop - 1}, keys {cols.start}–{cols.stop - 1} "
+        f"of {shape.n_tokens:,}"
+    )
     if words is None:
         return text + "."
     w_rows, w_cols = unit_range(rows, words), unit_range(cols, words)
-    return (text + f" tokens, shown as words {w_rows.start}–{w_rows.stop - 1} by "
-            f"{w_cols.start}–{w_cols.stop - 1} of {words.n_words:,}.")
+    return (
+        text + f" tokens, shown as words {w_rows.start}–{w_rows.stop - 1} by "
+        f"{w_cols.start}–{w_cols.stop - 1} of {words.n_words:,}."
+    )
 
 
-def detail(view: ExplorerView, run: AttentionRun, key: RunKey, weighting: Any,
-           words: Words | None = None) -> Shown:
+def detail(
+    view: ExplorerView, run: AttentionRun, key: RunKey, weighting: Any, words: Words | None = None
+) -> Shown:
     """Overview picker, colour options and the detail heatmap of the selected head."""
     shape = shape_of(run, key)
     long_view = shape.long
@@ -164,13 +204,26 @@ def detail(view: ExplorerView, run: AttentionRun, key: RunKey, weighting: Any,
     with right:
         colour_options(view, long_view)
         if long_view:
-            st.button("Jump to where this query attends most", key=Explorer.JUMP,
-                      on_click=on_jump, args=(key,))
+            st.button(
+                "Jump to where this query attends most",
+                key=Explorer.JUMP,
+                on_click=on_jump,
+                args=(key,),
+            )
             st.caption(window_caption(view, shape, words))
     shown = detail_figure(view, run, key, weighting, words)
-    st.plotly_chart(shown.figure, width="stretch", key=Explorer.HEATMAP, config={
-        "toImageButtonOptions": {"format": "png", "scale": 2,
-                                 "filename": f"head_{view.head.layer}_{view.head.index}"}})
+    st.plotly_chart(
+        shown.figure,
+        width="stretch",
+        key=Explorer.HEATMAP,
+        config={
+            "toImageButtonOptions": {
+                "format": "png",
+                "scale": 2,
+                "filename": f"head_{view.head.layer}_{view.head.index}",
+            }
+        },
+    )
     downloads(view, run, key, shown, weighting is not None, words is not None)
     return shown
 
@@ -179,12 +232,16 @@ def overview_picker(view: ExplorerView, key: RunKey, shape: RunShape, weighted: 
     """The chosen head's whole pattern (prompt A's), with the detail window outlined."""
     rows, cols, n = view.rows(shape), view.cols(shape), shape.n_tokens
     components.overview(
-        results.overview_png(key, view.head, weighted), n,
-        (rows.start, rows.stop), (cols.start, cols.stop), Explorer.OVERVIEW,
+        results.overview_png(key, view.head, weighted),
+        n,
+        (rows.start, rows.stop),
+        (cols.start, cols.stop),
+        Explorer.OVERVIEW,
         lambda: on_overview_pick(key, n, shape.n_layers, shape.n_heads),
         size=results.OVERVIEW,
         caption=f"Whole pattern, {n:,} × {n:,}, max-pooled. Click to centre the detail "
-                "window, drag to choose its rows and keys.")
+        "window, drag to choose its rows and keys.",
+    )
 
 
 def whole_csv(key: RunKey, head: Head, words: bool = False) -> str:
@@ -200,26 +257,33 @@ def whole_csv(key: RunKey, head: Head, words: bool = False) -> str:
     return pattern_csv(merge_pattern(pattern, found), found.labels)
 
 
-def downloads(view: ExplorerView, run: AttentionRun, key: RunKey, shown: Shown,
-              weighted: bool, words: bool) -> None:
+def downloads(
+    view: ExplorerView, run: AttentionRun, key: RunKey, shown: Shown, weighted: bool, words: bool
+) -> None:
     """The shown window as CSV at once; the whole pattern too when it is small enough."""
     head, rows, cols = view.head, shown.rows, shown.cols
     kind = ("value-weighted " if weighted else "") + ("word " if words else "")
     unit = "w" if words else ""
     c = st.columns(2)
-    c[0].download_button("Download the window shown (CSV)",
-                         pattern_csv(shown.window, shown.names, rows, cols),
-                         help=f"The {kind}weights shown, with their labels.",
-                         file_name=f"pattern_L{head.layer}_H{head.index}_"
-                                   f"q{unit}{rows.start}-{rows.stop - 1}_"
-                                   f"k{unit}{cols.start}-{cols.stop - 1}.csv",
-                         mime="text/csv", key=Explorer.CSV)
+    c[0].download_button(
+        "Download the window shown (CSV)",
+        pattern_csv(shown.window, shown.names, rows, cols),
+        help=f"The {kind}weights shown, with their labels.",
+        file_name=f"pattern_L{head.layer}_H{head.index}_"
+        f"q{unit}{rows.start}-{rows.stop - 1}_"
+        f"k{unit}{cols.start}-{cols.stop - 1}.csv",
+        mime="text/csv",
+        key=Explorer.CSV,
+    )
     if run.n_tokens <= WHOLE_CSV_TOKENS and run.n_tokens > WINDOW:
         c[1].download_button(
             f"Download this head's whole {'word ' if words else ''}pattern (CSV)",
             lambda: whole_csv(key, head, words),
             file_name=f"pattern_L{head.layer}_H{head.index}{'_words' if words else ''}.csv",
-            mime="text/csv")
+            mime="text/csv",
+        )
     elif run.n_tokens > WHOLE_CSV_TOKENS:
-        c[1].caption(f"The whole pattern is {run.n_tokens:,}² cells: download windows instead "
-                     "(move the window with the overview).")
+        c[1].caption(
+            f"The whole pattern is {run.n_tokens:,}² cells: download windows instead "
+            "(move the window with the overview)."
+        )

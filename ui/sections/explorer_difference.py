@@ -52,8 +52,9 @@ def groups(pixels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return starts, pixels[starts]
 
 
-def pooled_grid(pair: Any, head: Head, size: int,
-                progress: Progress) -> tuple[np.ndarray, tuple[float, int, int]]:
+def pooled_grid(
+    pair: Any, head: Head, size: int, progress: Progress
+) -> tuple[np.ndarray, tuple[float, int, int]]:
     """|A − B| of ``head`` max-pooled to at most ``size`` pixels a side (pixel ``p`` holds
     prompt-A tokens ``p * factor`` to ``(p + 1) * factor - 1``, ``factor = ceil(n / size)``),
     and the strongest cell as ``(value, query token, key token)``."""
@@ -67,10 +68,14 @@ def pooled_grid(pair: Any, head: Head, size: int,
     total = len(q_tok)
     for r0 in range(0, total, BAND):
         rows = slice(r0, min(r0 + BAND, total))
-        found = [aligned_rows(pair.run_a, pair.alignment, "a", head.layer, head.index, rows,
-                              pair.words_a),
-                 aligned_rows(pair.run_b, pair.alignment, "b", head.layer, head.index, rows,
-                              pair.words_b)]
+        found = [
+            aligned_rows(
+                pair.run_a, pair.alignment, "a", head.layer, head.index, rows, pair.words_a
+            ),
+            aligned_rows(
+                pair.run_b, pair.alignment, "b", head.layer, head.index, rows, pair.words_b
+            ),
+        ]
         diff = np.abs(found[0].astype(np.float32) - found[1].astype(np.float32))
         at = np.unravel_index(int(np.argmax(diff)), diff.shape)
         if diff[at] > best[0]:
@@ -84,8 +89,7 @@ def pooled_grid(pair: Any, head: Head, size: int,
     return grid, best
 
 
-def pooled_difference(pair: Any, head: Head, size: int,
-                      progress: Progress) -> DifferenceOverview:
+def pooled_difference(pair: Any, head: Head, size: int, progress: Progress) -> DifferenceOverview:
     """The overview picture of :func:`pooled_grid` and its strongest cell."""
     grid, (top, query, key) = pooled_grid(pair, head, size, progress)
     return DifferenceOverview(data_uri(pooled_png(grid, size, normalise=True)), query, key, top)
@@ -96,8 +100,11 @@ def cost(pair: Any) -> Cost:
     facts, n_a, n_b = pair.run_a.facts, pair.run_a.n_tokens, pair.run_b.n_tokens
     cells = pair.alignment.n_aligned * (n_a + n_b)
     per_cell = 2 * facts.d_head + 8 if pair.run_a.factored else 4
-    return Cost(work=float(cells * per_cell), rate="difference_overview",
-                peak_bytes=int(BAND * (n_a + n_b) * 16 + 4 * n_a * n_a // max(1, n_a // 256)))
+    return Cost(
+        work=float(cells * per_cell),
+        rate="difference_overview",
+        peak_bytes=int(BAND * (n_a + n_b) * 16 + 4 * n_a * n_a // max(1, n_a // 256)),
+    )
 
 
 def work(pair: Any, head: Head, size: int) -> Any:

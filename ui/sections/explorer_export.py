@@ -1,4 +1,4 @@
-""""Download this view as HTML": one self-contained file of what the explorer shows.
+""" "Download this view as HTML": one self-contained file of what the explorer shows.
 
 The file (built by :func:`viz.html_export.view_html`) holds the grid's pictures, the chosen
 head's heatmap (the same plotly figure as on the page: the detail window, or A − B in compare
@@ -51,25 +51,38 @@ def settings(request: Request) -> dict[str, str]:
     view, out = request.view, {}
     if view.mode == "compare":
         b = view.prompt_b
-        out["prompt B"] = b if len(b) <= PROMPT_B_CHARS else (
-            f"{b[:PROMPT_B_CHARS]}… ({len(b):,} characters in all)")
-        out["heatmap"] = ("A − B of this head on aligned positions (red: A attends more, "
-                          "blue: B does)")
+        out["prompt B"] = (
+            b
+            if len(b) <= PROMPT_B_CHARS
+            else (f"{b[:PROMPT_B_CHARS]}… ({len(b):,} characters in all)")
+        )
+        out["heatmap"] = (
+            "A − B of this head on aligned positions (red: A attends more, blue: B does)"
+        )
     out["units"] = f"words. {WORD_RULE}" if view.words else "tokens"
     out["colour scale"] = f"{SCALES[view.scale]}, range {RANGES[view.colour_range]}"
     out["value-weighted"] = "yes" if request.weighted and view.mode == "single" else "no"
     start, stop = state.selection(view)
     what = f"tokens {start}–{stop - 1}" if stop - start > 1 else f"token {start}"
-    colour = ("attention rollout" if view.rollout and view.mode == "single"
-              else strip.SCOPES[view.scope if view.mode == "single" else "head"].lower())
+    colour = (
+        "attention rollout"
+        if view.rollout and view.mode == "single"
+        else strip.SCOPES[view.scope if view.mode == "single" else "head"].lower()
+    )
     out["token strip"] = f"{colour}, {strip.DIRECTIONS[view.direction].lower()}, {what}"
     return out
 
 
 def caption(request: Request, model: str) -> Caption:
     view = request.view
-    return Caption(model=model, prompt=request.key.prompt, layer=view.head.layer,
-                   head=view.head.index, settings=settings(request), link=request.link)
+    return Caption(
+        model=model,
+        prompt=request.key.prompt,
+        layer=view.head.layer,
+        head=view.head.index,
+        settings=settings(request),
+        link=request.link,
+    )
 
 
 def figure_and_strip(request: Request) -> tuple[go.Figure, Strip] | None:
@@ -87,22 +100,22 @@ def figure_and_strip(request: Request) -> tuple[go.Figure, Strip] | None:
         if run_b is None:
             return None
         words_b = results.words_of(key_b) if view.words else None
-        pair = compare_detail.Pair(run, run_b, key, align_runs(run, run_b, words, words_b),
-                                   words, words_b)
+        pair = compare_detail.Pair(
+            run, run_b, key, align_runs(run, run_b, words, words_b), words, words_b
+        )
         found = compare_detail.figures(view, pair)
         if found is None:
             return None
-        weights = strip.attention_weights(replace(view, scope="head", span=None), run, None,
-                                          words)
+        weights = strip.attention_weights(replace(view, scope="head", span=None), run, None, words)
         return found.difference, Strip(names, weights, selected, view.direction)
     weighting = results.weighting(key) if request.weighted else None
     shown = detail.detail_figure(view, run, key, weighting, words)
     rolled = None
     if view.rollout:
         rolled = server.current().results.get(
-            RolloutKey(key, state.selection(view), view.direction, words is not None))
-    weights = rolled if rolled is not None else strip.attention_weights(view, run, weighting,
-                                                                        words)
+            RolloutKey(key, state.selection(view), view.direction, words is not None)
+        )
+    weights = rolled if rolled is not None else strip.attention_weights(view, run, weighting, words)
     return shown.figure, Strip(names, np.asarray(weights), selected, view.direction)
 
 
@@ -111,8 +124,10 @@ def build(request: Request) -> str:
     run = server.current().results.get(request.key)
     found = figure_and_strip(request)
     if run is None or found is None:
-        return ("<!DOCTYPE html><p>The prompt's patterns are no longer held by the server; "
-                "open the view again and download once more.</p>")
+        return (
+            "<!DOCTYPE html><p>The prompt's patterns are no longer held by the server; "
+            "open the view again and download once more.</p>"
+        )
     grid = results.grid_pictures(request.key, request.weighted, run.facts.n_heads)
     return view_html(caption(request, run.facts.name), grid, found[0], found[1])
 
@@ -123,13 +138,24 @@ def absolute(query: dict[str, str]) -> str:
     return f"{base}?{urlencode(query)}" if base.startswith("http") else "./?" + urlencode(query)
 
 
-def button(view: ExplorerView, key: RunKey, figure: go.Figure, names: list[str],
-           weighted: bool, n_heads: int, model: str) -> None:
+def button(
+    view: ExplorerView,
+    key: RunKey,
+    figure: go.Figure,
+    names: list[str],
+    weighted: bool,
+    n_heads: int,
+    model: str,
+) -> None:
     """The download button, its size stated from what is on the page."""
     request = Request(view, key, weighted, absolute(view_query(view, key.prompt)))
     grid = results.grid_pictures(key, weighted, n_heads)
-    labels = [str(x) for trace in figure.data for axis in (trace.x, trace.y)
-              for x in (axis if axis is not None else [])]
+    labels = [
+        str(x)
+        for trace in figure.data
+        for axis in (trace.x, trace.y)
+        for x in (axis if axis is not None else [])
+    ]
     size = export_size(grid, heatmap_cells(figure), labels, names, caption(request, model))
     file_name = f"attention_L{view.head.layer}_H{view.head.index}_{view.mode}.html"
 
@@ -138,9 +164,15 @@ def button(view: ExplorerView, key: RunKey, figure: go.Figure, names: list[str],
             return build(request)
         except ExportTooLarge as err:
             return f"<!DOCTYPE html><p>{html.escape(str(err))}</p>"
-    st.download_button(f"Download this view as HTML ({size / 1e6:.1f} MB)", data,
-                       file_name=file_name, mime="text/html", key=Explorer.EXPORT,
-                       on_click="ignore",
-                       help="One self-contained file (the grid's pictures, this head's heatmap "
-                            "with plotly inside, the token strip and a caption) that opens in "
-                            "any browser offline and makes no network request.")
+
+    st.download_button(
+        f"Download this view as HTML ({size / 1e6:.1f} MB)",
+        data,
+        file_name=file_name,
+        mime="text/html",
+        key=Explorer.EXPORT,
+        on_click="ignore",
+        help="One self-contained file (the grid's pictures, this head's heatmap "
+        "with plotly inside, the token strip and a caption) that opens in "
+        "any browser offline and makes no network request.",
+    )

@@ -36,9 +36,12 @@ def run_or_recapture(key: RunKey) -> AttentionRun | None:
         return found
     model = runtime.models.get(key.spec)
     n = int(tokenize(model, key.prompt, key.max_tokens)[0].shape[1])
-    run = job_view.run_job(key, f"Reading the attention of {n:,} tokens again (the server "
-                                "had let it go)", session.capture_work(model, key),
-                           cost=session.capture_cost(model, n))
+    run = job_view.run_job(
+        key,
+        f"Reading the attention of {n:,} tokens again (the server had let it go)",
+        session.capture_work(model, key),
+        cost=session.capture_cost(model, n),
+    )
     return None if run is job_view.MISSING else run
 
 
@@ -52,6 +55,7 @@ def _run(key: RunKey) -> AttentionRun:
 def weighting_work(key: RunKey) -> Any:
     """The job that computes a run's value weighting (norms from the capture when it has
     them, else from one pass over the v hooks)."""
+
     def work(progress: Progress) -> ValueWeighting:
         captured = _run(key)
         norms = getattr(captured.store, "value_norms", None)
@@ -59,6 +63,7 @@ def weighting_work(key: RunKey) -> Any:
             model = server.current().models.get(key.spec)
             norms = value_norms(model, torch.tensor([captured.token_ids]))
         return value_weighting(captured, norms, THUMB, progress)
+
     return work
 
 
@@ -68,45 +73,57 @@ def weighting(key: RunKey) -> ValueWeighting | None:
 
 def thumbnails(key: RunKey, weighted: bool) -> list[dict[str, str]]:
     """Every head's max-pooled pattern as a PNG data URI, ``{"id": "L.H", "src": ...}``."""
+
     def build() -> list[dict[str, str]]:
         run, weights = _run(key), weighting(key) if weighted else None
         cells = []
         for layer in range(run.facts.n_layers):
-            pooled = weights.pooled[layer] if weights is not None else pooled_layer(
-                run, layer, THUMB)
-            cells += [{"id": str(Head(layer, h)),
-                       "src": data_uri(pooled_png(pooled[h], THUMB, normalise=True))}
-                      for h in range(run.facts.n_heads)]
+            pooled = (
+                weights.pooled[layer] if weights is not None else pooled_layer(run, layer, THUMB)
+            )
+            cells += [
+                {
+                    "id": str(Head(layer, h)),
+                    "src": data_uri(pooled_png(pooled[h], THUMB, normalise=True)),
+                }
+                for h in range(run.facts.n_heads)
+            ]
         return cells
+
     return server.current().derived.get_or_compute(ThumbnailsKey(key, weighted), build)
 
 
 def overview_png(key: RunKey, head: Head, weighted: bool) -> str:
     """One head's whole pattern, max-pooled to at most :data:`OVERVIEW` pixels."""
+
     def build() -> str:
-        pooled = head_overview(_run(key), head.layer, head.index, OVERVIEW,
-                               weighting(key) if weighted else None)
+        pooled = head_overview(
+            _run(key), head.layer, head.index, OVERVIEW, weighting(key) if weighted else None
+        )
         return data_uri(pooled_png(pooled, OVERVIEW, normalise=True))
+
     return server.current().derived.get_or_compute(OverviewKey(key, head, weighted), build)
 
 
 def sink_key(key: RunKey, head: Head) -> int:
     """The key position ``head`` sinks most weight into (see ``strongest_sink``)."""
     return server.current().derived.get_or_compute(
-        SinkKey(key, head), lambda: strongest_sink(_run(key), head.layer, head.index))
-
+        SinkKey(key, head), lambda: strongest_sink(_run(key), head.layer, head.index)
+    )
 
 
 def words_of(key: RunKey) -> Words:
     """Which tokens of the run form each word (see ``models.capture.words.WORD_RULE``)."""
+
     def build() -> Words:
         run = _run(key)
         tokenizer = server.current().models.get(key.spec).tokenizer
         return split_words(tokenizer, run.prompt, run.token_ids, run.tokens)
+
     return server.current().derived.get_or_compute(WordsKey(key), build)
 
 
 def grid_pictures(key: RunKey, weighted: bool, n_heads: int) -> list[list[str]]:
     """The grid's pictures as ``layer x head`` data URIs (what an exported view holds)."""
     cells = [cell["src"] for cell in thumbnails(key, weighted)]
-    return [cells[i:i + n_heads] for i in range(0, len(cells), n_heads)]
+    return [cells[i : i + n_heads] for i in range(0, len(cells), n_heads)]

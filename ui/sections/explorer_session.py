@@ -44,8 +44,13 @@ def current_view() -> ExplorerView:
     prompt_b = link.prompt_b
     if prompt_b is None and link.prompt_b_id is not None:
         prompt_b = server.current().prompts.load(link.prompt_b_id)
-    return ExplorerView(head=Head(link.layer, link.head), token=link.token, mode=link.mode,
-                        prompt_b=prompt_b or "", words=link.words)
+    return ExplorerView(
+        head=Head(link.layer, link.head),
+        token=link.token,
+        mode=link.mode,
+        prompt_b=prompt_b or "",
+        words=link.words,
+    )
 
 
 def link_b_missing() -> list[str]:
@@ -55,9 +60,11 @@ def link_b_missing() -> list[str]:
         return []
     if server.current().prompts.load(link.prompt_b_id) is not None:
         return []
-    return [f"This link points to a stored prompt B (id {link.prompt_b_id[:16]}) that this "
-            "server does not hold: it may come from another server or have expired. Type "
-            "prompt B below to compare."]
+    return [
+        f"This link points to a stored prompt B (id {link.prompt_b_id[:16]}) that this "
+        "server does not hold: it may come from another server or have expired. Type "
+        "prompt B below to compare."
+    ]
 
 
 def save(view: ExplorerView) -> None:
@@ -75,8 +82,9 @@ def seed(run: AttentionRun, key: RunKey) -> ExplorerView:
     return view
 
 
-def update(run_key: RunKey,
-           change: Callable[[ExplorerView, RunShape, AttentionRun], ExplorerView]) -> None:
+def update(
+    run_key: RunKey, change: Callable[[ExplorerView, RunShape, AttentionRun], ExplorerView]
+) -> None:
     """A widget callback: apply ``change`` to the stored view (when the run is at hand)."""
     run = server.current().results.get(run_key)
     if run is not None:
@@ -92,16 +100,28 @@ def shared(text: str, limit: int) -> tuple[str | None, str | None]:
     return None, server.current().prompts.save(text, job_view.session_id())
 
 
-def view_query(view: ExplorerView, prompt_a: str, limit: int = session.MAX_LINK_PROMPT
-               ) -> dict[str, str]:
+def view_query(
+    view: ExplorerView, prompt_a: str, limit: int = session.MAX_LINK_PROMPT
+) -> dict[str, str]:
     """The link of ``view`` on prompt A (with prompt B in compare mode). Prompts over ``limit``
     characters travel as the ids the server keeps them under."""
     good = st.session_state.get(Session.GOOD_MODEL)
     a, a_id = shared(prompt_a, limit)
     b, b_id = shared(view.prompt_b, limit) if view.mode == "compare" else (None, None)
-    return to_query(ViewState(model=good.name if good else None, prompt=a, prompt_id=a_id,
-                              layer=view.head.layer, head=view.head.index, token=view.token,
-                              mode=view.mode, prompt_b=b, prompt_b_id=b_id, words=view.words))
+    return to_query(
+        ViewState(
+            model=good.name if good else None,
+            prompt=a,
+            prompt_id=a_id,
+            layer=view.head.layer,
+            head=view.head.index,
+            token=view.token,
+            mode=view.mode,
+            prompt_b=b,
+            prompt_b_id=b_id,
+            words=view.words,
+        )
+    )
 
 
 def compare_link(prompt_a: str, prompt_b: str, head: Head | None = None) -> str:

@@ -34,10 +34,15 @@ from ui.text import md
 from ui.widgets import components, job_view
 from viz.token_view import legend_html, token_spans
 
-SCOPES: dict[state.Scope, str] = {"head": "This head", "layer": "Mean over the layer's heads",
-                                  "all": "Mean over all heads"}
-DIRECTIONS: dict[state.Direction, str] = {"from": "What the token attends to",
-                                          "to": "Which tokens attend to it"}
+SCOPES: dict[state.Scope, str] = {
+    "head": "This head",
+    "layer": "Mean over the layer's heads",
+    "all": "Mean over all heads",
+}
+DIRECTIONS: dict[state.Direction, str] = {
+    "from": "What the token attends to",
+    "to": "Which tokens attend to it",
+}
 HOW = "Click to select; drag across tokens, or shift-click, to select a span."
 
 
@@ -66,10 +71,15 @@ def on_span(run_key: RunKey, words: bool) -> None:
 
 def on_options() -> None:
     ss, view = st.session_state, current_view()
-    save(replace(view, scope=ss.get(Explorer.SCOPE, view.scope),
-                 direction=ss.get(Explorer.DIRECTION, view.direction),
-                 weighted=bool(ss.get(Explorer.WEIGHTED, view.weighted)),
-                 rollout=bool(ss.get(Explorer.ROLLOUT, view.rollout))))
+    save(
+        replace(
+            view,
+            scope=ss.get(Explorer.SCOPE, view.scope),
+            direction=ss.get(Explorer.DIRECTION, view.direction),
+            weighted=bool(ss.get(Explorer.WEIGHTED, view.weighted)),
+            rollout=bool(ss.get(Explorer.ROLLOUT, view.rollout)),
+        )
+    )
 
 
 def selected_units(view: ExplorerView, words: Words | None) -> slice:
@@ -79,15 +89,25 @@ def selected_units(view: ExplorerView, words: Words | None) -> slice:
     return slice(shown.start, shown.stop)
 
 
-def attention_weights(view: ExplorerView, run: AttentionRun, weighting: Any,
-                      words: Words | None) -> np.ndarray:
+def attention_weights(
+    view: ExplorerView, run: AttentionRun, weighting: Any, words: Words | None
+) -> np.ndarray:
     """One weight per unit: attention from (or to) the selection, in the chosen scope."""
     head = view.head
     if words is None and view.span is None:
-        return scoped_weights(run, view.scope, head.layer, head.index, view.query,
-                              view.direction, weighting)
-    return span_weights(run, view.scope, head.layer, head.index, selected_units(view, words),
-                        view.direction, words, weighting)
+        return scoped_weights(
+            run, view.scope, head.layer, head.index, view.query, view.direction, weighting
+        )
+    return span_weights(
+        run,
+        view.scope,
+        head.layer,
+        head.index,
+        selected_units(view, words),
+        view.direction,
+        words,
+        weighting,
+    )
 
 
 def rollout_work(key: RolloutKey) -> Any:
@@ -97,21 +117,31 @@ def rollout_work(key: RolloutKey) -> Any:
             raise LookupError("the run is no longer stored")
         words = results.words_of(key.run) if key.words else None
         units = unit_range(range(*key.span), words)
-        return rollout_weights(run, slice(units.start, units.stop), key.direction,  # type: ignore[arg-type]
-                               words, progress=progress)
+        return rollout_weights(
+            run,
+            slice(units.start, units.stop),
+            key.direction,  # type: ignore[arg-type]
+            words,
+            progress=progress,
+        )
+
     return work
 
 
-def rollout(view: ExplorerView, run: AttentionRun, key: RunKey,
-            words: Words | None) -> np.ndarray | None:
+def rollout(
+    view: ExplorerView, run: AttentionRun, key: RunKey, words: Words | None
+) -> np.ndarray | None:
     """Rollout from (or to) the selection, or None (refused with the reason, or running)."""
     try:
         check_rollout(run)
         rkey = RolloutKey(key, state.selection(view), view.direction, words is not None)
         cost = rollout_cost(run.facts, run.n_tokens, factored=run.factored)
-        found = job_view.run_job(rkey, "Attention rollout through every layer",
-                                 rollout_work(rkey), cost=Cost(work=cost.flops, rate="rollout",
-                                                               peak_bytes=cost.peak_bytes))
+        found = job_view.run_job(
+            rkey,
+            "Attention rollout through every layer",
+            rollout_work(rkey),
+            cost=Cost(work=cost.flops, rate="rollout", peak_bytes=cost.peak_bytes),
+        )
     except UserError as err:
         session.show_error(err)
         return None
@@ -123,7 +153,7 @@ def selection_text(view: ExplorerView, names: list[str], words: Words | None) ->
     kind = "words" if words is not None else "tokens"
     if units.stop - units.start <= 1:
         return f"Selected: “{md(names[units.start])}”."
-    text = (" " if words is not None else "").join(names[units.start:units.stop])
+    text = (" " if words is not None else "").join(names[units.start : units.stop])
     short = text if len(text) <= 60 else text[:57] + "…"
     return f"Selected: {kind} {units.start}–{units.stop - 1}, “{md(short)}”."
 
@@ -134,17 +164,33 @@ def options(view: ExplorerView, rollout_on: bool, rolled: bool) -> Any:
     ss[Explorer.SCOPE], ss[Explorer.DIRECTION] = view.scope, view.direction
     ss[Explorer.ROLLOUT] = rollout_on
     c = st.columns([2, 2, 3])
-    c[0].radio("Colour by", list(SCOPES), key=Explorer.SCOPE, format_func=SCOPES.__getitem__,
-               on_change=on_options, disabled=rolled)
-    c[0].toggle("Attention rollout (all layers)", key=Explorer.ROLLOUT, on_change=on_options,
-                help=ROLLOUT_RULE)
-    c[1].radio("Show", list(DIRECTIONS), key=Explorer.DIRECTION,
-               format_func=DIRECTIONS.__getitem__, on_change=on_options)
+    c[0].radio(
+        "Colour by",
+        list(SCOPES),
+        key=Explorer.SCOPE,
+        format_func=SCOPES.__getitem__,
+        on_change=on_options,
+        disabled=rolled,
+    )
+    c[0].toggle(
+        "Attention rollout (all layers)",
+        key=Explorer.ROLLOUT,
+        on_change=on_options,
+        help=ROLLOUT_RULE,
+    )
+    c[1].radio(
+        "Show",
+        list(DIRECTIONS),
+        key=Explorer.DIRECTION,
+        format_func=DIRECTIONS.__getitem__,
+        on_change=on_options,
+    )
     return c[2]
 
 
-def strip(view: ExplorerView, run: AttentionRun, key: RunKey, weighting: Any,
-          words: Words | None) -> np.ndarray:
+def strip(
+    view: ExplorerView, run: AttentionRun, key: RunKey, weighting: Any, words: Words | None
+) -> np.ndarray:
     """The strip with its options; returns the weights it was coloured with."""
     st.subheader("Words" if words is not None else "Tokens")
     rolled = rollout(view, run, key, words) if view.rollout else None
@@ -162,8 +208,11 @@ def strip(view: ExplorerView, run: AttentionRun, key: RunKey, weighting: Any,
             st.caption(SPAN_RULE)
     units = selected_units(view, words)
     components.token_strip(
-        token_spans(names, weights, unit_of(view.query, words), view.direction), Explorer.TOKENS,
-        lambda: on_click(key, words is not None), lambda: on_span(key, words is not None),
+        token_spans(names, weights, unit_of(view.query, words), view.direction),
+        Explorer.TOKENS,
+        lambda: on_click(key, words is not None),
+        lambda: on_span(key, words is not None),
         span=(units.start, units.stop) if view.span is not None else None,
-        anchor=unit_of(view.query, words))
+        anchor=unit_of(view.query, words),
+    )
     return weights

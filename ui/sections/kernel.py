@@ -32,22 +32,30 @@ def pick_from_table(heads: list[Head]) -> None:
 
 
 def header(facts: ModelFacts) -> str:
-    return (f"**{md(facts.name)}** · {facts.n_layers} layers × {facts.n_heads} heads "
-            f"({facts.attention_kind}, {facts.n_kv_heads} key/value heads) · d_head "
-            f"{facts.d_head} · {'causal' if facts.causal else 'bidirectional: no mask'} · "
-            f"positions: {facts.positional}")
+    return (
+        f"**{md(facts.name)}** · {facts.n_layers} layers × {facts.n_heads} heads "
+        f"({facts.attention_kind}, {facts.n_kv_heads} key/value heads) · d_head "
+        f"{facts.d_head} · {'causal' if facts.causal else 'bidirectional: no mask'} · "
+        f"positions: {facts.positional}"
+    )
 
 
 def dtype_choice() -> str:
     gpu = torch.cuda.is_available()
     options = ["float32", "float16", "bfloat16"] if gpu else ["float32"]
-    dtype = st.selectbox("Kernel dtype", options, key=Kernel.DTYPE,
-                         help="q, k and v are cast to this dtype before the kernel runs.")
+    dtype = st.selectbox(
+        "Kernel dtype",
+        options,
+        key=Kernel.DTYPE,
+        help="q, k and v are cast to this dtype before the kernel runs.",
+    )
     if not gpu:
         st.caption("float16 and bfloat16 are offered when the server has a CUDA GPU.")
     elif dtype != "float32":
-        st.caption(f"Half precision rounds every input: errors near {TOLERANCES[dtype]:g} are "
-                   "expected, not a bug.")
+        st.caption(
+            f"Half precision rounds every input: errors near {TOLERANCES[dtype]:g} are "
+            "expected, not a bug."
+        )
     return str(dtype)
 
 
@@ -56,26 +64,39 @@ def report(model: LoadedModel, prompt: str, dtype: str) -> Any:
     facts = model.facts
     key = KernelKey(session.model_spec(model), prompt, dtype, MAX_TOKENS)
     return job_view.run_job(
-        key, "Running the kernel on every layer",
+        key,
+        "Running the kernel on every layer",
         lambda progress: check_kernel(model, prompt, max_tokens=MAX_TOKENS, dtype=dtype),
-        cost=Cost(work=3 * facts.forward_flops(MAX_TOKENS),
-                  peak_bytes=4 * facts.pattern_bytes(MAX_TOKENS)
-                  + facts.activation_bytes(MAX_TOKENS)))
+        cost=Cost(
+            work=3 * facts.forward_flops(MAX_TOKENS),
+            peak_bytes=4 * facts.pattern_bytes(MAX_TOKENS) + facts.activation_bytes(MAX_TOKENS),
+        ),
+    )
 
 
 def summary(found: KernelReport) -> None:
-    st.markdown(f"**Ran:** {BACKEND_WORDS[found.backend]} (`{found.backend}`) on "
-                f"**{found.device_text}**, dtype **{found.dtype}**.")
-    same = ("it walks the same tiles with the same online softmax and returns the same "
-            "log-sum-exp, so the numbers below check that algorithm.")
+    st.markdown(
+        f"**Ran:** {BACKEND_WORDS[found.backend]} (`{found.backend}`) on "
+        f"**{found.device_text}**, dtype **{found.dtype}**."
+    )
+    same = (
+        "it walks the same tiles with the same online softmax and returns the same "
+        "log-sum-exp, so the numbers below check that algorithm."
+    )
     if found.device != "cuda":
-        st.info("The Triton kernel needs a CUDA GPU. This server has none, so the tiled PyTorch "
-                f"path ran instead: {same}")
+        st.info(
+            "The Triton kernel needs a CUDA GPU. This server has none, so the tiled PyTorch "
+            f"path ran instead: {same}"
+        )
     elif found.backend == "torch-tiled":
-        st.info(f"Triton is not installed on this server, so the tiled PyTorch path ran on the "
-                f"GPU: {same}")
-    st.caption(f"Inputs: {found.inputs_note}. A float64 naive rebuild from the same inputs "
-               f"sits {found.reference_error:.1e} from hook_pattern.")
+        st.info(
+            f"Triton is not installed on this server, so the tiled PyTorch path ran on the "
+            f"GPU: {same}"
+        )
+    st.caption(
+        f"Inputs: {found.inputs_note}. A float64 naive rebuild from the same inputs "
+        f"sits {found.reference_error:.1e} from hook_pattern."
+    )
     c = st.columns(3)
     c[0].metric("Largest pattern error", f"{found.max_pattern_error:.2e}")
     c[1].metric("Largest output error", f"{found.max_output_error:.2e}")
@@ -85,43 +106,68 @@ def summary(found: KernelReport) -> None:
 def errors(found: KernelReport) -> list[Head]:
     """The two error grids and the per-head table (a row picks the head); returns the heads."""
     left, right = st.columns(2)
-    left.plotly_chart(error_grid(found.pattern_error, title=f"{P_ERR} per head"),
-                      width="stretch")
-    right.plotly_chart(error_grid(found.output_error, title=f"{O_ERR} per head"),
-                       width="stretch")
+    left.plotly_chart(error_grid(found.pattern_error, title=f"{P_ERR} per head"), width="stretch")
+    right.plotly_chart(error_grid(found.output_error, title=f"{O_ERR} per head"), width="stretch")
     rows = found.head_rows()
     heads = [Head.parse(row["head"]) for row in rows]
     if st.session_state.get(Kernel.HEAD) not in heads:
         st.session_state[Kernel.HEAD] = heads[int(found.pattern_error.argmax())]
-    st.dataframe(pd.DataFrame(rows)[["head", P_ERR, O_ERR]], hide_index=True, key=Kernel.TABLE,
-                 on_select=lambda: pick_from_table(heads), selection_mode="single-row",
-                 column_config={P_ERR: st.column_config.NumberColumn(format="%.2e"),
-                                O_ERR: st.column_config.NumberColumn(format="%.2e")})
+    st.dataframe(
+        pd.DataFrame(rows)[["head", P_ERR, O_ERR]],
+        hide_index=True,
+        key=Kernel.TABLE,
+        on_select=lambda: pick_from_table(heads),
+        selection_mode="single-row",
+        column_config={
+            P_ERR: st.column_config.NumberColumn(format="%.2e"),
+            O_ERR: st.column_config.NumberColumn(format="%.2e"),
+        },
+    )
     return heads
 
 
 def head_view(found: KernelReport, heads: list[Head]) -> None:
     st.subheader("One head: model, kernel and their difference")
-    head = st.selectbox("Head (L.H)", heads, key=Kernel.HEAD, format_func=str,
-                        help="Or click a row of the table above.")
+    head = st.selectbox(
+        "Head (L.H)",
+        heads,
+        key=Kernel.HEAD,
+        format_func=str,
+        help="Or click a row of the table above.",
+    )
     labels = [f"({i}) {tok}" for i, tok in enumerate(found.tokens)]
-    st.plotly_chart(pattern_comparison(found.model_patterns[head.layer, head.index],
-                                       found.kernel_patterns[head.layer, head.index], labels,
-                                       causal=found.causal, title=f"Head {head}"),
-                    width="stretch")
+    st.plotly_chart(
+        pattern_comparison(
+            found.model_patterns[head.layer, head.index],
+            found.kernel_patterns[head.layer, head.index],
+            labels,
+            causal=found.causal,
+            title=f"Head {head}",
+        ),
+        width="stretch",
+    )
     st.markdown(f"[Open head {head} in the explorer]({session.explorer_link(head)})")
 
 
 def timings(found: KernelReport) -> None:
     st.subheader("Timings")
-    st.dataframe(pd.DataFrame(found.timing_rows()), hide_index=True,
-                 column_config={"median ms": st.column_config.NumberColumn(format="%.3f"),
-                                "× fastest": st.column_config.NumberColumn(format="%.1f")})
+    st.dataframe(
+        pd.DataFrame(found.timing_rows()),
+        hide_index=True,
+        column_config={
+            "median ms": st.column_config.NumberColumn(format="%.3f"),
+            "× fastest": st.column_config.NumberColumn(format="%.1f"),
+        },
+    )
     n_tokens = len(found.tokens)
-    st.caption(f"Measured just now on layer {found.timing_layer}'s tensors ({n_tokens} tokens, "
-               "every head at once): median of the repeats after one warm-up call. At this size "
-               "fixed per-call costs dominate, and other work on the server shifts the numbers.")
+    st.caption(
+        f"Measured just now on layer {found.timing_layer}'s tensors ({n_tokens} tokens, "
+        "every head at once): median of the repeats after one warm-up call. At this size "
+        "fixed per-call costs dominate, and other work on the server shifts the numbers."
+    )
     if found.backend == "torch-tiled":
-        st.caption(f"No Triton kernel here: these are {found.device.upper()} times of the "
-                   "PyTorch tiled path, which loops over tiles in Python; SDPA runs PyTorch's "
-                   "fused native code.")
+        st.caption(
+            f"No Triton kernel here: these are {found.device.upper()} times of the "
+            "PyTorch tiled path, which loops over tiles in Python; SDPA runs PyTorch's "
+            "fused native code."
+        )

@@ -34,9 +34,13 @@ RANKING_WORDS: dict[Ranking, str] = {
     "zero": "Zero-ablation loss change (measured)",
     "mean": "Mean-ablation loss change (measured)",
     "first_order": "Zero-ablation, first-order estimate (fast)",
-    "gradient": "Gradient |dL/dξ| (Michel et al.; fast)"}
-EXPORT_DTYPES = {"float32": "float32 (exact)", "bfloat16": "bfloat16 (half the size)",
-                 "float16": "float16 (half the size)"}
+    "gradient": "Gradient |dL/dξ| (Michel et al.; fast)",
+}
+EXPORT_DTYPES = {
+    "float32": "float32 (exact)",
+    "bfloat16": "bfloat16 (half the size)",
+    "float16": "float16 (half the size)",
+}
 
 
 @dataclass(frozen=True)
@@ -67,33 +71,51 @@ def measure(model: LoadedModel, corpus: Corpus, cap: int) -> Measured | None:
     big = model.facts.n_total_heads > 48
     c = st.columns(3)
     _start(Heads.RANKING, "first_order" if big else "zero")
-    ranking = c[0].selectbox("Rank heads by", RANKINGS, format_func=RANKING_WORDS.get,
-                             key=Heads.RANKING,
-                             help="Measured: one forward pass per head over the corpus tokens "
-                                  "(exact, slow on a large model). Fast: one forward and one "
-                                  "backward pass per text (an estimate).")
-    method = c[1].radio("Prune by", ["zero", "mean"], key=Heads.METHOD, horizontal=True,
-                        format_func=lambda m: f"{m}-ablation")
+    ranking = c[0].selectbox(
+        "Rank heads by",
+        RANKINGS,
+        format_func=RANKING_WORDS.get,
+        key=Heads.RANKING,
+        help="Measured: one forward pass per head over the corpus tokens "
+        "(exact, slow on a large model). Fast: one forward and one "
+        "backward pass per text (an estimate).",
+    )
+    method = c[1].radio(
+        "Prune by",
+        ["zero", "mean"],
+        key=Heads.METHOD,
+        horizontal=True,
+        format_func=lambda m: f"{m}-ablation",
+    )
     _start(Heads.BUDGET, default_budget(model))
-    budget = c[2].number_input("Corpus tokens to ablate on", 16, 1_000_000, key=Heads.BUDGET,
-                               help="The first texts of the corpus up to this many tokens: "
-                                    "each head costs one forward pass over them.")
+    budget = c[2].number_input(
+        "Corpus tokens to ablate on",
+        16,
+        1_000_000,
+        key=Heads.BUDGET,
+        help="The first texts of the corpus up to this many tokens: "
+        "each head costs one forward pass over them.",
+    )
     tasks = budget_tasks(model, corpus.texts, int(budget), cap)
     sizes = [int(t.ids.shape[1]) for t in tasks]
     methods = tuple(sorted({"gradient"} | ({ranking} & {"zero", "mean"})))
     estimate = imp_.importance_estimate(model, sizes, methods)
     texts = "text" if len(tasks) == 1 else "texts"
     _start(Heads.ABLATE, not big)
-    if not st.toggle(f"Measure it in {model.spec.dtype}: {len(tasks)} {texts}, {sum(sizes)} "
-                     f"tokens, {' + '.join(methods)} (first guess {estimate.seconds:.0f} s)",
-                     key=Heads.ABLATE):
+    if not st.toggle(
+        f"Measure it in {model.spec.dtype}: {len(tasks)} {texts}, {sum(sizes)} "
+        f"tokens, {' + '.join(methods)} (first guess {estimate.seconds:.0f} s)",
+        key=Heads.ABLATE,
+    ):
         return None
     key = ImportanceKey(session.model_spec(model), corpus.key, int(budget), cap, methods)
-    work = "Ranking every head" if ranking in ("gradient", "first_order") else \
-        "Ablating every head"
-    found = job_view.run_job(key, f"{work} over the corpus",
-                             lambda p: imp_.measure_corpus_importance(model, tasks, methods, p),
-                             cost=cost_of(estimate, "importance"))
+    work = "Ranking every head" if ranking in ("gradient", "first_order") else "Ablating every head"
+    found = job_view.run_job(
+        key,
+        f"{work} over the corpus",
+        lambda p: imp_.measure_corpus_importance(model, tasks, methods, p),
+        cost=cost_of(estimate, "importance"),
+    )
     if found is job_view.MISSING:
         return None
     return Measured(found, tasks, ranking, method, key)
@@ -112,30 +134,61 @@ def show_importance(model: LoadedModel, corpus: Corpus, measured: Measured) -> l
             means = imp_.corpus_means(model, measured.tasks)
         return imp_.pruning_curve(model, measured.tasks, order, measured.method, means, progress)
 
-    curve = job_view.run_job(CurveKey(measured.key, measured.ranking, measured.method),
-                             "Pruning curve", work_curve,
-                             cost=cost_of(imp_.curve_estimate(model, sizes, len(ks)), "curve"))
+    curve = job_view.run_job(
+        CurveKey(measured.key, measured.ranking, measured.method),
+        "Pruning curve",
+        work_curve,
+        cost=cost_of(imp_.curve_estimate(model, sizes, len(ks)), "curve"),
+    )
     kind = "next-token" if imp.kind == "next_token" else "masked-token"
-    st.caption(f"{kind} cross-entropy, mean over {imp.n_texts} text"
-               f"{'s' if imp.n_texts != 1 else ''} ({imp.n_targets} scored tokens); clean loss "
-               f"{imp.base_loss:.4f}. Each point of the curve ablates all k heads together in "
-               "one pass per text.")
+    st.caption(
+        f"{kind} cross-entropy, mean over {imp.n_texts} text"
+        f"{'s' if imp.n_texts != 1 else ''} ({imp.n_targets} scored tokens); clean loss "
+        f"{imp.base_loss:.4f}. Each point of the curve ablates all k heads together in "
+        "one pass per text."
+    )
     left, right = st.columns(2)
     values = imp.ranking(measured.ranking)
     top = float(np.nanmax(np.abs(values))) or 1.0
     gradient = measured.ranking == "gradient"
-    left.plotly_chart(score_grid(values, title=ABLATION_COLUMN[measured.ranking],
-                                 zmin=0.0 if gradient else -top, zmax=top,
-                                 colorscale="Magma" if gradient else "RdBu_r"), width="stretch")
+    left.plotly_chart(
+        score_grid(
+            values,
+            title=ABLATION_COLUMN[measured.ranking],
+            zmin=0.0 if gradient else -top,
+            zmax=top,
+            colorscale="Magma" if gradient else "RdBu_r",
+        ),
+        width="stretch",
+    )
     if curve is job_view.MISSING:
         return order
-    right.plotly_chart(pruning_curve(curve[1], order, ks=curve[0], loss_name=f"{kind} loss",
-                                     title=f"Loss with the k least important heads "
-                                           f"{measured.method}-ablated"), width="stretch")
-    plan = corpus_prune_list(imp, measured.ranking, measured.method, order, curve[0], curve[1],
-                             model.facts.name, corpus.name)
-    st.download_button("Download the prune list (JSON)", prune_list_json(plan),
-                       file_name="prune_list.json", mime="application/json")
+    right.plotly_chart(
+        pruning_curve(
+            curve[1],
+            order,
+            ks=curve[0],
+            loss_name=f"{kind} loss",
+            title=f"Loss with the k least important heads {measured.method}-ablated",
+        ),
+        width="stretch",
+    )
+    plan = corpus_prune_list(
+        imp,
+        measured.ranking,
+        measured.method,
+        order,
+        curve[0],
+        curve[1],
+        model.facts.name,
+        corpus.name,
+    )
+    st.download_button(
+        "Download the prune list (JSON)",
+        prune_list_json(plan),
+        file_name="prune_list.json",
+        mime="application/json",
+    )
     return order
 
 
@@ -144,33 +197,43 @@ def choose_heads(model: LoadedModel, order: list[Head], fam: str, values: Any) -
     modes = {"least": "The k least important", "hand": "Hand-picked"}
     if fam == "llama" and facts.n_kv_heads > 1:
         modes["groups"] = "Whole key/value groups, the same number in every layer"
-    mode = st.radio("Which heads", list(modes), format_func=modes.get, key=Heads.PRUNE_MODE,
-                    horizontal=True)
+    mode = st.radio(
+        "Which heads", list(modes), format_func=modes.get, key=Heads.PRUNE_MODE, horizontal=True
+    )
     if mode == "least":
         _start(Heads.PRUNE_K, max(1, facts.n_total_heads // 10))
         k = st.slider("How many heads (k)", 1, facts.n_total_heads - 1, key=Heads.PRUNE_K)
         return list(order[:k])
     if mode == "groups":
-        r = st.slider("Groups removed per layer", 1, facts.n_kv_heads - 1,
-                      key=Heads.PRUNE_GROUPS)
+        r = st.slider("Groups removed per layer", 1, facts.n_kv_heads - 1, key=Heads.PRUNE_GROUPS)
         return [Head(*h) for h in uniform_group_heads(values, facts.n_kv_heads, r)]
-    return list(st.multiselect("Heads to prune", list(all_heads(facts.n_layers, facts.n_heads)),
-                               key=Heads.PRUNE_PICK, format_func=str))
+    return list(
+        st.multiselect(
+            "Heads to prune",
+            list(all_heads(facts.n_layers, facts.n_heads)),
+            key=Heads.PRUNE_PICK,
+            format_func=str,
+        )
+    )
 
 
 def family_note(fam: str) -> None:
     if fam == "llama":
-        st.caption("A key/value group whose every query head is pruned is cut out of the "
-                   "weights when the same number of groups goes in every layer (a stock "
-                   "checkpoint holds one head count for all layers); every other pruned head is "
-                   "masked: its columns of the output projection set to zero. Both compute "
-                   "exactly what zero-ablating the heads computes.")
+        st.caption(
+            "A key/value group whose every query head is pruned is cut out of the "
+            "weights when the same number of groups goes in every layer (a stock "
+            "checkpoint holds one head count for all layers); every other pruned head is "
+            "masked: its columns of the output projection set to zero. Both compute "
+            "exactly what zero-ablating the heads computes."
+        )
     else:
-        st.caption("This architecture derives the head size from the model width, so a stock "
-                   "checkpoint cannot hold fewer heads: pruned heads are masked, their rows of "
-                   "the output projection set to zero with the bias kept, which computes "
-                   "exactly what zero-ablating them computes. The report counts the weights "
-                   "they leave unused.")
+        st.caption(
+            "This architecture derives the head size from the model width, so a stock "
+            "checkpoint cannot hold fewer heads: pruned heads are masked, their rows of "
+            "the output projection set to zero with the bias kept, which computes "
+            "exactly what zero-ablating them computes. The report counts the weights "
+            "they leave unused."
+        )
 
 
 def export(model: LoadedModel, measured: Measured, order: list[Head]) -> None:
@@ -185,24 +248,35 @@ def export(model: LoadedModel, measured: Measured, order: list[Head]) -> None:
     if not heads:
         st.info("Pick at least one head.")
         return
-    dtype = st.radio("Checkpoint dtype", list(EXPORT_DTYPES), format_func=EXPORT_DTYPES.get,
-                     key=Heads.PRUNE_DTYPE, horizontal=True,
-                     help="bfloat16 and float16 halve the download; float32 keeps every weight "
-                          "exactly as the model holds it.")
+    dtype = st.radio(
+        "Checkpoint dtype",
+        list(EXPORT_DTYPES),
+        format_func=EXPORT_DTYPES.get,
+        key=Heads.PRUNE_DTYPE,
+        horizontal=True,
+        help="bfloat16 and float16 halve the download; float32 keeps every weight "
+        "exactly as the model holds it.",
+    )
     spec = replace(model.spec, dtype=dtype)
     key = PruneKey(measured.key, tuple(sorted(heads)), dtype)
     estimate, disk = export_estimate(model, measured.tasks)
-    st.button(f"Build the pruned checkpoint ({len(heads)} head{'s' if len(heads) != 1 else ''},"
-              f" {dtype}, about {disk / 1024**2:,.0f} MB on disk)", key=Heads.EXPORT,
-              on_click=st.session_state.__setitem__, args=(Heads.EXPORT_REQUEST, key))
+    st.button(
+        f"Build the pruned checkpoint ({len(heads)} head{'s' if len(heads) != 1 else ''},"
+        f" {dtype}, about {disk / 1024**2:,.0f} MB on disk)",
+        key=Heads.EXPORT,
+        on_click=st.session_state.__setitem__,
+        args=(Heads.EXPORT_REQUEST, key),
+    )
     if st.session_state.get(Heads.EXPORT_REQUEST) != key:
         return
     settings = server.current().settings
     root, budget = settings.cache / "pruned", settings.disk_bytes // session.DISK_SHARES
     report = job_view.run_job(
-        key, "Pruning, writing and timing the checkpoint",
+        key,
+        "Pruning, writing and timing the checkpoint",
         lambda p: prune_and_export(spec, heads, root, measured.tasks, p, budget_bytes=budget),
-        cost=cost_of(estimate, "export"))
+        cost=cost_of(estimate, "export"),
+    )
     if report is job_view.MISSING:
         return
     show_report(report, root, budget)
@@ -212,21 +286,36 @@ def show_report(report: Any, root: Path, budget: int) -> None:
     st.write(report.plan.describe())
     c = st.columns(3)
     if report.loss_before is not None:
-        c[0].metric("Loss on the corpus", f"{report.loss_after:.4f}",
-                    f"{report.loss_after - report.loss_before:+.4f} from {report.loss_before:.4f}",
-                    delta_color="inverse", help="Mean over the texts of each text's loss")
-    c[1].metric("Parameters stored", f"{report.params_after:,}",
-                f"{report.params_after - report.params_before:+,} from {report.params_before:,}",
-                delta_color="inverse", help=f"In use, masked heads left out: "
-                                            f"{report.params_effective:,}")
-    c[2].metric("Forward-pass time, after / before", f"{report.time_ratio:.3f}",
-                help=f"{report.seconds_before * 1e3:.0f} ms before, "
-                     f"{report.seconds_after * 1e3:.0f} ms after: median of alternating rounds")
-    st.caption("Download the zip, unpack it, and load the folder with *Local directory* in the "
-               "sidebar of your own server, or with "
-               "`transformers.AutoModelForCausalLM.from_pretrained(folder)`. This server keeps "
-               "recent checkpoints for a while; the oldest go first when its disk budget fills.")
-    st.download_button("Download the pruned checkpoint (zip)",
-                       lambda: zip_directory(root / report.name, budget_bytes=budget).read_bytes(),
-                       file_name=f"{report.name}.zip", mime="application/zip",
-                       key=Heads.EXPORT_ZIP)
+        c[0].metric(
+            "Loss on the corpus",
+            f"{report.loss_after:.4f}",
+            f"{report.loss_after - report.loss_before:+.4f} from {report.loss_before:.4f}",
+            delta_color="inverse",
+            help="Mean over the texts of each text's loss",
+        )
+    c[1].metric(
+        "Parameters stored",
+        f"{report.params_after:,}",
+        f"{report.params_after - report.params_before:+,} from {report.params_before:,}",
+        delta_color="inverse",
+        help=f"In use, masked heads left out: {report.params_effective:,}",
+    )
+    c[2].metric(
+        "Forward-pass time, after / before",
+        f"{report.time_ratio:.3f}",
+        help=f"{report.seconds_before * 1e3:.0f} ms before, "
+        f"{report.seconds_after * 1e3:.0f} ms after: median of alternating rounds",
+    )
+    st.caption(
+        "Download the zip, unpack it, and load the folder with *Local directory* in the "
+        "sidebar of your own server, or with "
+        "`transformers.AutoModelForCausalLM.from_pretrained(folder)`. This server keeps "
+        "recent checkpoints for a while; the oldest go first when its disk budget fills."
+    )
+    st.download_button(
+        "Download the pruned checkpoint (zip)",
+        lambda: zip_directory(root / report.name, budget_bytes=budget).read_bytes(),
+        file_name=f"{report.name}.zip",
+        mime="application/zip",
+        key=Heads.EXPORT_ZIP,
+    )

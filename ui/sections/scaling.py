@@ -16,8 +16,13 @@ from models.model.loading import LoadedModel
 from models.progress import Progress
 from models.scaling import capture as scaling_capture
 from models.scaling.capture import ScoreCapture, loss_unavailable
-from models.scaling.maths import (alpha_to_factor, factor_grid, scaled_patterns, sweep,
-                                  synthetic_panel)
+from models.scaling.maths import (
+    alpha_to_factor,
+    factor_grid,
+    scaled_patterns,
+    sweep,
+    synthetic_panel,
+)
 from ui import session
 from ui.keys import Scaling
 from ui.runtime import server
@@ -54,11 +59,11 @@ def controls(facts: ModelFacts) -> tuple[Head, np.ndarray, np.ndarray, str, floa
     """Sweep widgets; returns head, factors, x values, x title, own x, log axis, picked index."""
     ss = st.session_state
     c = st.columns([3, 2, 1, 2])
-    c[0].radio("Sweep", list(AXES), key=Scaling.AXIS, horizontal=True,
-               format_func=AXES.__getitem__)
+    c[0].radio("Sweep", list(AXES), key=Scaling.AXIS, horizontal=True, format_func=AXES.__getitem__)
     if ss[Scaling.AXIS] == "factor":
-        c[1].select_slider("Range of c", POWERS, value=(1 / 16, 16.0), key=Scaling.RANGE,
-                           format_func=fmt_c)
+        c[1].select_slider(
+            "Range of c", POWERS, value=(1 / 16, 16.0), key=Scaling.RANGE, format_func=fmt_c
+        )
     c[2].number_input("Points", 5, 61, 25, step=2, key=Scaling.POINTS)
     heads = list(all_heads(facts.n_layers, facts.n_heads))
     if ss.get(Scaling.HEAD) not in heads:
@@ -75,8 +80,9 @@ def controls(facts: ModelFacts) -> tuple[Head, np.ndarray, np.ndarray, str, floa
     def label(i: int) -> str:
         return f"c = {fmt_c(factors[i])}" + ("" if log_x else f" (α = {x[i]:.3g})")
 
-    pick = st.select_slider("Point of the sweep shown below", range(len(factors)),
-                            key=Scaling.PICK, format_func=label)
+    pick = st.select_slider(
+        "Point of the sweep shown below", range(len(factors)), key=Scaling.PICK, format_func=label
+    )
     return head, factors, x, x_title, own_x, log_x, int(pick)
 
 
@@ -85,39 +91,61 @@ def logits(model: LoadedModel, prompt: str) -> tuple[LogitsKey, Any]:
     key = LogitsKey(session.model_spec(model), prompt, MAX_TOKENS)
     facts = model.facts
     found = job_view.run_job(
-        key, "Capturing every head's attention logits",
+        key,
+        "Capturing every head's attention logits",
         lambda progress: scaling_capture.capture_scores(model, prompt, MAX_TOKENS),
-        cost=Cost(work=2 * facts.forward_flops(MAX_TOKENS),
-                  peak_bytes=4 * facts.pattern_bytes(MAX_TOKENS)
-                  + facts.activation_bytes(MAX_TOKENS)))
+        cost=Cost(
+            work=2 * facts.forward_flops(MAX_TOKENS),
+            peak_bytes=4 * facts.pattern_bytes(MAX_TOKENS) + facts.activation_bytes(MAX_TOKENS),
+        ),
+    )
     return key, found
 
 
 def sweep_stats(key: LogitsKey, found: ScoreCapture, factors: np.ndarray) -> Any:
     values = tuple(float(f) for f in factors)
     cells = found.scores.size
-    return job_view.run_job(SweepKey(key, values), "Sweeping the scale",
-                            lambda progress: sweep(found.scores, np.asarray(values)),
-                            cost=Cost(work=40.0 * cells * len(values), rate="sweep",
-                                      peak_bytes=int(8 * 8 * cells)))
+    return job_view.run_job(
+        SweepKey(key, values),
+        "Sweeping the scale",
+        lambda progress: sweep(found.scores, np.asarray(values)),
+        cost=Cost(work=40.0 * cells * len(values), rate="sweep", peak_bytes=int(8 * 8 * cells)),
+    )
 
 
 def loss_curve(model: LoadedModel, key: LogitsKey, factors: tuple[float, ...]) -> Any:
     """The model's loss at every factor, as one job with progress."""
+
     def work(progress: Progress) -> list[scaling_capture.FactorLoss]:
         out = []
         for i, c in enumerate(factors):
             progress(i / len(factors), f"re-running the model at c = {fmt_c(c)}")
             out.append(scaling_capture.loss_at(model, key.prompt, c, MAX_TOKENS))
         return out
+
     facts = model.facts
-    return job_view.run_job(LossSweepKey(key, factors), "Re-running the model at every point",
-                            work, cost=Cost(work=len(factors) * facts.forward_flops(MAX_TOKENS),
-                                            peak_bytes=2 * facts.pattern_bytes(MAX_TOKENS)))
+    return job_view.run_job(
+        LossSweepKey(key, factors),
+        "Re-running the model at every point",
+        work,
+        cost=Cost(
+            work=len(factors) * facts.forward_flops(MAX_TOKENS),
+            peak_bytes=2 * facts.pattern_bytes(MAX_TOKENS),
+        ),
+    )
 
 
-def loss_section(model: LoadedModel, key: LogitsKey, n_tokens: int, factors: np.ndarray,
-                 x: np.ndarray, x_title: str, own_x: float, pick: int, log_x: bool) -> None:
+def loss_section(
+    model: LoadedModel,
+    key: LogitsKey,
+    n_tokens: int,
+    factors: np.ndarray,
+    x: np.ndarray,
+    x_title: str,
+    own_x: float,
+    pick: int,
+    log_x: bool,
+) -> None:
     st.subheader("Next-token loss with every head at factor c")
     reason = loss_unavailable(model, n_tokens)
     if reason:
@@ -133,14 +161,18 @@ def loss_section(model: LoadedModel, key: LogitsKey, n_tokens: int, factors: np.
     if losses is job_view.MISSING:
         return
     values = np.array([item.loss for item in losses])
-    st.plotly_chart(figs.loss_figure(x, values, x_title=x_title, own_x=own_x,
-                                     picked_x=x[pick], log_x=log_x), width="stretch")
+    st.plotly_chart(
+        figs.loss_figure(x, values, x_title=x_title, own_x=own_x, picked_x=x[pick], log_x=log_x),
+        width="stretch",
+    )
     own = losses[int(np.argmin(np.abs(np.log(factors))))].loss
     best = int(np.argmin(values))
-    st.caption(f"Loss at the model's own scale: **{own:.4f}** nats over "
-               f"{losses[0].n_predictions} predictions. Lowest on this grid: {values[best]:.4f} "
-               f"at c = {fmt_c(factors[best])}. Each point hooks every layer's attention scores, "
-               "multiplies the unmasked ones by c and keeps the masked ones masked.")
+    st.caption(
+        f"Loss at the model's own scale: **{own:.4f}** nats over "
+        f"{losses[0].n_predictions} predictions. Lowest on this grid: {values[best]:.4f} "
+        f"at c = {fmt_c(factors[best])}. Each point hooks every layer's attention scores, "
+        "multiplies the unmasked ones by c and keeps the masked ones masked."
+    )
 
 
 def model_section() -> None:
@@ -156,32 +188,51 @@ def model_section() -> None:
         return
     facts = model.facts
     if cap.n_prompt_tokens > cap.n_tokens:
-        st.warning(f"The prompt has {cap.n_prompt_tokens:,} tokens; this page uses the first "
-                   f"{cap.n_tokens:,}.")
-    st.caption(f"**{md(facts.name)}** · d_head {facts.d_head} · {cap.n_tokens} tokens · logits "
-               f"from `{cap.source}`; softmax of them matches the model's own patterns to "
-               f"{cap.max_error:.1e}.")
+        st.warning(
+            f"The prompt has {cap.n_prompt_tokens:,} tokens; this page uses the first "
+            f"{cap.n_tokens:,}."
+        )
+    st.caption(
+        f"**{md(facts.name)}** · d_head {facts.d_head} · {cap.n_tokens} tokens · logits "
+        f"from `{cap.source}`; softmax of them matches the model's own patterns to "
+        f"{cap.max_error:.1e}."
+    )
     head, factors, x, x_title, own_x, log_x, pick = controls(facts)
     stats = sweep_stats(key, cap, factors)
     if stats is job_view.MISSING:
         return
-    st.plotly_chart(figs.saturation_figure(stats, x, x_title=x_title, own_x=own_x,
-                                           picked_x=x[pick], head=tuple(head), log_x=log_x),
-                    width="stretch")
-    st.caption(f"Means over {stats.n_rows} query rows per head ({stats.n_rows_norm} for the "
-               "normalised entropy: a row with one allowed key has log 1 = 0 and is left out). "
-               "Dashed red: the model's own scale; dotted grey: the point picked above.")
+    st.plotly_chart(
+        figs.saturation_figure(
+            stats, x, x_title=x_title, own_x=own_x, picked_x=x[pick], head=tuple(head), log_x=log_x
+        ),
+        width="stretch",
+    )
+    st.caption(
+        f"Means over {stats.n_rows} query rows per head ({stats.n_rows_norm} for the "
+        "normalised entropy: a row with one allowed key has log 1 = 0 and is left out). "
+        "Dashed red: the model's own scale; dotted grey: the point picked above."
+    )
     labels = [f"({i}) {tok}" for i, tok in enumerate(cap.tokens)]
     scores = torch.from_numpy(cap.scores[head.layer, head.index])
     shown = [0, pick, len(factors) - 1]
-    st.plotly_chart(head_heatmap(scaled_patterns(scores, float(factors[pick])).numpy(), labels,
-                                 causal=facts.causal,
-                                 title=f"Head {head} at c = {fmt_c(factors[pick])}"),
-                    width="stretch")
-    st.plotly_chart(figs.extremes_figure(
-        [scaled_patterns(scores, float(factors[i])).numpy() for i in shown],
-        [f"c = {fmt_c(factors[i])}" for i in shown], labels, causal=facts.causal),
-        width="stretch")
+    st.plotly_chart(
+        head_heatmap(
+            scaled_patterns(scores, float(factors[pick])).numpy(),
+            labels,
+            causal=facts.causal,
+            title=f"Head {head} at c = {fmt_c(factors[pick])}",
+        ),
+        width="stretch",
+    )
+    st.plotly_chart(
+        figs.extremes_figure(
+            [scaled_patterns(scores, float(factors[i])).numpy() for i in shown],
+            [f"c = {fmt_c(factors[i])}" for i in shown],
+            labels,
+            causal=facts.causal,
+        ),
+        width="stretch",
+    )
     st.caption("Small c flattens every row towards uniform; large c pushes it to one-hot.")
     loss_section(model, key, cap.n_tokens, factors, x, x_title, own_x, pick, log_x)
 
@@ -190,14 +241,24 @@ def synthetic_section() -> None:
     st.header("Synthetic check: random q and k")
     seed = int(st.number_input("Seed", 0, 2**31 - 1, 0, key=Scaling.SEED))
     with st.spinner("Sampling random vectors…"):
-        panel = server.current().derived.get_or_compute(SyntheticKey(seed),
-                                                        lambda: synthetic_panel(seed=seed))
-    st.caption(f"Entries drawn i.i.d. from N(0, 1), seed {panel.seed}. Variance: "
-               f"{panel.n_pairs:,} independent (q, k) pairs per d_k. Max weight: "
-               f"{panel.n_rows:,} rows per d_k, each one query against {panel.n_keys} keys.")
+        panel = server.current().derived.get_or_compute(
+            SyntheticKey(seed), lambda: synthetic_panel(seed=seed)
+        )
+    st.caption(
+        f"Entries drawn i.i.d. from N(0, 1), seed {panel.seed}. Variance: "
+        f"{panel.n_pairs:,} independent (q, k) pairs per d_k. Max weight: "
+        f"{panel.n_rows:,} rows per d_k, each one query against {panel.n_keys} keys."
+    )
     left, right = st.columns(2)
     left.plotly_chart(figs.variance_figure(panel), width="stretch")
     right.plotly_chart(figs.max_weight_figure(panel), width="stretch")
-    st.dataframe({"d_k": panel.d_ks, "Var(q·k)": panel.var_raw,
-                  "Var(q·k) / d_k": panel.var_scaled, "max weight, raw": panel.max_raw,
-                  "max weight, ÷√d_k": panel.max_scaled}, hide_index=True)
+    st.dataframe(
+        {
+            "d_k": panel.d_ks,
+            "Var(q·k)": panel.var_raw,
+            "Var(q·k) / d_k": panel.var_scaled,
+            "max weight, raw": panel.max_raw,
+            "max weight, ÷√d_k": panel.max_scaled,
+        },
+        hide_index=True,
+    )

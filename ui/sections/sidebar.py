@@ -16,8 +16,7 @@ from ui import session
 from ui.keys import Sidebar
 from ui.runtime import server
 from ui.sections.examples import examples_for
-from ui.state.sidebar import (PLACEMENT_LABELS, PLACEMENTS, SOURCE_LABELS, SOURCES, TYPED,
-                              Source)
+from ui.state.sidebar import PLACEMENT_LABELS, PLACEMENTS, SOURCE_LABELS, SOURCES, TYPED, Source
 
 NO_EXAMPLE = "—"
 
@@ -51,27 +50,42 @@ def sidebar(pages: list[Any]) -> None:
     with st.sidebar:
         menu(pages)
         st.subheader("Model")
-        source = st.selectbox("Source", SOURCES, key=Sidebar.SOURCE,
-                              format_func=SOURCE_LABELS.__getitem__)
+        source = st.selectbox(
+            "Source", SOURCES, key=Sidebar.SOURCE, format_func=SOURCE_LABELS.__getitem__
+        )
         if source in TYPED:
             label, placeholder = TYPED[source]
             st.text_input(label, key=Sidebar.NAME, placeholder=placeholder)
         if source == "smollm2":
-            st.caption("SmolLM2-135M-Instruct: 30 layers × 9 heads (3 key/value heads), RoPE. "
-                       "The first use converts its GGUF file once (about a minute).")
+            st.caption(
+                "SmolLM2-135M-Instruct: 30 layers × 9 heads (3 key/value heads), RoPE. "
+                "The first use converts its GGUF file once (about a minute)."
+            )
         cols = st.columns(2)
         cols[0].selectbox("Device", devices(), key=Sidebar.DEVICE)
         cols[1].selectbox("Dtype", ["float32", "bfloat16", "float16"], key=Sidebar.DTYPE)
-        st.selectbox("Placement", PLACEMENTS, key=Sidebar.PLACEMENT,
-                     format_func=PLACEMENT_LABELS.__getitem__,
-                     help="For models larger than one device: accelerate spreads the layers "
-                          "over the GPUs and the CPU.")
+        st.selectbox(
+            "Placement",
+            PLACEMENTS,
+            key=Sidebar.PLACEMENT,
+            format_func=PLACEMENT_LABELS.__getitem__,
+            help="For models larger than one device: accelerate spreads the layers "
+            "over the GPUs and the CPU.",
+        )
         if source in ("hub", "local") and settings.allow_remote_code:
-            st.checkbox("Trust remote code", key=Sidebar.TRUST, value=False,
-                        help="Runs Python code from the model's repository on this server. The "
-                             "operator allowed it (ATLAS_ALLOW_REMOTE_CODE); tick it only for "
-                             "repositories you trust.")
+            st.checkbox(
+                "Trust remote code",
+                key=Sidebar.TRUST,
+                value=False,
+                help="Runs Python code from the model's repository on this server. The "
+                "operator allowed it (ATLAS_ALLOW_REMOTE_CODE); tick it only for "
+                "repositories you trust.",
+            )
         st.subheader("Prompt")
-        st.selectbox("Examples", [NO_EXAMPLE, *examples_for(source)], key=Sidebar.EXAMPLE,
-                     on_change=_use_example)
+        st.selectbox(
+            "Examples",
+            [NO_EXAMPLE, *examples_for(source)],
+            key=Sidebar.EXAMPLE,
+            on_change=_use_example,
+        )
         st.text_area("Prompt", key=Sidebar.PROMPT, height=150)

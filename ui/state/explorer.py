@@ -104,8 +104,10 @@ def clamp(view: ExplorerView, shape: RunShape) -> tuple[ExplorerView, list[str]]
         if 0 <= value < size:
             return value
         fixed = min(max(value, 0), size - 1)
-        notes.append(f"The link asked for {name} {value}, which does not exist here; showing "
-                     f"{name} {fixed} (valid: 0 to {size - 1}).")
+        notes.append(
+            f"The link asked for {name} {value}, which does not exist here; showing "
+            f"{name} {fixed} (valid: 0 to {size - 1})."
+        )
         return fixed
 
     layer = fit("layer", view.head.layer, shape.n_layers)
@@ -113,8 +115,14 @@ def clamp(view: ExplorerView, shape: RunShape) -> tuple[ExplorerView, list[str]]
     token = None if view.token is None else fit("token", view.token, shape.n_tokens)
     last = shape.last_start
     span = view.span if view.span is not None and view.span[1] <= shape.n_tokens else None
-    return replace(view, head=Head(layer, index), token=token, span=span,
-                   row0=min(max(view.row0, 0), last), col0=min(max(view.col0, 0), last)), notes
+    return replace(
+        view,
+        head=Head(layer, index),
+        token=token,
+        span=span,
+        row0=min(max(view.row0, 0), last),
+        col0=min(max(view.col0, 0), last),
+    ), notes
 
 
 def follow(view: ExplorerView, shape: RunShape, strongest: Strongest) -> ExplorerView:
@@ -134,8 +142,9 @@ def follow(view: ExplorerView, shape: RunShape, strongest: Strongest) -> Explore
     return replace(view, row0=row0, col0=col0)
 
 
-def for_run(view: ExplorerView, shape: RunShape,
-            strongest: Strongest) -> tuple[ExplorerView, list[str]]:
+def for_run(
+    view: ExplorerView, shape: RunShape, strongest: Strongest
+) -> tuple[ExplorerView, list[str]]:
     """The view for a run: kept for the same prompt, reset to its last token for a new one.
 
     A new prompt's query token moves to its last position (the one that has read the whole
@@ -154,23 +163,26 @@ def for_run(view: ExplorerView, shape: RunShape,
     return view, notes
 
 
-def choose_head(view: ExplorerView, head: Head, shape: RunShape,
-                strongest: Strongest) -> ExplorerView:
+def choose_head(
+    view: ExplorerView, head: Head, shape: RunShape, strongest: Strongest
+) -> ExplorerView:
     """Open ``head``; the window follows where the selected query attends in it."""
     view, _ = clamp(replace(view, head=head), shape)
     return follow(view, shape, strongest)
 
 
-def choose_token(view: ExplorerView, token: int, shape: RunShape,
-                 strongest: Strongest) -> ExplorerView:
+def choose_token(
+    view: ExplorerView, token: int, shape: RunShape, strongest: Strongest
+) -> ExplorerView:
     """Select query ``token`` (ending any span); the window follows its row and the key it
     attends to most."""
     view, _ = clamp(replace(view, token=token, span=None), shape)
     return follow(view, shape, strongest)
 
 
-def choose_span(view: ExplorerView, start: int, stop: int, shape: RunShape,
-                strongest: Strongest) -> ExplorerView:
+def choose_span(
+    view: ExplorerView, start: int, stop: int, shape: RunShape, strongest: Strongest
+) -> ExplorerView:
     """Select the tokens ``start`` to ``stop - 1`` (a drag or shift-click in the strip; the
     bounds may come in either order); a span of one token is a plain selection of it. The first
     token of the span becomes the selected query."""
@@ -237,8 +249,7 @@ def aligned_index(positions: Sequence[float], unit: int) -> int | None:
     return at if at < len(positions) and positions[at] == unit else None
 
 
-def jump_to_strongest(view: ExplorerView, shape: RunShape,
-                      strongest: Strongest) -> ExplorerView:
+def jump_to_strongest(view: ExplorerView, shape: RunShape, strongest: Strongest) -> ExplorerView:
     """Centre the key window on where the selected query attends most (besides key 0)."""
     if not shape.long:
         return view
@@ -246,13 +257,20 @@ def jump_to_strongest(view: ExplorerView, shape: RunShape,
     return follow(replace(view, col0=_start(key, shape)), shape, strongest)
 
 
-def pick_overview(view: ExplorerView, shape: RunShape, q0: int, q1: int, k0: int,
-                  k1: int) -> ExplorerView:
+def pick_overview(
+    view: ExplorerView, shape: RunShape, q0: int, q1: int, k0: int, k1: int
+) -> ExplorerView:
     """A click (a tiny box) centres the window there; a drag starts it at the box's corner
     (centred on the box when the box is wider than the window)."""
     small = q1 - q0 < 4 and k1 - k0 < 4
-    row0 = (_start((q0 + q1) // 2, shape) if small or q1 - q0 > WINDOW
-            else min(max(q0, 0), shape.last_start))
-    col0 = (_start((k0 + k1) // 2, shape) if small or k1 - k0 > WINDOW
-            else min(max(k0, 0), shape.last_start))
+    row0 = (
+        _start((q0 + q1) // 2, shape)
+        if small or q1 - q0 > WINDOW
+        else min(max(q0, 0), shape.last_start)
+    )
+    col0 = (
+        _start((k0 + k1) // 2, shape)
+        if small or k1 - k0 > WINDOW
+        else min(max(k0, 0), shape.last_start)
+    )
     return replace(view, row0=row0, col0=col0)

@@ -50,9 +50,13 @@ class ModelChoice:
         if not name:
             return None
         trust = self.trust and self.source in ("hub", "local") and remote_code_allowed
-        return ModelSpec(name=name, device=self.device, dtype=self.dtype,
-                         trust_remote_code=trust,
-                         device_map=None if self.placement == "one" else self.placement)
+        return ModelSpec(
+            name=name,
+            device=self.device,
+            dtype=self.dtype,
+            trust_remote_code=trust,
+            device_map=None if self.placement == "one" else self.placement,
+        )
 
 
 def source_of(model: str) -> tuple[Source, str]:

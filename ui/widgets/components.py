@@ -6,7 +6,7 @@ trigger values that Python reads back.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import streamlit as st
 
@@ -217,40 +217,82 @@ def clicked_value(key: str, name: str = "clicked"):
     return value.get(name) if hasattr(value, "get") else getattr(value, name, None)
 
 
-def head_grid(cells: list[dict] | None, n_heads: int, selected: str, key: str,
-              on_click: Callable[[], None], cell_px: int = 72, kind: str = "pictures") -> None:
+def head_grid(
+    cells: list[dict] | None,
+    n_heads: int,
+    selected: str,
+    key: str,
+    on_click: Callable[[], None],
+    cell_px: int = 72,
+    kind: str = "pictures",
+) -> None:
     """Grid of head thumbnails in a scrolling box; ``cells`` hold ``id`` (``L.H``) and ``src``
     (a data URI), or None when the browser already shows these pictures (only the selection is
     sent then). A cell without ``src`` is drawn as its ``text`` on a ``fill`` colour in ``ink``
     (the divergence grid), with ``title`` as its tooltip. ``kind`` names the grid in the page
     (``data-kind``). The selected head is outlined at once in the browser and scrolled into
     view."""
-    _head_grid(data={"cells": cells, "n_heads": n_heads, "selected": selected,
-                     "cell": cell_px, "scroll": True, "kind": kind}, key=key,
-               on_clicked_change=on_click)
+    _head_grid(
+        data={
+            "cells": cells,
+            "n_heads": n_heads,
+            "selected": selected,
+            "cell": cell_px,
+            "scroll": True,
+            "kind": kind,
+        },
+        key=key,
+        on_clicked_change=on_click,
+    )
 
 
-def overview(src: str, n: int, rows: tuple[int, int], cols: tuple[int, int], key: str,
-             on_pick: Callable[[], None], size: int = 200, caption: str = "") -> None:
+def overview(
+    src: str,
+    n: int,
+    rows: tuple[int, int],
+    cols: tuple[int, int],
+    key: str,
+    on_pick: Callable[[], None],
+    size: int = 200,
+    caption: str = "",
+) -> None:
     """One head's whole pattern with the detail window outlined; a click centres the window
     there, a drag picks the query and key ranges (read back with ``clicked_value(key, "picked")``:
     ``{q0, q1, k0, k1}`` in positions)."""
-    _overview(data={"src": src, "n": n, "rows": list(rows), "cols": list(cols), "size": size,
-                    "caption": caption}, key=key, on_picked_change=on_pick)
+    _overview(
+        data={
+            "src": src,
+            "n": n,
+            "rows": list(rows),
+            "cols": list(cols),
+            "size": size,
+            "caption": caption,
+        },
+        key=key,
+        on_picked_change=on_pick,
+    )
 
 
-def token_strip(spans_html: str, key: str, on_click: Callable[[], None],
-                on_span: Callable[[], None] | None = None, span: tuple[int, int] | None = None,
-                anchor: int | None = None) -> None:
+def token_strip(
+    spans_html: str,
+    key: str,
+    on_click: Callable[[], None],
+    on_span: Callable[[], None] | None = None,
+    span: tuple[int, int] | None = None,
+    anchor: int | None = None,
+) -> None:
     """The prompt as clickable tokens (or words); ``spans_html`` must already be escaped.
 
     A click sends ``clicked`` (a position); a drag across several positions, or a shift-click
     (from ``anchor``, the selected position), sends ``span`` (``{start, stop}``, stop
     exclusive; read back with ``clicked_value(key, "span")``). ``span`` outlines a selection.
     """
-    _token_strip(data={"html": spans_html, "span": list(span) if span else None,
-                       "anchor": anchor}, key=key, on_clicked_change=on_click,
-                 on_span_change=on_span or (lambda: None))
+    _token_strip(
+        data={"html": spans_html, "span": list(span) if span else None, "anchor": anchor},
+        key=key,
+        on_clicked_change=on_click,
+        on_span_change=on_span or (lambda: None),
+    )
 
 
 def sync_url(query: dict[str, str], key: str = "atlas_url") -> None:

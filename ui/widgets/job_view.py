@@ -11,9 +11,10 @@ what it has produced so far, escaped, refreshed with the progress.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from concurrent.futures import CancelledError
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, Hashable
+from typing import Any
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -69,8 +70,15 @@ def _button_key(prefix: str, key: Hashable) -> str:
     return f"{prefix}_{abs(hash(key))}"
 
 
-def run_job(key: Hashable, label: str, work: Work, *, cost: Cost | None = None,
-            wait_s: float | None = None, partial: Partial | None = None) -> Any:
+def run_job(
+    key: Hashable,
+    label: str,
+    work: Work,
+    *,
+    cost: Cost | None = None,
+    wait_s: float | None = None,
+    partial: Partial | None = None,
+) -> Any:
     """The result of ``work`` for ``key``, or :data:`MISSING` while it is still running.
 
     A stored result is pinned for this session (the store evicts it last while the tab is
@@ -86,8 +94,7 @@ def run_job(key: Hashable, label: str, work: Work, *, cost: Cost | None = None,
         return found
     cancelled = st.session_state.setdefault(Session.CANCELLED, set())
     if key in cancelled:
-        st.info(f"Stopped: {md(label)}. Change a setting to run something else, or start it "
-                "again.")
+        st.info(f"Stopped: {md(label)}. Change a setting to run something else, or start it again.")
         if st.button("Start it again", key=_button_key("restart", key)):
             cancelled.discard(key)
             st.rerun()
@@ -126,9 +133,11 @@ def _result(job: Job, label: str, wait_s: float) -> Any:
 def _status(job: Job) -> tuple[float, str]:
     ahead = server.current().pool.ahead(job)
     if ahead:
-        return 0.0, (f"{md(job.label)}: waiting, {ahead} heavy job{'s' if ahead > 1 else ''} "
-                     f"ahead (one runs at a time on this server); then "
-                     f"{duration(job.estimate_s)}")
+        return 0.0, (
+            f"{md(job.label)}: waiting, {ahead} heavy job{'s' if ahead > 1 else ''} "
+            f"ahead (one runs at a time on this server); then "
+            f"{duration(job.estimate_s)}"
+        )
     left, revised = job.left_for_display()
     note = " (revised: the server is busy)" if revised else ""
     return job.fraction, f"{md(job.label)}: {md(step_text(job))} · {duration(left)}{note}"
@@ -138,7 +147,7 @@ def step_text(job: Job) -> str:
     """The job's latest step, without repeating its label (work often reports both)."""
     text, label = job.text.strip(), job.label.strip().rstrip(".")
     if text.lower().startswith(label.lower()):
-        text = text[len(label):].lstrip(" :,-") or "working"
+        text = text[len(label) :].lstrip(" :,-") or "working"
     return text
 
 
@@ -162,8 +171,11 @@ def _panel(key: Hashable) -> None:
     fraction, text = _status(job)
     left, right = st.columns([6, 1])
     left.progress(fraction, text=text)
-    if right.button("Cancel", key=_button_key("cancel", key),
-                    help="Stop this work; the page keeps what it showed before."):
+    if right.button(
+        "Cancel",
+        key=_button_key("cancel", key),
+        help="Stop this work; the page keeps what it showed before.",
+    ):
         server.current().pool.cancel(job, session_id())
         st.session_state.setdefault(Session.CANCELLED, set()).add(key)
         st.rerun(scope="app")
