@@ -7,18 +7,32 @@ Option widgets hold values (a source, a placement) and show their words through
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import streamlit as st
 import torch
 
+from models.model.hardware import LowPrecision, low_precision, matmul_rates
 from ui import session
 from ui.keys import Sidebar
 from ui.runtime import server
 from ui.sections.examples import examples_for
-from ui.state.sidebar import PLACEMENT_LABELS, PLACEMENTS, SOURCE_LABELS, SOURCES, TYPED, Source
+from ui.state.sidebar import (
+    PLACEMENT_LABELS,
+    PLACEMENTS,
+    SOURCE_LABELS,
+    SOURCES,
+    TYPED,
+    Source,
+    dtype_note,
+    half_type,
+)
 
 NO_EXAMPLE = "—"
+RATE_SIZE = 1024  # matrix edge of the once-per-process rate measurement (about 0.1 s)
+_hardware: dict[tuple[str, str], tuple[LowPrecision, dict[str, float] | None]] = {}
+_hardware_lock = threading.Lock()
 
 
 def devices() -> list[str]:
@@ -34,6 +48,30 @@ def _use_example() -> None:
     examples = examples_for(_source())
     if choice in examples:
         st.session_state[Sidebar.PROMPT] = examples[choice]
+
+
+def hardware(half: str, device: str) -> tuple[LowPrecision, dict[str, float] | None]:
+    """Whether ``device`` runs ``half`` natively and, where it does, the measured matmul rates
+    of float32 and ``half`` (GFLOP/s); measured once per process, not per rerun."""
+    with _hardware_lock:
+        if (half, device) not in _hardware:
+            support = low_precision(half, device)  # type: ignore[arg-type]  # values of the menus
+            rates = (
+                matmul_rates(("float32", half), RATE_SIZE, device=device)  # type: ignore[arg-type]
+                if support.native
+                else None
+            )
+            _hardware[(half, device)] = (support, rates)
+        return _hardware[(half, device)]
+
+
+def dtype_caption() -> None:
+    """Whether the low-precision type is native here (the fast choice) or slower than float32."""
+    ss = st.session_state
+    dtype, device = ss.get(Sidebar.DTYPE, "float32"), ss.get(Sidebar.DEVICE, "cpu")
+    half = half_type(dtype)
+    support, rates = hardware(half, device)
+    st.caption(dtype_note(dtype, support, rates))
 
 
 def menu(pages: list[Any]) -> None:
@@ -64,6 +102,7 @@ def sidebar(pages: list[Any]) -> None:
         cols = st.columns(2)
         cols[0].selectbox("Device", devices(), key=Sidebar.DEVICE)
         cols[1].selectbox("Dtype", ["float32", "bfloat16", "float16"], key=Sidebar.DTYPE)
+        dtype_caption()
         st.selectbox(
             "Placement",
             PLACEMENTS,

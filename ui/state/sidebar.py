@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from models.model.hardware import LowPrecision
 from models.model.spec import BUNDLED, MINILM, SMOLLM2, DType, ModelSpec
 
 Source = Literal["bundled", "smollm2", "minilm", "hub", "local", "gguf"]
 Placement = Literal["one", "auto", "balanced", "sequential"]
 SOURCES: tuple[Source, ...] = get_args(Source)
 PLACEMENTS: tuple[Placement, ...] = get_args(Placement)
-NAMED: tuple[Source, ...] = (BUNDLED, SMOLLM2, MINILM)
+NAMED: tuple[Source, ...] = ("bundled", "smollm2", "minilm")
+assert NAMED == (BUNDLED, SMOLLM2, MINILM)  # the named models' spec names are their sources
+FAST_RATIO = 1.2  # a measured matmul rate this many times float32's makes a type the fast one
 SOURCE_LABELS: dict[Source, str] = {
     "bundled": "Bundled GPT-2 (offline)",
     "smollm2": "SmolLM2-135M (offline)",
@@ -62,6 +66,34 @@ class ModelChoice:
 def source_of(model: str) -> tuple[Source, str]:
     """The sidebar source and typed name that open ``model`` (a link's ``model=`` value)."""
     if model in NAMED:
-        return model, ""  # type: ignore[return-value]  # NAMED holds sources
+        return NAMED[NAMED.index(model)], ""
     kind = ModelSpec(model).kind
     return ("gguf" if kind == "gguf" else "local" if kind == "local" else "hub"), model
+
+
+def half_type(dtype: DType) -> Literal["bfloat16", "float16"]:
+    """The low-precision type the dtype note speaks of: float16 when chosen, else bfloat16."""
+    return "float16" if dtype == "float16" else "bfloat16"
+
+
+def dtype_note(dtype: DType, support: LowPrecision, rates: Mapping[str, float] | None) -> str:
+    """One line under the dtype choice: whether ``support.dtype`` is native on this device and,
+    where measured, how fast its matrix products are against float32's.
+
+    Args:
+        dtype: the chosen dtype.
+        support: :func:`models.model.hardware.low_precision` of :func:`half_type` ``(dtype)``.
+        rates: measured GFLOP/s by dtype (:func:`models.model.hardware.matmul_rates`), or None.
+    """
+    half, where = support.dtype, "this GPU" if support.device == "cuda" else "this CPU"
+    if not support.native:
+        return f"{half} is emulated on {where}: slower than float32 here."
+    base, fast = (rates or {}).get("float32"), (rates or {}).get(half)
+    ratio = fast / base if base and fast else None
+    speed = f", about {ratio:.1f}× float32's matmul rate" if ratio is not None else ""
+    text = f"{half}: native on {where} ({support.how}){speed}"
+    if ratio is not None and ratio < FAST_RATIO:
+        return text + ": no faster than float32 here."
+    if dtype == half:
+        return text + ". Patterns are still computed in float32."
+    return text + ": the fast choice."
