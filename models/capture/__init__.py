@@ -1,8 +1,9 @@
-"""Captured attention: the AttentionRun of a prompt, dense and factored pattern stores, pooled views.
+"""Captured attention: a prompt's AttentionRun, dense and factored pattern stores, pooled views.
 
 - :mod:`models.capture.run` -- :class:`AttentionRun` and :func:`capture`;
 - :mod:`models.capture.store` -- the whole pattern stack, or q, k and LSE that rebuild any window;
-- :mod:`models.capture.factored` -- the long-prompt capture that fills the factored store;
+- :mod:`models.capture.hooked` -- the fallback long-prompt capture through the bridge's hooks,
+  filling the same factored store;
 - :mod:`models.capture.streaming` -- the long-prompt capture through the model's own fused
   attention, in its own dtype, with float32 statistics and a dtype-aware self-check;
 - :mod:`models.capture.overview` -- every head's exact max-pooled overview, made in that pass;

@@ -13,7 +13,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from models.capture.factored import capture_factored
+from models.capture.hooked import capture_hooked
 from models.capture.overview import Arithmetic
 from models.capture.store import (
     DensePatterns,
@@ -141,7 +141,7 @@ def capture(
     are rounded to its dtype), keep q, k and the float32 log-sum-exp instead: first through the
     model's own fused attention
     (:func:`models.capture.streaming.capture_streaming`), else through the bridge's hooks
-    (:func:`models.capture.factored.capture_factored`), else a shorter dense capture.
+    (:func:`models.capture.hooked.capture_hooked`), else a shorter dense capture.
 
     Args:
         model: a loaded model.
@@ -170,7 +170,7 @@ def capture(
         path = "fused"
         if store is None:
             progress(0.0, f"reading q and k through the bridge's hooks (slower): {fallback}")
-            store, path = capture_factored(model, ids), "hooks"
+            store, path = capture_hooked(model, ids), "hooks"
         if store is None:  # q/k hooks do not rebuild the scores: keep what fits whole
             fits = max(1, int((dense_limit / dense_bytes(model.facts, 1)) ** 0.5))
             path = "shortened" if ids.shape[1] > fits else "dense"

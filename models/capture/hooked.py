@@ -1,40 +1,53 @@
 """Capture a long prompt without holding its patterns: q, k and each row's log-sum-exp.
 
-One forward pass with hooks on the q and k the softmax sees and on ``hook_pattern``; the pattern
-hook keeps only a few sample rows. The log-sum-exp of ``q k^T * scale`` is then computed one layer at a time,
-and the sample rows are rebuilt from it and compared with the model's own pattern: if q and k do
-not reproduce it (RoPE applied after the hook, an unusual scale), the caller falls back to a
-dense capture. (Some adapters, BERT's among them, fire ``hook_attn_scores`` after the softmax,
-so the pattern, not the scores hook, is the ground truth here.)
+The fallback when the fused pass (:mod:`models.capture.streaming`) cannot read a model: one
+forward pass through the bridge with hooks on the q and k the softmax sees and on
+``hook_pattern``; the pattern hook keeps only a few sample rows. The log-sum-exp of
+``q k^T * scale`` is then computed one layer at a time, and the sample rows are rebuilt from it
+and compared with the model's own pattern: the result fills the same
+:class:`~models.capture.store.FactoredPatterns` store. If q and k do not reproduce it (RoPE
+applied after the hook, an unusual scale), the caller falls back to a dense capture. (Some
+adapters, BERT's among them, fire ``hook_attn_scores`` after the softmax, so the pattern, not
+the scores hook, is the ground truth here.)
 """
 
 from __future__ import annotations
 
 import torch
+from jaxtyping import Float, Int
 
 from models.capture.store import FactoredPatterns, read_only
 from models.model.forward import pattern_hook, qk_names, qk_source, run_with_hooks, softmax_qk
 from models.model.loading import LoadedModel
 from models.model.softmax_terms import layer_scales
+from models.shapes import TokenIds
 
 CHECK_TOLERANCE = 1e-5
 
 
-def sample_rows(n: int) -> torch.Tensor:
+def sample_rows(n: int) -> Int[torch.Tensor, " row"]:
+    """The first, last and two evenly spaced query positions of ``n`` (fewer when ``n < 4``)."""
     return torch.unique(torch.tensor([0, n // 3, (2 * n) // 3, n - 1]))
 
 
 def layer_scores(
-    q: torch.Tensor, k: torch.Tensor, scale: float, causal: bool, rows: torch.Tensor | None = None
-) -> torch.Tensor:
+    q: Float[torch.Tensor, "head_index query_pos d_head"],
+    k: Float[torch.Tensor, "kv_head_index key_pos d_head"],
+    scale: float,
+    causal: bool,
+    rows: Int[torch.Tensor, " row"] | None = None,
+) -> Float[torch.Tensor, "head_index row key_pos"]:
     """``q k^T * scale`` with masked keys at -inf.
 
     Args:
-        q: ``head_index query_pos d_head``; k: ``kv_head_index key_pos d_head``.
+        q: one layer's queries.
+        k: one layer's keys (query head ``h`` reads kv head ``h // group``).
+        scale: the softmax scale.
+        causal: whether later keys are masked.
         rows: query positions to compute (all when ``None``).
 
     Returns:
-        ``head_index len(rows) key_pos`` float32.
+        The scores of ``rows``, float32.
     """
     rows = torch.arange(q.shape[1]) if rows is None else rows
     group = q.shape[0] // k.shape[0]
@@ -48,9 +61,13 @@ def layer_scores(
 
 
 def layer_lse(
-    q: torch.Tensor, k: torch.Tensor, scale: float, causal: bool, block: int = 512
-) -> torch.Tensor:
-    """``head_index query_pos`` log-sum-exp of each row, ``block`` queries at a time."""
+    q: Float[torch.Tensor, "head_index query_pos d_head"],
+    k: Float[torch.Tensor, "kv_head_index key_pos d_head"],
+    scale: float,
+    causal: bool,
+    block: int = 512,
+) -> Float[torch.Tensor, "head_index query_pos"]:
+    """Log-sum-exp of each row of :func:`layer_scores`, ``block`` queries at a time."""
     n = q.shape[1]
     parts = [
         torch.logsumexp(
@@ -61,8 +78,17 @@ def layer_lse(
     return torch.cat(parts, dim=-1)
 
 
-def capture_factored(model: LoadedModel, ids: torch.Tensor) -> FactoredPatterns | None:
-    """q, k and LSE of every layer for ``ids`` ``(1, pos)``; ``None`` if they can't rebuild it."""
+def capture_hooked(model: LoadedModel, ids: TokenIds) -> FactoredPatterns | None:
+    """q, k and LSE of every layer from one hooked forward pass.
+
+    Args:
+        model: the loaded model.
+        ids: ``1 pos`` token ids.
+
+    Returns:
+        The factored store, or ``None`` when a hook did not fire or q and k do not rebuild the
+        model's own pattern (the caller then captures densely).
+    """
     facts = model.facts
     n_layers, n = facts.n_layers, ids.shape[1]
     source = qk_source(model)
