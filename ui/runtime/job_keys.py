@@ -322,3 +322,10 @@ class WeightsKey(JobKey):
     persist = True
 
     spec: AllowedSpec
+
+
+@dataclass(frozen=True)
+class PrecisionKey(JobKey):
+    """A low-precision run's largest pattern difference from float32, on its first rows."""
+
+    run: RunKey

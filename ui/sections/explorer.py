@@ -40,21 +40,35 @@ from ui.widgets import components, job_view
 MODES: dict[state.Mode, str] = {"single": "One prompt", "compare": "Compare two prompts"}
 
 
-def intro(run: AttentionRun) -> None:
-    """One line on the model and prompt, and hints where they help."""
+def intro(run: AttentionRun, key: RunKey | None = None) -> None:
+    """One line on the model and prompt (the dtype it ran in; in a low-precision dtype, how far
+    its patterns lie from float32), and hints where they help."""
     facts = run.facts
     st.caption(
         f"**{md(facts.name)}** · {facts.n_layers} layers × {facts.n_heads} heads "
         f"({facts.attention_kind}, {facts.n_kv_heads} key/value heads) · d_head {facts.d_head} · "
         f"{'causal' if facts.causal else 'bidirectional (no causal mask)'} · "
-        f"positions: {facts.positional} · {run.n_tokens:,} tokens"
+        f"positions: {facts.positional} · {run.n_tokens:,} tokens · {run.dtype}"
     )
+    if run.dtype != "float32":
+        precision_note(run, session.shown_run() if key is None else key)
     if run.spec is not None and run.spec.kind == "bundled":
         st.caption(
             "The bundled model is a small toy trained on Python. For a real language "
             "model's induction heads and attention sinks, choose **SmolLM2-135M (offline)** "
             "in the sidebar and the example *A passage, twice (about 2,000 tokens)*."
         )
+
+
+def precision_note(run: AttentionRun, key: RunKey) -> None:
+    """How far a low-precision run's patterns lie from float32, measured on its first rows."""
+    try:
+        found = results.difference(key, run)
+    except UserError as err:
+        session.show_error(err)
+        return
+    if found is not job_view.MISSING:
+        st.caption(results.difference_text(found, run.dtype))
 
 
 def sink_hint(run: AttentionRun, key: RunKey) -> None:

@@ -8,18 +8,32 @@ from typing import Any
 
 import torch
 
+from models.capture.precision import (
+    PatternDifference,
+    difference_flops,
+    difference_rows,
+    pattern_difference,
+)
 from models.capture.run import AttentionRun
 from models.capture.views import head_overview, pooled_layer, strongest_sink
-from models.capture.weighted import ValueWeighting, value_weighting
+from models.capture.weighted import ValueWeighting, value_norms, value_weighting
 from models.capture.word_split import split_words
 from models.capture.words import Words
-from models.circuits.value_weighted import value_norms
 from models.head import Head
 from models.model.forward import tokenize
 from models.progress import Progress
 from ui import session
 from ui.runtime import server
-from ui.runtime.job_keys import OverviewKey, RunKey, SinkKey, ThumbnailsKey, WeightingKey, WordsKey
+from ui.runtime.job_keys import (
+    OverviewKey,
+    PrecisionKey,
+    RunKey,
+    SinkKey,
+    ThumbnailsKey,
+    WeightingKey,
+    WordsKey,
+)
+from ui.runtime.jobs import Cost
 from ui.widgets import job_view
 from viz.thumbnails import data_uri, pooled_png
 
@@ -127,3 +141,40 @@ def grid_pictures(key: RunKey, weighted: bool, n_heads: int) -> list[list[str]]:
     """The grid's pictures as ``layer x head`` data URIs (what an exported view holds)."""
     cells = [cell["src"] for cell in thumbnails(key, weighted)]
     return [cells[i : i + n_heads] for i in range(0, len(cells), n_heads)]
+
+
+def difference(key: RunKey, run: AttentionRun) -> PatternDifference | Any | None:
+    """The run's largest pattern difference from float32 on its first rows (a job: one
+    float32 pass over those rows); None where it cannot be measured cheaply, ``MISSING``
+    while it runs."""
+
+    def work(progress: Progress) -> PatternDifference | None:
+        model = server.current().models.get(key.spec)
+        return pattern_difference(model, _run(key), progress=progress)
+
+    rows = max(1, difference_rows(run))
+    return job_view.run_job(
+        PrecisionKey(key),
+        f"Comparing the first {rows:,} rows with float32",
+        work,
+        cost=Cost(
+            work=difference_flops(run),
+            rate="precision",
+            peak_bytes=run.facts.capture_bytes(rows),
+        ),
+    )
+
+
+def difference_text(found: PatternDifference | None, dtype: str) -> str:
+    """The caption of a low-precision run's measured difference from float32."""
+    if found is None:
+        return (
+            f"Run in {dtype}. Its difference from float32 is not measured on a bidirectional "
+            "model's long prompt."
+        )
+    layer, head, query, key = found.where
+    return (
+        f"Run in {dtype}: largest pattern difference from {found.reference}: "
+        f"{found.largest:.2g} (head {Head(layer, head)}, query {query}, key {key}; first "
+        f"{found.n_rows:,} rows)."
+    )
