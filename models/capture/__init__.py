@@ -9,7 +9,8 @@
 - :mod:`models.capture.overview` -- every head's exact max-pooled overview, made in that pass;
 - :mod:`models.capture.precision` -- a low-precision run's measured difference from float32;
 - :mod:`models.capture.views` -- token colours and pooled thumbnails read from a run;
-- :mod:`models.capture.weighted` -- value-weighted views (Kobayashi et al. 2020);
+- :mod:`models.capture.weighted` -- value norms and value-weighted views (Kobayashi et al.
+  2020);
 - :mod:`models.capture.sinks` -- which key a run's heads sink into, measured;
 - :mod:`models.capture.alignment` -- which positions of prompt A stand for which of prompt B;
 - :mod:`models.capture.compare` -- every head's Jensen–Shannon divergence between two prompts,

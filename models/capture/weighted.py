@@ -1,12 +1,21 @@
-"""Value-weighted views of a captured run (Kobayashi et al. 2020).
+"""Value-weighted attention (Kobayashi et al. 2020): how much a head moves from each key.
 
-``W[i, j] = A[i, j] * n_j / T_i`` with ``n_j = ||v_j W_O^h||`` (how much the head writes when it
-reads key ``j``) and ``T_i = sum_j A[i, j] * n_j``, so each row still sums to 1. A sink key the
-head looks at but writes almost nothing from fades out.
+A head's output at query ``i`` is ``sum_j A[i, j] v_j W_O^h``. The weight ``A[i, j]`` says where
+it looks; ``W[i, j] = A[i, j] * n_j / T_i`` with ``n_j = ||v_j W_O^h||`` (how much the head
+writes when it reads key ``j``) and ``T_i = sum_j A[i, j] * n_j`` says how much of what it
+writes comes from key ``j``, each row still summing to 1. A sink key the head looks at but
+writes almost nothing from fades out.
 
-Every window, row or column of ``W`` needs the row totals ``T``, so :func:`value_weighting`
-computes them once for every head (a band of rows at a time), together with max-pooled
-thumbnails of ``W``; afterwards any view of ``W`` costs what the same view of ``A`` costs.
+- :func:`value_norms` -- ``n_j`` of every head through the bridge's ``hook_v`` (the streaming
+  capture computes the same norms in its own pass);
+- :func:`value_weighted` -- ``W`` of a given pattern;
+- :func:`value_weighting` -- every window, row or column of ``W`` needs the row totals ``T``, so
+  this computes them once for every head of a run (a band of rows at a time), together with
+  max-pooled thumbnails of ``W``; afterwards any view of ``W`` costs what the same view of
+  ``A`` costs.
+
+On GQA/MQA models query head ``h`` reads key/value head ``h // (n_heads / n_kv_heads)``, as
+Hugging Face's ``repeat_kv`` lays them out.
 """
 
 from __future__ import annotations
@@ -16,12 +25,60 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+import torch
 
 from models.capture.views import pool_rows
+from models.model.forward import every_layer, run_hooks, v_hook
+from models.model.loading import LoadedModel
+from models.model.weights import output_projection
 from models.progress import Progress, quiet
 
 if TYPE_CHECKING:
     from models.capture.run import AttentionRun
+
+
+def value_norms(model: LoadedModel, ids: torch.Tensor) -> np.ndarray:
+    """``||v_j W_O^h||`` for every layer, query head and key position of ``ids``.
+
+    Args:
+        model: the loaded model.
+        ids: ``1 pos`` token ids.
+
+    Returns:
+        ``layer head_index key_pos`` float32 (``v`` includes the value bias; ``b_O`` is not part
+        of any one key's share and is left out).
+    """
+    facts = model.facts
+    names = every_layer(v_hook, facts.n_layers)
+    acts = run_hooks(model, ids, names)
+    group = facts.n_heads // facts.n_kv_heads
+    out = []
+    for layer, name in enumerate(names):
+        v = acts[name][0].to(torch.float64)  # pos kv_head d_head
+        v = v.repeat_interleave(group, dim=1)  # pos head_index d_head
+        w_o, _ = output_projection(model, layer)  # head_index d_head d_model
+        # ||v W_O||^2 = v (W_O W_O^T) v^T: d_head x d_head per head instead of a d_model vector
+        # per position, so long prompts need no pos x head x d_model buffer
+        gram = w_o @ w_o.transpose(1, 2)
+        squared = torch.einsum("phd,hde,phe->hp", v, gram, v)
+        out.append(squared.clamp_min(0.0).sqrt())
+    return torch.stack(out).to(torch.float32).numpy()
+
+
+def value_weighted(pattern: np.ndarray, norms: np.ndarray) -> np.ndarray:
+    """``A[i, j] * norm[j]``, renormalised so each row sums to 1 (rows of zeros stay zero).
+
+    Args:
+        pattern: ``... query_pos key_pos`` attention weights.
+        norms: ``... key_pos`` value norms, broadcast against ``pattern``'s leading axes.
+
+    Returns:
+        Same shape as ``pattern``, float32.
+    """
+    weighted = np.asarray(pattern, dtype=np.float64) * np.asarray(norms, np.float64)[..., None, :]
+    total = weighted.sum(axis=-1, keepdims=True)
+    safe = np.where(total > 0, total, 1.0)
+    return np.where(total > 0, weighted / safe, 0.0).astype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -66,7 +123,7 @@ def value_weighting(
 
     Args:
         run: the captured run.
-        norms: ``layer head_index key_pos`` from :func:`models.circuits.value_weighted.value_norms`
+        norms: ``layer head_index key_pos`` from :func:`value_norms`
             or the streaming capture.
         size: thumbnail size in pixels (max-pooled).
         progress: called once per layer.

@@ -6,7 +6,6 @@
   ``hook_z``, many patched runs batched into one forward pass;
 - :mod:`models.circuits.attribution` -- direct logit attribution of the clean run's last
   position (embeddings, heads, biases, MLPs), adding up to LD;
-- :mod:`models.circuits.value_weighted` -- value-weighted attention (Kobayashi et al. 2020);
 - :mod:`models.circuits.presets` -- ready-made tasks (copying random words, IOI names);
 - :mod:`models.circuits.table` -- the per-head table and its CSV;
 - :mod:`models.circuits.head_weights` -- per-head q/k/v/o weights (GQA groups), norms and
@@ -56,7 +55,6 @@ from models.circuits.task import (
     logit_diff,
     prepare,
 )
-from models.circuits.value_weighted import value_norms, value_weighted
 from models.circuits.weight_circuits import (
     Correlation,
     WeightScores,
@@ -109,8 +107,6 @@ __all__ = [
     "table_csv",
     "top_heads",
     "top_k_recall",
-    "value_norms",
-    "value_weighted",
     "weight_data_correlation",
     "weight_scores",
     "weights_cost",

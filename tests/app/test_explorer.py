@@ -131,7 +131,7 @@ def test_value_weighted_toggle_redraws_every_view_from_the_weighting():
     import torch
 
     from models.capture.run import capture
-    from models.circuits.value_weighted import value_norms, value_weighted
+    from models.capture.weighted import value_norms, value_weighted
     from models.model.loading import load
     from models.model.spec import ModelSpec
 

@@ -105,7 +105,7 @@ def test_a_model_whose_attention_never_calls_back_falls_back_to_the_bridge(bundl
 
 @pytest.mark.parametrize("name, text", [("bundled", TEXT), ("smollm2", ENGLISH)])
 def test_streaming_value_norms_equal_the_bridge_computation(request, name, text):
-    from models.circuits.value_weighted import value_norms
+    from models.capture.weighted import value_norms
 
     model = request.getfixturevalue(name)
     ids, _ = tokenize(model, text)
@@ -115,8 +115,7 @@ def test_streaming_value_norms_equal_the_bridge_computation(request, name, text)
 
 def test_value_weighted_views_equal_the_direct_formula(bundled):
     from models.capture.views import head_overview, pool, scoped_weights
-    from models.capture.weighted import value_weighting
-    from models.circuits.value_weighted import value_norms, value_weighted
+    from models.capture.weighted import value_norms, value_weighted, value_weighting
 
     run = capture(bundled, TEXT, dense_limit=0)
     ids = torch.tensor([run.token_ids])

@@ -3,7 +3,7 @@ projection, on MHA (bundled GPT-2) and GQA (SmolLM2)."""
 
 import numpy as np
 
-from models.circuits import value_norms, value_weighted
+from models.capture.weighted import value_norms, value_weighted
 from models.model.forward import pattern_hook, run_hooks, tokenize, v_hook
 
 
