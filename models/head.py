@@ -22,7 +22,7 @@ class Head(NamedTuple):
     """
 
     layer: int
-    index: int
+    index: int  # type: ignore[assignment]  # the field shadows tuple.index, on purpose
 
     def __str__(self) -> str:
         return f"{self.layer}.{self.index}"

@@ -1,4 +1,5 @@
-"""Scaling sweep: why attention divides q . k by sqrt(d_k), on the loaded model and on random data."""
+"""Scaling sweep: why attention divides q . k by sqrt(d_k), on the loaded model and on random
+data."""
 
 import streamlit as st
 

@@ -84,7 +84,7 @@ def matrix_html(
     cell_css, head_css = f"{_CELL};{size}", f"{_HEAD};{size}"
     head = "".join(f'<th style="{head_css}">{html.escape(str(c))}</th>' for c in col_labels)
     rows = []
-    for label, row in zip(row_labels, values):
+    for label, row in zip(row_labels, values, strict=True):
         cells = []
         for x in row:
             style = cell_css + (";" + _shade(x, lo, hi) if shade or math.isinf(x) else "")

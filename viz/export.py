@@ -34,6 +34,6 @@ def pattern_csv(
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["query \\ key"] + [label[c] for c in cols])
-    for r, row in zip(rows, pattern):
+    for r, row in zip(rows, pattern, strict=True):
         writer.writerow([label[r]] + [f"{w:.6g}" for w in row])
     return buf.getvalue()

@@ -58,7 +58,7 @@ def colour_axis(top: float, scale: ColourScale, value_name: str = "weight") -> d
     """Colour bar range and ticks labelled in weights whatever the scale."""
     top = max(float(top), LOG_FLOOR * 10)
     ticks = [t for t in SCALE_TICKS if t <= top * 1.0001 and (scale != "linear" or t >= 0.05)]
-    ticks = sorted(set(ticks + [round(top, 4)]))
+    ticks = sorted({*ticks, round(top, 4)})
     values = colour_values(np.array(ticks), scale)
     low = float(colour_values(np.array([LOG_FLOOR if scale == "log" else 0.0]), scale)[0])
     return {

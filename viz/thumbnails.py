@@ -49,7 +49,9 @@ def pooled_png(
         (rgb[..., 0].astype(np.uint32) << 16) | (rgb[..., 1].astype(np.uint32) << 8) | rgb[..., 2]
     )
     if len(np.unique(packed)) > PALETTE:  # a palette PNG is a third the size
-        image = image.quantize(colors=PALETTE, method=Image.Quantize.MEDIANCUT, dither=0)
+        image = image.quantize(
+            colors=PALETTE, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE
+        )
     buf = io.BytesIO()
     image.save(buf, format="PNG", optimize=True)
     return buf.getvalue()

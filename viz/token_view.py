@@ -56,7 +56,7 @@ def token_spans(
     verb = "attention from the selected token" if direction == "from" else "attention to it"
     top = colour_top(weights)
     parts = []
-    for pos, (tok, weight) in enumerate(zip(tokens, weights)):
+    for pos, (tok, weight) in enumerate(zip(tokens, weights, strict=True)):
         seen = not np.isnan(weight)
         style = f"background:{shade(weight, top)};" if seen else "opacity:0.45;"
         if seen and weight / top > 0.5:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 
@@ -125,10 +125,10 @@ def attention(
         key_padding_mask=key_padding_mask,
     )
     name = choose_backend(q, backend)
-    b, n_heads, n_q, d = q.shape
+    b, n_heads, n_q, _ = q.shape
     if n_q == 0 or k.shape[2] == 0:  # nothing to launch: every row (if any) has no key
         return (torch.zeros_like(q), torch.full((b, n_heads, n_q), float("-inf"), device=q.device))
-    options = dict(
+    options: dict[str, Any] = dict(
         causal=causal,
         scale=scale,
         alibi_slopes=alibi_slopes,

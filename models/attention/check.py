@@ -121,7 +121,8 @@ def kernel_device(device: str | None = None) -> torch.device:
 
 
 def tolerance(kernel_dtype: str, model_dtype: str) -> float:
-    """Rounding-sized error for a kernel in ``kernel_dtype`` against hooks of a ``model_dtype`` run."""
+    """Rounding-sized error for a kernel in ``kernel_dtype`` against hooks of a ``model_dtype``
+    run."""
     return max(TOLERANCES[kernel_dtype], TOLERANCES.get(model_dtype, TOLERANCES["float32"]))
 
 

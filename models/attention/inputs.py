@@ -120,7 +120,8 @@ def _heads_first(x: torch.Tensor) -> torch.Tensor:
 
 
 def input_tolerance(model_dtype: torch.dtype) -> float:
-    """How far the float64 rebuild may sit from ``hook_pattern``: 1e-4 in fp32, a few ulps in half."""
+    """How far the float64 rebuild may sit from ``hook_pattern``: 1e-4 in fp32, a few ulps in
+    half."""
     return max(INPUT_TOL, 8 * torch.finfo(model_dtype).eps)
 
 

@@ -8,7 +8,7 @@ a 16k-token pattern without ever holding the 16k x 16k matrix.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Union
+from typing import TypeAlias
 
 import torch
 
@@ -16,7 +16,7 @@ from models.attention.masking import allowed_keys, key_distance
 from models.attention.validate import check_lse, check_options, check_qk
 from models.shapes import KeyMask, Keys, Queries, RowLse, Scores, Slopes
 
-Index = Union[slice, torch.Tensor, Sequence[int]]
+Index: TypeAlias = slice | torch.Tensor | Sequence[int]
 
 
 def _positions(index: Index, n: int, device: torch.device, name: str) -> torch.Tensor:

@@ -3,14 +3,17 @@
 Queries are cut into tiles of ``block_m``; for each tile, keys are visited in blocks of
 ``block_n`` (blocks no query of the tile may see are skipped) and each query row keeps a running
 max ``m`` and running sum ``l`` of ``exp(s - m)`` (the online softmax), so only a
-``block_m x block_n`` slice of the scores exists at any time. Arithmetic is float32 whatever the input dtype; the output is cast back at the end.
-GQA is handled by stacking a tile's queries as ``batch kv_head_index (group tile) d_head``, so
-each K/V block is used by its query group without copying K or V per query head.
+``block_m x block_n`` slice of the scores exists at any time. Arithmetic is float32 whatever
+the input dtype; the output is cast back at the end. GQA is handled by stacking a tile's
+queries as ``batch kv_head_index (group tile) d_head``, so each K/V block is used by its query
+group without copying K or V per query head.
 
 Inputs are assumed validated (see :mod:`models.attention.validate`).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 
@@ -66,7 +69,7 @@ def tiled_attention(
         (``batch head_index query_pos`` float32; -inf where a row has no valid key, and that
         row's output is zero).
     """
-    options = dict(
+    options: dict[str, Any] = dict(
         causal=causal,
         scale=scale,
         alibi_slopes=alibi_slopes,

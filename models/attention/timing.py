@@ -11,6 +11,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -136,7 +137,9 @@ def time_implementations(
         Three :class:`Timing` rows: the kernel (named by its backend), SDPA, naive attention
         (materialised, computed in the tensors' own dtype).
     """
-    options = dict(causal=causal, scale=scale, alibi_slopes=alibi_slopes, window=window)
+    options: dict[str, Any] = dict(
+        causal=causal, scale=scale, alibi_slopes=alibi_slopes, window=window
+    )
     name = choose_backend(q, backend)
     with torch.no_grad():
         rows = [

@@ -122,9 +122,10 @@ def check_options(
             raise ValueError(f"alibi_slopes must be floating point; got {alibi_slopes.dtype}")
         if alibi_slopes.device != q.device:
             raise ValueError(f"alibi_slopes is on {alibi_slopes.device}, q on {q.device}")
-    if window is not None:
-        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-            raise ValueError(f"window must be an int >= 1 or None; got {window!r}")
+    if window is not None and (
+        isinstance(window, bool) or not isinstance(window, int) or window < 1
+    ):
+        raise ValueError(f"window must be an int >= 1 or None; got {window!r}")
     if key_padding_mask is not None:
         expected = (q.shape[0], k.shape[2])
         if not isinstance(key_padding_mask, torch.Tensor) or key_padding_mask.shape != expected:

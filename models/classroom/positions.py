@@ -70,7 +70,7 @@ def alibi_slopes(n_heads: int) -> np.ndarray:
 
     if n_heads < 1:
         raise ValueError("ALiBi needs at least one head.")
-    lower = 2 ** int(math.floor(math.log2(n_heads)))
+    lower = 2 ** math.floor(math.log2(n_heads))
     slopes = power_of_two(lower)
     if lower < n_heads:
         slopes += power_of_two(2 * lower)[0::2][: n_heads - lower]

@@ -2,8 +2,9 @@
 
 :func:`layer_activations` runs one forward pass and keeps the hooks of one layer; the result holds
 only NumPy arrays, so it can be cached. :func:`head_steps` then recomputes ``Q K^T`` times the
-layer's own scale (``1 / sqrt(d_head)`` for most models), the softmax and ``A V`` for one head and measures how far they are from what the model itself
-produced (``hook_attn_scores``, ``hook_pattern``, ``hook_z``).
+layer's own scale (``1 / sqrt(d_head)`` for most models), the softmax and ``A V`` for one head
+and measures how far they are from what the model itself produced (``hook_attn_scores``,
+``hook_pattern``, ``hook_z``).
 """
 
 from __future__ import annotations

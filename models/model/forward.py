@@ -255,7 +255,7 @@ def qk_source(model: LoadedModel) -> QKSource | None:
     if model.facts.positional != "rotary":
         return "hook_q/hook_k"
     if "qk_source" not in model.memo:
-        probe = ["hook_rot_q/hook_rot_k", "hook_q/hook_k + hook_cos/hook_sin"]
+        probe: list[QKSource] = ["hook_rot_q/hook_rot_k", "hook_q/hook_k + hook_cos/hook_sin"]
         found: QKSource | None = None
         ids = torch.zeros(1, 2, dtype=torch.long)
         for source in probe:
@@ -263,7 +263,7 @@ def qk_source(model: LoadedModel) -> QKSource | None:
                 run_hooks(model, ids, qk_names(source, 0))
             except KeyError:
                 continue
-            found = source  # type: ignore[assignment]
+            found = source
             break
         model.memo["qk_source"] = found
     return model.memo["qk_source"]

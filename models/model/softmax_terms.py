@@ -51,7 +51,8 @@ def layer_scales(model: LoadedModel) -> tuple[tuple[float, ...], str]:
     ``scale_attn_by_inverse_layer_idx``; the config flags are the fallback when no module
     carries it.
     """
-    n_layers, found = model.facts.n_layers, {}
+    n_layers = model.facts.n_layers
+    found: dict[int, float] = {}
     for module in model.bridge.original_model.modules():
         idx = getattr(module, "layer_idx", None)
         value = getattr(module, "scaling", getattr(module, "inv_norm_factor", None))
@@ -64,9 +65,10 @@ def layer_scales(model: LoadedModel) -> tuple[tuple[float, ...], str]:
     config = getattr(model.bridge.original_model, "config", None)
     base = model.facts.d_head**-0.5
     source = "1 / sqrt(d_head)"
-    if getattr(config, "query_pre_attn_scalar", None):
+    pre_attn = getattr(config, "query_pre_attn_scalar", None)
+    if pre_attn:
         base, source = (
-            float(config.query_pre_attn_scalar) ** -0.5,
+            float(pre_attn) ** -0.5,
             "1 / sqrt(query_pre_attn_scalar)",
         )
     if getattr(config, "scale_attn_weights", True) is False:

@@ -30,7 +30,7 @@ def byte_decoder() -> dict[str, int]:
             printable.append(b)
             chars.append(256 + extra)
             extra += 1
-    return {chr(c): b for b, c in zip(printable, chars)}
+    return {chr(c): b for b, c in zip(printable, chars, strict=True)}
 
 
 def show_whitespace(text: str) -> str:
@@ -75,5 +75,5 @@ def readable_tokens(tokenizer: Any, ids: Sequence[int]) -> list[str]:
     pieces = tokenizer.convert_ids_to_tokens(list(ids))
     return [
         piece if i in special else readable_token(piece, byte_level)
-        for i, piece in zip(ids, pieces)
+        for i, piece in zip(ids, pieces, strict=True)
     ]

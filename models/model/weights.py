@@ -93,6 +93,7 @@ def final_norm(model: LoadedModel) -> FinalNorm:
         else torch.zeros(d_model, dtype=torch.float64)
     )
     eps = getattr(module, "variance_epsilon", getattr(module, "eps", None))
+    kind: Literal["layernorm", "rmsnorm"]
     if isinstance(module, torch.nn.LayerNorm):
         kind = "layernorm"
     elif "RMS" in name.upper():

@@ -131,7 +131,8 @@ def scores_from_qk(
 
 
 def tolerance(dtype: torch.dtype) -> float:
-    """How far a recomputed pattern may sit from the model's own: 1e-4 in fp32, a few ulps in half."""
+    """How far a recomputed pattern may sit from the model's own: 1e-4 in fp32, a few ulps in
+    half."""
     return max(REPRODUCE_TOL, 4 * torch.finfo(dtype).eps)
 
 
@@ -155,7 +156,6 @@ def capture_scores(model: LoadedModel, prompt: str, max_tokens: int | None = Non
         ScalingUnavailable: neither source reproduces ``hook_pattern`` (within 1e-4 in fp32).
     """
     ids, n_full = tokenize(model, prompt, max_tokens)
-    layers = range(model.facts.n_layers)
     n_layers = model.facts.n_layers
     acts = _cache(
         model, ids, every_layer(scores_hook, n_layers) + every_layer(pattern_hook, n_layers)
@@ -268,7 +268,8 @@ def next_token_loss(model: LoadedModel, ids: torch.Tensor, factor: float) -> Fac
 def loss_at(
     model: LoadedModel, prompt: str, factor: float, max_tokens: int | None = None
 ) -> FactorLoss:
-    """:func:`next_token_loss` for a prompt (tokenised as :func:`models.model.forward.tokenize` does)."""
+    """:func:`next_token_loss` for a prompt (tokenised as :func:`models.model.forward.tokenize`
+    does)."""
     ids, _ = tokenize(model, prompt, max_tokens)
     reason = loss_unavailable(model, ids.shape[1])
     if reason:

@@ -41,7 +41,8 @@ def factor_grid(lo: float = 1 / 16, hi: float = 16.0, n: int = 25) -> np.ndarray
 
 
 def alpha_to_factor(alpha: np.ndarray | float, d_k: int) -> np.ndarray:
-    """Factor ``c`` equivalent to dividing ``q . k`` by ``d_k ** alpha``: ``d_k ** (0.5 - alpha)``."""
+    """Factor ``c`` equivalent to dividing ``q . k`` by ``d_k ** alpha``:
+    ``d_k ** (0.5 - alpha)``."""
     return np.power(float(d_k), 0.5 - np.asarray(alpha, dtype=np.float64))
 
 
@@ -165,7 +166,8 @@ class SweepStats:
     uniform: dict[str, float]
 
     def curve(self, name: str, layer: int | None = None, head: int | None = None) -> np.ndarray:
-        """``(n_c,)`` one statistic for one head, or the mean over every head when ``layer`` is None."""
+        """``(n_c,)`` one statistic for one head, or the mean over every head when ``layer`` is
+        None."""
         values = getattr(self, name)
         if layer is None or head is None:
             return values.mean(axis=(1, 2))

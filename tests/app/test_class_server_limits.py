@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_repeated_tokens_at_span_500_and_batch_64_are_refused_before_they_run(smollm2):
     """Measured before: batch 1 took +5.7 GiB and batch 64 would have met the OOM killer."""
     pool = JobPool(Settings())
-    with pytest.raises(RefusedError, match="min on this server|GiB of memory"):
+    with pytest.raises(RefusedError, match=r"min on this server|GiB of memory"):
         pool.check("Scoring", cost_of(repeated_estimate(smollm2, 500, 64), "repeated"))
     small = repeated_estimate(smollm2, 50, 8)
     pool.check("Scoring", cost_of(small, "repeated"))  # the defaults run

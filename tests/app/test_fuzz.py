@@ -10,7 +10,8 @@ from tests.app.helpers import open_app
 from viz.view_state import clamp, from_query
 
 query_values = st.one_of(st.text(max_size=12), st.integers(-(10**6), 10**6).map(str))
-queries = st.fixed_dictionaries({}, optional=dict.fromkeys(("layer", "head", "token"), query_values))
+optional_keys = dict.fromkeys(("layer", "head", "token"), query_values)
+queries = st.fixed_dictionaries({}, optional=optional_keys)
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow])

@@ -80,7 +80,7 @@ def test_neox_rotation_applied_from_cos_sin(checked):
 
 
 def test_bloom_alibi_slopes_for_six_heads(checked):
-    _, model, inputs, report = checked["bloom_alibi_6_heads"]
+    _, model, inputs, _report = checked["bloom_alibi_6_heads"]
     assert model.facts.positional == "alibi"
     torch.testing.assert_close(inputs.alibi_slopes, alibi_slopes(6))
     bad = compare(

@@ -107,7 +107,7 @@ def test_tiled_fp32_matches_float64_reference(case):
     assert lse.shape == q.shape[:3] and lse.dtype == torch.float32
     err_out, err_lse = errors(out, lse, ref_out, ref_lse)
     assert err_out < TOL and err_lse < TOL
-    assert all(torch.equal(a, b) for a, b in zip(kept, (q, k, v)))  # inputs untouched
+    assert all(torch.equal(a, b) for a, b in zip(kept, (q, k, v), strict=True))  # inputs untouched
 
 
 def test_tiled_small_blocks_skip_and_split_correctly():

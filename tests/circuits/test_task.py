@@ -78,4 +78,4 @@ def test_names_task_on_smollm2(smollm2):
     setup = prepare(smollm2, IOI)
     assert setup.n_tokens == 15 and setup.notes == ()
     assert (setup.answer_label, setup.wrong_label) == ("␣Mary", "␣John")
-    assert list(presets(smollm2))[0] == "Names (IOI)"
+    assert next(iter(presets(smollm2))) == "Names (IOI)"

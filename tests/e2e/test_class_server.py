@@ -132,7 +132,7 @@ def test_twelve_sessions_share_one_server(browser, class_server):
     sampling.set()
     sampler.join(5)
     ordered = sorted(latencies)
-    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
     print(
         f"\n[class server] {N_LIGHT} light + {N_HEAVY} heavy sessions; light clicks: "
         f"n={len(latencies)} p50={statistics.median(latencies):.2f} s p95={p95:.2f} s; "

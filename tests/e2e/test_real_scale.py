@@ -24,7 +24,8 @@ ENGLISH = Path(__file__).resolve().parents[2] / "models" / "heads" / "corpora" /
 TITLE = "(p) => ((p.layout && p.layout.title && p.layout.title.text) || '').replace(/<[^>]*>/g, '')"
 GRIDS = f"""() => [...document.querySelectorAll('.js-plotly-plot')].map((p) => ({{
     title: ({TITLE})(p),
-    z: p._fullData && p._fullData[0] ? Array.from(p._fullData[0].z, (r) => Array.from(r)) : []}}))"""
+    z: p._fullData && p._fullData[0]
+        ? Array.from(p._fullData[0].z, (r) => Array.from(r)) : []}}))"""
 SHOWN_ROW = """() => { const p = document.querySelector('.js-plotly-plot');
     const rows = Array.from(p._fullData[0].customdata, (r) => Array.from(r, (v) =>
         (v === null || Number.isNaN(v)) ? null : v));

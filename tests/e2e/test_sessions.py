@@ -21,12 +21,14 @@ def test_eight_sessions_see_their_own_patterns(browser, app_url, bundled):
     contexts = [browser.new_context(viewport={"width": 1200, "height": 1400}) for _ in PROMPTS]
     pages = [context.new_page() for context in contexts]
     try:
-        for i, (page, prompt) in enumerate(zip(pages, PROMPTS)):  # all in flight together
+        for i, (page, prompt) in enumerate(
+            zip(pages, PROMPTS, strict=True)
+        ):  # all in flight together
             page.goto(
                 f"{app_url}/?model=bundled&layer={i % 3}&head={i % 4}&prompt={quote(prompt)}",
                 wait_until="commit",
             )
-        for i, (page, prompt) in enumerate(zip(pages, PROMPTS)):
+        for i, (page, prompt) in enumerate(zip(pages, PROMPTS, strict=True)):
             page.wait_for_selector(".js-plotly-plot", timeout=240_000)
             settle(page)
             assert page.locator('[data-testid="stException"]').count() == 0

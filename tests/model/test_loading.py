@@ -20,7 +20,7 @@ def test_spec_kinds(tmp_path):
 
 
 def test_unknown_hub_name_offline():
-    with pytest.raises(ModelLoadError, match="runs offline .* no copy of it"):
+    with pytest.raises(ModelLoadError, match=r"runs offline .* no copy of it"):
         load(ModelSpec("nobody-here/not-a-model-xyz"))
 
 
@@ -31,7 +31,7 @@ def test_missing_directory(tmp_path):
 
 def test_directory_that_is_not_a_model(tmp_path):
     (tmp_path / "notes.txt").write_text("hello")
-    with pytest.raises(ModelLoadError, match="no config.json"):
+    with pytest.raises(ModelLoadError, match=r"no config\.json"):
         load(ModelSpec(str(tmp_path)))
 
 

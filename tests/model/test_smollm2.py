@@ -117,10 +117,10 @@ def test_unsupported_architecture_is_named(tmp_path):
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    with pytest.raises(ModelLoadError, match="'foo'.*transformers cannot read"):
+    with pytest.raises(ModelLoadError, match=r"'foo'.*transformers cannot read"):
         load(ModelSpec(str(path)))
 
 
 def test_missing_gguf_file_gives_a_message(tmp_path):
-    with pytest.raises(ModelLoadError, match="No GGUF file named absent.gguf"):
+    with pytest.raises(ModelLoadError, match=r"No GGUF file named absent\.gguf"):
         load(ModelSpec(str(tmp_path / "absent.gguf")))

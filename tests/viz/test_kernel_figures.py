@@ -13,7 +13,7 @@ def test_pattern_comparison_shows_model_kernel_and_difference():
     fig = pattern_comparison(model, kernel, labels, causal=True, title="Head <1.2>")
     assert len(fig.data) == 3
     assert (
-        list(fig.data[0].x)[0] == "(0) &lt;b&gt;bold&lt;/b&gt;"
+        next(iter(fig.data[0].x)) == "(0) &lt;b&gt;bold&lt;/b&gt;"
         and list(fig.data[2].y)[1] == "(1) a&amp;b"
     )
     assert "&lt;1.2&gt;" in fig.layout.title.text

@@ -80,6 +80,6 @@ def test_thumbnails_are_normalised_per_head_on_a_square_root_scale():
     assert image.getpixel((0, 1)) == (8, 48, 107)  # 0.05 is this head's top outside row 0
     mid = image.getpixel((1, 1))  # 0.02 / 0.05 = 0.4 -> sqrt 0.632 of the way to dark blue
     want = [round(255 + (h - 255) * 0.4**0.5 - 0.5) for h in (8, 48, 107)]
-    assert all(abs(a - b) <= 1 for a, b in zip(mid, want))
+    assert all(abs(a - b) <= 1 for a, b in zip(mid, want, strict=False))  # RGB of an RGBA pixel
     linear = Image.open(io.BytesIO(pooled_png(faint, size=3, normalise=False, gamma=1.0)))
     assert linear.convert("RGB").getpixel((1, 1))[0] > 240  # unnormalised, 0.02 is near white

@@ -6,6 +6,7 @@ Streamlit here.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import threading
@@ -18,10 +19,8 @@ from ui.runtime.store import ResultStore
 def release_memory() -> None:
     """Collect garbage and hand freed heap pages back to the operating system (glibc)."""
     gc.collect()
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 class Janitor:

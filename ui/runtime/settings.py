@@ -68,7 +68,7 @@ class Settings:
     job_wait_s: float = _setting(
         "ATLAS_JOB_WAIT_S", 1.0, "1", "seconds a page waits for work before showing progress"
     )
-    cache: Path = _setting(
+    cache: Path = _setting(  # noqa: RUF009 (the home folder, read once: a path, immutable)
         "ATLAS_CACHE",
         default_cache(),
         "`~/.cache/attention-atlas`",

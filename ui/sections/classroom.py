@@ -66,7 +66,7 @@ def _inputs() -> tuple[str, str, str, bool]:
     )
     cols = st.columns(3)
     texts = []
-    for col, m in zip(cols, MATRICES):
+    for col, m in zip(cols, MATRICES, strict=True):
         texts.append(col.text_area(m.upper(), key=_widget_key(m), height=110))
         st.session_state[_saved_key(m)] = texts[-1]
     st.session_state[Classroom.SAVED_CAUSAL] = st.session_state[K_CAUSAL]
@@ -89,14 +89,14 @@ def _show_steps(s: steps.AttentionSteps, causal: bool) -> None:
     """Q, K, V, then scores, scaled scores, (masked scores), weights and A V, all labelled."""
     nq, nk, dv = s.q.shape[0], s.k.shape[0], s.v.shape[1]
     qs, ks = labels("q", nq), labels("k", nk)
-    c = st.columns(3)
+    c = list(st.columns(3))
     with c[0]:
         show(s.q, qs, labels("d", s.d_k), decimals=2, title="Q (queries)")
     with c[1]:
         show(s.k, ks, labels("d", s.d_k), decimals=2, title="K (keys)")
     with c[2]:
         show(s.v, labels("v", nk), labels("d", dv), decimals=2, title="V (values)")
-    c = st.columns(3 if causal else 2)
+    c = list(st.columns(3 if causal else 2))
     with c[0]:
         st.markdown(
             "**1. Scores.** Compare each query with each key: row i, column j is q_i · k_j."
@@ -115,7 +115,7 @@ def _show_steps(s: steps.AttentionSteps, causal: bool) -> None:
                 "becomes −∞, and e^(−∞) = 0."
             )
             show(s.logits, qs, ks, decimals=3, title="masked scores")
-    c = st.columns(3 if causal else 2)
+    c = list(st.columns(3 if causal else 2))
     with c[0]:
         masked = " (masked)" if causal else ""
         st.markdown(
@@ -167,7 +167,7 @@ def _window_controls(facts: ModelFacts, n_tokens: int) -> tuple[int, int, int, i
     _clamp(K_HEAD, 0, facts.n_heads - 1, 0)
     _clamp(K_WIDTH, 1, most, most)
     _clamp(K_START, 0, n_tokens - st.session_state[K_WIDTH], 0)
-    c = st.columns(4)
+    c = list(st.columns(4))
     layer = c[0].selectbox("Layer", range(facts.n_layers), key=K_LAYER)
     head = c[1].selectbox("Head", range(facts.n_heads), key=K_HEAD)
     if most > 1:
@@ -207,8 +207,9 @@ def _report_check(check: real.HeadCheck, acts: real.LayerActivations, facts: Mod
         )
 
 
-def layer_activations(model: LoadedModel, prompt: str, layer: int) -> object:
-    """One layer's q, k, v, scores, pattern and z on the prompt's first tokens, as a job."""
+def layer_activations(model: LoadedModel, prompt: str, layer: int) -> real.LayerActivations:
+    """One layer's q, k, v, scores, pattern and z on the prompt's first tokens, as a job
+    (:data:`ui.widgets.job_view.MISSING` while it runs)."""
     facts = model.facts
     key = LayerKey(session.model_spec(model), prompt, layer, MAX_TOKENS)
     return job_view.run_job(
@@ -257,8 +258,8 @@ def real_model() -> ModelFacts | None:
     toks = [f"({i}) {t}" for i, t in enumerate(acts.tokens)][start:stop]
     s, dims = check.steps, min(SHOWN_DIMS, facts.d_head)
     few = min(4, dims)
-    c = st.columns(3)
-    for col, name, mat in zip(c, ("Q", "K", "V"), (s.q, s.k, s.v)):
+    c = list(st.columns(3))
+    for col, name, mat in zip(c, ("Q", "K", "V"), (s.q, s.k, s.v), strict=True):
         with col:
             show(
                 mat[start:stop, :few],
@@ -280,7 +281,7 @@ def real_model() -> ModelFacts | None:
         compact=True,
     )
     rest = real.mass_outside(s.weights, start, stop)
-    c = st.columns([5, 1]) if np.any(rest > 1e-6) else [st.container()]
+    c = list(st.columns([5, 1])) if np.any(rest > 1e-6) else [st.container()]
     with c[0]:
         show(
             real.window(s.weights, start, stop),

@@ -147,11 +147,11 @@ def settings(n_ctx: int) -> tuple[int, int, int, Thresholds]:
             help="At least 2, so that the induction score has a spread.",
         )
         seed = c[2].number_input("Seed", 0, 2**31 - 1, key=Heads.SEED)
-        c = st.columns(5)
+        sliders = st.columns(5)
         for name in SCORE_LABELS:
             start(Heads.threshold(name), getattr(DEFAULTS, name))
         th = {
-            name: c[i].slider(
+            name: sliders[i].slider(
                 f"{label} >", 0.0, 1.0, step=0.01, key=Heads.threshold(name), help=COLUMN_HELP[name]
             )
             for i, (name, label) in enumerate(SCORE_LABELS.items())
@@ -185,7 +185,7 @@ def show_counts(flags: dict[str, np.ndarray], n_total: int, eps: float, n_texts:
     cols = st.columns(len(flags))
     for col, (name, flagged) in zip(cols, flags.items(), strict=False):
         col.metric(
-            f"{SCORE_LABELS[name]} heads",
+            f"{COLUMN_LABELS[name]} heads",
             f"{int(flagged.sum())} / {n_total}",
             help=COLUMN_HELP[name],
         )
@@ -197,7 +197,7 @@ def show_counts(flags: dict[str, np.ndarray], n_total: int, eps: float, n_texts:
 
 
 def show_grids(rep: Any, scores: CorpusScores, flags: dict[str, np.ndarray]) -> None:
-    means = {
+    means: dict[str, np.ndarray] = {
         "induction": repeated_spread(rep).mean,
         **{name: scores.spreads[name].mean for name in SCORE_LABELS if name != "induction"},
     }
@@ -209,7 +209,7 @@ def show_grids(rep: Any, scores: CorpusScores, flags: dict[str, np.ndarray]) -> 
             if name == "induction"
             else f"mean over {scores.n_texts} text{'s' if scores.n_texts > 1 else ''}"
         )
-        values = means.get(name, scores.spreads[name].mean if name in scores.spreads else None)
+        values = means[name] if name in means else scores.spreads[name].mean
         tab.plotly_chart(
             score_grid(
                 values,
@@ -299,7 +299,7 @@ def top_examples(corpus: Corpus, scores: CorpusScores) -> None:
     st.subheader("Where a head fires")
     c = st.columns([2, 2, 3])
     name = c[0].selectbox(
-        "Score", EXAMPLE_SCORES, format_func=COLUMN_LABELS.get, key=Heads.EXAMPLE_SCORE
+        "Score", EXAMPLE_SCORES, format_func=COLUMN_LABELS.__getitem__, key=Heads.EXAMPLE_SCORE
     )
     means = scores.spreads[name].mean
     order = np.argsort(-np.nan_to_num(means, nan=-1.0), axis=None, kind="stable")

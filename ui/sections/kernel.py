@@ -3,13 +3,19 @@ only; the check is in models.attention.check)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 import pandas as pd
 import streamlit as st
 import torch
 
-from models.attention.check import BACKEND_WORDS, TOLERANCES, KernelReport, check_kernel
+from models.attention.check import (
+    BACKEND_WORDS,
+    TOLERANCES,
+    KernelDType,
+    KernelReport,
+    check_kernel,
+)
 from models.head import Head
 from models.model.facts import ModelFacts
 from models.model.loading import LoadedModel
@@ -40,10 +46,10 @@ def header(facts: ModelFacts) -> str:
     )
 
 
-def dtype_choice() -> str:
+def dtype_choice() -> KernelDType:
     gpu = torch.cuda.is_available()
-    options = ["float32", "float16", "bfloat16"] if gpu else ["float32"]
-    dtype = st.selectbox(
+    options: list[KernelDType] = list(get_args(KernelDType)) if gpu else ["float32"]
+    dtype: KernelDType = st.selectbox(
         "Kernel dtype",
         options,
         key=Kernel.DTYPE,
@@ -56,10 +62,10 @@ def dtype_choice() -> str:
             f"Half precision rounds every input: errors near {TOLERANCES[dtype]:g} are "
             "expected, not a bug."
         )
-    return str(dtype)
+    return dtype
 
 
-def report(model: LoadedModel, prompt: str, dtype: str) -> Any:
+def report(model: LoadedModel, prompt: str, dtype: KernelDType) -> Any:
     """The kernel against the model on every head, as a job."""
     facts = model.facts
     key = KernelKey(session.model_spec(model), prompt, dtype, MAX_TOKENS)

@@ -21,6 +21,7 @@ from models.heads.pruning.loss import LossTask, budget_tasks, default_budget, lo
 from models.heads.pruning.prune import PruneError, family, uniform_group_heads
 from models.heads.table import corpus_prune_list, prune_list_json
 from models.model.loading import LoadedModel
+from models.model.spec import DType
 from ui import session
 from ui.keys import Heads
 from ui.runtime import server
@@ -36,7 +37,7 @@ RANKING_WORDS: dict[Ranking, str] = {
     "first_order": "Zero-ablation, first-order estimate (fast)",
     "gradient": "Gradient |dL/dξ| (Michel et al.; fast)",
 }
-EXPORT_DTYPES = {
+EXPORT_DTYPES: dict[DType, str] = {
     "float32": "float32 (exact)",
     "bfloat16": "bfloat16 (half the size)",
     "float16": "float16 (half the size)",
@@ -74,15 +75,16 @@ def measure(model: LoadedModel, corpus: Corpus, cap: int) -> Measured | None:
     ranking = c[0].selectbox(
         "Rank heads by",
         RANKINGS,
-        format_func=RANKING_WORDS.get,
+        format_func=RANKING_WORDS.__getitem__,
         key=Heads.RANKING,
         help="Measured: one forward pass per head over the corpus tokens "
         "(exact, slow on a large model). Fast: one forward and one "
         "backward pass per text (an estimate).",
     )
+    ablations: list[AblationMethod] = ["zero", "mean"]
     method = c[1].radio(
         "Prune by",
-        ["zero", "mean"],
+        ablations,
         key=Heads.METHOD,
         horizontal=True,
         format_func=lambda m: f"{m}-ablation",
@@ -98,7 +100,7 @@ def measure(model: LoadedModel, corpus: Corpus, cap: int) -> Measured | None:
     )
     tasks = budget_tasks(model, corpus.texts, int(budget), cap)
     sizes = [int(t.ids.shape[1]) for t in tasks]
-    methods = tuple(sorted({"gradient"} | ({ranking} & {"zero", "mean"})))
+    methods = tuple(sorted({"gradient"} | ({str(ranking)} & {"zero", "mean"})))
     estimate = imp_.importance_estimate(model, sizes, methods)
     texts = "text" if len(tasks) == 1 else "texts"
     _start(Heads.ABLATE, not big)
@@ -251,7 +253,7 @@ def export(model: LoadedModel, measured: Measured, order: list[Head]) -> None:
     dtype = st.radio(
         "Checkpoint dtype",
         list(EXPORT_DTYPES),
-        format_func=EXPORT_DTYPES.get,
+        format_func=EXPORT_DTYPES.__getitem__,
         key=Heads.PRUNE_DTYPE,
         horizontal=True,
         help="bfloat16 and float16 halve the download; float32 keeps every weight "

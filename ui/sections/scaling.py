@@ -203,7 +203,13 @@ def model_section() -> None:
         return
     st.plotly_chart(
         figs.saturation_figure(
-            stats, x, x_title=x_title, own_x=own_x, picked_x=x[pick], head=tuple(head), log_x=log_x
+            stats,
+            x,
+            x_title=x_title,
+            own_x=own_x,
+            picked_x=float(x[pick]),
+            head=(head.layer, head.index),
+            log_x=log_x,
         ),
         width="stretch",
     )
