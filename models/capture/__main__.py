@@ -16,8 +16,12 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from models.cli import OneLineParser, positive
+
+if TYPE_CHECKING:
+    from models.capture.compare import Comparison
 
 
 def say(text: str) -> None:
@@ -56,7 +60,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def run(args: argparse.Namespace):
+def run(args: argparse.Namespace) -> Comparison:
     """Load, capture both prompts and return the :class:`Comparison`."""
     from models.capture.compare import compare_cost, head_divergence
     from models.capture.run import capture

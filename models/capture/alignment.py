@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 
 from models.errors import UserError
 
@@ -106,8 +106,8 @@ class Alignment:
             pos.insert(self.prefix, None)
         return pos
 
-    def visible(self, causal: bool) -> np.ndarray:
-        """``aligned aligned_key`` bool: which aligned keys an aligned query can see.
+    def visible(self, causal: bool) -> Bool[np.ndarray, "aligned aligned_key"]:
+        """Which aligned keys an aligned query can see.
 
         In a causal model a query sees the keys up to itself and the bin only from the suffix
         (the middle lies before the suffix and after the prefix).

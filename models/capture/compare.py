@@ -64,7 +64,9 @@ def jensen_shannon(
     return out.numpy()
 
 
-def jsd_rows(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+def jsd_rows(
+    p: Float[torch.Tensor, "*batch key"], q: Float[torch.Tensor, "*batch key"]
+) -> Float[torch.Tensor, "*batch"]:
     """``½ KL(p‖m) + ½ KL(q‖m)``, ``m = (p + q) / 2``, as ``Σ ½ p log p + ½ q log q − m log m``
     (exactly 0 where ``p == q``), in bits, clipped to [0, 1] against rounding.
 

@@ -21,6 +21,8 @@ from models.capture.words import Words
 if TYPE_CHECKING:
     from models.capture.run import AttentionRun
 
+AlignedWindow = Float[np.ndarray, "aligned aligned_key"]
+
 
 def aligned_rows(
     run: AttentionRun,
@@ -54,7 +56,7 @@ def difference_window(
     cols: slice,
     words_a: Words | None = None,
     words_b: Words | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[AlignedWindow, AlignedWindow, AlignedWindow]:
     """One head's A, B and A − B on aligned queries ``rows`` x aligned keys ``cols``.
 
     Keys are on the aligned key axis (the unaligned bin at index ``alignment.prefix`` when the

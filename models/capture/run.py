@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-import torch
 
 from models.capture.hooked import capture_hooked
 from models.capture.overview import Arithmetic
@@ -29,6 +28,7 @@ from models.model.loading import LoadedModel
 from models.model.spec import ModelSpec
 from models.model.tokens import readable_tokens
 from models.progress import Progress, part, quiet
+from models.shapes import HeadPattern, LayerPatterns, PatternStack, TokenIds
 
 DENSE_LIMIT_BYTES = 192 * 1024**2
 CapturePath = Literal["dense", "fused", "hooks", "shortened"]
@@ -88,25 +88,25 @@ class AttentionRun:
         return isinstance(self.store, FactoredPatterns)
 
     @property
-    def patterns(self) -> np.ndarray:
+    def patterns(self) -> PatternStack:
         """The whole ``layer head_index query_pos key_pos`` stack (built if factored: large)."""
         if isinstance(self.store, DensePatterns):
             return self.store.stack
         return np.stack(list(self.iter_layers()))
 
-    def layer_patterns(self, layer: int) -> np.ndarray:
-        """``head_index query_pos key_pos`` patterns of one layer."""
+    def layer_patterns(self, layer: int) -> LayerPatterns:
+        """Every head's pattern of one layer."""
         return self.store.layer(layer)
 
-    def iter_layers(self) -> Iterator[np.ndarray]:
+    def iter_layers(self) -> Iterator[LayerPatterns]:
         """Layer after layer, holding one at a time: for streaming analyses of long prompts."""
         return iter_layers(self.store, self.facts.n_layers)
 
-    def pattern(self, layer: int, head: int) -> np.ndarray:
-        """``query_pos key_pos`` pattern of one head."""
+    def pattern(self, layer: int, head: int) -> HeadPattern:
+        """One head's whole pattern."""
         return self.store.window(layer, head, slice(None), slice(None))
 
-    def window(self, layer: int, head: int, rows: slice, cols: slice) -> np.ndarray:
+    def window(self, layer: int, head: int, rows: slice, cols: slice) -> HeadPattern:
         """Part of one head's pattern: ``rows`` queries by ``cols`` keys."""
         return self.store.window(layer, head, rows, cols)
 
@@ -119,8 +119,16 @@ def dense_bytes(facts: ModelFacts, n_tokens: int) -> int:
     return facts.n_layers * facts.n_heads * n_tokens * n_tokens * 4
 
 
-def capture_dense(model: LoadedModel, ids: torch.Tensor) -> DensePatterns:
-    """Every layer's ``hook_pattern``, stacked."""
+def capture_dense(model: LoadedModel, ids: TokenIds) -> DensePatterns:
+    """Every layer's ``hook_pattern``, stacked.
+
+    Args:
+        model: the loaded model.
+        ids: ``1 pos`` token ids.
+
+    Returns:
+        The whole stack held at once (``n_layers * n_heads * pos^2`` float32).
+    """
     names = every_layer(pattern_hook, model.facts.n_layers)
     acts = run_hooks(model, ids, names)
     return DensePatterns(read_only(np.stack([acts[name][0].numpy() for name in names])))

@@ -16,12 +16,21 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from jaxtyping import Shaped
 
 from models.attention import rebuild_pattern
+from models.shapes import HeadPattern, LayerPatterns, PatternStack
 
 
-def read_only(array: np.ndarray) -> np.ndarray:
-    """Cached arrays are shared by every session: make accidental writes fail loudly."""
+def read_only(array: Shaped[np.ndarray, "*shape"]) -> Shaped[np.ndarray, "*shape"]:
+    """Cached arrays are shared by every session: make accidental writes fail loudly.
+
+    Args:
+        array: any array; its flag is changed in place.
+
+    Returns:
+        The same array, no longer writeable.
+    """
     array.flags.writeable = False
     return array
 
@@ -30,19 +39,22 @@ def read_only(array: np.ndarray) -> np.ndarray:
 class DensePatterns:
     """Every pattern held at once: ``layer head_index query_pos key_pos`` float32."""
 
-    stack: np.ndarray
+    stack: PatternStack
 
     @property
     def nbytes(self) -> int:
         return int(self.stack.nbytes)
 
-    def layer(self, layer: int) -> np.ndarray:
+    def layer(self, layer: int) -> LayerPatterns:
+        """Every head's pattern of one layer."""
         return self.stack[layer]
 
-    def window(self, layer: int, head: int, rows: slice, cols: slice) -> np.ndarray:
+    def window(self, layer: int, head: int, rows: slice, cols: slice) -> HeadPattern:
+        """One head's ``rows`` queries by ``cols`` keys."""
         return self.stack[layer, head, rows, cols]
 
-    def layer_window(self, layer: int, rows: slice, cols: slice) -> np.ndarray:
+    def layer_window(self, layer: int, rows: slice, cols: slice) -> LayerPatterns:
+        """Every head's ``rows`` queries by ``cols`` keys of one layer."""
         return self.stack[layer, :, rows, cols]
 
 
@@ -117,7 +129,7 @@ class FactoredPatterns:
         )
         return int(self.q.nbytes + self.k.nbytes + self.lse.nbytes + extra)
 
-    def _rebuild(self, layer: int, heads: slice, rows: slice, cols: slice) -> np.ndarray:
+    def _rebuild(self, layer: int, heads: slice, rows: slice, cols: slice) -> LayerPatterns:
         n_heads, n_kv = self.q.shape[1], self.k.shape[1]
         group = n_heads // n_kv
         head_ids = range(n_heads)[heads]
@@ -132,20 +144,23 @@ class FactoredPatterns:
         )
         return out[0].numpy()
 
-    def layer(self, layer: int) -> np.ndarray:
+    def layer(self, layer: int) -> LayerPatterns:
+        """Every head's pattern of one layer, rebuilt (``n_heads * pos^2`` floats)."""
         return self._rebuild(layer, slice(None), slice(None), slice(None))
 
-    def window(self, layer: int, head: int, rows: slice, cols: slice) -> np.ndarray:
+    def window(self, layer: int, head: int, rows: slice, cols: slice) -> HeadPattern:
+        """One head's ``rows`` queries by ``cols`` keys, rebuilt."""
         return self._rebuild(layer, slice(head, head + 1), rows, cols)[0]
 
-    def layer_window(self, layer: int, rows: slice, cols: slice) -> np.ndarray:
+    def layer_window(self, layer: int, rows: slice, cols: slice) -> LayerPatterns:
+        """Every head's ``rows`` queries by ``cols`` keys of one layer, rebuilt."""
         return self._rebuild(layer, slice(None), rows, cols)
 
 
 PatternStore = DensePatterns | FactoredPatterns
 
 
-def iter_layers(store: PatternStore, n_layers: int) -> Iterator[np.ndarray]:
+def iter_layers(store: PatternStore, n_layers: int) -> Iterator[LayerPatterns]:
     """Each layer's ``head_index query_pos key_pos`` patterns in turn (one layer in memory)."""
     for layer in range(n_layers):
         yield store.layer(layer)

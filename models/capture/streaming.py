@@ -41,6 +41,7 @@ from models.model.loading import LoadedModel
 from models.model.plain import LayerAttention, run_plain
 from models.model.weights import output_projection
 from models.progress import Progress, quiet
+from models.shapes import TokenIds
 
 THUMB = 64
 CHUNK_ROWS = 256
@@ -210,8 +211,13 @@ def _scores(
     return scores
 
 
-def layer_lse(q: torch.Tensor, k: torch.Tensor, scale: float, causal: bool) -> torch.Tensor:
-    """``head_index query_pos`` float32 log-sum-exp of every row, a block of rows at a time."""
+def layer_lse(
+    q: Float[torch.Tensor, "head_index query_pos d_head"],
+    k: Float[torch.Tensor, "kv_head_index key_pos d_head"],
+    scale: float,
+    causal: bool,
+) -> Float[torch.Tensor, "head_index query_pos"]:
+    """Float32 log-sum-exp of every row of ``q k^T * scale``, a block of rows at a time."""
     n = q.shape[1]
     parts = []
     for r0 in range(0, n, CHUNK_ROWS):
@@ -224,7 +230,11 @@ def layer_lse(q: torch.Tensor, k: torch.Tensor, scale: float, causal: bool) -> t
     return torch.cat(parts, dim=-1)
 
 
-def allowed_error(out: torch.Tensor, spread: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+def allowed_error(
+    out: Float[torch.Tensor, "head_index row d_head"],
+    spread: Float[torch.Tensor, "head_index row d_head"],
+    dtype: torch.dtype,
+) -> Float[torch.Tensor, "head_index row d_head"]:
     """How far SDPA's output may lie from ``sum_j w_j v_j`` computed in float32.
 
     A fused kernel in a dtype with unit roundoff ``u`` rounds each (unnormalised) weight before
@@ -238,11 +248,11 @@ def allowed_error(out: torch.Tensor, spread: torch.Tensor, dtype: torch.dtype) -
 
 
 def check_rows(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    out: torch.Tensor,
-    lse: torch.Tensor,
+    q: Float[torch.Tensor, "head_index query_pos d_head"],
+    k: Float[torch.Tensor, "kv_head_index key_pos d_head"],
+    v: Float[torch.Tensor, "kv_head_index key_pos d_head"],
+    out: Float[torch.Tensor, "head_index query_pos d_head"],
+    lse: Float[torch.Tensor, "head_index query_pos"],
     scale: float,
     causal: bool,
     dtype: torch.dtype,
@@ -276,7 +286,7 @@ def check_rows(
 
 def stream(
     model: LoadedModel,
-    ids: torch.Tensor,
+    ids: TokenIds,
     progress: Progress = quiet,
     overview_arithmetic: Arithmetic = "float32",
 ) -> tuple[FactoredPatterns | None, str | None]:
@@ -300,7 +310,7 @@ def stream(
 
 
 def capture_streaming(
-    model: LoadedModel, ids: torch.Tensor, progress: Progress = quiet
+    model: LoadedModel, ids: TokenIds, progress: Progress = quiet
 ) -> FactoredPatterns | None:
     """:func:`stream` without the reason: the store, or None."""
     return stream(model, ids, progress)[0]

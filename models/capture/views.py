@@ -12,11 +12,14 @@ import warnings
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+from jaxtyping import Float
 
 from models.capture.overview import pool_again
+from models.shapes import TokenWeights
 
 if TYPE_CHECKING:
     from models.capture.run import AttentionRun
+    from models.capture.weighted import ValueWeighting
 
 Scope = Literal["head", "layer", "all"]
 Pooling = Literal["max", "mean"]
@@ -29,8 +32,8 @@ def scoped_weights(
     head: int,
     token: int,
     direction: Literal["from", "to"],
-    weighting=None,
-) -> np.ndarray:
+    weighting: ValueWeighting | None = None,
+) -> TokenWeights:
     """Weights to colour the prompt with, reading only row (or column) ``token`` of each head.
 
     ``from``: how much ``token`` attends to each key; ``to``: how much each query attends to
@@ -69,14 +72,18 @@ def scoped_weights(
     return weights
 
 
-def pool(pattern: np.ndarray, size: int, how: Pooling = "max") -> np.ndarray:
-    """Pool ``... query_pos key_pos`` to at most ``size`` x ``size`` (max or mean per block);
+def pool(
+    pattern: Float[np.ndarray, "... query_pos key_pos"], size: int, how: Pooling = "max"
+) -> Float[np.ndarray, "... pixel pixel"]:
+    """Pool a pattern to at most ``size`` x ``size`` (max or mean per block);
     NaN cells (masked) are left out, and all-masked blocks stay NaN."""
     return pool_rows(pattern, -(-pattern.shape[-2] // size), size, how)
 
 
-def pooled_layer(run: AttentionRun, layer: int, size: int) -> np.ndarray:
-    """``head_index q_pixel k_pixel`` max-pooled thumbnails of one layer, masked cells NaN.
+def pooled_layer(
+    run: AttentionRun, layer: int, size: int
+) -> Float[np.ndarray, "head_index pixel pixel"]:
+    """Max-pooled thumbnails of one layer, masked cells NaN.
 
     A streaming capture already holds max-pooled thumbnails (at its own resolution, about
     ``size`` pixels); otherwise rows are rebuilt a band at a time (bands aligned to the pooling
@@ -89,9 +96,13 @@ def pooled_layer(run: AttentionRun, layer: int, size: int) -> np.ndarray:
 
 
 def head_overview(
-    run: AttentionRun, layer: int, head: int, size: int = 192, weighting=None
-) -> np.ndarray:
-    """``q_pixel k_pixel`` max-pooled picture of one head's whole pattern, masked cells NaN
+    run: AttentionRun,
+    layer: int,
+    head: int,
+    size: int = 192,
+    weighting: ValueWeighting | None = None,
+) -> Float[np.ndarray, "pixel pixel"]:
+    """Max-pooled picture of one head's whole pattern, masked cells NaN
     (value-weighted when ``weighting`` is given).
 
     A streaming capture computed every head's overview in its pass (float16; the max-pool of
@@ -185,8 +196,20 @@ def strongest_sink(run: AttentionRun, layer: int, head: int, max_rows: int = 512
     return int(np.argmax(alphas))
 
 
-def pool_rows(chunk: np.ndarray, factor: int, size: int, how: Pooling = "max") -> np.ndarray:
-    """Pool a band of rows with the block height of the whole pattern."""
+def pool_rows(
+    chunk: Float[np.ndarray, "... band key_pos"], factor: int, size: int, how: Pooling = "max"
+) -> Float[np.ndarray, "... band_pixel pixel"]:
+    """Pool a band of rows with the block height of the whole pattern.
+
+    Args:
+        chunk: a band of query rows (its first row starts a block of ``factor`` rows).
+        factor: query rows per pixel of the whole pattern.
+        size: the most pixels across the key axis.
+        how: the largest weight of each block, or its mean (NaN cells left out).
+
+    Returns:
+        ``ceil(band / factor)`` rows of pixels; an all-masked block stays NaN.
+    """
     n_k = chunk.shape[-1]
     fk = -(-n_k // size)
     if factor == 1 and fk == 1:

@@ -26,18 +26,22 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from jaxtyping import Float
 
 from models.capture.views import pool_rows
 from models.model.forward import every_layer, run_hooks, v_hook
 from models.model.loading import LoadedModel
 from models.model.weights import output_projection
 from models.progress import Progress, quiet
+from models.shapes import TokenIds
+
+NormStack = Float[np.ndarray, "layer head_index key_pos"]
 
 if TYPE_CHECKING:
     from models.capture.run import AttentionRun
 
 
-def value_norms(model: LoadedModel, ids: torch.Tensor) -> np.ndarray:
+def value_norms(model: LoadedModel, ids: TokenIds) -> NormStack:
     """``||v_j W_O^h||`` for every layer, query head and key position of ``ids``.
 
     Args:
@@ -65,7 +69,10 @@ def value_norms(model: LoadedModel, ids: torch.Tensor) -> np.ndarray:
     return torch.stack(out).to(torch.float32).numpy()
 
 
-def value_weighted(pattern: np.ndarray, norms: np.ndarray) -> np.ndarray:
+def value_weighted(
+    pattern: Float[np.ndarray, "*head query_pos key_pos"],
+    norms: Float[np.ndarray, "*head key_pos"],
+) -> Float[np.ndarray, "*head query_pos key_pos"]:
     """``A[i, j] * norm[j]``, renormalised so each row sums to 1 (rows of zeros stay zero).
 
     Args:
@@ -94,10 +101,10 @@ class ValueWeighting:
         overview_factor: positions per pixel edge of ``overview``.
     """
 
-    norms: np.ndarray
-    totals: np.ndarray
-    pooled: np.ndarray
-    overview: np.ndarray | None = None
+    norms: NormStack
+    totals: Float[np.ndarray, "layer head_index query_pos"]
+    pooled: Float[np.ndarray, "layer head_index pixel pixel"]
+    overview: Float[np.ndarray, "layer head_index pixel pixel"] | None = None
     overview_factor: int = 1
 
     @property
@@ -105,8 +112,20 @@ class ValueWeighting:
         extra = 0 if self.overview is None else self.overview.nbytes
         return int(self.norms.nbytes + self.totals.nbytes + self.pooled.nbytes + extra)
 
-    def scale(self, layer: int, head: int, rows, cols) -> np.ndarray:
-        """``n_j / T_i`` for a window: multiply the attention window by it."""
+    def scale(
+        self, layer: int, head: int, rows: slice, cols: slice
+    ) -> Float[np.ndarray, "query_pos key_pos"]:
+        """``n_j / T_i`` for a window: multiply the attention window by it.
+
+        Args:
+            layer: the head's layer.
+            head: the head's index in its layer.
+            rows: the window's query positions.
+            cols: the window's key positions.
+
+        Returns:
+            ``len(rows) x len(cols)`` factors (0 where a row's total is 0).
+        """
         totals = self.totals[layer, head, rows]
         safe = np.where(totals > 0, totals, np.inf)
         return self.norms[layer, head, cols][None, :] / safe[:, None]
@@ -114,7 +133,7 @@ class ValueWeighting:
 
 def value_weighting(
     run: AttentionRun,
-    norms: np.ndarray,
+    norms: NormStack,
     size: int = 64,
     progress: Progress = quiet,
     overview: int = 256,
