@@ -15,6 +15,8 @@ exactly the drawn ids.
 
 from __future__ import annotations
 
+from contextlib import suppress
+
 import numpy as np
 
 from models.circuits.task import CircuitTask, TaskError, prepare
@@ -108,13 +110,9 @@ def presets(model: LoadedModel) -> dict[str, CircuitTask]:
     source, spells names in pieces), the copying task where too few words are single tokens.
     """
     tasks = {}
-    try:
+    with suppress(TaskError):
         prepare(model, IOI)
         tasks["Names (IOI)"] = IOI
-    except TaskError:
-        pass
-    try:
+    with suppress(TaskError):
         tasks["Copying random words (induction)"] = copying_task(model)
-    except TaskError:
-        pass
     return tasks

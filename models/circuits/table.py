@@ -25,7 +25,7 @@ def circuit_table(patch_effect: np.ndarray | None, dla: np.ndarray) -> pd.DataFr
     )
     return pd.DataFrame(
         {
-            "L.H": [f"{layer}.{head}" for layer, head in zip(layers, heads)],
+            "L.H": [f"{layer}.{head}" for layer, head in zip(layers, heads, strict=True)],
             "layer": layers,
             "head": heads,
             "patch_effect": effects,

@@ -86,7 +86,9 @@ def brief(labels: list[str] | tuple[str, ...], start: int = 0) -> str:
 
 def first_difference(a: tuple[str, ...], b: tuple[str, ...]) -> int:
     """The first position where two token lists differ (the shorter length if one is a prefix)."""
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
 
 
 def check_model(model: LoadedModel) -> None:
