@@ -9,7 +9,7 @@ survives at any prompt length, where an average would wash it out.
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 from jaxtyping import Float
@@ -19,10 +19,24 @@ from models.shapes import TokenWeights
 
 if TYPE_CHECKING:
     from models.capture.run import AttentionRun
-    from models.capture.weighted import ValueWeighting
 
 Scope = Literal["head", "layer", "all"]
 Pooling = Literal["max", "mean"]
+
+
+class Reweighting(Protocol):
+    """What the views read from a :class:`models.capture.weighted.ValueWeighting` (which
+    imports this module, so it is named here by what it offers)."""
+
+    @property
+    def overview(self) -> Float[np.ndarray, "layer head_index pixel pixel"] | None: ...
+
+    @property
+    def overview_factor(self) -> int: ...
+
+    def scale(
+        self, layer: int, head: int, rows: slice, cols: slice
+    ) -> Float[np.ndarray, "query_pos key_pos"]: ...
 
 
 def scoped_weights(
@@ -32,7 +46,7 @@ def scoped_weights(
     head: int,
     token: int,
     direction: Literal["from", "to"],
-    weighting: ValueWeighting | None = None,
+    weighting: Reweighting | None = None,
 ) -> TokenWeights:
     """Weights to colour the prompt with, reading only row (or column) ``token`` of each head.
 
@@ -100,7 +114,7 @@ def head_overview(
     layer: int,
     head: int,
     size: int = 192,
-    weighting: ValueWeighting | None = None,
+    weighting: Reweighting | None = None,
 ) -> Float[np.ndarray, "pixel pixel"]:
     """Max-pooled picture of one head's whole pattern, masked cells NaN
     (value-weighted when ``weighting`` is given).
