@@ -128,16 +128,16 @@ def _diagonal(
     queries = torch.nn.functional.pad(q.to(torch.float32), (0, 0, 0, pad))
     keys = torch.nn.functional.pad(k.to(torch.float32), (0, 0, 0, pad))
     sums = torch.nn.functional.pad(lse.to(torch.float32), (0, pad), value=float("inf"))
-    blocks = queries.view(n_kv, group, n_pix, factor, d)[:, :, :, ::stride]
+    blocks = queries.reshape(n_kv, group, n_pix, factor, d)[:, :, :, ::stride]
     per_block = blocks.shape[3]
     logits = torch.bmm(
         blocks.permute(0, 2, 1, 3, 4).reshape(n_kv * n_pix, group * per_block, d),
-        keys.view(n_kv * n_pix, factor, d).transpose(1, 2),
+        keys.reshape(n_kv * n_pix, factor, d).transpose(1, 2),
     ).view(n_kv, n_pix, group, per_block, factor)
     offsets = torch.arange(per_block, device=q.device) * stride
     later = torch.arange(factor, device=q.device)[None, :] > offsets[:, None]
     best = logits.masked_fill_(later, float("-inf")).amax(dim=-1).mul_(scale)
-    rows = sums.view(n_kv, group, n_pix, factor)[..., ::stride].permute(0, 2, 1, 3)
+    rows = sums.reshape(n_kv, group, n_pix, factor)[..., ::stride].permute(0, 2, 1, 3)
     top = best.sub_(rows).amax(dim=-1)  # kv pixel group
     return top.permute(0, 2, 1).reshape(n_heads, n_pix).exp()
 
