@@ -10,7 +10,7 @@ import pytest
 
 from models.progress import Cancelled
 from ui.runtime.janitor import Janitor
-from ui.runtime.jobs import Cost, Job, JobKey, JobPool, Partial, RefusedError
+from ui.runtime.jobs import MIN_LEARN_WORK, Cost, Job, JobKey, JobPool, Partial, RefusedError
 from ui.runtime.settings import Settings
 from ui.runtime.store import ResultStore
 
@@ -109,14 +109,23 @@ def test_time_left_moves_from_the_estimate_to_the_measured_rate():
 def test_estimates_follow_what_this_machine_measured():
     pool = pool_of()
     assert pool.throughput.seconds("capture", 4e10) == pytest.approx(2.0)  # the default rate
-    pool.throughput.record("capture", 1e10, 1.0)  # 1e10 per second measured
+    pool.throughput.record("capture", 1e11, 10.0)  # 1e10 per second measured
     assert pool.throughput.seconds("capture", 1e10) == pytest.approx(1.0)
-    pool.throughput.record("capture", 3e10, 1.0)  # the newest weighs most: 0.3 * 1 + 0.7 * 3
+    pool.throughput.record("capture", 3e11, 10.0)  # the newest weighs most: 0.3 * 1 + 0.7 * 3
     assert pool.throughput.seconds("capture", 2.4e10) == pytest.approx(1.0)
-    job = pool.submit("k", "x", lambda progress: 1, cost=Cost(work=2e10, rate="other"))
-    assert job.estimate_s == pytest.approx(1.0)
+    job = pool.submit("k", "x", lambda progress: 1, cost=Cost(work=2e11, rate="other"))
+    assert job.estimate_s == pytest.approx(10.0)
     job.future.result(10)
-    assert pool.throughput.seconds("other", 2e10) < 1.0  # that job took far less than a second
+    assert pool.throughput.seconds("other", 2e11) < 1.0  # that job took far less than a second
+
+
+def test_small_jobs_do_not_teach_the_rate():
+    pool = pool_of()
+    # a 6-token SmolLM2 prompt: 2e9 FLOPs in 6 s of hooks and Python, 3e8 FLOP/s "measured"
+    pool.throughput.record("capture", 2e9, 6.0)
+    assert pool.throughput.seconds("capture", 4e10) == pytest.approx(2.0)  # still the default
+    pool.throughput.record("capture", MIN_LEARN_WORK, 10.0)  # a real prompt does teach it
+    assert pool.throughput.seconds("capture", 1e10) == pytest.approx(1.0)
 
 
 def test_results_are_bounded_in_bytes():
@@ -249,7 +258,7 @@ def test_work_over_the_operators_limits_is_refused_before_it_starts():
         )
     with pytest.raises(RefusedError, match="min on this server"):
         pool.submit("long", "Ablating", lambda p: ran.append(1), cost=Cost(seconds=3600))
-    pool.throughput.record("forward", 1e9, 1.0)  # a slow machine: the estimate follows it
+    pool.throughput.record("forward", 1e11, 100.0)  # a slow machine: the estimate follows it
     with pytest.raises(RefusedError):
         pool.submit("slow", "Reading", lambda p: ran.append(1), cost=Cost(work=1e12))
     assert not ran and not pool.busy()

@@ -36,6 +36,7 @@ from ui.runtime.store import ResultStore
 
 LIGHT_S = 3.0  # work expected to take less than this never queues behind heavy work
 DEFAULT_RATE = 2e10  # FLOP/s assumed before this machine has measured a kind of work
+MIN_LEARN_WORK = 1e11  # FLOPs: smaller jobs are mostly overhead and do not teach the rate
 Work = Callable[[Progress], Any]
 GIB = 1024**3
 
@@ -79,7 +80,10 @@ class Throughput:
     """Measured work per second for each kind, so estimates come from this machine as it is now.
 
     A kind starts at ``default`` FLOP/s (conservative for two CPU cores) and follows each finished
-    job, weighting the newest measurement most: ``rate <- 0.3 * rate + 0.7 * measured``.
+    job of at least :data:`MIN_LEARN_WORK` FLOPs, weighting the newest measurement most:
+    ``rate <- 0.3 * rate + 0.7 * measured``. Smaller jobs teach nothing: their time is mostly
+    fixed overhead (hooks, Python, a model's 30 layers), so a 6-token prompt would claim a rate
+    fifty times too low and every ordinary prompt after it would be refused as too slow.
     """
 
     def __init__(self, default: float = DEFAULT_RATE) -> None:
@@ -92,7 +96,7 @@ class Throughput:
             return work / self._rates.get(kind, self.default)
 
     def record(self, kind: str, work: float, seconds: float) -> None:
-        if work <= 0 or seconds <= 0:
+        if work < MIN_LEARN_WORK or seconds <= 0:
             return
         with self._lock:
             old, measured = self._rates.get(kind), work / seconds
