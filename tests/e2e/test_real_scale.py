@@ -20,7 +20,9 @@ from ui.runtime.settings import Settings
 
 pytestmark = pytest.mark.e2e
 
-ENGLISH = Path(__file__).resolve().parents[2] / "models" / "heads" / "corpora" / "english.txt"
+ENGLISH = (
+    Path(__file__).resolve().parents[2] / "models" / "heads" / "finding" / "corpora" / "english.txt"
+)
 TITLE = "(p) => ((p.layout && p.layout.title && p.layout.title.text) || '').replace(/<[^>]*>/g, '')"
 GRIDS = f"""() => [...document.querySelectorAll('.js-plotly-plot')].map((p) => ({{
     title: ({TITLE})(p),
