@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from models.circuits.weight_circuits import Correlation
 
 DIVERGING = "RdBu"  # negative red, 0 white, positive blue
+DIFFERS = "#d62728"  # positions where the clean and corrupted prompts differ
 GROUP_COLOURS = {
     "embeddings": "#7f7f7f",
     "heads": "#1f77b4",
@@ -95,11 +96,12 @@ def position_bars(
         effects: ``pos`` patch effects.
         tokens: readable labels of the clean prompt.
         title: figure title (escaped here).
-        differs: positions where the clean and corrupted tokens differ (drawn darker).
+        differs: positions where the clean and corrupted tokens differ: their bars are red and
+            their column is shaded, so a position that differs shows even when its bar is 0.
     """
     labels = [html.escape(f"({i}) {tok}", quote=True) for i, tok in enumerate(tokens)]
     colours = [
-        "#d62728" if differs is not None and differs[i] else "#1f77b4" for i in range(len(labels))
+        DIFFERS if differs is not None and differs[i] else "#1f77b4" for i in range(len(labels))
     ]
     fig = go.Figure(
         go.Bar(
@@ -113,13 +115,18 @@ def position_bars(
         title=html.escape(title),
         height=360,
         xaxis={
-            "title": "position patched (red: the prompts differ there)",
+            "title": "position patched (shaded red: the prompts differ there)",
             "type": "category",
             "tickangle": -60,
         },
         yaxis={"title": "patch effect"},
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
     )
+    for i, differ in enumerate(differs or ()):
+        if differ:
+            fig.add_vrect(
+                x0=i - 0.5, x1=i + 0.5, fillcolor=DIFFERS, opacity=0.12, line_width=0, layer="below"
+            )
     return fig
 
 

@@ -120,6 +120,19 @@ def test_path_patching_of_a_chosen_receiver_is_path_patching(page, bundled, setu
     assert "frozen too" in texts(at)
 
 
+def test_a_path_no_sender_reaches_says_so_and_names_the_other_inputs(page, bundled, setup):
+    request = PathRequest(Head(2, 2), "q", "recomputed")
+    at = show(page, tab="paths", path=request)
+    expected = path_patching(bundled, setup, Head(2, 2), "q", mlps="recomputed")
+    largest = float(np.abs(expected.effects).max())
+    said = texts(at)
+    assert (f"No sender reaches 2.2 through its q on this task: the largest |path effect| is "
+            f"{largest:.4f}") in said
+    assert "try its k or its v" in said
+    at = show(page, tab="paths", path=replace(request, input="k"))
+    assert "No sender reaches" not in texts(at)  # the previous-token head feeds 2.2's keys
+
+
 def test_the_graph_draws_the_edge_estimates_above_the_threshold(page, bundled, setup):
     at = show(page, tab="paths", graph_source="estimates", threshold=0.05)
     dla = baseline(bundled, setup).attribution.heads

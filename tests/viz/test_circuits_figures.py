@@ -21,6 +21,8 @@ def test_position_bars_escape_tokens_and_mark_differences():
     assert list(bar.x) == ["(0) &lt;b&gt;x&lt;/b&gt;", "(1) y"]
     assert bar.marker.color[0] != bar.marker.color[1]
     assert fig.layout.title.text == "&lt;i&gt;"
+    (shade,) = fig.layout.shapes  # position 0 differs: its column is shaded though its bar is 0
+    assert (shade.x0, shade.x1) == (-0.5, 0.5)
 
 
 def test_parts_bars_one_trace_per_group():

@@ -318,11 +318,16 @@ def head_table(model: LoadedModel, task: CircuitTask, base: Baseline, effects: A
     ]
     if effects is not None:
         table = table.sort_values("patch_effect", ascending=False, kind="stable")
+        shown = ["L.H", "open", "patch_effect", "dla"]
+    else:  # patching has not run: strongest direct effect first, no empty column
+        table = table.sort_values("dla", key=np.abs, ascending=False, kind="stable")
+        shown = ["L.H", "open", "dla"]
+        st.caption("Sorted by |DLA|; run patching above to add each head's patch effect.")
     st.dataframe(
         table,
         hide_index=True,
         width="stretch",
-        column_order=["L.H", "open", "patch_effect", "dla"],
+        column_order=shown,
         column_config={
             "open": st.column_config.LinkColumn(
                 "explorer",

@@ -30,6 +30,7 @@ MLP_LABELS = {
     "direct": "frozen (direct paths only)",
 }
 TOP_SENDERS = 12
+QUIET_PATH = 0.01  # below this |path effect| (a fraction of the gap) no sender reaches the input
 
 
 def receiver_form(model: LoadedModel, ready: Ready, state: CircuitsState) -> PathRequest:
@@ -127,6 +128,15 @@ def show(ready: Ready, result: PathResult) -> None:
             "open": st.column_config.LinkColumn("explorer", display_text="open ↗"),
         },
     )
+    largest = float(np.nanmax(np.abs(result.effects))) if result.effects.size else 0.0
+    if largest < QUIET_PATH:
+        others = " or ".join(f"its {i}" for i in ("q", "k", "v") if i != result.input)
+        st.info(
+            f"No sender reaches {result.receiver} through its {result.input} on this task: the "
+            f"largest |path effect| is {largest:.4f} of the gap. A head can matter through "
+            f"one input and not another (an induction head finds its target through its keys, "
+            f"which a previous-token head writes): try {others}."
+        )
     right.caption(
         f"[Open the receiver {result.receiver} in the explorer ↗]"
         f"({session.explorer_link(result.receiver, prompt=ready.task.clean)}). "
