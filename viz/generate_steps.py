@@ -50,7 +50,7 @@ def step_rows_figure(
         rows: ``layer head_index key_pos`` attention of the step's query.
         n_prompt: prompt length (a dashed line where the model's own output starts).
         step: the step (title).
-        chosen: ``(layer, head)`` outlined.
+        chosen: ``(layer, head)`` marked beside its row.
         max_columns: longer rows are max-pooled to this many columns.
     """
     n_layers, n_heads, n_keys = rows.shape
@@ -70,6 +70,7 @@ def step_rows_figure(
             zmax=1.0,
             colorbar={
                 "title": "weight",
+                "x": 1.07,
                 "tickvals": np.sqrt([0.01, 0.1, 0.25, 0.5, 1.0]).tolist(),
                 "ticktext": ["0.01", "0.1", "0.25", "0.5", "1"],
             },
@@ -81,9 +82,18 @@ def step_rows_figure(
     for layer in range(1, n_layers if n_heads > 1 else 0):  # white rules between layers
         y = layer * n_heads - 0.5
         fig.add_hline(y=y, line={"color": "white", "width": 1})
-    if chosen is not None:
+    if chosen is not None:  # marked beside the plot: an outline would cover a 2-px row
         at = chosen[0] * n_heads + chosen[1]
-        fig.add_hrect(y0=at - 0.5, y1=at + 0.5, line={"color": CHOSEN, "width": 2})
+        fig.add_annotation(
+            x=1.0,
+            xref="paper",
+            y=names[at],
+            yref="y",
+            text=f"◀ {chosen[0]}.{chosen[1]}",
+            showarrow=False,
+            xanchor="left",
+            font={"color": CHOSEN, "size": 13},
+        )
     row_px = max(2, min(24, 560 // max(n_layers * n_heads, 1)))  # SmolLM2: 270 rows in 540 px
     pooled_note = "" if width == 1 else f"; each column the largest of {width} keys"
     fig.update_layout(
@@ -92,14 +102,14 @@ def step_rows_figure(
             f"{pooled_note})"
         ),
         height=140 + row_px * n_layers * n_heads,
-        margin=MARGIN,
+        margin={**MARGIN, "r": 70},
         xaxis={"title": "key position (prompt | output)"},
         yaxis={
-            "title": "head (layer.head)",
+            "title": f"layer ({n_heads} heads each; hover names the head)",
             "autorange": "reversed",
             "type": "category",
             "tickvals": [f"{layer}.0" for layer in range(n_layers)],
-            "ticktext": [f"{layer}.0" for layer in range(n_layers)],
+            "ticktext": [str(layer) for layer in range(n_layers)],
         },
     )
     return fig

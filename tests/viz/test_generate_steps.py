@@ -20,7 +20,7 @@ def test_pooling_keeps_each_columns_largest_weight():
     assert one == 1 and same is rows
 
 
-def test_every_heads_row_is_drawn_as_given_with_the_chosen_head_outlined():
+def test_every_heads_row_is_drawn_as_given_with_the_chosen_head_marked():
     rng = np.random.default_rng(0)
     rows = rng.random((3, 4, 6)).astype(np.float32)
     rows /= rows.sum(-1, keepdims=True)
@@ -29,10 +29,12 @@ def test_every_heads_row_is_drawn_as_given_with_the_chosen_head_outlined():
     assert np.allclose(heat.customdata, rows.reshape(12, 6))
     assert np.allclose(heat.z, np.sqrt(rows.reshape(12, 6)))
     assert list(heat.y) == [f"{layer}.{h}" for layer in range(3) for h in range(4)]
-    line, *rules, box = fig.layout.shapes
+    line, *rules = fig.layout.shapes
     assert line.x0 == 3.5  # where the output starts
     assert [rule.y0 for rule in rules] == [3.5, 7.5]  # between layers
-    assert (box.y0, box.y1) == (8.5, 9.5)  # row of head 2.1
+    (mark,) = fig.layout.annotations  # beside the row of head 2.1, not over it
+    assert mark.y == "2.1" and mark.text == "◀ 2.1" and mark.xref == "paper" and mark.x == 1.0
+    assert list(fig.layout.yaxis.ticktext) == ["0", "1", "2"]
 
 
 def test_long_rows_are_pooled_and_say_so():
