@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> Comparison:
         words[1],
         progress=lambda f, text: say(f"{100 * f:3.0f}% {text}"),
     )
-    say(result.alignment.describe())
+    say(result.alignment.describe("words" if args.words else "tokens"))
     top = result.ranking().head(5)
     say(
         "largest divergences: "

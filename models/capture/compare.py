@@ -1,11 +1,11 @@
 """How far each head's pattern moved between two prompts: Jensen–Shannon divergence per head.
 
 :data:`DIVERGENCE_RULE` is the rule the page shows. In short: the prompts are aligned (equal
-lengths position by position, else on the common prefix and suffix, see
+lengths position by position, else like a diff on every block of tokens they have in common, see
 :mod:`models.capture.alignment`); for every aligned query, A's and B's attention rows are put on
-the aligned key axis (aligned keys kept, all unaligned middle keys added into one bin, so both
-rows still sum to 1) and compared with the Jensen–Shannon divergence in bits (0: the same row,
-1: no key in common); a head's divergence is the mean over the aligned queries.
+the aligned key axis (aligned keys kept, all unaligned keys added into one bin, so both rows
+still sum to 1) and compared with the Jensen–Shannon divergence in bits (0: the same row, 1: no
+key in common); a head's divergence is the mean over the aligned queries.
 
 Long prompts are compared a band of query rows at a time (one layer's heads, at most
 :data:`CHUNK_CELLS` weights per prompt in memory), reading rows from the run's store: a q/k/LSE
@@ -45,11 +45,12 @@ LN2 = math.log(2.0)
 
 DIVERGENCE_RULE = (
     "Divergence of a head = mean over aligned query positions of the Jensen–Shannon divergence "
-    "(base 2, 0 = the same row, 1 = no key in common) between A's and B's attention rows. Rows are "
-    "compared on the aligned keys: a key of the common prefix or suffix keeps its weight, and the "
-    "weights on the unaligned middle keys are added into one 'unaligned' bin, so both rows still "
-    "sum to 1. Queries in the unaligned middle are not compared. In a causal model the prefix "
-    "rows see the same tokens in A and B, so they diverge only where the prompts differ after them."
+    "(base 2, 0 = the same row, 1 = no key in common) between A's and B's attention rows. Prompts "
+    "of equal length align position by position; otherwise like a diff, on every block of tokens "
+    "the two have in common. Rows are compared on the aligned keys: an aligned key keeps its "
+    "weight, and the weights on all unaligned keys are added into one 'unaligned' bin, so both "
+    "rows still sum to 1. Unaligned queries are not compared. In a causal model the rows before "
+    "the first difference see the same tokens in A and B, so they add (almost) nothing."
 )
 
 
@@ -221,7 +222,7 @@ def head_divergence(
         A :class:`Comparison`; cost: :func:`compare_cost`.
 
     Raises:
-        NothingAligned: lengths differ and the prompts share no first or last token (word).
+        NothingAligned: lengths differ and the prompts have no token (word) in common.
     """
     alignment = align_runs(run_a, run_b, words_a, words_b)
     n_layers, n_heads = run_a.facts.n_layers, run_a.facts.n_heads

@@ -1,7 +1,7 @@
 """One head of a two-prompt comparison: A, B and A − B on aligned positions, and where it moved.
 
 Rows are aligned queries (see :mod:`models.capture.alignment`), columns the aligned key axis:
-the aligned keys, with the unaligned bin at index ``alignment.prefix`` when the lengths differ.
+the aligned keys, with the unaligned bin at index ``alignment.bin_index`` when the lengths differ.
 Only the rows asked for are read from each run's store, so a detail window of a long prompt
 costs what the window costs.
 """
@@ -59,8 +59,8 @@ def difference_window(
 ) -> tuple[AlignedWindow, AlignedWindow, AlignedWindow]:
     """One head's A, B and A − B on aligned queries ``rows`` x aligned keys ``cols``.
 
-    Keys are on the aligned key axis (the unaligned bin at index ``alignment.prefix`` when the
-    lengths differ); cells a causal query cannot see are NaN in all three.
+    Keys are on the aligned key axis (the unaligned bin at index ``alignment.bin_index`` when
+    the lengths differ); cells a causal query cannot see are NaN in all three.
 
     Returns:
         ``(a, b, a - b)``, each ``len(rows) x len(cols)`` float64.

@@ -9,7 +9,6 @@ import torch
 from scipy.spatial.distance import jensenshannon
 from transformers import GPT2LMHeadModel
 
-from models.capture.alignment import NothingAligned, align, aligned_labels
 from models.capture.compare import (
     DIVERGENCE_RULE,
     compare_cost,
@@ -54,46 +53,6 @@ def test_jsd_is_zero_for_equal_rows_and_matches_scipy():
     np.testing.assert_allclose(jensen_shannon(p, q), expected, atol=1e-12)
 
 
-# --- alignment by hand -------------------------------------------------------------------------
-
-
-def test_equal_lengths_align_position_by_position():
-    al = align([1, 2, 3, 4], [1, 9, 3, 8])
-    assert al.by_position and not al.has_bin and al.n_aligned == 4
-    assert list(al.positions("a")) == list(al.positions("b")) == [0, 1, 2, 3]
-
-
-def test_prefix_suffix_and_unaligned_middle():
-    al = align([0, 5, 6, 7, 8, 9], [0, 5, 1, 2, 3, 8, 9, 9])
-    # A: 0 5 | 6 7 8 | 9 ; B: 0 5 | 1 2 3 8 9 | 9 -> prefix 2, suffix 1 (then 8 meets 9)
-    assert (al.prefix, al.suffix) == (2, 1)
-    assert al.middle("a") == range(2, 5) and al.middle("b") == range(2, 7)
-    assert list(al.positions("a")) == [0, 1, 5] and list(al.positions("b")) == [0, 1, 7]
-    assert "2..4 in A and 2..6 in B" in al.describe()
-
-
-def test_suffix_never_overlaps_the_prefix_and_empty_middle_is_stated():
-    al = align([1, 2, 3], [1, 2, 2, 3])
-    assert (al.prefix, al.suffix) == (2, 1)
-    assert al.middle("a") == range(2, 2) and al.middle("b") == range(2, 3)
-    assert "empty in A" in al.describe()
-
-
-def test_nothing_in_common_is_a_user_error():
-    with pytest.raises(NothingAligned):
-        align([1, 2], [3, 4, 5])
-
-
-def test_bin_keys_keeps_rows_summing_to_one_and_places_the_bin_after_the_prefix():
-    al = align([0, 5, 6, 7, 9], [0, 5, 1, 9])
-    row_a = np.array([0.1, 0.2, 0.3, 0.15, 0.25])
-    row_b = np.array([0.4, 0.1, 0.3, 0.2])
-    np.testing.assert_allclose(al.bin_keys(row_a, "a"), [0.1, 0.2, 0.45, 0.25])
-    np.testing.assert_allclose(al.bin_keys(row_b, "b"), [0.4, 0.1, 0.3, 0.2])
-    labels = aligned_labels(al, ["s", "x", "p", "q", "e"], ["s", "x", "r", "e"], keys=True)
-    assert labels == ["(0) s", "(1) x", "[unaligned middle: A 2..3, B 2..2]", "(4) e / (3) e"]
-
-
 # --- per-head divergence -----------------------------------------------------------------------
 
 
@@ -109,19 +68,23 @@ def hf_attention(hf, model, text: str) -> np.ndarray:
     return torch.stack(out.attentions)[:, 0].double().numpy()
 
 
-def reference_divergence(pa: np.ndarray, pb: np.ndarray, ids_a, ids_b) -> np.ndarray:
-    """Written out loop by loop: aligned pairs, then each row onto aligned keys + one bin."""
+def prefix_suffix_pairs(ids_a, ids_b) -> list[tuple[int, int]]:
+    """Equal lengths position by position, else the common prefix and suffix, written out."""
     n_a, n_b = len(ids_a), len(ids_b)
     if n_a == n_b:
-        pairs = [(i, i) for i in range(n_a)]
-    else:
-        p = 0
-        while p < min(n_a, n_b) and ids_a[p] == ids_b[p]:
-            p += 1
-        s = 0
-        while s < min(n_a, n_b) - p and ids_a[-1 - s] == ids_b[-1 - s]:
-            s += 1
-        pairs = [(i, i) for i in range(p)] + [(n_a - s + j, n_b - s + j) for j in range(s)]
+        return [(i, i) for i in range(n_a)]
+    p = 0
+    while p < min(n_a, n_b) and ids_a[p] == ids_b[p]:
+        p += 1
+    s = 0
+    while s < min(n_a, n_b) - p and ids_a[-1 - s] == ids_b[-1 - s]:
+        s += 1
+    return [(i, i) for i in range(p)] + [(n_a - s + j, n_b - s + j) for j in range(s)]
+
+
+def reference_divergence(pa: np.ndarray, pb: np.ndarray, pairs) -> np.ndarray:
+    """Written out loop by loop: each aligned row onto the aligned keys + one bin of the rest."""
+    n_a, n_b = pa.shape[-1], pb.shape[-1]
     aligned_a = {i for i, _ in pairs}
     aligned_b = {j for _, j in pairs}
     out = np.zeros(pa.shape[:2])
@@ -149,8 +112,7 @@ def test_divergence_matches_hf_eager(bundled, hf_bundled, text_b):
     expected = reference_divergence(
         hf_attention(hf_bundled, bundled, SAME_A),
         hf_attention(hf_bundled, bundled, text_b),
-        list(run_a.token_ids),
-        list(run_b.token_ids),
+        prefix_suffix_pairs(list(run_a.token_ids), list(run_b.token_ids)),
     )
     got = head_divergence(run_a, run_b)
     assert got.divergence.shape == (3, 4)
@@ -181,7 +143,7 @@ def test_word_space_divergence_merges_rows_first(bundled, hf_bundled):
     pa = merge_pattern(hf_attention(hf_bundled, bundled, SAME_A), words[0])
     pb = merge_pattern(hf_attention(hf_bundled, bundled, LONGER_B), words[1])
     keys = [w.keys(r.token_ids) for w, r in zip(words, (run_a, run_b), strict=True)]
-    expected = reference_divergence(pa, pb, keys[0], keys[1])
+    expected = reference_divergence(pa, pb, prefix_suffix_pairs(keys[0], keys[1]))
     got = head_divergence(run_a, run_b, words[0], words[1])
     assert got.words and got.alignment.n_a == words[0].n_words
     np.testing.assert_allclose(got.divergence, expected, atol=2e-6)
@@ -195,8 +157,8 @@ def test_difference_window_and_query_divergence_agree(bundled):
     assert diff.shape == (al.n_aligned, al.n_keys)
     np.testing.assert_allclose(np.nansum(a, axis=1), 1.0, atol=1e-5)
     np.testing.assert_allclose(np.nansum(b, axis=1), 1.0, atol=1e-5)
-    assert np.isnan(diff[0, 1]) and np.isnan(diff[0, al.prefix])  # later key, bin before suffix
-    assert np.isfinite(diff[-1, al.prefix])
+    assert np.isnan(diff[0, 1]) and np.isnan(diff[0, al.bin_index])  # later key, later bin
+    assert np.isfinite(diff[-1, al.bin_index])
     per_query = query_divergence(run_a, run_b, al, 2, 1)
     assert per_query.mean() == pytest.approx(result.divergence[2, 1], abs=1e-6)
     expected = [
@@ -227,3 +189,67 @@ def test_cost_grows_with_length_and_peak_stays_bounded(bundled):
     assert large.flops > 64 * small.flops and large.seconds > small.seconds > 0
     full_stack = facts.n_layers * facts.n_heads * 2048 * 2048 * 4
     assert large.peak_bytes < full_stack / 20  # a band of rows, never every pattern
+
+
+# --- one identifier renamed twice: the diff aligns everything after it --------------------------
+
+CODE_A = (
+    "def moving_average(values, window):\n"
+    "    total = sum(values[:window])\n"
+    "    return total / window\n\n"
+    "def moving_average(values, window):\n"
+    "    total = sum(values[:window])\n"
+    "    return total / window\n"
+)
+CODE_B = CODE_A.replace("moving_average", "moving_sum")
+
+
+def numpy_jsd(p: np.ndarray, q: np.ndarray) -> float:
+    """JSD in bits with 0 log 0 = 0, in plain NumPy."""
+    m = (p + q) / 2
+
+    def plogp(x):
+        return np.where(x > 0, x * np.log2(np.where(x > 0, x, 1.0)), 0.0)
+
+    return float(np.sum(0.5 * plogp(p) + 0.5 * plogp(q) - plogp(m)))
+
+
+def test_a_renamed_identifier_aligns_the_tokens_after_it(bundled):
+    run_a, run_b = capture(bundled, CODE_A), capture(bundled, CODE_B)
+    assert (run_a.n_tokens, run_b.n_tokens) == (78, 76)
+    # "_average" is the pieces "a ver age" (A 6-8, 45-47), "_sum" is "s um" (B 6-7, 44-45).
+    assert run_a.tokens[6:9] == run_a.tokens[45:48] == ("a", "ver", "age")
+    assert run_b.tokens[6:8] == run_b.tokens[44:46] == ("s", "um")
+    pairs = (
+        [(i, i) for i in range(6)]
+        + [(i, i - 1) for i in range(9, 45)]
+        + [(i, i - 2) for i in range(48, 78)]
+    )
+    result = head_divergence(run_a, run_b)
+    al = result.alignment
+    assert list(zip(al.positions("a"), al.positions("b"), strict=True)) == pairs
+    assert al.unaligned("a") == (range(6, 9), range(45, 48))
+    assert al.unaligned("b") == (range(6, 8), range(44, 46))
+    assert "72 of 78 of A's tokens aligned" in al.describe()
+    assert "unaligned: A 6–8, 45–47, B 6–7, 44–45" in al.describe()
+    # The reference: the captured patterns, rows and keys restricted to the pairs, the other
+    # keys added into one bin, JSD in plain NumPy, mean over the 72 aligned rows.
+    qa, qb = np.array([i for i, _ in pairs]), np.array([j for _, j in pairs])
+    rest_a = np.setdiff1d(np.arange(78), qa)
+    rest_b = np.setdiff1d(np.arange(76), qb)
+    expected = np.zeros((3, 4))
+    for layer in range(3):
+        for head in range(4):
+            pa = run_a.pattern(layer, head).astype(np.float64)
+            pb = run_b.pattern(layer, head).astype(np.float64)
+            rows_a = np.column_stack([pa[qa][:, qa], pa[qa][:, rest_a].sum(axis=1)])
+            rows_b = np.column_stack([pb[qb][:, qb], pb[qb][:, rest_b].sum(axis=1)])
+            expected[layer, head] = np.mean(
+                [numpy_jsd(x, y) for x, y in zip(rows_a, rows_b, strict=True)]
+            )
+    np.testing.assert_allclose(result.divergence, expected, atol=1e-6)
+    assert expected.max() > 0.01  # the renamed function moved some head
+    # The rows before the rename see the same six tokens in A and B: they add nothing.
+    per_query = query_divergence(run_a, run_b, al, 2, 2)
+    np.testing.assert_allclose(per_query[:6], 0.0, atol=1e-6)
+    assert per_query.mean() == pytest.approx(result.divergence[2, 2], abs=1e-6)
