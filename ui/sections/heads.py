@@ -182,10 +182,11 @@ def measure(
 
 
 def show_counts(flags: dict[str, np.ndarray], n_total: int, eps: float, n_texts: int) -> None:
+    st.caption("Heads flagged, of all heads:")
     cols = st.columns(len(flags))
     for col, (name, flagged) in zip(cols, flags.items(), strict=False):
         col.metric(
-            f"{COLUMN_LABELS[name]} heads",
+            COLUMN_LABELS[name],  # short: five side by side fit a projector's 1,280 px
             f"{int(flagged.sum())} / {n_total}",
             help=COLUMN_HELP[name],
         )

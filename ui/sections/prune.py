@@ -13,7 +13,13 @@ import streamlit as st
 from models.errors import UserError
 from models.head import Head, all_heads
 from models.heads.finding.corpus import Corpus
-from models.heads.names import ABLATION_COLUMN, RANKINGS, AblationMethod, Ranking
+from models.heads.names import (
+    ABLATION_COLUMN,
+    COLUMN_LABELS,
+    RANKINGS,
+    AblationMethod,
+    Ranking,
+)
 from models.heads.pruning import importance as imp_
 from models.heads.pruning.ablation import check_hooks, pruning_order
 from models.heads.pruning.export import export_estimate, prune_and_export, zip_directory
@@ -156,7 +162,7 @@ def show_importance(model: LoadedModel, corpus: Corpus, measured: Measured) -> l
     left.plotly_chart(
         score_grid(
             values,
-            title=ABLATION_COLUMN[measured.ranking],
+            title=COLUMN_LABELS[ABLATION_COLUMN[measured.ranking]],
             zmin=0.0 if gradient else -top,
             zmax=top,
             colorscale="Magma" if gradient else "RdBu_r",
