@@ -21,6 +21,7 @@ from models.capture.words import WORD_RULE
 from tests.app.helpers import open_app, texts
 from ui.keys import Explorer, Session
 from ui.state import explorer as state
+from viz.compare_figures import DIVERGENCE_FLOOR, divergence_text
 from viz.view_state import from_query
 
 A = "the cat sat on the mat because it was warm"
@@ -83,7 +84,7 @@ def test_the_divergence_table_is_head_divergence_of_the_two_runs(bundled):
         layer, head = (int(x) for x in name.split("."))
         assert value == pytest.approx(want.divergence[layer, head], abs=1e-9)
     said = texts(at)
-    assert "Equal lengths (17)" in said and "Jensen–Shannon" in said
+    assert "Equal lengths (17 tokens)" in said and "Jensen–Shannon" in said
     assert list(shown.values()) == sorted(shown.values(), reverse=True)  # ranked
 
 
@@ -115,7 +116,7 @@ def test_the_link_carries_the_mode_and_both_prompts():
     assert f"{linked.layer}.{linked.head}" == row["L.H"]
 
 
-def test_prompts_of_different_lengths_state_the_unaligned_middle():
+def test_prompts_of_different_lengths_state_what_is_unaligned():
     at = open_app(
         model="bundled",
         prompt=A,
@@ -124,9 +125,52 @@ def test_prompts_of_different_lengths_state_the_unaligned_middle():
     )
     assert not at.exception
     said = texts(at)
-    assert "unaligned middle" in said and "A's middle is" in said
+    assert "unaligned: A none, B " in said and "Unaligned in A: nothing; in B: “" in said
     keys = plot(at, Explorer.HEATMAP_DIFF)["data"][0]["x"]
-    assert any("unaligned middle" in k for k in keys)
+    assert any(k.startswith("[unaligned: A none, B ") for k in keys)
+
+
+CODE_A = (
+    "def moving_average(values, window):\n"
+    "    total = sum(values[:window])\n"
+    "    return total / window\n\n"
+    "def moving_average(values, window):\n"
+    "    total = sum(values[:window])\n"
+    "    return total / window\n"
+)
+CODE_B = CODE_A.replace("moving_average", "moving_sum")
+
+
+def test_a_renamed_function_aligns_like_a_diff_and_the_grid_states_its_scale(bundled):
+    at = open_app(model="bundled", prompt=CODE_A, mode="compare", b=CODE_B, layer=0, head=0)
+    assert not at.exception
+    want = head_divergence(capture(bundled, CODE_A), capture(bundled, CODE_B))
+    said = texts(at)
+    assert "72 of 78 of A's tokens aligned" in said
+    assert "unaligned: A 6–8, 45–47, B 6–7, 44–45" in said
+    assert "Unaligned in A: “average”, “average”; in B: “sum”, “sum”" in said
+    shown = table(at)
+    for name, value in shown.items():
+        layer, head = (int(x) for x in name.split("."))
+        assert value == pytest.approx(want.divergence[layer, head], abs=1e-9)
+    top = float(want.divergence.max())
+    assert top > DIVERGENCE_FLOOR  # a real change: the darkest cell is the largest head
+    assert f"darkest the largest divergence: {top:.4f} bits" in said
+    cells = {c["id"]: c for c in component_data(at, "atlas_head_grid")["cells"]}
+    for name, cell in cells.items():
+        assert cell["text"] == divergence_text(float(shown[name]), compact=False)
+    keys = plot(at, Explorer.HEATMAP_DIFF)["data"][0]["x"]
+    assert "[unaligned: A 6–8, 45–47, B 6–7, 44–45]" in keys
+    assert "(9) (" not in keys and "(9) ( / (8) (" in keys  # A's 9 stands for B's 8
+
+
+def test_rounding_noise_stays_pale_and_is_said_in_words():
+    at = open_app(model="bundled", prompt=A, mode="compare", b=A)
+    assert not at.exception
+    cells = component_data(at, "atlas_head_grid")["cells"]
+    assert {c["text"] for c in cells} == {"0"} and {c["ink"] for c in cells} == {"#222"}
+    assert len({c["fill"] for c in cells}) == 1  # every head the colour of 0
+    assert "identically up to rounding" in texts(at)
 
 
 def test_the_word_view_merges_pieces_and_rows_still_sum_to_one(bundled):

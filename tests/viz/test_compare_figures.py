@@ -32,3 +32,24 @@ def test_difference_heatmap_is_centred_on_zero_with_blank_masked_cells():
     assert all("<script>" not in label for label in trace.y)
     assert fig.layout.yaxis.autorange == "reversed" and fig.layout.xaxis.side == "top"
     assert difference_heatmap(diff, ["a", "b"], ["c", "d"], title="t", zmax=1).data[0].zmin == -1
+
+
+def test_near_zero_divergence_keeps_a_floor_and_is_said_in_words():
+    from viz.compare_figures import (
+        DIVERGENCE_FLOOR,
+        divergence_scale,
+        divergence_summary,
+        divergence_text,
+    )
+
+    noise = np.array([[0.0004, 0.0012], [0.0, 3e-5]])
+    names = ["0.0", "0.1", "1.0", "1.1"]
+    assert divergence_scale(noise) == DIVERGENCE_FLOOR
+    assert divergence_grid(noise, title="t").data[0].zmax == DIVERGENCE_FLOOR
+    said = divergence_summary(noise, names)
+    assert "less than 0.01 bits (largest 0.0012 bits, head 0.1)" in said
+    assert "identically up to rounding" in divergence_summary(noise * 1e-4, names)
+    assert "0.3000 bits (head 1.0)" in divergence_summary(np.array([[0.1, 0.0], [0.3, 0]]), names)
+    texts = [divergence_text(v) for v in (0.0, 0.234, 0.0123, 0.0012, 0.00031, 3e-5, 1.0)]
+    assert texts == ["0", ".234", ".012", ".0012", ".00031", "3e-5", "1"]
+    assert divergence_text(0.234, compact=True) == ".23"

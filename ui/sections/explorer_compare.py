@@ -43,7 +43,12 @@ from ui.sections.explorer_session import current_view, save, strongest, update, 
 from ui.state import explorer as state
 from ui.text import md
 from ui.widgets import components, job_view
-from viz.compare_figures import DIVERGENCE_COLOURS
+from viz.compare_figures import (
+    DIVERGENCE_COLOURS,
+    divergence_scale,
+    divergence_summary,
+    divergence_text,
+)
 
 AUTO_START_S = 20.0  # comparisons expected to take longer wait for the visitor to start them
 TABLE_LINK_CHARS = 200  # table links carry longer prompts as stored ids (270 rows stay small)
@@ -97,26 +102,36 @@ def run_b(key_b: RunKey) -> AttentionRun | None:
     return None if run is job_view.MISSING else run
 
 
-def middle_text(names: tuple[str, ...] | list[str], span: range) -> str:
-    text = "".join(names[span.start : span.stop]) if span else ""
-    if not span:
+def gap_text(names: tuple[str, ...] | list[str], gaps: tuple[range, ...]) -> str:
+    """The unaligned text of one prompt, each run quoted, at most ~120 characters."""
+    if not gaps:
         return "nothing"
-    return f"“{md(text if len(text) <= 80 else text[:77] + '…')}”"
+    quoted: list[str] = []
+    used = 0
+    for gap in gaps:
+        text = "".join(names[gap.start : gap.stop])
+        text = text if len(text) <= 40 else text[:37] + "…"
+        if used + len(text) > 120:
+            quoted.append(f"and {len(gaps) - len(quoted)} more")
+            break
+        quoted.append(f"“{md(text)}”")
+        used += len(text)
+    return ", ".join(quoted)
 
 
 def alignment_statement(
     alignment: Alignment, names_a: list[str], names_b: list[str], words: bool
 ) -> None:
-    """How A and B were lined up, with the unaligned middle of each shown."""
+    """How A and B were lined up, with the unaligned parts of each shown."""
     unit = "words" if words else "tokens"
-    text = md(alignment.describe())
+    text = md(alignment.describe(unit))
     if alignment.by_position:
         st.caption(f"Alignment ({unit}): {text}")
         return
-    mid_a, mid_b = alignment.middle("a"), alignment.middle("b")
     st.caption(
-        f"Alignment ({unit}): {text} A's middle is {middle_text(names_a, mid_a)}; B's is "
-        f"{middle_text(names_b, mid_b)}. Their weight is one 'unaligned middle' key "
+        f"Alignment ({unit}): {text} Unaligned in A: "
+        f"{gap_text(names_a, alignment.unaligned('a'))}; in B: "
+        f"{gap_text(names_b, alignment.unaligned('b'))}. Their weight is one 'unaligned' key "
         "column in the heatmaps below; their queries are not compared."
     )
 
@@ -200,24 +215,22 @@ def on_table_select(run_key: RunKey, key: CompareKey) -> None:
 
 
 def cells(divergence: np.ndarray, small: bool) -> list[dict[str, str]]:
-    """The grid's cells: each head's divergence written on its colour (0 white, the largest
-    divergence darkest)."""
+    """The grid's cells: each head's divergence written on its colour (0 white, darkest the
+    largest divergence but never below :data:`DIVERGENCE_FLOOR`, so rounding noise stays pale)."""
     values = np.nan_to_num(np.asarray(divergence, dtype=np.float64))
-    top = max(float(values.max()), 1e-9)
-    shades = np.clip(values / top, 0.0, 1.0).ravel()
+    shades = np.clip(values / divergence_scale(values), 0.0, 1.0).ravel()
     colours = sample_colorscale(DIVERGENCE_COLOURS, shades.tolist())
     n_heads = values.shape[1]
     out = []
     for i, (value, shade, colour) in enumerate(zip(values.ravel(), shades, colours, strict=True)):
         head = Head(i // n_heads, i % n_heads)
-        text = f"{value:.2f}" if small else f"{value:.3f}"
         out.append(
             {
                 "id": str(head),
                 "fill": colour,
                 "ink": "#fff" if shade > 0.55 else "#222",
-                "text": text.removeprefix("0") if value < 1 else text,
-                "title": f"head {head}: divergence {value:.4f} bits",
+                "text": divergence_text(float(value), compact=small),
+                "title": f"head {head}: divergence {value:.4g} bits",
             }
         )
     return out
@@ -225,12 +238,13 @@ def cells(divergence: np.ndarray, small: bool) -> list[dict[str, str]]:
 
 def grid(view: state.ExplorerView, comparison: Comparison, run_key: RunKey) -> None:
     values = comparison.divergence
-    n_heads = values.shape[1]
+    n_layers, n_heads = values.shape
     cell = 72 if n_heads <= 6 else 52 if n_heads <= 12 else 36
     st.subheader("Divergence of every head")
+    names = [str(Head(li, hi)) for li in range(n_layers) for hi in range(n_heads)]
     st.caption(
-        f"Mean Jensen–Shannon divergence between A's and B's rows, in bits: white 0, "
-        f"darkest the largest ({float(np.nanmax(values)):.4f}). Click a head to open it."
+        "Mean Jensen–Shannon divergence between A's and B's rows, in bits. "
+        f"{divergence_summary(values, names)} Click a head to open it."
     )
     components.head_grid(
         cells(values, cell < 52),
@@ -263,7 +277,7 @@ def table(
         on_select=lambda: on_table_select(run_key, key),
         selection_mode="single-row",
         column_config={
-            "divergence": st.column_config.NumberColumn("divergence (bits)", format="%.4f"),
+            "divergence": st.column_config.NumberColumn("divergence (bits)", format="%.5f"),
             "link": st.column_config.LinkColumn(
                 "link", display_text="open", help="This comparison on that head"
             ),

@@ -57,11 +57,10 @@ class Pair:
         return [float(p) for p in self.alignment.positions("a")]
 
     def key_axis(self) -> list[float]:
-        """Prompt-A unit of each aligned key; the unaligned bin stands at A's middle."""
-        return [
-            float(self.alignment.prefix if p is None else p)
-            for p in self.alignment.key_positions("a")
-        ]
+        """Prompt-A unit of each aligned key; the unaligned bin stands just after the aligned
+        key before it (ascending, as the window mapping needs)."""
+        at = self.alignment.bin_position("a")
+        return [float(at if p is None else p) for p in self.alignment.key_positions("a")]
 
 
 @dataclass(frozen=True)
@@ -225,7 +224,10 @@ def head_view(view: ExplorerView, pair: Pair, mean: float, compare: CompareKey) 
     options(view, pair, compare)
     found = figures(view, pair)
     if found is None:
-        st.info("The detail window lies inside the unaligned middle: move it with the overview.")
+        st.info(
+            "The detail window holds no aligned position (only tokens of A that B lacks): "
+            "move it with the overview."
+        )
         strips(view, pair, None, mean)
         return None
     found.a.update_traces(showscale=False)  # A and B share B's colour bar
@@ -290,7 +292,7 @@ def strips(view: ExplorerView, pair: Pair, found: Figures | None, mean: float) -
     weights_a = strip.attention_weights(one, pair.run_a, None, pair.words_a)
     unit_a = unit_of(view.query, pair.words_a)
     if selected is None:
-        st.caption("The selected query lies in A's unaligned middle: it has no twin in B.")
+        st.caption("The selected query is not aligned (B has nothing there): it has no twin in B.")
     else:
         st.caption(
             f"At the selected query, A's and B's rows of head {view.head} differ by "

@@ -36,8 +36,8 @@ class DifferenceOverview:
 
 
 def token_axes(pair: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Prompt A's token position of every aligned query and aligned key (the unaligned bin at
-    A's middle; a word at its first token)."""
+    """Prompt A's token position of every aligned query and aligned key (the unaligned bin just
+    after the aligned key before it; a word at its first token)."""
     queries = np.asarray(pair.query_axis(), dtype=np.int64)
     keys = np.asarray(pair.key_axis(), dtype=np.int64)
     if pair.words_a is not None:
