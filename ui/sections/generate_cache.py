@@ -183,9 +183,12 @@ def eviction_controls(model: LoadedModel, choice: gs.EvictionChoice, n_tokens: i
     c[2].number_input(
         "Sink tokens", 0, gs.MAX_SINKS, key=Generate.EVICT_SINKS, on_change=_on_eviction
     )
-    c[3].select_slider(
-        "Read at most (tokens)", lengths, key=Generate.EVICT_MAX_TOKENS, on_change=_on_eviction
-    )
+    if len(lengths) > 1:
+        c[3].select_slider(
+            "Read at most (tokens)", lengths, key=Generate.EVICT_MAX_TOKENS, on_change=_on_eviction
+        )
+    else:  # one length (the bundled model's 128-token context): nothing to choose
+        c[3].caption(f"Reads at most {lengths[0]:,} tokens (the model's context).")
     st.multiselect(
         "Policies",
         BOUNDED,
