@@ -185,9 +185,8 @@ class Alignment:
                 "position i of B."
             )
         return (
-            f"A has {self.n_a} {unit} and B {self.n_b}; matching blocks aligned like a diff: "
-            f"{self.n_aligned} of {self.n_a} of A's {unit} aligned ({self.n_aligned} of "
-            f"{self.n_b} of B's); unaligned: A {spans(self.unaligned('a'))}, "
+            f"{self.n_aligned} of A's {self.n_a} {unit} and of B's {self.n_b} aligned (like a "
+            f"diff, on the blocks they share); unaligned: A {spans(self.unaligned('a'))}; "
             f"B {spans(self.unaligned('b'))}."
         )
 
@@ -267,7 +266,7 @@ def aligned_labels(
     if keys and alignment.has_bin:
         out.insert(
             alignment.bin_index,
-            f"[{UNALIGNED_LABEL}: A {spans(alignment.unaligned('a'), 3)}, "
+            f"[{UNALIGNED_LABEL}: A {spans(alignment.unaligned('a'), 3)}; "
             f"B {spans(alignment.unaligned('b'), 3)}]",
         )
     return out

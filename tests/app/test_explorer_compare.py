@@ -125,9 +125,9 @@ def test_prompts_of_different_lengths_state_what_is_unaligned():
     )
     assert not at.exception
     said = texts(at)
-    assert "unaligned: A none, B " in said and "Unaligned in A: nothing; in B: “" in said
+    assert "unaligned: A none; B " in said and "Unaligned in A: nothing; in B: “" in said
     keys = plot(at, Explorer.HEATMAP_DIFF)["data"][0]["x"]
-    assert any(k.startswith("[unaligned: A none, B ") for k in keys)
+    assert any(k.startswith("[unaligned: A none; B ") for k in keys)
 
 
 CODE_A = (
@@ -146,8 +146,8 @@ def test_a_renamed_function_aligns_like_a_diff_and_the_grid_states_its_scale(bun
     assert not at.exception
     want = head_divergence(capture(bundled, CODE_A), capture(bundled, CODE_B))
     said = texts(at)
-    assert "72 of 78 of A's tokens aligned" in said
-    assert "unaligned: A 6–8, 45–47, B 6–7, 44–45" in said
+    assert "72 of A's 78 tokens and of B's 76 aligned" in said
+    assert "unaligned: A 6–8, 45–47; B 6–7, 44–45" in said
     assert "Unaligned in A: “average”, “average”; in B: “sum”, “sum”" in said
     shown = table(at)
     for name, value in shown.items():
@@ -160,7 +160,7 @@ def test_a_renamed_function_aligns_like_a_diff_and_the_grid_states_its_scale(bun
     for name, cell in cells.items():
         assert cell["text"] == divergence_text(float(shown[name]), compact=False)
     keys = plot(at, Explorer.HEATMAP_DIFF)["data"][0]["x"]
-    assert "[unaligned: A 6–8, 45–47, B 6–7, 44–45]" in keys
+    assert "[unaligned: A 6–8, 45–47; B 6–7, 44–45]" in keys
     assert "(9) (" not in keys and "(9) ( / (8) (" in keys  # A's 9 stands for B's 8
 
 

@@ -36,8 +36,8 @@ def test_a_word_that_changes_length_twice_aligns_everything_else():
     assert al.key_positions("b") == [0, 1, None, 4, 5, 8]
     assert al.bin_position("a") == 2 and al.bin_position("b") == 2
     assert al.describe() == (
-        "A has 7 tokens and B 9; matching blocks aligned like a diff: 5 of 7 of A's tokens "
-        "aligned (5 of 9 of B's); unaligned: A 2, 5, B 2–3, 6–7."
+        "5 of A's 7 tokens and of B's 9 aligned (like a diff, on the blocks they share); "
+        "unaligned: A 2, 5; B 2–3, 6–7."
     )
 
 
@@ -46,7 +46,7 @@ def test_an_insertion_at_the_start_aligns_all_of_a():
     assert pairs(al) == [(0, 2), (1, 3), (2, 4)]
     assert al.unaligned("a") == () and al.unaligned("b") == (range(2),)
     assert al.bin_index == 0 and al.key_positions("b") == [None, 2, 3, 4]
-    assert "unaligned: A none, B 0–1." in al.describe()
+    assert "unaligned: A none; B 0–1." in al.describe()
     # B's inserted tokens lie before every aligned query: the bin is visible to all of them.
     np.testing.assert_array_equal(
         al.visible(causal=True),
@@ -93,7 +93,7 @@ def test_visibility_of_the_bin_follows_the_first_unaligned_key_of_either_side():
 def test_labels_name_both_positions_and_the_bin():
     al = align(list("sxpqe"), list("sxre"))
     labels = aligned_labels(al, ["s", "x", "p", "q", "e"], ["s", "x", "r", "e"], keys=True)
-    assert labels == ["(0) s", "(1) x", "[unaligned: A 2–3, B 2]", "(4) e / (3) e"]
+    assert labels == ["(0) s", "(1) x", "[unaligned: A 2–3; B 2]", "(4) e / (3) e"]
 
 
 def test_spans_are_inclusive_and_long_lists_are_counted():
