@@ -2,7 +2,7 @@
 fails on time.
 
 On SmolLM2 (or ``--model``), two ~2,048-token prompts from the English corpus that differ by one
-name (different token lengths: an unaligned middle) are captured (q/k/LSE store at this length),
+name (different token lengths: aligned like a diff) are captured (q/k/LSE store at this length),
 then every head's divergence is computed in token space and in word space. Reports the measured
 seconds, the estimate of :func:`models.capture.compare.compare_cost`, the extra memory measured
 (resident set sampled every 5 ms after ``malloc_trim``) against the estimated peak, the CPU

@@ -237,14 +237,14 @@ def aligned_range(positions: Sequence[float], units: range) -> range:
 
     Args:
         positions: the prompt-A unit of every aligned index, ascending (the unaligned key bin
-            stands at the first unit of A's middle).
+            stands just after the aligned key before it).
         units: a window of prompt-A units.
     """
     return range(bisect_left(positions, units.start), bisect_left(positions, units.stop))
 
 
 def aligned_index(positions: Sequence[float], unit: int) -> int | None:
-    """The aligned index of prompt-A unit ``unit``; None when it lies in the unaligned middle."""
+    """The aligned index of prompt-A unit ``unit``; None when it is not aligned with B."""
     at = bisect_left(positions, unit)
     return at if at < len(positions) and positions[at] == unit else None
 
