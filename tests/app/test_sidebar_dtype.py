@@ -19,7 +19,7 @@ def fresh(monkeypatch):
 def test_native_bfloat16_is_the_fast_choice_with_its_measured_ratio(fresh):
     calls = []
 
-    def rates(dtypes, size, device="cpu"):
+    def rates(dtypes, size, repeats, device):
         calls.append((dtypes, device))
         return {"float32": 150.0, "bfloat16": 600.0}
 

@@ -30,7 +30,8 @@ from ui.state.sidebar import (
 )
 
 NO_EXAMPLE = "—"
-RATE_SIZE = 1024  # matrix edge of the once-per-process rate measurement (about 0.1 s)
+RATE_SIZE = 2048  # matrix edge of the once-per-process rate measurement (about 0.3 s)
+RATE_REPEATS = 2
 _hardware: dict[tuple[str, str], tuple[LowPrecision, dict[str, float] | None]] = {}
 _hardware_lock = threading.Lock()
 
@@ -57,7 +58,7 @@ def hardware(half: str, device: str) -> tuple[LowPrecision, dict[str, float] | N
         if (half, device) not in _hardware:
             support = low_precision(half, device)  # type: ignore[arg-type]  # values of the menus
             rates = (
-                matmul_rates(("float32", half), RATE_SIZE, device=device)  # type: ignore[arg-type]
+                matmul_rates(("float32", half), RATE_SIZE, RATE_REPEATS, device)  # type: ignore[arg-type]
                 if support.native
                 else None
             )
