@@ -82,6 +82,24 @@ def test_clicking_a_token_recolours_the_prompt(page, app_url):
     assert all(style == "" for style in styles_after[3:])
 
 
+def test_another_head_restyles_the_same_token_spans(page, app_url):
+    """A click on another head recolours the strip in place: the same span elements (no new
+    layout of the whole prompt), new colours, the query still outlined."""
+    open_view(page, app_url, model="bundled", prompt="one two three four five six")
+    tokens = page.locator(".tok")
+    tokens.evaluate_all("els => els.forEach((e, i) => { e.__kept = i; })")
+    before = tokens.evaluate_all("els => els.map(e => e.style.background)")
+    query = page.locator(".tok.sel").get_attribute("data-pos")
+    page.locator("button[data-head='1.2']").click()
+    settle(page)
+    assert page.locator("h3", has_text="Head 1.2").count() == 1
+    assert tokens.evaluate_all("els => els.every((e, i) => e.__kept === i)")
+    assert tokens.evaluate_all("els => els.map(e => e.style.background)") != before
+    assert page.locator(".tok.sel").get_attribute("data-pos") == query
+    assert page.locator("button[data-head='1.2'].sel").count() == 1
+    assert page.locator("button.sel[data-head]").count() == 1
+
+
 def test_shared_link_lands_on_the_exact_view(page, app_url):
     open_view(
         page, app_url, model="bundled", prompt="the cat and the hat", layer=1, head=3, token=4

@@ -34,7 +34,8 @@ export default function(component) {
   if (!box) { box = document.createElement('div'); box.className = 'gridbox';
               parentElement.appendChild(box); }
   let root = box.querySelector('.grid');
-  if (!root) { root = document.createElement('div'); root.className = 'grid'; box.appendChild(root); }
+  if (!root) { root = document.createElement('div'); root.className = 'grid';
+               box.appendChild(root); }
   root.dataset.kind = data.kind || 'pictures';
   if (data.cells) {  // null: the browser already holds these pictures, only the choice moved
     root.style.gridTemplateColumns = `2em repeat(${data.n_heads}, minmax(0, ${data.cell}px))`;
@@ -60,19 +61,27 @@ export default function(component) {
       b.onclick = () => {
         root.querySelectorAll('button.sel').forEach((el) => el.classList.remove('sel'));
         b.classList.add('sel');
+        root.dataset.clicked = cell.id;
         setTriggerValue('clicked', cell.id);
       };
       root.appendChild(b);
     });
   }
-  root.querySelectorAll('button[data-head]').forEach((el) => {
-    el.classList.toggle('sel', el.dataset.head === data.selected);
-  });
-  const chosen = root.querySelector('button.sel');
-  if (chosen && data.scroll) {
-    const top = chosen.offsetTop - box.clientHeight / 2;
-    if (chosen.offsetTop < box.scrollTop || chosen.offsetTop > box.scrollTop + box.clientHeight - 40)
-      box.scrollTop = Math.max(0, top);
+  const shown = root.querySelector('button.sel');
+  if (!data.cells && shown && shown.dataset.head === data.selected) {
+    delete root.dataset.clicked;
+    return;  // the head outlined already: nothing to restyle, no layout to read
+  }
+  if (shown) shown.classList.remove('sel');
+  const chosen = root.querySelector(`button[data-head="${CSS.escape(data.selected)}"]`);
+  if (chosen) chosen.classList.add('sel');
+  // A head clicked here is on screen already: read the layout only for a choice made elsewhere.
+  const clicked = root.dataset.clicked === data.selected;
+  delete root.dataset.clicked;
+  if (chosen && data.scroll && !clicked) {
+    const at = chosen.offsetTop;
+    if (at < box.scrollTop || at > box.scrollTop + box.clientHeight - 40)
+      box.scrollTop = Math.max(0, at - box.clientHeight / 2);
   }
 }
 """
@@ -93,8 +102,27 @@ export default function(component) {
   let root = parentElement.querySelector('.toks');
   if (!root) { root = document.createElement('div'); root.className = 'toks';
                parentElement.appendChild(root); }
-  root.innerHTML = data.html;  // built and escaped by viz.token_view
-  const toks = root.querySelectorAll('.tok');
+  // Built and escaped by viz.token_view. The same tokens again (another head, another
+  // query): only their colours, tooltips and outlines change, so the spans are kept and
+  // restyled; the strip is laid out again only when its tokens change.
+  const tpl = document.createElement('template');
+  tpl.innerHTML = data.html;
+  const fresh = tpl.content.children;
+  let toks = root.querySelectorAll('.tok');
+  let same = toks.length === fresh.length && toks.length > 0;
+  for (let i = 0; same && i < toks.length; i++) same = toks[i].textContent === fresh[i].textContent;
+  if (same) {
+    for (let i = 0; i < toks.length; i++) {
+      const a = toks[i], b = fresh[i];
+      for (const name of ['class', 'style', 'title']) {
+        const v = b.getAttribute(name);
+        if (a.getAttribute(name) !== v) a.setAttribute(name, v);
+      }
+    }
+  } else {
+    root.replaceChildren(tpl.content);
+    toks = root.querySelectorAll('.tok');
+  }
   const mark = (cls, a, b) => toks.forEach((el) => {
     const p = Number(el.dataset.pos); el.classList.toggle(cls, p >= a && p < b); });
   if (data.span) mark('span', data.span[0], data.span[1]);
@@ -120,10 +148,14 @@ export default function(component) {
     const p = posOf(ev);
     if (p === null || swallow) return;
     if (ev.shiftKey && data.anchor !== null && data.anchor !== undefined) sendSpan(data.anchor, p);
-    else setTriggerValue('clicked', p);
+    else { root.dataset.clicked = String(p); setTriggerValue('clicked', p); }
   };
   const chosen = root.querySelector('.tok.sel');
-  if (chosen) {
+  const moved = !same || root.dataset.shown !== (chosen ? chosen.dataset.pos : '');
+  root.dataset.shown = chosen ? chosen.dataset.pos : '';
+  const clicked = chosen && root.dataset.clicked === chosen.dataset.pos;
+  delete root.dataset.clicked;
+  if (chosen && moved && !clicked) {
     const top = chosen.offsetTop - root.offsetTop;
     if (top < root.scrollTop || top > root.scrollTop + root.clientHeight - 30)
       root.scrollTop = Math.max(0, top - root.clientHeight / 2);
@@ -157,7 +189,13 @@ export default function(component) {
   parentElement.querySelector('.ovcap').textContent = data.caption;
   // Never wider than the column it sits in: a narrow column shrinks the picture, not the layout.
   const host = parentElement.host || parentElement;  // a shadow root has no width of its own
-  const room = host.clientWidth ? host.clientWidth - 2 : data.size;
+  // The column's width is read once (a layout read), again only when the window is resized.
+  if (!root.dataset.room || root.dataset.width !== String(window.innerWidth)) {
+    const width = host.clientWidth;
+    root.dataset.room = width ? String(width - 2) : '';  // not laid out yet: measure next time
+    root.dataset.width = String(window.innerWidth);
+  }
+  const room = root.dataset.room ? Number(root.dataset.room) : data.size;
   const size = Math.max(96, Math.min(data.size, room));
   img.src = data.src; img.style.width = size + 'px'; img.style.height = size + 'px';
   const scale = size / data.n;
