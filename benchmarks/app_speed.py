@@ -38,6 +38,7 @@ import gc
 import json
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -64,7 +65,15 @@ HEAD_KEY = "explorer_head"  # the explorer's head select box
 HEAD_BUTTON = "button[data-head='{head}']"  # a thumbnail in the grid (browser)
 HEAD_TITLE = "Head {head}"  # the heading that shows the selected head
 IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+PLOT = ".js-plotly-plot"  # the detail heatmap, drawn
 PROMPT_STORE = "ui.runtime.prompt_store"  # module with PromptStore (server-side long prompts)
+
+
+def note(text: str) -> None:
+    """A progress line on stderr (the numbers go to stdout)."""
+    now = time.time()
+    stamp = time.strftime("%H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1000):03d}"
+    print(f"[{stamp}] {text}", file=sys.stderr, flush=True)
 
 
 def status_mib(field: str) -> float:
@@ -168,7 +177,6 @@ def browser_clicks(
     saying why when it cannot run."""
     import socket
     import subprocess
-    import sys
 
     if not Path("/usr/bin/chromium").exists():
         return "skipped: no /usr/bin/chromium"
@@ -219,15 +227,22 @@ def browser_clicks(
                     break
                 except Exception:  # noqa: BLE001 - the server is still starting
                     time.sleep(1)
+            note("browser: page opened, waiting for the grid")
             page.wait_for_selector("button[data-head]", timeout=900_000)
+            note("browser: grid drawn")
             if spec.dtype != "float32":
                 page.locator('[data-testid="stSelectbox"]').filter(has_text=DTYPE_LABEL).click()
                 page.get_by_role("option", name=spec.dtype, exact=True).click()
                 page.wait_for_selector(IDLE, timeout=900_000)
                 page.wait_for_selector("button[data-head]", timeout=900_000)
+            # The first click comes once the page has finished drawing, as a reader's would.
+            page.wait_for_selector(IDLE, timeout=900_000)
+            page.wait_for_selector(PLOT, timeout=900_000)
+            time.sleep(1.0)
             for i in range(repeats):
                 head = f"{(i * 7 + 3) % n_layers}.{(i * 5 + 1) % n_heads}"
                 title = HEAD_TITLE.format(head=head)
+                note(f"browser: click on {head}")
                 start = time.perf_counter()
                 page.locator(HEAD_BUTTON.format(head=head)).click()
                 page.wait_for_function(
@@ -236,6 +251,7 @@ def browser_clicks(
                 )
                 page.wait_for_selector(IDLE)
                 times.append(time.perf_counter() - start)
+                note(f"browser: {head} settled after {times[-1]:.2f} s")
                 time.sleep(0.5)
             browser.close()
     finally:
@@ -351,6 +367,7 @@ def in_app(
     for prompt in prompts:  # interleaved, so both see the same load on the machine
         reset_peak()  # the peak counts the app's work only, not the bare forward pass
         view.append(prompt_to_view(at, prompt))
+        note(f"prompt to view: {view[-1]:.2f} s")
         peak = max(peak, status_mib("VmHWM"))
         forward.append(bare_forward(hf, ids))
     click = clicks(at, model.facts.n_heads, max(3, len(prompts)))
