@@ -126,8 +126,10 @@ def test_a_path_no_sender_reaches_says_so_and_names_the_other_inputs(page, bundl
     expected = path_patching(bundled, setup, Head(2, 2), "q", mlps="recomputed")
     largest = float(np.abs(expected.effects).max())
     said = texts(at)
-    assert (f"No sender reaches 2.2 through its q on this task: the largest |path effect| is "
-            f"{largest:.4f}") in said
+    assert (
+        f"No sender reaches 2.2 through its q on this task: the largest |path effect| is "
+        f"{largest:.4f}"
+    ) in said
     assert "try its k or its v" in said
     at = show(page, tab="paths", path=replace(request, input="k"))
     assert "No sender reaches" not in texts(at)  # the previous-token head feeds 2.2's keys

@@ -113,7 +113,7 @@ def test_the_head_is_named_once_and_the_view_survives_a_page_switch():
     ) == (1, 3, 7)  # not the link's 2.2 at 5
 
 
-def decoded(array) -> "np.ndarray":
+def decoded(array):
     """A plotly array as the browser gets it: a list, or a base64 typed array."""
     import base64
 

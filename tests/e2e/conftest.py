@@ -61,7 +61,7 @@ def app_server(log_name: str, **env: str):
     port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **env}
     (ROOT / "artifacts").mkdir(exist_ok=True)
-    log = open(ROOT / "artifacts" / log_name, "w")
+    log = open(ROOT / "artifacts" / log_name, "w")  # noqa: SIM115 (closed when the server stops)
     proc = subprocess.Popen(
         [
             sys.executable,
