@@ -290,7 +290,9 @@ def attack_queue(attacker: Attacker) -> None:
         box.fill(f"Version {i}. {ENGLISH[:1800]}")
         box.press("Control+Enter")
         page.wait_for_timeout(700)
-    answered(page, "six long prompts from one tab", attacker)
+    # each new prompt supersedes the one before: a queue place, a progress panel, or (on a
+    # quiet server) the newest prompt's finished view
+    answered(page, "six long prompts from one tab", attacker, results=True)
     page.locator('[data-testid="stSidebar"] a', has_text="Head finder").click()
     page.wait_for_url("**/heads**", timeout=30_000)
     answered(page, "head finder beside a long prompt (same session)", attacker, results=True)
