@@ -1,10 +1,12 @@
-"""What the command lines (``python -m models.heads``, ``python -m models.circuits``) share:
-argument errors as one line, and the checks of their number arguments."""
+"""What the command lines (``python -m models.heads``, ``.circuits``, ``.generate``,
+``.capture``) share: argument errors as one line, the model argument, progress lines on stderr,
+and the checks of their number arguments."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
 
@@ -22,3 +24,20 @@ def positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text}")
     return value
+
+
+MODEL_HELP = "bundled, smollm2, a Hugging Face name, a local directory or a .gguf file"
+
+
+def add_model(parser: argparse.ArgumentParser, help: str = MODEL_HELP) -> None:
+    """The positional ``model`` argument every command line takes."""
+    parser.add_argument("model", help=help)
+
+
+def speaker(name: str) -> Callable[[str], None]:
+    """A function printing progress lines on stderr as ``[name] text``."""
+
+    def say(text: str) -> None:
+        print(f"[{name}] {text}", file=sys.stderr, flush=True)
+
+    return say

@@ -18,14 +18,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from models.cli import OneLineParser, positive
+from models.cli import OneLineParser, add_model, positive, speaker
 
 if TYPE_CHECKING:
     from models.capture.compare import Comparison
 
 
-def say(text: str) -> None:
-    print(f"[capture] {text}", file=sys.stderr, flush=True)
+say = speaker("capture")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -38,9 +37,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "compare",
         help="Jensen–Shannon divergence of every head's attention between prompts A and B",
     )
-    compare.add_argument(
-        "model", help="bundled, smollm2, a Hugging Face name, a local directory or a .gguf file"
-    )
+    add_model(compare)
     compare.add_argument("--a", required=True, help="prompt A")
     compare.add_argument("--b", required=True, help="prompt B")
     compare.add_argument(

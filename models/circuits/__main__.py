@@ -26,11 +26,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from models.cli import OneLineParser, positive
+from models.cli import OneLineParser, add_model, positive, speaker
 
-
-def say(text: str) -> None:
-    print(f"[circuits] {text}", file=sys.stderr, flush=True)
+say = speaker("circuits")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -44,24 +42,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="patch every head's output from the clean run into "
         "the corrupted run; write one CSV row per head",
     )
-    patch.add_argument(
-        "model", help="bundled, smollm2, a Hugging Face name, a local directory or a .gguf file"
-    )
-    patch.add_argument("--clean", required=True, help="the clean prompt")
-    patch.add_argument(
-        "--corrupted",
-        required=True,
-        help="the corrupted prompt (same number of tokens as the clean one)",
-    )
-    patch.add_argument("--answer", required=True, help="the token the clean prompt should end in")
-    patch.add_argument("--wrong", required=True, help="the token compared against it")
+    add_task(patch)
     patch.add_argument(
         "--batch",
         type=positive,
         help="patched runs per forward pass (default: chosen from a memory budget)",
     )
-    patch.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    patch.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
     patch.add_argument("--out", type=Path, required=True, help="CSV file to write")
     add_commands(sub)
     args = p.parse_args(argv)
@@ -106,22 +92,22 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="per-head weight scores (OV copying, QK position "
         "preference); --pairs: composition scores",
     )
-    add_model(weights)
+    model_options(weights)
     weights.add_argument("--pairs", type=Path, help="CSV file for the composition scores")
     for command in (atp, paths, weights):
         command.add_argument("--out", type=Path, required=True, help="CSV file to write")
 
 
-def add_model(command: argparse.ArgumentParser) -> None:
-    command.add_argument(
-        "model", help="bundled, smollm2, a Hugging Face name, a local directory or a .gguf file"
-    )
+def model_options(command: argparse.ArgumentParser) -> None:
+    """The model, and the device and dtype it runs in."""
+    add_model(command)
     command.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     command.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
 
 
 def add_task(command: argparse.ArgumentParser) -> None:
-    add_model(command)
+    """The model options and the task: two prompts, the answer and the wrong token."""
+    model_options(command)
     command.add_argument("--clean", required=True, help="the clean prompt")
     command.add_argument(
         "--corrupted",

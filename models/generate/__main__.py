@@ -25,11 +25,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from models.cli import OneLineParser, positive
+from models.cli import OneLineParser, add_model, positive, speaker
 
-
-def say(text: str) -> None:
-    print(f"[generate] {text}", file=sys.stderr, flush=True)
+say = speaker("generate")
 
 
 def budgets(text: str) -> tuple[int, ...]:
@@ -50,9 +48,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="python -m models.generate",
         description="Generation with attention rows, or the KV-cache eviction sweep.",
     )
-    p.add_argument(
-        "model", help="bundled, smollm2, a Hugging Face name, a local directory or a .gguf file"
-    )
+    add_model(p)
     p.add_argument("--prompt", help="text to continue (generation)")
     p.add_argument("--max-new-tokens", type=positive, help="tokens to write at most")
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the chat template")

@@ -31,13 +31,10 @@ from typing import Any
 
 import pandas as pd
 
-from models.cli import OneLineParser, positive
+from models.cli import OneLineParser, add_model, positive, speaker
 from models.heads.finding.induction import DEFAULT_BATCH, DEFAULT_SEED, DEFAULT_SEQ_LEN
 
-
-def say(text: str) -> None:
-    """A progress line on stderr."""
-    print(f"[heads] {text}", file=sys.stderr, flush=True)
+say = speaker("heads")
 
 
 def percent(fraction: float, text: str) -> None:
@@ -51,7 +48,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="python -m models.heads",
         description="Score every attention head and write one CSV row per head.",
     )
-    p.add_argument("model", help="bundled, minilm, a Hugging Face name or a local directory")
+    add_model(p, help="bundled, minilm, a Hugging Face name or a local directory")
     p.add_argument(
         "--text",
         help="text for the prompt-based scores and the ablation loss "
