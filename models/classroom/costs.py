@@ -8,7 +8,7 @@ and V projections shrink. The softmax (``O(n^2)`` exponentials) is left out, as 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -63,7 +63,11 @@ PRESETS: dict[str, AttentionConfig] = {
 }
 
 
-def attention_flops(n: int | np.ndarray, cfg: AttentionConfig) -> dict[str, int | np.ndarray]:
+@overload
+def attention_flops(n: int, cfg: AttentionConfig) -> dict[str, int]: ...
+@overload
+def attention_flops(n: np.ndarray, cfg: AttentionConfig) -> dict[str, np.ndarray]: ...
+def attention_flops(n: int | np.ndarray, cfg: AttentionConfig) -> dict[str, Any]:
     """FLOPs of one self-attention layer on ``n`` tokens (batch 1), part by part.
 
     Args:
@@ -87,9 +91,11 @@ def attention_flops(n: int | np.ndarray, cfg: AttentionConfig) -> dict[str, int 
     }
 
 
-def linear_and_quadratic(
-    n: int | np.ndarray, cfg: AttentionConfig
-) -> tuple[int | np.ndarray, int | np.ndarray]:
+@overload
+def linear_and_quadratic(n: int, cfg: AttentionConfig) -> tuple[int, int]: ...
+@overload
+def linear_and_quadratic(n: np.ndarray, cfg: AttentionConfig) -> tuple[np.ndarray, np.ndarray]: ...
+def linear_and_quadratic(n: int | np.ndarray, cfg: AttentionConfig) -> tuple[Any, Any]:
     """The projection FLOPs (grow like n) and the score FLOPs (``Q K^T`` + ``A V``, like n^2)."""
     parts = attention_flops(n, cfg)
     linear = parts["q_proj"] + parts["k_proj"] + parts["v_proj"] + parts["out_proj"]
@@ -109,9 +115,17 @@ def crossover_length(cfg: AttentionConfig) -> float:
     return cfg.d_model * (cfg.n_heads + cfg.n_kv_heads) / cfg.n_heads
 
 
+@overload
+def kv_cache_bytes(
+    seq_len: int, cfg: AttentionConfig, batch: int = 1, bytes_per_element: int = 2
+) -> int: ...
+@overload
+def kv_cache_bytes(
+    seq_len: np.ndarray, cfg: AttentionConfig, batch: int = 1, bytes_per_element: int = 2
+) -> np.ndarray: ...
 def kv_cache_bytes(
     seq_len: int | np.ndarray, cfg: AttentionConfig, batch: int = 1, bytes_per_element: int = 2
-) -> int | np.ndarray:
+) -> Any:
     """``2 * batch * seq_len * n_layers * n_kv_heads * d_head * bytes`` (the 2 is K and V).
 
     An int ``seq_len`` gives an exact int; an array gives float64 (no overflow).

@@ -139,22 +139,20 @@ def cost_calculator(facts: ModelFacts | None) -> None:
     table = pd.DataFrame(
         {
             "part": [costs.PART_NAMES[k] for k in parts],
-            "FLOPs": [costs.human_flops(float(v)) for v in parts.values()],
+            "FLOPs": [costs.human_flops(v) for v in parts.values()],
         }
     )
-    total = float(sum(parts.values()))
+    total = sum(parts.values())
     m = st.columns(3)
     m[0].metric("FLOPs, one layer, one sequence", costs.human_flops(total))
-    m[1].metric(
-        "KV cache per token", costs.human_bytes(float(costs.kv_cache_bytes(1, cfg, 1, width)))
-    )
+    m[1].metric("KV cache per token", costs.human_bytes(costs.kv_cache_bytes(1, cfg, 1, width)))
     m[2].metric(
         f"KV cache, batch {batch} × {n:,} tokens",
-        costs.human_bytes(float(costs.kv_cache_bytes(n, cfg, batch, width))),
+        costs.human_bytes(costs.kv_cache_bytes(n, cfg, batch, width)),
     )
     st.table(table.set_index("part"))
     if cfg.n_heads * cfg.d_head == cfg.d_model and cfg.n_kv_heads == cfg.n_heads:
-        textbook = costs.human_flops(float(costs.textbook_flops(n, cfg.d_model)))
+        textbook = costs.human_flops(costs.textbook_flops(n, cfg.d_model))
         st.caption(
             f"Check: 8 n d² + 4 n² d = {textbook}"
             " (multi-head, h·d_head = d_model). A multiply-add counts as 2 FLOPs; the "
@@ -167,9 +165,9 @@ def cost_calculator(facts: ModelFacts | None) -> None:
         cost_chart(
             lengths,
             {
-                "projections (∝ n)": np.asarray(linear),
-                "Q Kᵀ and A V (∝ n²)": np.asarray(quadratic),
-                "total": np.asarray(linear + quadratic),
+                "projections (∝ n)": linear,
+                "Q Kᵀ and A V (∝ n²)": quadratic,
+                "total": linear + quadratic,
             },
             title="FLOPs of one attention layer",
             y_title="FLOPs",
@@ -183,12 +181,9 @@ def cost_calculator(facts: ModelFacts | None) -> None:
         f"Takeaway: below n ≈ {cross:,.0f} the projections dominate; above it the n² "
         "score and mixing terms take over and keep growing four times per doubling."
     )
-    series = {"this config": np.asarray(costs.kv_cache_bytes(lengths, cfg, batch, width))}
+    series = {"this config": costs.kv_cache_bytes(lengths, cfg, batch, width)}
     series.update(
-        {
-            name: np.asarray(costs.kv_cache_bytes(lengths, p, batch, width))
-            for name, p in costs.PRESETS.items()
-        }
+        {name: costs.kv_cache_bytes(lengths, p, batch, width) for name, p in costs.PRESETS.items()}
     )
     st.plotly_chart(
         cost_chart(
