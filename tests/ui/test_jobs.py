@@ -306,3 +306,20 @@ def test_streaming_work_shows_what_it_has_so_far_through_its_partial():
     release.set()
     assert job.future.result(10) == "one two"
     assert pool.submit("plain", "no stream", lambda p: 1).partial is None
+
+
+def test_the_servers_stores_forget_views_of_closed_sessions(tmp_path):
+    """The runtime's stores ask whether a session is still open: a view pinned by a closed
+    session goes once idle, one pinned by an open session stays."""
+    from ui.runtime.server import build
+
+    open_sessions = {"open"}
+    runtime = build(Settings(cache=tmp_path), alive=open_sessions.__contains__)
+    for store in (runtime.pool.results, runtime.derived):
+        store.put("kept", 1)
+        store.pin("kept", "open")
+        store.put("left", 2)
+        store.pin("left", "closed")
+        assert store.evict_idle(idle_s=0.0, now=1e12) == 1
+        assert "kept" in store and "left" not in store
+    runtime.stop()

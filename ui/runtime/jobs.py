@@ -219,7 +219,11 @@ class JobPool:
         self._light = ThreadPoolExecutor(max_workers=2, thread_name_prefix="atlas-light")
         self._lock = threading.Lock()
         self._jobs: dict[Any, Job] = {}
-        self.results = results or ResultStore(max_entries=64, max_bytes=self.settings.result_bytes)
+        self.results = (
+            results
+            if results is not None  # an empty store is falsy (it has a length)
+            else ResultStore(max_entries=64, max_bytes=self.settings.result_bytes)
+        )
         self.throughput = Throughput()
         self.kept = kept
         self.alive: Callable[[str], bool] | None = None  # set by the page side
