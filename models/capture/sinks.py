@@ -47,13 +47,10 @@ def sample_rows(n_tokens: int, causal: bool, k: int = SAMPLE_ROWS) -> list[int]:
 def measured_sink(run: AttentionRun) -> SinkSummary:
     """The run's attention sink, from ``SAMPLE_ROWS`` query rows of every head."""
     rows = sample_rows(run.n_tokens, run.facts.causal)
-    per_head = np.stack(
+    per_head = np.concatenate(  # one read per layer: the sampled rows of all its heads at once
         [
-            np.stack([run.window(layer, head, slice(r, r + 1), slice(None))[0] for r in rows]).mean(
-                axis=0
-            )
+            run.store.layer_window(layer, rows, slice(None)).mean(axis=1)
             for layer in range(run.facts.n_layers)
-            for head in range(run.facts.n_heads)
         ]
     )
     per_head = np.nan_to_num(per_head)

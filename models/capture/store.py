@@ -11,7 +11,7 @@ kernel's output (:class:`SdpaCheck`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +20,9 @@ from jaxtyping import Shaped
 
 from models.attention import rebuild_pattern
 from models.shapes import HeadPattern, LayerPatterns, PatternStack
+
+Rows = slice | Sequence[int]
+"""Query rows of a window: a slice, or positions in any order."""
 
 
 def read_only(array: Shaped[np.ndarray, "*shape"]) -> Shaped[np.ndarray, "*shape"]:
@@ -53,9 +56,10 @@ class DensePatterns:
         """One head's ``rows`` queries by ``cols`` keys."""
         return self.stack[layer, head, rows, cols]
 
-    def layer_window(self, layer: int, rows: slice, cols: slice) -> LayerPatterns:
+    def layer_window(self, layer: int, rows: Rows, cols: slice) -> LayerPatterns:
         """Every head's ``rows`` queries by ``cols`` keys of one layer."""
-        return self.stack[layer, :, rows, cols]
+        picked = rows if isinstance(rows, slice) else list(rows)
+        return self.stack[layer][:, picked, cols]
 
 
 @dataclass(frozen=True)
@@ -129,7 +133,7 @@ class FactoredPatterns:
         )
         return int(self.q.nbytes + self.k.nbytes + self.lse.nbytes + extra)
 
-    def _rebuild(self, layer: int, heads: slice, rows: slice, cols: slice) -> LayerPatterns:
+    def _rebuild(self, layer: int, heads: slice, rows: Rows, cols: slice) -> LayerPatterns:
         n_heads, n_kv = self.q.shape[1], self.k.shape[1]
         group = n_heads // n_kv
         head_ids = range(n_heads)[heads]
@@ -152,9 +156,11 @@ class FactoredPatterns:
         """One head's ``rows`` queries by ``cols`` keys, rebuilt."""
         return self._rebuild(layer, slice(head, head + 1), rows, cols)[0]
 
-    def layer_window(self, layer: int, rows: slice, cols: slice) -> LayerPatterns:
+    def layer_window(self, layer: int, rows: Rows, cols: slice) -> LayerPatterns:
         """Every head's ``rows`` queries by ``cols`` keys of one layer, rebuilt."""
-        return self._rebuild(layer, slice(None), rows, cols)
+        return self._rebuild(
+            layer, slice(None), rows if isinstance(rows, slice) else list(rows), cols
+        )
 
 
 PatternStore = DensePatterns | FactoredPatterns
