@@ -37,6 +37,7 @@ from ui.state.explorer import ExplorerView, RunShape
 from ui.text import md
 from ui.widgets import components, job_view
 
+GRID_BOX_PX = 540  # the grid box's height (560 px) less its row of head numbers
 MODES: dict[state.Mode, str] = {"single": "One prompt", "compare": "Compare two prompts"}
 
 
@@ -142,8 +143,9 @@ def mode_bar(view: ExplorerView) -> None:
     c[1].toggle(
         "Word view (merge sub-word tokens)", key=Explorer.WORDS, on_change=on_words, help=WORD_RULE
     )
+    note = st.container()  # always there, so the elements after it keep their places
     if view.words:
-        st.caption(f"Word view. {md(WORD_RULE)} The grid's pictures stay in tokens.")
+        note.caption(f"Word view. {md(WORD_RULE)} The grid's pictures stay in tokens.")
 
 
 def token_options(run: AttentionRun, words: Words | None) -> tuple[list[int], Callable[[int], str]]:
@@ -220,8 +222,16 @@ def grid(view: ExplorerView, run: AttentionRun, key: RunKey, weighted: bool) -> 
     n_heads = run.facts.n_heads
     cell = 72 if n_heads <= 6 else 52 if n_heads <= 12 else 36
     components.head_grid(
-        cells, n_heads, str(view.head), Explorer.GRID, lambda: on_head_click(key), cell_px=cell
+        cells,
+        n_heads,
+        str(view.head),
+        Explorer.GRID,
+        lambda: on_head_click(key),
+        cell_px=cell,
+        on_missing=full_run,
     )
+    if run.facts.n_layers * (cell + 4) > GRID_BOX_PX:
+        st.caption(f"Scroll inside the box for all {run.facts.n_layers} layers.")
 
 
 def single(view: ExplorerView, run: AttentionRun, key: RunKey, words: Words | None) -> None:
@@ -232,7 +242,8 @@ def single(view: ExplorerView, run: AttentionRun, key: RunKey, words: Words | No
         grid(view, run, key, weighting is not None)
     with right:
         st.subheader(f"Head {view.head}")
-        shown = detail.detail(view, run, key, weighting, words)
+        detail.controls(view, run, key, weighting is not None)
+    shown = detail.detail(view, run, key, weighting, words)
     strip.strip(current_view(), run, key, weighting, words)
     export.button(
         current_view(),

@@ -191,26 +191,32 @@ def window_caption(view: ExplorerView, shape: RunShape, words: Words | None) -> 
     )
 
 
+def controls(view: ExplorerView, run: AttentionRun, key: RunKey, weighted: bool) -> None:
+    """Beside the grid: the chosen head's overview (long prompts) and the colour options."""
+    shape = shape_of(run, key)
+    if not shape.long:
+        colour_options(view, False)
+        return
+    left, right = st.columns([2, 3])
+    with left:
+        overview_picker(view, key, shape, weighted)
+    with right:
+        colour_options(view, True)
+        st.button(
+            "Jump to where this query attends most",
+            key=Explorer.JUMP,
+            on_click=on_jump,
+            args=(key,),
+        )
+
+
 def detail(
     view: ExplorerView, run: AttentionRun, key: RunKey, weighting: Any, words: Words | None = None
 ) -> Shown:
-    """Overview picker, colour options and the detail heatmap of the selected head."""
+    """The detail heatmap of the selected head (the page's full width) and its downloads."""
     shape = shape_of(run, key)
-    long_view = shape.long
-    left, right = st.columns([2, 3]) if long_view else (None, st.container())
-    if left is not None:
-        with left:
-            overview_picker(view, key, shape, weighting is not None)
-    with right:
-        colour_options(view, long_view)
-        if long_view:
-            st.button(
-                "Jump to where this query attends most",
-                key=Explorer.JUMP,
-                on_click=on_jump,
-                args=(key,),
-            )
-            st.caption(window_caption(view, shape, words))
+    if shape.long:
+        st.caption(window_caption(view, shape, words))
     shown = detail_figure(view, run, key, weighting, words)
     st.plotly_chart(
         shown.figure,
@@ -264,10 +270,11 @@ def downloads(
     head, rows, cols = view.head, shown.rows, shown.cols
     kind = ("value-weighted " if weighted else "") + ("word " if words else "")
     unit = "w" if words else ""
-    c = st.columns(2)
-    c[0].download_button(
-        "Download the window shown (CSV)",
-        pattern_csv(shown.window, shown.names, rows, cols),
+    row = st.container(horizontal=True)
+    window = shown.window
+    row.download_button(
+        "Window shown (CSV)",
+        lambda: pattern_csv(window, shown.names, rows, cols),  # built when pressed
         help=f"The {kind}weights shown, with their labels.",
         file_name=f"pattern_L{head.layer}_H{head.index}_"
         f"q{unit}{rows.start}-{rows.stop - 1}_"
@@ -276,14 +283,15 @@ def downloads(
         key=Explorer.CSV,
     )
     if run.n_tokens <= WHOLE_CSV_TOKENS and run.n_tokens > WINDOW:
-        c[1].download_button(
-            f"Download this head's whole {'word ' if words else ''}pattern (CSV)",
+        row.download_button(
+            f"Whole {'word ' if words else ''}pattern (CSV)",
             lambda: whole_csv(key, head, words),
+            help=f"This head's whole {kind}pattern, every query by every key.",
             file_name=f"pattern_L{head.layer}_H{head.index}{'_words' if words else ''}.csv",
             mime="text/csv",
         )
     elif run.n_tokens > WHOLE_CSV_TOKENS:
-        c[1].caption(
+        row.caption(
             f"The whole pattern is {run.n_tokens:,}² cells: download windows instead "
             "(move the window with the overview)."
         )

@@ -67,6 +67,10 @@ export default function(component) {
       root.appendChild(b);
     });
   }
+  if (!data.cells && !root.querySelector('button')) {
+    setTriggerValue('missing', true);  // drawn afresh (the page moved it): ask for the pictures
+    return;
+  }
   const shown = root.querySelector('button.sel');
   if (!data.cells && shown && shown.dataset.head === data.selected) {
     delete root.dataset.clicked;
@@ -263,13 +267,15 @@ def head_grid(
     on_click: Callable[[], None],
     cell_px: int = 72,
     kind: str = "pictures",
+    on_missing: Callable[[], None] | None = None,
 ) -> None:
     """Grid of head thumbnails in a scrolling box; ``cells`` hold ``id`` (``L.H``) and ``src``
     (a data URI), or None when the browser already shows these pictures (only the selection is
     sent then). A cell without ``src`` is drawn as its ``text`` on a ``fill`` colour in ``ink``
     (the divergence grid), with ``title`` as its tooltip. ``kind`` names the grid in the page
     (``data-kind``). The selected head is outlined at once in the browser and scrolled into
-    view."""
+    view. A grid drawn afresh without pictures calls ``on_missing`` (then reruns), which must
+    make the next run send them."""
     _head_grid(
         data={
             "cells": cells,
@@ -281,6 +287,7 @@ def head_grid(
         },
         key=key,
         on_clicked_change=on_click,
+        on_missing_change=on_missing or (lambda: None),
     )
 
 
