@@ -23,6 +23,7 @@ def safe_labels(labels: Sequence[str]) -> list[str]:
 ColourScale = Literal["linear", "sqrt", "log"]
 LOG_FLOOR = 1e-4
 SCALE_TICKS = (0.0001, 0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0)
+TICK_GAP = 0.05  # least distance between two colour-bar labels, as a share of the bar
 
 
 def masked(
@@ -58,16 +59,22 @@ def colour_axis(top: float, scale: ColourScale, value_name: str = "weight") -> d
     """Colour bar range and ticks labelled in weights whatever the scale."""
     top = max(float(top), LOG_FLOOR * 10)
     ticks = [t for t in SCALE_TICKS if t <= top * 1.0001 and (scale != "linear" or t >= 0.05)]
-    ticks = sorted({*ticks, round(top, 4)})
-    values = colour_values(np.array(ticks), scale)
+    ticks = sorted({*ticks, round(top, 4)}, reverse=True)
     low = float(colour_values(np.array([LOG_FLOOR if scale == "log" else 0.0]), scale)[0])
+    high = float(colour_values(np.array([top]), scale)[0])
+    kept: list[tuple[float, float]] = []  # (value, tick), from the top down
+    for tick, value in zip(ticks, colour_values(np.array(ticks), scale), strict=True):
+        if not kept or kept[-1][0] - value >= TICK_GAP * (high - low):  # labels must not touch
+            kept.append((float(value), tick))
+    kept.reverse()
     return {
         "zmin": low,
-        "zmax": float(colour_values(np.array([top]), scale)[0]),
+        "zmax": high,
         "colorbar": {
             "title": html.escape(value_name),
-            "tickvals": values.tolist(),
-            "ticktext": [f"{t:g}" for t in ticks],
+            "tickvals": [value for value, _ in kept],
+            "ticktext": [f"{tick:g}" for _, tick in kept],
+            "thickness": 14,
         },
     }
 

@@ -4,7 +4,7 @@ import io
 import numpy as np
 
 from viz.export import pattern_csv
-from viz.heatmap import head_heatmap, masked
+from viz.heatmap import colour_axis, head_heatmap, masked
 from viz.thumbnails import pooled_png
 from viz.token_view import token_spans
 
@@ -83,3 +83,24 @@ def test_thumbnails_are_normalised_per_head_on_a_square_root_scale():
     assert all(abs(a - b) <= 1 for a, b in zip(mid, want, strict=False))  # RGB of an RGBA pixel
     linear = Image.open(io.BytesIO(pooled_png(faint, size=3, normalise=False, gamma=1.0)))
     assert linear.convert("RGB").getpixel((1, 1))[0] > 240  # unnormalised, 0.02 is near white
+
+
+def test_colour_bar_labels_never_touch():
+    """Square root of 1e-3 and 1e-4 lie 0.02 apart on a 0-1 bar: the lower label goes."""
+    bar = colour_axis(1.0, "sqrt")["colorbar"]
+    assert bar["ticktext"] == ["0.001", "0.01", "0.05", "0.1", "0.25", "0.5", "1"]
+    np.testing.assert_allclose(bar["tickvals"], np.sqrt([1e-3, 1e-2, 0.05, 0.1, 0.25, 0.5, 1]))
+    log = colour_axis(1.0, "log")  # evenly spread in log10: every label stays
+    assert log["colorbar"]["ticktext"] == [
+        "0.0001",
+        "0.001",
+        "0.01",
+        "0.05",
+        "0.1",
+        "0.25",
+        "0.5",
+        "1",
+    ]
+    assert (log["zmin"], log["zmax"]) == (-4.0, 0.0)
+    top = colour_axis(0.52, "linear")["colorbar"]  # the top (0.52) wins over 0.5 beside it
+    assert top["ticktext"] == ["0.05", "0.1", "0.25", "0.52"]
