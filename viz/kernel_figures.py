@@ -14,6 +14,8 @@ from plotly.subplots import make_subplots
 
 from viz.heatmap import COLORSCALE, masked, safe_labels, score_grid
 
+PANEL_PX = 300  # each panel's height; its width follows (square cells)
+
 
 def error_grid(errors: np.ndarray, *, title: str) -> go.Figure:
     """A ``layer head_index`` grid of errors, hover and colour bar in scientific notation.
@@ -110,13 +112,16 @@ def pattern_comparison(
         3,
     )
     n = len(labels)
-    size = min(700, max(320, 14 * n + 140))
     fig.update_xaxes(type="category", tickangle=-60, side="bottom", showticklabels=n <= 60)
     fig.update_yaxes(type="category", autorange="reversed", showticklabels=False)
     fig.update_yaxes(showticklabels=n <= 60, row=1, col=1)
+    for col in (1, 2, 3):  # square cells: three square panels side by side, not tall strips
+        suffix = "" if col == 1 else str(col)
+        fig.update_yaxes(scaleanchor=f"x{suffix}", constrain="domain", row=1, col=col)
+        fig.update_xaxes(constrain="domain", row=1, col=col)
     fig.update_layout(
         title={"text": html.escape(title), "x": 0.5, "xanchor": "center"},
-        height=size + 140,
+        height=PANEL_PX + (220 if n <= 60 else 110),
         margin={"l": 10, "r": 10, "t": 70, "b": 10},
         plot_bgcolor="#f4f4f4",
     )
