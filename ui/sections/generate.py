@@ -129,15 +129,15 @@ def settings_form(model: LoadedModel) -> None:
     )
     templated(model, ss[Generate.CHAT])
     spec = session.model_spec(model)
-    b = st.columns([1, 1.6, 5])
-    b[0].button(
+    b = st.container(horizontal=True)
+    b.button(
         "Generate",
         key=Generate.GO,
         type="primary",
         on_click=_on_generate,
         args=(template, spec, False),
     )
-    b[1].button(
+    b.button(
         "Sample with a new seed",
         key=Generate.NEW_SEED,
         on_click=_on_generate,

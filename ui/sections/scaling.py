@@ -216,7 +216,8 @@ def model_section() -> None:
     st.caption(
         f"Means over {stats.n_rows} query rows per head ({stats.n_rows_norm} for the "
         "normalised entropy: a row with one allowed key has log 1 = 0 and is left out). "
-        "Dashed red: the model's own scale; dotted grey: the point picked above."
+        "Dashed red: the model's own scale; dotted grey: the point picked above "
+        "(one red line when the point picked is the model's own)."
     )
     labels = [f"({i}) {tok}" for i, tok in enumerate(cap.tokens)]
     scores = torch.from_numpy(cap.scores[head.layer, head.index])
