@@ -61,6 +61,10 @@ class DensePatterns:
         picked = rows if isinstance(rows, slice) else list(rows)
         return self.stack[layer][:, picked, cols]
 
+    def entries(self, layer: int, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """``head_index pair`` weights ``A[rows[i], cols[i]]`` of every head of one layer."""
+        return self.stack[layer][:, rows, cols]
+
 
 @dataclass(frozen=True)
 class SdpaCheck:
@@ -155,6 +159,21 @@ class FactoredPatterns:
     def window(self, layer: int, head: int, rows: slice, cols: slice) -> HeadPattern:
         """One head's ``rows`` queries by ``cols`` keys, rebuilt."""
         return self._rebuild(layer, slice(head, head + 1), rows, cols)[0]
+
+    def entries(self, layer: int, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """``head_index pair`` weights ``A[rows[i], cols[i]]`` of every head of one layer, each
+        rebuilt alone (``exp(q_r . k_c * scale - lse_r)``, 0 above the diagonal of a causal
+        model): ``n_heads * len(rows) * d_head`` products, never a whole row."""
+        rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+        n_heads, n_kv = self.q.shape[1], self.k.shape[1]
+        q = torch.from_numpy(np.take(self.q[layer], rows, axis=1))  # copies only these rows
+        k = torch.from_numpy(np.take(self.k[layer], cols, axis=1))
+        lse = torch.from_numpy(np.take(self.lse[layer], rows, axis=1))
+        group = n_heads // n_kv  # query heads sharing one key head (GQA, MQA)
+        logits = torch.einsum("kgpd,kpd->kgp", q.unflatten(0, (n_kv, group)), k).flatten(0, 1)
+        weights = torch.exp(logits * self.scales[layer] - lse)
+        seen = torch.from_numpy(cols <= rows if self.causal else np.ones(len(rows), dtype=bool))
+        return torch.where(seen[None] & torch.isfinite(lse), weights, 0.0).numpy()
 
     def layer_window(self, layer: int, rows: Rows, cols: slice) -> LayerPatterns:
         """Every head's ``rows`` queries by ``cols`` keys of one layer, rebuilt."""
