@@ -174,3 +174,51 @@ def test_an_unknown_model_in_a_link_offers_a_way_back():
     assert "runs offline" in said and "no copy of it" in said
     at.button(key=Sidebar.BACK_TO_BUNDLED).click().run()
     assert not at.exception and at.get("plotly_chart")  # the explorer works again
+
+
+def test_the_grid_marks_heads_by_this_prompts_own_scores(bundled):
+    """Each picture's letters are the heads whose scores on this prompt (recomputed here from
+    Hugging Face eager attention) pass their limits; the tooltip spells them out."""
+    import numpy as np
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from models.capture.run import capture
+    from models.heads.finding.prompt_scores import SINK_MARK, copy_targets
+    from models.heads.finding.scores import previous_token_score, sink_score
+    from models.heads.table import Thresholds
+    from tests.app.test_explorer_compare import component_data
+
+    text = "def area(w, h):\n    return w * h\n\ndef area(w, h):\n    return w * h\n"
+    at = open_app(prompt=text)
+    cells = {c["id"]: c for c in component_data(at, "atlas_head_grid")["cells"]}
+    ids = capture(bundled, text).token_ids
+    hf = AutoModelForCausalLM.from_pretrained(
+        bundled.spec.path_or_name, attn_implementation="eager"
+    )
+    with torch.no_grad():
+        out = hf.eval()(torch.tensor([ids]), output_attentions=True)
+    patterns = torch.stack([a[0] for a in out.attentions]).double().numpy()
+    queries, keys = copy_targets(ids)
+    limits = Thresholds()
+    scores = {
+        "I": (patterns[:, :, queries, keys].mean(axis=-1), limits.induction),
+        "P": (previous_token_score(patterns), limits.previous_token),
+        "S": (sink_score(patterns, causal=True), SINK_MARK),
+    }
+    want = {
+        f"{layer}.{head}": "".join(k for k, (v, limit) in scores.items() if v[layer, head] > limit)
+        for layer in range(patterns.shape[0])
+        for head in range(patterns.shape[1])
+    }
+    assert any(want.values()) and len(queries) > 5
+    for name, cell in cells.items():
+        assert cell.get("badge", "") == want[name], name
+        if want[name]:
+            assert (
+                "induction" in cell["title"]
+                or "previous" in cell["title"]
+                or "sink" in cell["title"]
+            )
+    assert "Letters mark what this prompt's own attention shows" in texts(at)
+    assert np.isfinite(scores["P"][0]).all()

@@ -84,6 +84,13 @@ class SinkSummaryKey(JobKey):
 
 
 @dataclass(frozen=True)
+class HeadMarksKey(JobKey):
+    """Which heads this prompt's own attention marks as induction, previous-token or sink."""
+
+    run: RunKey
+
+
+@dataclass(frozen=True)
 class RepeatedKey(JobKey):
     """Induction and other scores on repeated random tokens."""
 

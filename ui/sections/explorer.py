@@ -214,7 +214,8 @@ def grid(view: ExplorerView, run: AttentionRun, key: RunKey, weighted: bool) -> 
         "Each picture is one head's whole pattern (rows: queries, columns: keys), "
         "max-pooled and scaled to its own strongest weight. Click one to open it."
     )
-    cells: list[dict[str, str]] | None = results.thumbnails(key, weighted)
+    found = results.marks(key)
+    cells: list[dict[str, str]] | None = results.marked(results.thumbnails(key, weighted), found)
     shown = (key, weighted)
     if ss.get(Explorer.GRID_SHOWN) == shown:
         cells = None  # this rerun only moves the selection: keep the pictures off the wire
@@ -232,6 +233,8 @@ def grid(view: ExplorerView, run: AttentionRun, key: RunKey, weighted: bool) -> 
     )
     if run.facts.n_layers * (cell + 4) > GRID_BOX_PX:
         st.caption(f"Scroll inside the box for all {run.facts.n_layers} layers.")
+    if found:
+        st.caption(results.MARKS_NOTE)
 
 
 def single(view: ExplorerView, run: AttentionRun, key: RunKey, words: Words | None) -> None:

@@ -20,11 +20,14 @@ from models.capture.weighted import ValueWeighting, value_norms, value_weighting
 from models.capture.word_split import split_words
 from models.capture.words import Words
 from models.head import Head
+from models.heads.finding.prompt_scores import head_marks, prompt_scores
+from models.heads.table import Thresholds
 from models.model.forward import tokenize
 from models.progress import Progress
 from ui import session
 from ui.runtime import server
 from ui.runtime.job_keys import (
+    HeadMarksKey,
     OverviewKey,
     PrecisionKey,
     RunKey,
@@ -39,6 +42,12 @@ from viz.thumbnails import data_uri, pooled_png
 
 THUMB = 64
 OVERVIEW = 256
+MARK_WORDS = {"I": "induction", "P": "previous token", "S": "sink (first token)"}
+MARKS_NOTE = (
+    "Letters mark what this prompt's own attention shows: **I** induction (over 0.4 on the "
+    "token after a repeated pair's earlier copy), **P** previous token (over 0.4), **S** a "
+    "sink head (80 % or more on the first token). The head finder measures these over a corpus."
+)
 
 
 def run_or_recapture(key: RunKey) -> AttentionRun | None:
@@ -105,6 +114,28 @@ def thumbnails(key: RunKey, weighted: bool) -> list[dict[str, str]]:
         return cells
 
     return server.current().derived.get_or_compute(ThumbnailsKey(key, weighted), build)
+
+
+def marks(key: RunKey) -> dict[Head, str]:
+    """The letters this prompt's own scores put on each head's picture (see
+    :mod:`models.heads.finding.prompt_scores`)."""
+    return server.current().derived.get_or_compute(
+        HeadMarksKey(key), lambda: head_marks(prompt_scores(_run(key)), Thresholds())
+    )
+
+
+def marked(cells: list[dict[str, str]], found: dict[Head, str]) -> list[dict[str, str]]:
+    """Copies of the grid's cells, each marked head with its letters (``badge``) and a tooltip
+    that spells them out."""
+    shown = {str(head): letters for head, letters in found.items()}
+    out = []
+    for cell in cells:
+        letters = shown.get(cell["id"])
+        if letters:
+            words = ", ".join(MARK_WORDS[letter] for letter in letters)
+            cell = {**cell, "badge": letters, "title": f"head {cell['id']}: {words}"}
+        out.append(cell)
+    return out
 
 
 def overview_png(key: RunKey, head: Head, weighted: bool) -> str:

@@ -23,6 +23,10 @@ _GRID_CSS = """
 .grid button:hover { border-color: #9ecae1; }
 .grid button.sel { border-color: #e4572e; }
 .grid img { width: 100%; image-rendering: pixelated; }
+.grid button.marked { position: relative; }
+.grid .badge { position: absolute; top: 2px; left: 2px; padding: 0 2px; border-radius: 2px;
+               font: bold 9px/1.3 var(--st-code-font, monospace); color: #b03a2e;
+               background: rgba(255, 255, 255, 0.85); pointer-events: none; }
 .grid .fill { aspect-ratio: 1; display: flex; align-items: center; justify-content: center;
               font: 10px/1 var(--st-code-font, monospace); border-radius: 2px; }
 """
@@ -53,6 +57,10 @@ export default function(component) {
       if (cell.src) {
         const img = document.createElement('img'); img.src = cell.src; img.alt = 'head ' + cell.id;
         b.appendChild(img);
+        if (cell.badge) {  // what this prompt's scores mark the head as (letters, escaped)
+          const mark = document.createElement('span'); mark.className = 'badge';
+          mark.textContent = cell.badge; b.classList.add('marked'); b.appendChild(mark);
+        }
       } else {  // a number on its colour (the divergence grid)
         const d = document.createElement('div'); d.className = 'fill';
         d.style.background = cell.fill; d.style.color = cell.ink; d.textContent = cell.text;
@@ -272,7 +280,8 @@ def head_grid(
     """Grid of head thumbnails in a scrolling box; ``cells`` hold ``id`` (``L.H``) and ``src``
     (a data URI), or None when the browser already shows these pictures (only the selection is
     sent then). A cell without ``src`` is drawn as its ``text`` on a ``fill`` colour in ``ink``
-    (the divergence grid), with ``title`` as its tooltip. ``kind`` names the grid in the page
+    (the divergence grid), with ``title`` as its tooltip; a picture's ``badge`` (a few letters)
+    is drawn in its corner. ``kind`` names the grid in the page
     (``data-kind``). The selected head is outlined at once in the browser and scrolled into
     view. A grid drawn afresh without pictures calls ``on_missing`` (then reruns), which must
     make the next run send them."""
