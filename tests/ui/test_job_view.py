@@ -86,3 +86,41 @@ def test_streamed_work_shows_its_text_so_far_as_text_in_the_panel():
         "**not bold** <b>nor this</b> [link](https://evil.example)"
     ]
     assert [b.label for b in at.button] == ["Cancel"]
+
+
+def background_page():
+    import threading
+
+    import streamlit as st
+
+    from ui.runtime.jobs import Cost
+    from ui.widgets import job_view
+
+    gate = st.session_state.setdefault("gate", threading.Event())  # the work ends when told
+    found = job_view.run_job(
+        ("background",),
+        "a caption's measurement",
+        lambda progress: (gate.wait(30), "measured")[1],
+        cost=Cost(seconds=0.1),
+        wait_s=30,
+        background="Measuring…",
+    )
+    st.write(f"view drawn; caption: {'pending' if found is job_view.MISSING else found}")
+
+
+def test_background_work_never_holds_up_the_view():
+    """Light work the page waits for up to 30 s, marked as background, is not waited for: the
+    view draws with a one-line note, and the result shows in the run after it has finished."""
+    at = AppTest.from_function(background_page, default_timeout=10).run()
+    assert not at.exception
+    assert [m.value for m in at.markdown] == ["view drawn; caption: pending"]
+    assert [c.value for c in at.caption] == ["Measuring…"] and not at.get("progress")
+    at.session_state["gate"].set()
+    from ui.runtime import server
+
+    job = server.current().pool.get(("background",))
+    if job is not None:
+        job.future.result(timeout=10)
+    at.run()
+    assert [m.value for m in at.markdown] == ["view drawn; caption: measured"]
+    assert not at.caption

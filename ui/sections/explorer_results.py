@@ -188,6 +188,7 @@ def difference(key: RunKey, run: AttentionRun) -> PatternDifference | Any | None
         PrecisionKey(key),
         f"Comparing the first {rows:,} rows with float32",
         work,
+        background=f"Measuring how far {run.dtype} lies from float32 on the first {rows:,} rows…",
         cost=Cost(
             work=difference_flops(run),
             rate="precision",

@@ -78,6 +78,7 @@ def run_job(
     cost: Cost | None = None,
     wait_s: float | None = None,
     partial: Partial | None = None,
+    background: str | None = None,
 ) -> Any:
     """The result of ``work`` for ``key``, or :data:`MISSING` while it is still running.
 
@@ -86,6 +87,8 @@ def run_job(
     show), including :class:`ui.runtime.jobs.RefusedError` for work over the operator's limits.
     After this session presses Cancel, the key is not started again until the visitor asks.
     ``partial``: where ``work`` writes what it has so far; the progress panel shows it.
+    ``background``: the page does not wait for this work (a caption the view can do without):
+    while it runs this line is shown, and the page is drawn again once it has finished.
     """
     runtime, sid = server.current(), session_id()
     found = runtime.pool.finished(key)
@@ -102,9 +105,14 @@ def run_job(
     job = runtime.pool.submit(key, label, work, waiter=sid, cost=cost, partial=partial)
     wait = runtime.settings.job_wait_s if wait_s is None else wait_s
     try:
+        if background is not None and job.future is not None and not job.future.done():
+            raise FutureTimeout
         value = _result(job, label, wait)
     except FutureTimeout:
-        (streaming_panel if partial is not None else progress_panel)(key)
+        if background is not None:
+            waiting_note(key, background)
+        else:
+            (streaming_panel if partial is not None else progress_panel)(key)
         return MISSING
     except CancelledError as err:
         raise Cancelled(f"Stopped: {label}.") from err
@@ -161,6 +169,16 @@ def progress_panel(key: Hashable) -> None:
 def streaming_panel(key: Hashable) -> None:
     """Progress of a job that writes as it goes (a generation), refreshed more often."""
     _panel(key)
+
+
+@st.fragment(run_every=1.0)
+def waiting_note(key: Hashable, text: str) -> None:
+    """One line while background work for ``key`` runs; the page is drawn again once it ends."""
+    job = server.current().pool.get(key)
+    if job is None or job.future is None or job.future.done():
+        st.rerun(scope="app")
+        return
+    st.caption(md(text))
 
 
 def _panel(key: Hashable) -> None:
