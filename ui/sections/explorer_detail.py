@@ -197,17 +197,14 @@ def controls(view: ExplorerView, run: AttentionRun, key: RunKey, weighted: bool)
     if not shape.long:
         colour_options(view, False)
         return
-    left, right = st.columns([2, 3])
-    with left:
-        overview_picker(view, key, shape, weighted)
-    with right:
-        colour_options(view, True)
-        st.button(
-            "Jump to where this query attends most",
-            key=Explorer.JUMP,
-            on_click=on_jump,
-            args=(key,),
-        )
+    overview_picker(view, key, shape, weighted)  # stacked: the grid beside is as tall
+    colour_options(view, True)
+    st.button(
+        "Jump to where this query attends most",
+        key=Explorer.JUMP,
+        on_click=on_jump,
+        args=(key,),
+    )
 
 
 def detail(
