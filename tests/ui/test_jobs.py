@@ -323,3 +323,13 @@ def test_the_servers_stores_forget_views_of_closed_sessions(tmp_path):
         assert store.evict_idle(idle_s=0.0, now=1e12) == 1
         assert "kept" in store and "left" not in store
     runtime.stop()
+
+
+def test_a_stopped_janitor_has_ended_its_thread():
+    """Stopping waits for the sweeping thread, so none is left collecting at shutdown."""
+    janitor = Janitor([ResultStore()], idle_s=4.0)
+    janitor.start()
+    thread = janitor._thread
+    assert thread is not None and thread.is_alive()
+    janitor.stop()
+    assert not thread.is_alive()

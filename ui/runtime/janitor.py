@@ -6,6 +6,7 @@ Streamlit here.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import gc
@@ -63,6 +64,14 @@ class Janitor:
 
         self._thread = threading.Thread(target=loop, name="atlas-janitor", daemon=True)
         self._thread.start()
+        # A daemon thread still collecting garbage while the interpreter shuts down can free
+        # torch tensors after torch's own teardown, which aborts the process: end it first.
+        atexit.register(self.stop)
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop sweeping and wait (up to ``timeout_s``) for a sweep under way to end."""
+        atexit.unregister(self.stop)  # a stopped janitor (and the stores it holds) can go
         self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout_s)
