@@ -215,10 +215,10 @@ def grid(view: ExplorerView, run: AttentionRun, key: RunKey, weighted: bool) -> 
         "max-pooled and scaled to its own strongest weight. Click one to open it."
     )
     found = results.marks(key)
-    cells: list[dict[str, str]] | None = results.marked(results.thumbnails(key, weighted), found)
     shown = (key, weighted)
-    if ss.get(Explorer.GRID_SHOWN) == shown:
-        cells = None  # this rerun only moves the selection: keep the pictures off the wire
+    cells: list[dict[str, str]] | None = None  # a rerun that only moves the selection: keep
+    if ss.get(Explorer.GRID_SHOWN) != shown:  # the pictures off the wire (and unbuilt)
+        cells = results.marked(results.thumbnails(key, weighted), found)
     ss[Explorer.GRID_SHOWN] = shown
     n_heads = run.facts.n_heads
     cell = 72 if n_heads <= 6 else 52 if n_heads <= 12 else 36
