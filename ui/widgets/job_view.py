@@ -174,17 +174,21 @@ def streaming_panel(key: Hashable) -> None:
 @st.fragment(run_every=1.0)
 def waiting_note(key: Hashable, text: str) -> None:
     """One line while background work for ``key`` runs; the page is drawn again once it ends."""
+    if _running(key) is not None:
+        st.caption(md(text))
+
+
+def _running(key: Hashable) -> Job | None:
+    """The job still computing ``key``; once it has ended, the page is drawn again."""
     job = server.current().pool.get(key)
     if job is None or job.future is None or job.future.done():
         st.rerun(scope="app")
-        return
-    st.caption(md(text))
+    return job
 
 
 def _panel(key: Hashable) -> None:
-    job = server.current().pool.get(key)
-    if job is None or job.future is None or job.future.done():
-        st.rerun(scope="app")
+    job = _running(key)
+    if job is None:
         return
     fraction, text = _status(job)
     left, right = st.columns([6, 1])
