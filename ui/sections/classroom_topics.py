@@ -210,6 +210,23 @@ def cost_calculator(facts: ModelFacts | None) -> None:
     )
 
 
+def _mask_chart(allowed: np.ndarray, pos: list[str], key: str) -> None:
+    """What a mask adds to the scores: 0 where a query may read a key, -inf where it may not."""
+    added = np.where(allowed, 0.0, -np.inf)
+    st.plotly_chart(
+        small_heatmap(
+            added,
+            title="added to the scores",
+            x_labels=pos,
+            y_labels=pos,
+            decimals=0,
+            zmin=-1,
+            zmax=1,
+        ),
+        key=key,
+    )
+
+
 def _rope_demo() -> None:
     st.markdown(
         "**RoPE.** Rotate each pair of dimensions of q and k by an angle proportional "
@@ -303,19 +320,7 @@ def position_section() -> None:
     c = st.columns(2)
     with c[0]:
         st.markdown("**Causal mask.** Query i sees keys 1…i.")
-        causal = np.where(positions.causal_mask(n), 0.0, -np.inf)
-        st.plotly_chart(
-            small_heatmap(
-                causal,
-                title="added to the scores",
-                x_labels=pos,
-                y_labels=pos,
-                decimals=0,
-                zmin=-1,
-                zmax=1,
-            ),
-            key=Classroom.CAUSAL_FIGURE,
-        )
+        _mask_chart(positions.causal_mask(n), pos, Classroom.CAUSAL_FIGURE)
         st.caption(
             "Takeaway: a decoder can be trained on every position at once without "
             "letting any token read its own future."
@@ -323,19 +328,7 @@ def position_section() -> None:
     with c[1]:
         w = int(st.slider("Window w", 1, n, 3, key=Classroom.WINDOW))
         st.markdown(f"**Sliding window.** Query i sees only the last {w} keys.")
-        window = np.where(positions.sliding_window_mask(n, w), 0.0, -np.inf)
-        st.plotly_chart(
-            small_heatmap(
-                window,
-                title="added to the scores",
-                x_labels=pos,
-                y_labels=pos,
-                decimals=0,
-                zmin=-1,
-                zmax=1,
-            ),
-            key=Classroom.WINDOW_FIGURE,
-        )
+        _mask_chart(positions.sliding_window_mask(n, w), pos, Classroom.WINDOW_FIGURE)
         st.caption(
             f"Takeaway: cost grows as n·w instead of n², and stacking layers still "
             f"passes information further: 32 layers reach {positions.reach(32, w):,} "
