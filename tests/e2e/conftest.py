@@ -129,6 +129,18 @@ def settle(page, timeout: float = 120_000) -> None:
     page.wait_for_timeout(600)
 
 
+def rss_mib(pid: int) -> float:
+    """Resident memory of process ``pid`` in MiB (NaN once it has gone)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except FileNotFoundError:  # the server has gone
+        pass
+    return float("nan")
+
+
 def shoot(page, name: str) -> Path:
     SHOTS.mkdir(parents=True, exist_ok=True)
     path = SHOTS / f"{name}.png"

@@ -32,7 +32,7 @@ import pytest
 
 from models.model import gguf
 from models.model.spec import ModelSpec
-from tests.e2e.conftest import CHROMIUM, FLAGS, ROOT, app_server, settle, shoot
+from tests.e2e.conftest import CHROMIUM, FLAGS, ROOT, app_server, rss_mib, settle, shoot
 
 pytestmark = pytest.mark.e2e
 
@@ -52,17 +52,6 @@ MESSAGE = re.compile(
     re.I,
 )
 BUNDLED_HEADS = [f"{layer}.{head}" for layer in range(3) for head in range(4)]
-
-
-def rss_mib(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except FileNotFoundError:  # the server has gone
-        pass
-    return float("nan")
 
 
 class Sampler(threading.Thread):

@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.e2e.conftest import ROOT, app_server, settle, shoot
+from tests.e2e.conftest import ROOT, app_server, rss_mib, settle, shoot
 
 pytestmark = pytest.mark.e2e
 
@@ -27,17 +27,6 @@ ENGLISH = (
     "On calm days the crossing takes forty minutes; when the wind rises it can take twice "
     "as long, and the crew hands out blankets to the passengers on the open deck. "
 )
-
-
-def rss_mib(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except FileNotFoundError:  # the server has gone
-        pass
-    return float("nan")
 
 
 @pytest.fixture
