@@ -67,7 +67,9 @@ HEAD_KEY = "explorer_head"  # the explorer's head select box
 HEAD_BUTTON = "button[data-head='{head}']"  # a thumbnail in the grid (browser)
 HEAD_TITLE = "Head {head}"  # the heading that shows the selected head
 IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
-PLOT = ".js-plotly-plot"  # the detail heatmap, drawn
+HEATMAP = ".hm canvas[aria-label]"  # the detail heatmap, painted (browser)
+HEATMAP_OF = '.hm canvas[aria-label^="Head {head}:"]'  # ... painted for that head
+HEATMAP_COMPONENT = "atlas_heatmap"  # its component (AppTest)
 PROMPT_STORE = "ui.runtime.prompt_store"  # module with PromptStore (server-side long prompts)
 
 
@@ -128,9 +130,23 @@ def prompt_to_view(at, prompt: str) -> float:
     at.run()
     seconds = time.perf_counter() - start
     assert not at.exception, at.exception
-    assert at.get("plotly_chart"), "the explorer drew no heatmap"
+    assert drew_heatmap(at), "the explorer drew no heatmap"
     settle_jobs()
     return seconds
+
+
+def drew_heatmap(at) -> bool:
+    """Whether the last AppTest run drew the explorer's detail heatmap."""
+
+    def walk(node) -> bool:
+        kids = getattr(node, "children", None)
+        for child in kids.values() if isinstance(kids, dict) else []:
+            proto = getattr(child, "proto", None)
+            if getattr(proto, "component_name", None) == HEATMAP_COMPONENT or walk(child):
+                return True
+        return False
+
+    return walk(at._tree)
 
 
 def settle_jobs(timeout_s: float = 600.0) -> None:
@@ -184,7 +200,8 @@ def save_prompt(prompt: str) -> str:
 def browser_clicks(
     spec: ModelSpec, prompt: str, n_layers: int, n_heads: int, repeats: int
 ) -> list[float] | str:
-    """Seconds from a click on a head's thumbnail until that head's view has settled, in
+    """Seconds from a click on a head's thumbnail until that head's view has settled (its
+    heading shown, its heatmap painted, the run finished), in
     Debian's Chromium against a real server on loopback (the first click included); a string
     saying why when it cannot run."""
     import socket
@@ -249,7 +266,7 @@ def browser_clicks(
                 page.wait_for_selector("button[data-head]", timeout=900_000)
             # The first click comes once the page has finished drawing, as a reader's would.
             page.wait_for_selector(IDLE, timeout=900_000)
-            page.wait_for_selector(PLOT, timeout=900_000)
+            page.wait_for_selector(HEATMAP, timeout=900_000)
             time.sleep(1.0)
             for i in range(repeats):
                 head = f"{(i * 7 + 3) % n_layers}.{(i * 5 + 1) % n_heads}"
@@ -261,6 +278,7 @@ def browser_clicks(
                     f"() => [...document.querySelectorAll('h3')].some("
                     f"h => h.textContent.trim() === '{title}')"
                 )
+                page.wait_for_selector(HEATMAP_OF.format(head=head))
                 page.wait_for_selector(IDLE)
                 times.append(time.perf_counter() - start)
                 note(f"browser: {head} settled after {times[-1]:.2f} s")

@@ -1,19 +1,30 @@
-"""Plotly heatmaps of attention patterns.
+"""Heatmaps of attention patterns: one :class:`HeatmapData`, drawn by plotly or by the
+explorer's canvas.
 
-Token labels go through :func:`html.escape`: plotly renders a subset of HTML in axis and hover
-text, and a prompt is data, never markup.
+Token labels go through :func:`html.escape` for plotly (it renders a subset of HTML in axis and
+hover text, and a prompt is data, never markup); the canvas gets them as plain text, which it
+draws as text.
 """
 
 from __future__ import annotations
 
+import base64
+import functools
 import html
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import plotly.colors
 import plotly.graph_objects as go
 
 COLORSCALE = "Blues"
+LEVELS = 255  # colour indices of the canvas heatmap (0 .. 254)
+BLANK = 255  # the index of a masked cell
+BLANK_COLOUR = "#f4f4f4"
+SELECTED_COLOUR = "#e4572e"
+KEY_AXIS, QUERY_AXIS = "key (attended to)", "query (attending)"
 
 
 def safe_labels(labels: Sequence[str]) -> list[str]:
@@ -89,12 +100,44 @@ def scale_top(shown: np.ndarray, cols: Sequence[int], fixed: bool, skip_first: b
     return float(finite.max()) if finite.size and finite.max() > 0 else 1.0
 
 
-def head_heatmap(
+@dataclass(frozen=True)
+class HeatmapData:
+    """One head's heatmap as data, drawn by plotly (:func:`heatmap_figure`) or by the page's
+    canvas (:func:`canvas_data`) from the same numbers.
+
+    Attributes:
+        shown: ``query key`` weights of the cells drawn, NaN where the model cannot look.
+        row_labels: each row's label, as plain text (escaped where it becomes markup).
+        col_labels: each column's label, as plain text.
+        axis: the colour range and colour-bar ticks (see :func:`colour_axis`).
+        scale: how colour follows the weight.
+        selected: the row to outline (an index into the rows), or None.
+        pinned: how many leading columns are pinned keys (a line marks where the window starts).
+        value_name: what a cell holds ("weight", or "value-weighted weight").
+        title: the figure's title (plain text).
+    """
+
+    shown: np.ndarray
+    row_labels: list[str]
+    col_labels: list[str]
+    axis: dict
+    scale: ColourScale
+    selected: int | None
+    pinned: int
+    value_name: str
+    title: str
+
+    @property
+    def cells(self) -> int:
+        return int(self.shown.size)
+
+
+def heatmap_data(
     pattern: np.ndarray,
     labels: Sequence[str],
     *,
     causal: bool,
-    title: str,
+    title: str = "",
     zmax: float | None = 1.0,
     selected: int | None = None,
     rows: slice = slice(None),
@@ -103,68 +146,80 @@ def head_heatmap(
     skip_first: bool = False,
     pinned: int = 0,
     value_name: str = "weight",
-) -> go.Figure:
-    """One head's pattern: rows are queries, columns keys, masked cells left blank.
+) -> HeatmapData:
+    """One head's pattern ready to draw: rows are queries, columns keys, masked cells blank.
 
     Args:
         pattern: ``query_pos key_pos`` weights, or the window ``rows`` x ``cols`` of them.
         labels: ``(i) token`` label of every position of the prompt.
         causal: blank the cells above the diagonal.
-        title: figure title (escaped here).
+        title: figure title.
         zmax: top of the colour scale; ``None`` scales to the largest weight shown.
         selected: the absolute position of a query row to outline.
         rows: which rows of the whole pattern ``pattern`` holds (default: all of them).
         cols: which columns: a slice, or the list of absolute key positions (pinned keys first).
         scale: colour from the weight, its square root, or its log10 (ticks stay in weights).
         skip_first: leave key 0 out when scaling to the largest weight.
-        pinned: how many leading columns are pinned keys (a line marks where the window starts).
-        value_name: what a cell holds, for the colour bar and the hover ("weight", or
-            "value-weighted weight").
+        pinned: how many leading columns are pinned keys.
+        value_name: what a cell holds ("weight", or "value-weighted weight").
     """
-    n_rows_all = len(labels)
-    row_ids = list(range(n_rows_all))[rows]
-    col_ids = list(range(n_rows_all))[cols] if isinstance(cols, slice) else [int(c) for c in cols]
-    row_labels = safe_labels([labels[i] for i in row_ids])
-    col_labels = safe_labels([labels[i] for i in col_ids])
-    row0 = row_ids[0] if row_ids else 0
-    shown = masked(pattern, causal, row0, col_ids)
-    axis = colour_axis(
-        scale_top(shown, col_ids, zmax is None, skip_first) if zmax is None else zmax,
-        scale,
-        value_name,
+    n_all = len(labels)
+    row_ids = list(range(n_all))[rows]
+    col_ids = list(range(n_all))[cols] if isinstance(cols, slice) else [int(c) for c in cols]
+    shown = masked(pattern, causal, row_ids[0] if row_ids else 0, col_ids)
+    top = scale_top(shown, col_ids, zmax is None, skip_first) if zmax is None else zmax
+    return HeatmapData(
+        shown=shown,
+        row_labels=[labels[i] for i in row_ids],
+        col_labels=[labels[i] for i in col_ids],
+        axis=colour_axis(top, scale, value_name),
+        scale=scale,
+        selected=row_ids.index(selected) if selected is not None and selected in row_ids else None,
+        pinned=pinned,
+        value_name=value_name,
+        title=title,
     )
+
+
+def head_heatmap(pattern: np.ndarray, labels: Sequence[str], **options) -> go.Figure:
+    """:func:`heatmap_data` drawn by plotly (see there for the options)."""
+    return heatmap_figure(heatmap_data(pattern, labels, **options))
+
+
+def heatmap_figure(data: HeatmapData) -> go.Figure:
+    """The plotly figure of a heatmap (token labels and title escaped)."""
+    row_labels, col_labels = safe_labels(data.row_labels), safe_labels(data.col_labels)
     fig = go.Figure(
         go.Heatmap(
-            z=colour_values(shown, scale),
-            customdata=shown,
+            z=colour_values(data.shown, data.scale),
+            customdata=data.shown,
             x=col_labels,
             y=row_labels,
             colorscale=COLORSCALE,
-            **axis,
+            **data.axis,
             hovertemplate=(
                 "query %{y}<br>key %{x}<br>"
-                + html.escape(value_name)
+                + html.escape(data.value_name)
                 + " %{customdata:.4f}<extra></extra>"
             ),
             hoverongaps=False,
         )
     )
     n = max(len(row_labels), len(col_labels))
-    if selected is not None and selected in row_ids:
-        at = row_ids.index(selected)
+    if data.selected is not None:
         fig.add_shape(
             type="rect",
             x0=-0.5,
             x1=len(col_labels) - 0.5,
-            y0=at - 0.5,
-            y1=at + 0.5,
-            line={"color": "#e4572e", "width": 2},
+            y0=data.selected - 0.5,
+            y1=data.selected + 0.5,
+            line={"color": SELECTED_COLOUR, "width": 2},
         )
-    if pinned:
+    if data.pinned:
         fig.add_shape(
             type="line",
-            x0=pinned - 0.5,
-            x1=pinned - 0.5,
+            x0=data.pinned - 0.5,
+            x1=data.pinned - 0.5,
             y0=-0.5,
             y1=len(row_labels) - 0.5,
             line={"color": "#333", "width": 2, "dash": "dot"},
@@ -172,7 +227,7 @@ def head_heatmap(
     size = min(900, max(360, 18 * n + 160))
     fig.update_layout(
         title={
-            "text": html.escape(title),
+            "text": html.escape(data.title),
             "x": 0.5,
             "xanchor": "center",
             "y": 0.005,
@@ -180,11 +235,58 @@ def head_heatmap(
         },  # below the plot: the key axis and its labels are on top
         height=size + 60,
         margin={"l": 10, "r": 10, "t": 110, "b": 50},
-        xaxis={"title": "key (attended to)", "side": "top", "tickangle": -60, "type": "category"},
-        yaxis={"title": "query (attending)", "autorange": "reversed", "type": "category"},
-        plot_bgcolor="#f4f4f4",
+        xaxis={"title": KEY_AXIS, "side": "top", "tickangle": -60, "type": "category"},
+        yaxis={"title": QUERY_AXIS, "autorange": "reversed", "type": "category"},
+        plot_bgcolor=BLANK_COLOUR,
     )
     return fig
+
+
+@functools.cache
+def colour_table(n: int = LEVELS) -> list[list[int]]:
+    """``n`` RGB colours evenly spaced along :data:`COLORSCALE`, as plotly interpolates it."""
+    scale = plotly.colors.get_colorscale(COLORSCALE)
+    picked = plotly.colors.sample_colorscale(scale, [i / (n - 1) for i in range(n)])
+    return [list(plotly.colors.unlabel_rgb(colour)) for colour in picked]
+
+
+def colour_levels(data: HeatmapData) -> np.ndarray:
+    """``query key`` uint8 colour index of every cell: ``0 .. LEVELS - 1`` along the colour
+    range (clipped at its ends, like plotly), :data:`BLANK` where the cell is masked."""
+    low, high = data.axis["zmin"], data.axis["zmax"]
+    z = colour_values(data.shown, data.scale).astype(np.float64)
+    share = np.clip((z - low) / (high - low if high > low else 1.0), 0.0, 1.0)
+    levels = np.rint(np.nan_to_num(share) * (LEVELS - 1)).astype(np.uint8)
+    levels[~np.isfinite(data.shown)] = BLANK
+    return levels
+
+
+def canvas_data(data: HeatmapData) -> dict:
+    """What the page's canvas heatmap draws (JSON-ready, labels as plain text: the canvas
+    draws text, never markup): colour indices and float32 weights (little-endian, base64),
+    the colour table, the colour bar's ticks (as shares of the bar) and the outlines."""
+    low, high = data.axis["zmin"], data.axis["zmax"]
+    bar = data.axis["colorbar"]
+    span = high - low if high > low else 1.0
+    return {
+        "n_rows": int(data.shown.shape[0]),
+        "n_cols": int(data.shown.shape[1]),
+        "levels": base64.b64encode(colour_levels(data).tobytes()).decode("ascii"),
+        "values": base64.b64encode(data.shown.astype("<f4").tobytes()).decode("ascii"),
+        "colours": colour_table(),
+        "blank": BLANK_COLOUR,
+        "ticks": [
+            [(value - low) / span, text]
+            for value, text in zip(bar["tickvals"], bar["ticktext"], strict=True)
+        ],
+        "rows": list(data.row_labels),
+        "cols": list(data.col_labels),
+        "selected": data.selected,
+        "pinned": data.pinned,
+        "value_name": data.value_name,
+        "axes": [KEY_AXIS, QUERY_AXIS],
+        "title": data.title,
+    }
 
 
 def score_grid(

@@ -1,8 +1,11 @@
 """AppTest helpers: run the real app.py with a query string, as a browser would open it."""
 
+import base64
+import json
 import re
 from pathlib import Path
 
+import numpy as np
 from streamlit.testing.v1 import AppTest
 
 from ui.runtime import server
@@ -65,3 +68,50 @@ def open_page(page: str, model: str, **state) -> AppTest:
     at.switch_page(page)
     at.run()
     return at
+
+
+def component_data_all(at: AppTest, name: str) -> list[dict]:
+    """The data every browser component called ``name`` was sent, in page order."""
+    found: list[dict] = []
+
+    def walk(node) -> None:
+        kids = getattr(node, "children", None)
+        for child in kids.values() if isinstance(kids, dict) else []:
+            proto = getattr(child, "proto", None)
+            if getattr(child, "type", None) == "bidi_component" and proto.component_name == name:
+                found.append(json.loads(proto.json))
+            walk(child)
+
+    walk(at._tree)
+    return found
+
+
+def component_data(at: AppTest, name: str) -> dict:
+    """The data the first browser component called ``name`` was sent."""
+    found = component_data_all(at, name)
+    assert found, f"no {name} on the page"
+    return found[0]
+
+
+def detail_heatmap(at: AppTest) -> dict:
+    """The explorer's detail heatmap as the browser gets it, its bytes decoded: ``values``
+    (``query key`` float32 weights, NaN masked) and ``levels`` (uint8 colour indices)."""
+    data = dict(component_data(at, "atlas_heatmap"))
+    shape = (data["n_rows"], data["n_cols"])
+    data["values"] = np.frombuffer(base64.b64decode(data["values"]), "<f4").reshape(shape)
+    data["levels"] = np.frombuffer(base64.b64decode(data["levels"]), np.uint8).reshape(shape)
+    return data
+
+
+def has_heatmap(at: AppTest) -> bool:
+    """Whether the explorer drew its detail heatmap."""
+    return bool(component_data_all(at, "atlas_heatmap"))
+
+
+def plotly_array(array) -> np.ndarray:
+    """A plotly array as the browser gets it (a list, or a base64 typed array), as floats."""
+    if isinstance(array, dict):
+        values = np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"])
+        shape = [int(x) for x in str(array.get("shape", len(values))).split(",")]
+        return values.reshape(shape).astype(float)
+    return np.array(array, dtype=float)

@@ -39,7 +39,7 @@ def test_the_page_states_the_refusal_instead_of_running_it():
         **{Heads.SPAN: 60, Heads.BATCH: 64, Heads.ABLATE: False, Heads.TEXTS: 2},
     )
     assert not at.exception  # bundled: small enough to run, and it does
-    assert at.get("plotly_chart")
+    assert at.get("plotly_chart")  # the heads page drew its scores
 
 
 def test_long_work_has_a_ceiling_per_request():

@@ -2,17 +2,13 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from models.model.spec import BUNDLED_DIR
-from tests.app.helpers import open_app, texts
+from tests.app.helpers import component_data, detail_heatmap, has_heatmap, open_app, texts
 from ui.keys import Explorer, Sidebar
-
-
-def figure(at) -> dict:
-    charts = at.get("plotly_chart")
-    assert charts, "no heatmap on the page"
-    return json.loads(charts[0].proto.spec)
+from ui.widgets import canvas_heatmap
 
 
 @pytest.mark.parametrize("model", ["bundled", "minilm"])
@@ -20,9 +16,8 @@ def test_explorer_renders_heatmap_for_each_model(model):
     at = open_app(model=model)
     assert not at.exception
     assert at.selectbox(key=Explorer.LAYER).value == 0
-    fig = figure(at)
-    labels = fig["data"][0]["x"]
-    assert labels[0] == ("(0) &lt;|endoftext|&gt;" if model == "bundled" else "(0) [CLS]")
+    labels = detail_heatmap(at)["cols"]
+    assert labels[0] == ("(0) <|endoftext|>" if model == "bundled" else "(0) [CLS]")
     assert "layers ×" in texts(at)
 
 
@@ -50,11 +45,13 @@ def test_out_of_range_and_garbage_link_values_are_fixed_with_a_note():
 
 def test_changing_head_updates_heatmap():
     at = open_app(model="bundled", prompt="the cat and the cat")
-    before = figure(at)["data"][0]["z"]
+    before = detail_heatmap(at)["values"]
     at.selectbox(key=Explorer.HEAD).set_value(3).run()
     assert not at.exception
     assert "Head 0.3" in texts(at)
-    assert figure(at)["data"][0]["z"] != before
+    after = detail_heatmap(at)
+    assert not np.array_equal(after["values"], before, equal_nan=True)
+    assert after["label"].startswith("Head 0.3:")
 
 
 def test_empty_prompt_gives_a_message():
@@ -62,7 +59,7 @@ def test_empty_prompt_gives_a_message():
     at.text_area(key=Sidebar.PROMPT).set_value("   ").run()
     assert not at.exception
     assert "empty" in texts(at)
-    assert not at.get("plotly_chart")
+    assert not has_heatmap(at)
 
 
 def test_long_prompt_is_cut_with_a_notice():
@@ -71,7 +68,7 @@ def test_long_prompt_is_cut_with_a_notice():
     assert not at.exception
     n_ctx = json.loads((BUNDLED_DIR / "config.json").read_text())["n_positions"]
     assert f"only the first {n_ctx}" in texts(at)
-    assert len(figure(at)["data"][0]["x"]) == min(n_ctx, 160)  # a window of a long prompt
+    assert len(detail_heatmap(at)["cols"]) == min(n_ctx, 160)  # a window of a long prompt
 
 
 def test_unknown_model_keeps_previous_model_working():
@@ -82,21 +79,27 @@ def test_unknown_model_keeps_previous_model_working():
     said = texts(at)
     assert "Could not find 'no-such-user/no-such-model'" in said
     assert "Still showing the last model that loaded" in said
-    assert figure(at)["data"][0]["x"][0] == "(0) &lt;|endoftext|&gt;"
+    assert detail_heatmap(at)["cols"][0] == "(0) <|endoftext|>"
     assert at.text_input(key=Sidebar.NAME).value == "no-such-user/no-such-model"
 
 
-def test_script_prompt_is_escaped_in_the_figure():
+def test_a_script_prompt_reaches_the_heatmap_as_text_only():
+    """The canvas gets labels as plain text and draws them as text; its code never hands a
+    string to the HTML parser (the readout goes through textContent)."""
     at = open_app(model="bundled", prompt="<script>alert(1)</script>")
     assert not at.exception
-    spec = at.get("plotly_chart")[0].proto.spec
-    assert "<script>" not in spec and "&lt;" in spec
+    labels = detail_heatmap(at)["rows"]
+    assert any("<" in label for label in labels)  # as typed, not escaped twice
+    assert not any("&lt;" in label for label in labels)
+    for parser in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write"):
+        assert parser not in canvas_heatmap._JS
+    assert "tip.textContent" in canvas_heatmap._JS
 
 
 def test_the_head_is_named_once_and_the_view_survives_a_page_switch():
     at = open_app(model="bundled", layer=2, head=2, token=5)
     assert texts(at).count("Head 2.2") == 1  # the subheader; the figure has no second title
-    assert figure(at)["layout"]["title"]["text"] == ""
+    assert detail_heatmap(at)["title"] == ""
     at.selectbox(key=Explorer.LAYER).set_value(1)
     at.selectbox(key=Explorer.HEAD).set_value(3)
     at.selectbox(key=Explorer.TOKEN).set_value(7)
@@ -111,19 +114,6 @@ def test_the_head_is_named_once_and_the_view_survives_a_page_switch():
         at.selectbox(key=Explorer.HEAD).value,
         at.selectbox(key=Explorer.TOKEN).value,
     ) == (1, 3, 7)  # not the link's 2.2 at 5
-
-
-def decoded(array):
-    """A plotly array as the browser gets it: a list, or a base64 typed array."""
-    import base64
-
-    import numpy as np
-
-    if isinstance(array, dict):
-        values = np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"])
-        shape = [int(x) for x in str(array.get("shape", len(values))).split(",")]
-        return values.reshape(shape).astype(float)
-    return np.array(array, dtype=float)
 
 
 def test_value_weighted_toggle_redraws_every_view_from_the_weighting():
@@ -144,7 +134,7 @@ def test_value_weighted_toggle_redraws_every_view_from_the_weighting():
     want = value_weighted(
         run.pattern(2, 2), value_norms(model, torch.tensor([run.token_ids]))[2, 2]
     )
-    shown = decoded(figure(at)["data"][0]["customdata"])
+    shown = detail_heatmap(at)["values"].astype(float)
     seen = ~np.isnan(shown)
     np.testing.assert_allclose(shown[seen], want[seen], atol=1e-5)
 
@@ -165,7 +155,7 @@ def test_a_stopped_prompt_says_the_view_is_still_the_previous_one():
     assert "Stopped:" in said
     assert "still shows the previous prompt" in said and "the first prompt" in said
     assert "until the sidebar's is ready" not in said
-    assert at.get("plotly_chart")  # the previous view stays usable
+    assert has_heatmap(at)  # the previous view stays usable
 
 
 def test_an_unknown_model_in_a_link_offers_a_way_back():
@@ -173,7 +163,7 @@ def test_an_unknown_model_in_a_link_offers_a_way_back():
     said = texts(at)
     assert "runs offline" in said and "no copy of it" in said
     at.button(key=Sidebar.BACK_TO_BUNDLED).click().run()
-    assert not at.exception and at.get("plotly_chart")  # the explorer works again
+    assert not at.exception and has_heatmap(at)  # the explorer works again
 
 
 def test_the_grid_marks_heads_by_this_prompts_own_scores(bundled):
@@ -187,7 +177,6 @@ def test_the_grid_marks_heads_by_this_prompts_own_scores(bundled):
     from models.heads.finding.prompt_scores import SINK_MARK, copy_targets
     from models.heads.finding.scores import previous_token_score, sink_score
     from models.heads.table import Thresholds
-    from tests.app.test_explorer_compare import component_data
 
     text = "def area(w, h):\n    return w * h\n\ndef area(w, h):\n    return w * h\n"
     at = open_app(prompt=text)

@@ -18,7 +18,7 @@ from models.capture.rollout import rollout_weights
 from models.capture.run import capture
 from models.capture.spans import SPAN_RULE
 from models.capture.words import WORD_RULE
-from tests.app.helpers import open_app, texts
+from tests.app.helpers import component_data, detail_heatmap, open_app, texts
 from ui.keys import Explorer, Session
 from ui.state import explorer as state
 from viz.compare_figures import DIVERGENCE_FLOOR, divergence_text
@@ -31,25 +31,6 @@ B = "the dog sat on the mat because it was warm"
 def table(at) -> dict[str, float]:
     frame = at.dataframe[0].value
     return dict(zip(frame["L.H"], frame["divergence"], strict=True))
-
-
-def component_data(at, name: str) -> dict:
-    """The data a browser component of ``name`` was sent (the first one on the page)."""
-
-    def walk(node):
-        kids = getattr(node, "children", None)
-        for child in kids.values() if isinstance(kids, dict) else []:
-            proto = getattr(child, "proto", None)
-            if getattr(child, "type", None) == "bidi_component" and proto.component_name == name:
-                return json.loads(proto.json)
-            found = walk(child)
-            if found is not None:
-                return found
-        return None
-
-    found = walk(at._tree)
-    assert found is not None, f"no {name} on the page"
-    return found
 
 
 def strip_weights(at) -> np.ndarray:
@@ -177,9 +158,9 @@ def test_the_word_view_merges_pieces_and_rows_still_sum_to_one(bundled):
     prompt = "the cat sat on the mat"
     at = open_app(model="bundled", prompt=prompt, words=1, layer=1, head=3, token=3)
     assert not at.exception
-    fig = plot(at, Explorer.HEATMAP)
-    assert fig["data"][0]["x"] == [
-        "(0) &lt;|endoftext|&gt;",
+    drawn = detail_heatmap(at)
+    assert drawn["cols"] == [
+        "(0) <|endoftext|>",
         "(1) the",
         "(2) cat",
         "(3) sat",
@@ -187,7 +168,7 @@ def test_the_word_view_merges_pieces_and_rows_still_sum_to_one(bundled):
         "(5) the",
         "(6) mat",
     ]
-    shown = values(fig["data"][0]["customdata"])
+    shown = drawn["values"].astype(np.float64)
     np.testing.assert_allclose(np.nansum(shown, axis=1), 1.0, atol=1e-6)
     # By hand: "cat" is the pieces "c" + "at" (tokens 2 and 3); from a word = mean of its
     # pieces' rows, to a word = sum over its pieces' columns.

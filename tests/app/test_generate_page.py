@@ -17,9 +17,14 @@ from models.generate.sweep import bundled_passage
 from models.head import Head
 from models.model.forward import tokenize
 from models.model.spec import BUNDLED_DIR
-from tests.app.helpers import open_app, open_page, texts
-from tests.app.test_explorer import decoded
-from tests.app.test_explorer_compare import component_data
+from tests.app.helpers import (
+    component_data,
+    component_data_all,
+    open_app,
+    open_page,
+    plotly_array,
+    texts,
+)
 from ui.keys import Generate, Sidebar
 
 PAGE = "pages/generate.py"
@@ -37,7 +42,7 @@ def generated(at) -> list[int]:
 def rows_figure(at) -> np.ndarray:
     found = [c for c in at.get("plotly_chart") if c.proto.id.endswith(Generate.ROWS_FIGURE)]
     assert found, "no step figure"
-    return decoded(json.loads(found[0].proto.spec)["data"][0]["customdata"])
+    return plotly_array(json.loads(found[0].proto.spec)["data"][0]["customdata"])
 
 
 def strip_weights(at) -> np.ndarray:
@@ -46,21 +51,6 @@ def strip_weights(at) -> np.ndarray:
     return np.array(
         [float(w) for w in re.findall(r"attention from the selected token ([0-9.]+)", spans)]
     )
-
-
-def component_data_all(at, name: str) -> list[dict]:
-    found = []
-
-    def walk(node):
-        kids = getattr(node, "children", None)
-        for child in kids.values() if isinstance(kids, dict) else []:
-            proto = getattr(child, "proto", None)
-            if getattr(child, "type", None) == "bidi_component" and proto.component_name == name:
-                found.append(json.loads(proto.json))
-            walk(child)
-
-    walk(at._tree)
-    return found
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import pytest
 from models.errors import ModelLoadError
 from models.model.loading import load
 from models.model.spec import BUNDLED_DIR, ModelSpec
-from tests.app.helpers import open_app, texts
+from tests.app.helpers import has_heatmap, open_app, texts
 from tests.app.test_bad_input import switch_model
 from ui.keys import Classroom, Sidebar
 from ui.runtime import models as models_store
@@ -70,7 +70,7 @@ def test_model_repository_code_never_runs_for_a_visitor(tmp_path, monkeypatch, t
     at.session_state[Sidebar.TRUST] = ticked  # even a forged tick changes nothing
     switch_model(at, "local", str(tmp_path / "coded"))
     assert not at.exception and not marker.exists()
-    assert "own modelling code" in texts(at) and at.get("plotly_chart")
+    assert "own modelling code" in texts(at) and has_heatmap(at)
 
 
 @pytest.mark.filterwarnings("ignore:Detected pickle protocol")
@@ -105,7 +105,7 @@ def test_visitor_input_gets_one_message_and_no_traceback(source, name):
     switch_model(at, source, name)
     assert not at.exception
     said = texts(at)
-    assert "Still showing the last model that loaded" in said and at.get("plotly_chart")
+    assert "Still showing the last model that loaded" in said and has_heatmap(at)
     for element in list(at.error) + list(at.info) + list(at.warning):
         assert "](http" not in element.value and ":red[" not in element.value
 

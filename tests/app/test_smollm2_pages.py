@@ -1,6 +1,6 @@
 """AppTest: SmolLM2 from a share link (?model=smollm2) and from the sidebar's source list."""
 
-from tests.app.helpers import open_app, texts
+from tests.app.helpers import has_heatmap, open_app, texts
 from ui.keys import Explorer, Sidebar
 
 PROMPT = "The ferry leaves the harbour at seven. The ferry leaves the harbour at seven."
@@ -12,7 +12,7 @@ def test_share_link_opens_smollm2_in_the_explorer(smollm2):
     assert at.selectbox(key=Sidebar.SOURCE).value == "smollm2"
     said = texts(at)
     assert "SmolLM2-135M-Instruct" in said and "30 layers × 9 heads" in said and "GQA" in said
-    assert at.get("plotly_chart")
+    assert has_heatmap(at)
     assert len(at.selectbox(key=Explorer.LAYER).options) == 30
 
 

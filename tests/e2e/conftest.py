@@ -16,6 +16,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -146,3 +147,18 @@ def shoot(page, name: str) -> Path:
     path = SHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+HEATMAP = ".hm canvas[aria-label]"  # the explorer's detail heatmap, painted
+CHART = f".js-plotly-plot, {HEATMAP}"  # any chart a page drew
+
+
+def detail_heatmap(page) -> np.ndarray:
+    """The explorer's detail heatmap as the page's canvas holds it (``query key`` weights after
+    decoding, NaN where masked)."""
+    got = page.locator(".hm").evaluate(
+        "(el) => ({cols: el.__shown.n_cols, values: Array.from(el.__shown.values,"
+        " (v) => (Number.isNaN(v) ? null : v))})"
+    )
+    values = np.array([np.nan if v is None else v for v in got["values"]], dtype=float)
+    return values.reshape(-1, got["cols"])

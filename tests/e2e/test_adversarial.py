@@ -32,7 +32,7 @@ import pytest
 
 from models.model import gguf
 from models.model.spec import ModelSpec
-from tests.e2e.conftest import CHROMIUM, FLAGS, ROOT, app_server, rss_mib, settle, shoot
+from tests.e2e.conftest import CHART, CHROMIUM, FLAGS, ROOT, app_server, rss_mib, settle, shoot
 
 pytestmark = pytest.mark.e2e
 
@@ -189,7 +189,7 @@ def answered(
         if bars.count():
             said = "progress: " + bars.first.inner_text().strip()
             break
-        if results and page.locator(".js-plotly-plot").count():
+        if results and page.locator(CHART).count():
             settle(page)
             said = "its results (computed earlier, kept)"
             break

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from models.capture.run import capture
-from tests.e2e.conftest import settle, shoot
+from tests.e2e.conftest import HEATMAP, detail_heatmap, settle, shoot
 from ui.runtime.prompt_store import PromptStore
 from ui.runtime.settings import Settings
 
@@ -28,10 +28,6 @@ GRIDS = f"""() => [...document.querySelectorAll('.js-plotly-plot')].map((p) => (
     title: ({TITLE})(p),
     z: p._fullData && p._fullData[0]
         ? Array.from(p._fullData[0].z, (r) => Array.from(r)) : []}}))"""
-SHOWN_ROW = """() => { const p = document.querySelector('.js-plotly-plot');
-    const rows = Array.from(p._fullData[0].customdata, (r) => Array.from(r, (v) =>
-        (v === null || Number.isNaN(v)) ? null : v));
-    return rows[rows.length - 1]; }"""
 
 
 def repeated_passage(model, n_tokens: int = 995) -> str:
@@ -56,13 +52,13 @@ def test_an_induction_head_from_the_head_finder_shows_its_stripe(page, app_url, 
     layer, head = np.unravel_index(np.nanargmax(scores), scores.shape)
     assert scores[layer, head] >= 0.5
     page.goto(f"{app_url}/?model=smollm2&pid={pid}&layer={layer}&head={head}")
-    page.wait_for_selector(".js-plotly-plot", timeout=900_000)
+    page.wait_for_selector(HEATMAP, timeout=900_000)
     settle(page, timeout=900_000)
     assert page.locator("h3", has_text=f"Head {layer}.{head}").count() == 1
     shot = shoot(page, "smollm2-induction-head")
     run = capture(smollm2, prompt)
     row = run.pattern(int(layer), int(head))[run.n_tokens - 1]
-    shown = np.array([np.nan if v is None else v for v in page.evaluate(SHOWN_ROW)])
+    shown = detail_heatmap(page)[-1]  # the last query's row, as the canvas holds it
     assert np.nanmax(shown) == pytest.approx(float(row.max()), abs=1e-5)
     strongest = int(np.argmax(row[1:])) + 1  # the stripe, besides the first-token sink
     assert strongest < run.n_tokens // 2 + 5  # it sits in the first copy, ~1,000 tokens back

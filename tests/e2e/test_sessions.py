@@ -6,14 +6,10 @@ import numpy as np
 import pytest
 
 from models.capture.run import capture
-from tests.e2e.conftest import settle
+from tests.e2e.conftest import HEATMAP, detail_heatmap, settle
 
 pytestmark = pytest.mark.e2e
 
-# The heatmap's weights as plotly.js holds them after decoding (NaN for masked cells); the colour
-# values (z) may be a square root or a log of them, the hover data are the weights themselves.
-SHOWN_Z = """() => Array.from(document.querySelector('.js-plotly-plot')._fullData[0].customdata,
-    (row) => Array.from(row, (v) => (v === null || Number.isNaN(v)) ? null : v))"""
 PROMPTS = [f"session {i}: " + "to be or not to be " * (i + 1) for i in range(8)]
 
 
@@ -29,10 +25,10 @@ def test_eight_sessions_see_their_own_patterns(browser, app_url, bundled):
                 wait_until="commit",
             )
         for i, (page, prompt) in enumerate(zip(pages, PROMPTS, strict=True)):
-            page.wait_for_selector(".js-plotly-plot", timeout=240_000)
+            page.wait_for_selector(HEATMAP, timeout=240_000)
             settle(page)
             assert page.locator('[data-testid="stException"]').count() == 0
-            shown = np.array(page.evaluate(SHOWN_Z), dtype=float)  # None -> nan
+            shown = detail_heatmap(page)  # the weights the canvas holds, NaN where masked
             expected = capture(bundled, prompt).pattern(i % 3, i % 4)
             seen = np.tril(np.ones_like(expected, dtype=bool))
             np.testing.assert_allclose(shown[seen], expected[seen], atol=1e-6)

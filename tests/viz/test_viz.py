@@ -2,9 +2,10 @@ import csv
 import io
 
 import numpy as np
+import pytest
 
 from viz.export import pattern_csv
-from viz.heatmap import colour_axis, head_heatmap, masked
+from viz.heatmap import canvas_data, colour_axis, head_heatmap, heatmap_data, heatmap_figure, masked
 from viz.thumbnails import pooled_png
 from viz.token_view import token_spans
 
@@ -104,3 +105,34 @@ def test_colour_bar_labels_never_touch():
     assert (log["zmin"], log["zmax"]) == (-4.0, 0.0)
     top = colour_axis(0.52, "linear")["colorbar"]  # the top (0.52) wins over 0.5 beside it
     assert top["ticktext"] == ["0.05", "0.1", "0.25", "0.52"]
+
+
+def test_the_canvas_gets_the_weights_and_their_colours_by_hand():
+    """Colour index = the weight's share of the colour range (square root here) times 254,
+    masked cells 255; the weights travel as float32; ticks sit at their share of the bar."""
+    import base64
+
+    pattern = np.array([[1.0, 0.0, 0.0], [0.25, 0.75, 0.0], [0.01, 0.09, 0.9]], dtype=np.float32)
+    labels = ["(0) <a>", "(1) b", "(2) c"]
+    data = canvas_data(heatmap_data(pattern, labels, causal=True, scale="sqrt", selected=1))
+    levels = np.frombuffer(base64.b64decode(data["levels"]), np.uint8).reshape(3, 3)
+    assert levels.tolist() == [[254, 255, 255], [127, 220, 255], [25, 76, 241]]
+    # sqrt: 0.5 * 254 = 127; sqrt(0.75) * 254 = 219.97; 0.1 * 254 = 25.4; 0.3 * 254 = 76.2;
+    # sqrt(0.9) * 254 = 240.97
+    values = np.frombuffer(base64.b64decode(data["values"]), "<f4").reshape(3, 3)
+    np.testing.assert_array_equal(np.tril(values), np.tril(pattern))
+    assert np.isnan(values[0, 1]) and np.isnan(values[0, 2]) and np.isnan(values[1, 2])
+    assert data["colours"][0] == [247, 251, 255] and data["colours"][-1] == [8, 48, 107]
+    assert len(data["colours"]) == 255
+    ticks = {text: share for share, text in data["ticks"]}
+    assert ticks["0.25"] == 0.5 and ticks["1"] == 1.0 and ticks["0.01"] == pytest.approx(0.1)
+    assert data["rows"][0] == "(0) <a>"  # plain text: the canvas draws it as text
+    assert data["selected"] == 1 and data["pinned"] == 0
+
+
+def test_plotly_and_the_canvas_draw_the_same_heatmap():
+    pattern = np.array([[0.6, 0.4], [0.3, 0.7]], dtype=np.float32)
+    data = heatmap_data(pattern, ["(0) a", "(1) b"], causal=False, zmax=None, scale="log")
+    fig = heatmap_figure(data)
+    assert fig.data[0].zmin == data.axis["zmin"] and fig.data[0].zmax == data.axis["zmax"]
+    np.testing.assert_array_equal(np.array(fig.data[0].customdata, dtype=float), pattern)

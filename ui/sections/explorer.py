@@ -251,7 +251,7 @@ def single(view: ExplorerView, run: AttentionRun, key: RunKey, words: Words | No
     export.button(
         current_view(),
         key,
-        shown.figure,
+        shown.heatmap,
         list(words.labels) if words is not None else list(run.tokens),
         weighting is not None,
         run.facts.n_heads,

@@ -7,7 +7,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-import plotly.graph_objects as go
 import streamlit as st
 
 from models.capture.run import AttentionRun
@@ -28,8 +27,9 @@ from ui.sections.explorer_session import current_view, save, shape_of, strongest
 from ui.state import explorer as state
 from ui.state.explorer import WINDOW, ExplorerView, RunShape, unit_of, unit_range
 from ui.widgets import components
+from ui.widgets.canvas_heatmap import canvas_heatmap
 from viz.export import pattern_csv
-from viz.heatmap import head_heatmap
+from viz.heatmap import HeatmapData, canvas_data, heatmap_data
 
 SCALES: dict[state.ColourScale, str] = {"sqrt": "Square root", "linear": "Linear", "log": "Log"}
 RANGES: dict[state.ColourRange, str] = {"unit": "0 to 1", "view": "This view's largest weight"}
@@ -136,18 +136,18 @@ def pinned_keys(key: RunKey, head: Head, cols: range, words: Words | None = None
 class Shown:
     """The detail heatmap and what it was drawn from (rows and columns in units)."""
 
-    figure: go.Figure
+    heatmap: HeatmapData
     window: np.ndarray
     rows: range
     cols: range
     names: list[str]
 
 
-def detail_figure(
+def detail_heatmap(
     view: ExplorerView, run: AttentionRun, key: RunKey, weighting: Any, words: Words | None
 ) -> Shown:
-    """The chosen head's detail heatmap: the window (as words in the word view), sink keys
-    pinned before it on long prompts."""
+    """The chosen head's detail heatmap as data: the window (as words in the word view), sink
+    keys pinned before it on long prompts."""
     shape = shape_of(run, key)
     rows, cols = unit_range(view.rows(shape), words), unit_range(view.cols(shape), words)
     pins = pinned_keys(key, view.head, cols, words) if shape.long and view.pin_sinks else []
@@ -158,7 +158,7 @@ def detail_figure(
     )
     word = "value-weighted weight" if weighting is not None else "weight"
     labels = words.axis_labels() if words is not None else run.labels()
-    fig = head_heatmap(
+    drawn = heatmap_data(
         pattern,
         labels,
         causal=run.facts.causal,
@@ -173,7 +173,7 @@ def detail_figure(
         value_name=word,
     )
     names = list(words.labels) if words is not None else list(run.tokens)
-    return Shown(fig, pattern[:, len(pins) :], rows, cols, names)
+    return Shown(drawn, pattern[:, len(pins) :], rows, cols, names)
 
 
 def window_caption(view: ExplorerView, shape: RunShape, words: Words | None) -> str:
@@ -214,18 +214,14 @@ def detail(
     shape = shape_of(run, key)
     if shape.long:
         st.caption(window_caption(view, shape, words))
-    shown = detail_figure(view, run, key, weighting, words)
-    st.plotly_chart(
-        shown.figure,
-        width="stretch",
-        key=Explorer.HEATMAP,
-        config={
-            "toImageButtonOptions": {
-                "format": "png",
-                "scale": 2,
-                "filename": f"head_{view.head.layer}_{view.head.index}",
-            }
-        },
+    shown = detail_heatmap(view, run, key, weighting, words)
+    canvas_heatmap(
+        canvas_data(shown.heatmap),
+        Explorer.HEATMAP,
+        file_name=f"head_{view.head.layer}_{view.head.index}",
+        label=f"Head {view.head}: {shown.heatmap.value_name}s of queries "
+        f"{shown.rows.start}–{shown.rows.stop - 1} over keys {shown.cols.start}–"
+        f"{shown.cols.stop - 1}",
     )
     downloads(view, run, key, shown, weighting is not None, words is not None)
     return shown

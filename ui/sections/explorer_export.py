@@ -30,6 +30,7 @@ from ui.sections import explorer_strip as strip
 from ui.sections.explorer_session import view_query
 from ui.state import explorer as state
 from ui.state.explorer import ExplorerView, unit_of
+from viz.heatmap import HeatmapData, heatmap_figure
 from viz.html_export import Caption, ExportTooLarge, Strip, export_size, heatmap_cells, view_html
 
 SCALES = {"sqrt": "square root", "linear": "linear", "log": "log"}
@@ -109,14 +110,15 @@ def figure_and_strip(request: Request) -> tuple[go.Figure, Strip] | None:
         weights = strip.attention_weights(replace(view, scope="head", span=None), run, None, words)
         return found.difference, Strip(names, weights, selected, view.direction)
     weighting = results.weighting(key) if request.weighted else None
-    shown = detail.detail_figure(view, run, key, weighting, words)
+    shown = detail.detail_heatmap(view, run, key, weighting, words)
     rolled = None
     if view.rollout:
         rolled = server.current().results.get(
             RolloutKey(key, state.selection(view), view.direction, words is not None)
         )
     weights = rolled if rolled is not None else strip.attention_weights(view, run, weighting, words)
-    return shown.figure, Strip(names, np.asarray(weights), selected, view.direction)
+    drawn = Strip(names, np.asarray(weights), selected, view.direction)
+    return heatmap_figure(shown.heatmap), drawn
 
 
 def build(request: Request) -> str:
@@ -141,22 +143,27 @@ def absolute(query: dict[str, str]) -> str:
 def button(
     view: ExplorerView,
     key: RunKey,
-    figure: go.Figure,
+    heatmap: go.Figure | HeatmapData,
     names: list[str],
     weighted: bool,
     n_heads: int,
     model: str,
 ) -> None:
-    """The download button, its size stated from what is on the page."""
+    """The download button, its size stated from what is on the page (``heatmap``: the
+    detail heatmap's data, or the A − B figure in compare mode)."""
     request = Request(view, key, weighted, absolute(view_query(view, key.prompt)))
     grid = results.grid_pictures(key, weighted, n_heads)
-    labels = [
-        str(x)
-        for trace in figure.data
-        for axis in (trace.x, trace.y)
-        for x in (axis if axis is not None else [])
-    ]
-    size = export_size(grid, heatmap_cells(figure), labels, names, caption(request, model))
+    if isinstance(heatmap, HeatmapData):
+        cells, labels = heatmap.cells, heatmap.row_labels + heatmap.col_labels
+    else:
+        cells = heatmap_cells(heatmap)
+        labels = [
+            str(x)
+            for trace in heatmap.data
+            for axis in (trace.x, trace.y)
+            for x in (axis if axis is not None else [])
+        ]
+    size = export_size(grid, cells, labels, names, caption(request, model))
     file_name = f"attention_L{view.head.layer}_H{view.head.index}_{view.mode}.html"
 
     def data() -> Any:

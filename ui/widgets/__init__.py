@@ -1,5 +1,7 @@
 """Widgets the sections are built from.
 
+- :mod:`ui.widgets.canvas_heatmap` -- the explorer's detail heatmap, painted on a canvas in
+  the browser;
 - :mod:`ui.widgets.components` -- clickable views (head grid, token strip, overview) and the
   address-bar sync, as Streamlit custom components;
 - :mod:`ui.widgets.job_view` -- a job on a page: place in the queue, progress, Cancel;
