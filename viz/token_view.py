@@ -13,11 +13,12 @@ from typing import Literal
 import numpy as np
 
 Direction = Literal["from", "to"]
+VERBS: dict[Direction, str] = {"from": "attention from the selected token", "to": "attention to it"}
 
 
 def shade(weight: float, top: float = 1.0) -> str:
     """Background for a weight in [0, ``top``]: transparent to the heatmap's dark blue."""
-    alpha = float(np.clip(weight / top, 0.0, 1.0)) ** 0.6
+    alpha = min(max(float(weight) / float(top), 0.0), 1.0) ** 0.6  # double, as the browser
     return f"rgba(8, 81, 156, {alpha:.3f})"
 
 
@@ -53,7 +54,7 @@ def token_spans(
         direction: ``from``: weights are what the selected query attends to; ``to``: how much
             each token attends to the selected one.
     """
-    verb = "attention from the selected token" if direction == "from" else "attention to it"
+    verb = VERBS[direction]
     top = colour_top(weights)
     parts = []
     for pos, (tok, weight) in enumerate(zip(tokens, weights, strict=True)):

@@ -115,3 +115,10 @@ def plotly_array(array) -> np.ndarray:
         shape = [int(x) for x in str(array.get("shape", len(values))).split(",")]
         return values.reshape(shape).astype(float)
     return np.array(array, dtype=float)
+
+
+def strip_weights(at: AppTest, which: int = 0) -> np.ndarray:
+    """The weights a token strip (the ``which``-th on the page) was sent, float32 as the
+    browser decodes them (NaN: masked)."""
+    shaded = component_data_all(at, "atlas_token_strip")[which]["shaded"]
+    return np.frombuffer(base64.b64decode(shaded["weights"]), "<f4").astype(np.float64)

@@ -18,7 +18,7 @@ from models.capture.rollout import rollout_weights
 from models.capture.run import capture
 from models.capture.spans import SPAN_RULE
 from models.capture.words import WORD_RULE
-from tests.app.helpers import component_data, detail_heatmap, open_app, texts
+from tests.app.helpers import component_data, detail_heatmap, open_app, strip_weights, texts
 from ui.keys import Explorer, Session
 from ui.state import explorer as state
 from viz.compare_figures import DIVERGENCE_FLOOR, divergence_text
@@ -31,13 +31,6 @@ B = "the dog sat on the mat because it was warm"
 def table(at) -> dict[str, float]:
     frame = at.dataframe[0].value
     return dict(zip(frame["L.H"], frame["divergence"], strict=True))
-
-
-def strip_weights(at) -> np.ndarray:
-    """Each token's weight, read back from the strip's tooltips (3 decimals; NaN: masked)."""
-    html = component_data(at, "atlas_token_strip")["html"]
-    tips = re.findall(r'title="\(\d+\) [^"]*?: (?:attention [a-z ]+? ([0-9.]+)|masked)"', html)
-    return np.array([float(t) if t else np.nan for t in tips])
 
 
 def plot(at, key) -> dict:
@@ -203,14 +196,14 @@ def test_a_span_colours_the_strip_by_the_mean_of_its_rows(bundled):
     want = pattern[2:5].mean(axis=0)
     shown = strip_weights(at)
     assert len(shown) == run.n_tokens and np.isnan(shown[5:]).all()  # after the span
-    np.testing.assert_allclose(shown[:5], want[:5], atol=6e-4)
+    np.testing.assert_allclose(shown[:5], want[:5], atol=1e-6)
     assert component_data(at, "atlas_token_strip")["span"] == [2, 5]
     said = texts(at)
     assert SPAN_RULE[:40] in said and "tokens 2–4" in said
     at.radio(key=Explorer.DIRECTION).set_value("to").run()
     shown = strip_weights(at)
     assert np.isnan(shown[:2]).all()  # these queries come before the span
-    np.testing.assert_allclose(shown[2:], pattern[2:, 2:5].sum(axis=1), atol=6e-4)
+    np.testing.assert_allclose(shown[2:], pattern[2:, 2:5].sum(axis=1), atol=1e-6)
 
 
 def test_rollout_colours_the_strip(bundled):
@@ -219,7 +212,7 @@ def test_rollout_colours_the_strip(bundled):
     at.toggle(key=Explorer.ROLLOUT).set_value(True).run()
     assert not at.exception
     want = rollout_weights(capture(bundled, prompt), 3, "from")
-    np.testing.assert_allclose(strip_weights(at), want, atol=6e-4)
+    np.testing.assert_allclose(strip_weights(at), want, atol=1e-6)
     assert "Abnar & Zuidema" in texts(at)
 
 

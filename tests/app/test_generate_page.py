@@ -19,10 +19,10 @@ from models.model.forward import tokenize
 from models.model.spec import BUNDLED_DIR
 from tests.app.helpers import (
     component_data,
-    component_data_all,
     open_app,
     open_page,
     plotly_array,
+    strip_weights,
     texts,
 )
 from ui.keys import Generate, Sidebar
@@ -43,14 +43,6 @@ def rows_figure(at) -> np.ndarray:
     found = [c for c in at.get("plotly_chart") if c.proto.id.endswith(Generate.ROWS_FIGURE)]
     assert found, "no step figure"
     return plotly_array(json.loads(found[0].proto.spec)["data"][0]["customdata"])
-
-
-def strip_weights(at) -> np.ndarray:
-    """The chosen head's row, read back from the row strip's tooltips (3 decimals)."""
-    spans = component_data_all(at, "atlas_token_strip")[-1]["html"]
-    return np.array(
-        [float(w) for w in re.findall(r"attention from the selected token ([0-9.]+)", spans)]
-    )
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +72,7 @@ def test_the_scrubbers_rows_equal_the_generations_rows(greedy, bundled):
     assert not at.exception
     rows = direct.rows(3)
     np.testing.assert_allclose(rows_figure(at), rows.reshape(-1, rows.shape[-1]), atol=1e-6)
-    np.testing.assert_allclose(strip_weights(at), rows[1, 2], atol=5e-4)
+    np.testing.assert_allclose(strip_weights(at, -1), rows[1, 2], atol=1e-6)
     assert "**Step 3** wrote" in texts(at)
     explorer = re.search(r"\((\./\?[^)]*)\)", texts(at).split("Open the whole text")[1])
     assert explorer and "layer=1&head=2" in explorer.group(1)

@@ -1,13 +1,17 @@
 """What a person sees in Chromium: clicks, links, every page, and a hostile prompt."""
 
+import html
 import json
+import re
 from urllib.parse import quote
 
 import pytest
 from transformers import AutoTokenizer
 
+from models.capture.run import capture
 from models.model.spec import BUNDLED_DIR
 from tests.e2e.conftest import HEATMAP, settle, shoot
+from viz.token_view import token_spans
 
 pytestmark = pytest.mark.e2e
 
@@ -67,6 +71,26 @@ def test_clicking_a_thumbnail_opens_that_head(page, app_url):
     assert page.locator("button[data-head='2.3'].sel").count() == 1
     assert "layer=2" in selected_query(page) and "head=3" in selected_query(page)
     shoot(page, "explorer-head-2.3")
+
+
+def test_the_strip_is_shaded_and_titled_as_viz_writes_it(page, app_url, bundled):
+    """The browser shades the tokens from their weights; the result must be what
+    viz.token_view.token_spans writes for the same row (the HTML export's strip)."""
+    prompt = "one two three one two three"
+    open_view(page, app_url, model="bundled", prompt=prompt, layer=1, head=2)
+    run = capture(bundled, prompt)
+    query = run.n_tokens - 1
+    spans = token_spans(list(run.tokens), run.pattern(1, 2)[query], query, "from")
+    want = [
+        (html.unescape(m.group(1)), html.unescape(m.group(2)))
+        for m in re.finditer(r'style="([^"]*)" title="([^"]*)"', spans)
+    ]
+    got = page.locator(".tok").evaluate_all(
+        "els => els.map(e => [e.getAttribute('style'), e.title])"
+    )
+    assert len(want) == run.n_tokens
+    assert [tuple(g) for g in got] == want
+    assert page.locator(".tok.sel").get_attribute("data-pos") == str(query)
 
 
 def test_clicking_a_token_recolours_the_prompt(page, app_url):

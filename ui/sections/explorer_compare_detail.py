@@ -35,7 +35,7 @@ from ui.text import md
 from ui.widgets import components, job_view
 from viz.compare_figures import difference_heatmap
 from viz.heatmap import head_heatmap
-from viz.token_view import legend_html, token_spans
+from viz.token_view import legend_html
 
 
 @dataclass(frozen=True)
@@ -304,8 +304,11 @@ def strips(view: ExplorerView, pair: Pair, found: Figures | None, mean: float) -
         f"({md(pair.names('a')[unit_a])}):"
     )
     st.html(legend_html(weights_a))
-    components.token_strip(
-        token_spans(pair.names("a"), weights_a, unit_a, view.direction),
+    components.weight_strip(
+        pair.names("a"),
+        weights_a,
+        unit_a,
+        view.direction,
         Explorer.TOKENS,
         lambda: strip.on_click(pair.key_a, pair.words_a is not None),
     )
@@ -317,8 +320,11 @@ def strips(view: ExplorerView, pair: Pair, found: Figures | None, mean: float) -
         )
         st.caption(f"Prompt B, the same for its aligned position ({md(pair.names('b')[unit_b])}):")
         st.html(legend_html(weights_b))
-        components.token_strip(
-            token_spans(pair.names("b"), weights_b, unit_b, view.direction),
+        components.weight_strip(
+            pair.names("b"),
+            weights_b,
+            unit_b,
+            view.direction,
             Explorer.TOKENS_B,
             lambda: None,
         )

@@ -32,7 +32,7 @@ from ui.state import explorer as state
 from ui.state.explorer import ExplorerView, unit_of, unit_range
 from ui.text import md
 from ui.widgets import components, job_view
-from viz.token_view import legend_html, token_spans
+from viz.token_view import legend_html
 
 SCOPES: dict[state.Scope, str] = {
     "head": "This head",
@@ -207,8 +207,11 @@ def strip(
         if rolled is None and view.span is not None:
             st.caption(SPAN_RULE)
     units = selected_units(view, words)
-    components.token_strip(
-        token_spans(names, weights, unit_of(view.query, words), view.direction),
+    components.weight_strip(
+        names,
+        weights,
+        unit_of(view.query, words),
+        view.direction,
         Explorer.TOKENS,
         lambda: on_click(key, words is not None),
         lambda: on_span(key, words is not None),

@@ -27,7 +27,7 @@ from ui.text import md
 from ui.widgets import components
 from viz.generate_figures import step_grid_figure, step_series_figure
 from viz.generate_steps import output_spans, step_rows_figure, token_stats_figure
-from viz.token_view import legend_html, token_spans
+from viz.token_view import legend_html
 from viz.view_state import ViewState
 
 STOPS = {"eos": "the model ended its text", "length": "the limit of new tokens was reached"}
@@ -160,8 +160,11 @@ def step_detail(gen: Generation, step: int, head: Head) -> None:
         f"**Head {head}** at step {step}: its row over the prompt and the earlier output "
         "(click a written token to open its step)."
     )
-    components.token_strip(
-        token_spans(gen.tokens[: row.size], row, query, "from"),
+    components.weight_strip(
+        gen.tokens[: row.size],
+        row,
+        query,
+        "from",
         key=Generate.STRIP,
         on_click=lambda: _on_strip_click(gen.n_prompt, len(gen.steps)),
     )

@@ -1,14 +1,19 @@
 """Clickable views built on Streamlit custom components v2 (inline HTML + JS, no build step).
 
-The HTML they show is built and escaped in ``viz/``; the JavaScript here only wires clicks to
-trigger values that Python reads back.
+The HTML they show is built and escaped in ``viz/``, or is text the JavaScript here sets as
+plain text (``textContent``, ``title``); the JavaScript wires clicks to trigger values that
+Python reads back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import base64
+from collections.abc import Callable, Sequence
 
+import numpy as np
 import streamlit as st
+
+from viz.token_view import VERBS, Direction
 
 _GRID_CSS = """
 .gridbox { position: relative; max-height: 560px; overflow-y: auto; border: 1px solid #e3e8ef;
@@ -114,26 +119,65 @@ export default function(component) {
   let root = parentElement.querySelector('.toks');
   if (!root) { root = document.createElement('div'); root.className = 'toks';
                parentElement.appendChild(root); }
-  // Built and escaped by viz.token_view. The same tokens again (another head, another
-  // query): only their colours, tooltips and outlines change, so the spans are kept and
-  // restyled; the strip is laid out again only when its tokens change.
-  const tpl = document.createElement('template');
-  tpl.innerHTML = data.html;
-  const fresh = tpl.content.children;
   let toks = root.querySelectorAll('.tok');
-  let same = toks.length === fresh.length && toks.length > 0;
-  for (let i = 0; same && i < toks.length; i++) same = toks[i].textContent === fresh[i].textContent;
-  if (same) {
-    for (let i = 0; i < toks.length; i++) {
-      const a = toks[i], b = fresh[i];
-      for (const name of ['class', 'style', 'title']) {
-        const v = b.getAttribute(name);
-        if (a.getAttribute(name) !== v) a.setAttribute(name, v);
-      }
+  let same = true;
+  if (data.shaded) {
+    // Tokens (plain text) and their weights: the spans are built once per prompt and only
+    // restyled after that; colour = (w / top) ** 0.6 of the heatmap's dark blue, as in
+    // viz.token_view.shade.
+    const s = data.shaded, raw = atob(s.weights), buf = new Uint8Array(raw.length);
+    for (let i = 0; i < raw.length; i++) buf[i] = raw.charCodeAt(i);
+    const w = new Float32Array(buf.buffer);
+    same = toks.length === s.tokens.length && toks.length > 0;
+    for (let i = 0; same && i < toks.length; i++) same = toks[i].textContent === s.tokens[i];
+    if (!same) {
+      const frag = document.createDocumentFragment();
+      s.tokens.forEach((text, i) => {
+        const el = document.createElement('span'); el.className = 'tok';
+        el.dataset.pos = String(i); el.textContent = text; frag.appendChild(el);
+      });
+      root.replaceChildren(frag);
+      toks = root.querySelectorAll('.tok');
     }
+    let top = 0;
+    for (const v of w) if (v > top) top = v;  // NaN (masked) never wins
+    if (!(top > 0)) top = 1;
+    toks.forEach((el, i) => {
+      const v = w[i], seen = !Number.isNaN(v);
+      let style = 'opacity:0.45;', tip = `(${i}) ${s.tokens[i]}: masked`;
+      if (seen) {
+        const alpha = Math.pow(Math.min(Math.max(v / top, 0), 1), 0.6);
+        style = `background:rgba(8, 81, 156, ${alpha.toFixed(3)});` +
+                (v / top > 0.5 ? 'color:white;' : '');
+        tip = `(${i}) ${s.tokens[i]}: ${s.verb} ${v.toFixed(3)}`;
+      }
+      if (el.getAttribute('style') !== style) el.setAttribute('style', style);
+      if (el.title !== tip) el.title = tip;
+      el.classList.toggle('sel', i === s.selected);
+    });
   } else {
-    root.replaceChildren(tpl.content);
-    toks = root.querySelectorAll('.tok');
+    // Built and escaped by viz (the generated tokens). The same tokens again: only their
+    // colours, tooltips and outlines change, so the spans are kept and restyled; the strip is
+    // laid out again only when its tokens change.
+    const tpl = document.createElement('template');
+    tpl.innerHTML = data.html;
+    const fresh = tpl.content.children;
+    same = toks.length === fresh.length && toks.length > 0;
+    for (let i = 0; same && i < toks.length; i++) {
+      same = toks[i].textContent === fresh[i].textContent;
+    }
+    if (same) {
+      for (let i = 0; i < toks.length; i++) {
+        const a = toks[i], b = fresh[i];
+        for (const name of ['class', 'style', 'title']) {
+          const v = b.getAttribute(name);
+          if (a.getAttribute(name) !== v) a.setAttribute(name, v);
+        }
+      }
+    } else {
+      root.replaceChildren(tpl.content);
+      toks = root.querySelectorAll('.tok');
+    }
   }
   const mark = (cls, a, b) => toks.forEach((el) => {
     const p = Number(el.dataset.pos); el.classList.toggle(cls, p >= a && p < b); });
@@ -335,7 +379,7 @@ def token_strip(
     span: tuple[int, int] | None = None,
     anchor: int | None = None,
 ) -> None:
-    """The prompt as clickable tokens (or words); ``spans_html`` must already be escaped.
+    """Tokens as clickable spans from ready HTML (``spans_html`` must already be escaped).
 
     A click sends ``clicked`` (a position); a drag across several positions, or a shift-click
     (from ``anchor``, the selected position), sends ``span`` (``{start, stop}``, stop
@@ -343,6 +387,35 @@ def token_strip(
     """
     _token_strip(
         data={"html": spans_html, "span": list(span) if span else None, "anchor": anchor},
+        key=key,
+        on_clicked_change=on_click,
+        on_span_change=on_span or (lambda: None),
+    )
+
+
+def weight_strip(
+    tokens: Sequence[str],
+    weights: np.ndarray,
+    selected: int | None,
+    direction: Direction,
+    key: str,
+    on_click: Callable[[], None],
+    on_span: Callable[[], None] | None = None,
+    span: tuple[int, int] | None = None,
+    anchor: int | None = None,
+) -> None:
+    """The prompt's tokens shaded by one weight each (NaN: masked), drawn in the browser the
+    way :func:`viz.token_view.token_spans` writes them: the tokens go as plain text, the
+    weights as float32 bytes, and a new head or query only restyles the spans already there.
+    Clicks and spans as in :func:`token_strip`."""
+    shaded = {
+        "tokens": list(tokens),
+        "weights": base64.b64encode(np.asarray(weights, dtype="<f4").tobytes()).decode("ascii"),
+        "selected": selected,
+        "verb": VERBS[direction],
+    }
+    _token_strip(
+        data={"shaded": shaded, "span": list(span) if span else None, "anchor": anchor},
         key=key,
         on_clicked_change=on_click,
         on_span_change=on_span or (lambda: None),
