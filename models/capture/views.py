@@ -194,19 +194,19 @@ def strongest_sink(run: AttentionRun, layer: int, head: int, max_rows: int = 512
     n = run.n_tokens
     step = max(1, n // max_rows)
     rows = np.arange(0, n, step)
-    sampled = run.window(layer, head, slice(0, n, step), slice(None)).astype(np.float64)
-    later = (
-        rows[:, None] > np.arange(n)[None, :]
-        if run.facts.causal
-        else rows[:, None] != np.arange(n)[None, :]
-    )
-    counts = later.sum(axis=0)
+    sampled = run.window(layer, head, slice(0, n, step), slice(None))
+    # Weight from the sampled queries after each key (a causal pattern is 0 above the
+    # diagonal), summed in float64 without a float64 copy: every column's sum less each sampled
+    # query's weight on itself.
+    sums = sampled.sum(axis=0, dtype=np.float64)
+    sums[rows] -= sampled[np.arange(len(rows)), rows]
+    keys = np.arange(n)
+    if run.facts.causal:
+        counts = len(rows) - np.searchsorted(rows, keys, side="right")
+    else:
+        counts = len(rows) - np.isin(keys, rows)
     with np.errstate(invalid="ignore", divide="ignore"):
-        alphas = np.where(
-            counts >= min(4, len(rows) - 1),
-            (sampled * later).sum(axis=0) / np.maximum(counts, 1),
-            -np.inf,
-        )
+        alphas = np.where(counts >= min(4, len(rows) - 1), sums / np.maximum(counts, 1), -np.inf)
     return int(np.argmax(alphas))
 
 

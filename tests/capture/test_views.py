@@ -113,6 +113,20 @@ def test_strongest_sink_is_the_key_later_queries_attend_to_most():
     assert strongest_sink(run, 0, 1) == int(np.argmax(alphas))
 
 
+@pytest.mark.parametrize("causal", [True, False])
+def test_strongest_sink_on_sampled_rows_by_hand(causal):
+    """Long prompts: every 4th query row (max_rows 8 of 37); a key competes with at least four
+    sampled queries after it (causal) or other than it (bidirectional)."""
+    run, p = make_run(causal=causal, n=37)
+    rows = np.arange(0, 37, 4)
+    sampled = p[1, 2][rows].astype(np.float64)
+    keys = np.arange(37)
+    later = rows[:, None] > keys[None, :] if causal else rows[:, None] != keys[None, :]
+    counts = later.sum(0)
+    alphas = np.where(counts >= 4, (sampled * later).sum(0) / np.maximum(counts, 1), -np.inf)
+    assert strongest_sink(run, 1, 2, max_rows=8) == int(np.argmax(alphas))
+
+
 def test_strongest_key_can_leave_the_first_key_out():
     run, p = make_run(causal=True, n=37)
     row = p[1, 2, 30, :31].astype(np.float64)
