@@ -1,15 +1,17 @@
 """Small PNG pictures of head patterns: the all-heads grid and one head's overview.
 
-Each picture is a max-pooled pattern drawn pixel-per-block, white for 0 and dark blue for the
-strongest weight, grey where the model cannot look. By default each head is normalised to its
-own strongest weight (leaving out the first query row, which in a causal model always puts 1.0
-on the first key) and drawn on a square-root scale, so that a head's structure shows even when
-its weights are spread thin: a diagonal, an offset stripe, a bright first column.
+Each picture is a max-pooled pattern drawn pixel-per-block in 128 shades (the same in every
+picture), white for 0 and dark blue for the strongest weight, grey where the model cannot look.
+By default each head is normalised to its own strongest weight (leaving out the first query
+row, which in a causal model always puts 1.0 on the first key) and drawn on a square-root
+scale, so that a head's structure shows even when its weights are spread thin: a diagonal, an
+offset stripe, a bright first column.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import io
 
 import numpy as np
@@ -18,7 +20,7 @@ from PIL import Image
 LOW = np.array([255, 255, 255], dtype=np.float32)
 HIGH = np.array([8, 48, 107], dtype=np.float32)
 MASKED = np.array([225, 225, 225], dtype=np.uint8)
-PALETTE = 48
+LEVELS = 128  # shades of blue a picture is drawn in (the same in every picture)
 
 
 def head_top(pooled: np.ndarray) -> float:
@@ -42,19 +44,21 @@ def pooled_png(
     """
     top = head_top(pooled) if normalise else 1.0
     weights = np.clip(np.nan_to_num(pooled, nan=0.0) / top, 0.0, 1.0) ** gamma
-    rgb = (LOW + (HIGH - LOW) * weights[..., None]).astype(np.uint8)
-    rgb[np.isnan(pooled)] = MASKED
-    image = Image.fromarray(rgb, mode="RGB").resize((size, size), Image.Resampling.NEAREST)
-    packed = (
-        (rgb[..., 0].astype(np.uint32) << 16) | (rgb[..., 1].astype(np.uint32) << 8) | rgb[..., 2]
-    )
-    if len(np.unique(packed)) > PALETTE:  # a palette PNG is a third the size
-        image = image.quantize(
-            colors=PALETTE, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE
-        )
+    shade = np.rint(weights * (LEVELS - 1)).astype(np.uint8)
+    shade[np.isnan(pooled)] = LEVELS  # the masked grey, after the blues
+    image = Image.fromarray(shade, mode="P")
+    image.putpalette(_palette())
+    image = image.resize((size, size), Image.Resampling.NEAREST)
     buf = io.BytesIO()
-    image.save(buf, format="PNG", optimize=True)
+    image.save(buf, format="PNG", compress_level=6)
     return buf.getvalue()
+
+
+@functools.cache
+def _palette() -> list[int]:
+    """:data:`LEVELS` blues evenly spaced from white to dark blue, then the masked grey."""
+    blues = np.rint(LOW + (HIGH - LOW) * (np.arange(LEVELS)[:, None] / (LEVELS - 1)))
+    return [int(x) for x in np.concatenate([blues, MASKED[None].astype(np.float32)]).ravel()]
 
 
 def data_uri(png: bytes) -> str:
