@@ -38,6 +38,7 @@ class Explorer(StrEnum):
     LAYER = "explorer_layer"
     HEAD = "explorer_head"
     TOKEN = "explorer_token"
+    TOKEN_AT = "explorer_token_at"  # the query by position, on prompts too long for a list
     GRID = "explorer_grid"
     TOKENS = "explorer_tokens"
     OVERVIEW = "explorer_overview"

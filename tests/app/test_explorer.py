@@ -211,3 +211,22 @@ def test_the_grid_marks_heads_by_this_prompts_own_scores(bundled):
             )
     assert "Letters mark what this prompt's own attention shows" in texts(at)
     assert np.isfinite(scores["P"][0]).all()
+
+
+def test_a_long_prompt_picks_the_query_by_position():
+    """Past 256 tokens the query is a position, not a list of every token; the number moves
+    the outlined row, and the layer and head lists keep it."""
+    prompt = "x = [i for i in range(10)]\n" * 30
+    at = open_app(model="minilm", prompt=prompt, layer=1, head=2)
+    assert not [s for s in at.selectbox if s.key == Explorer.TOKEN]
+    box = at.number_input(key=Explorer.TOKEN_AT)
+    n = int(box.max) + 1
+    assert n > 256 and f"{n:,} tokens" in texts(at)
+    assert box.value == n - 1  # a new prompt opens on its last token
+    box.set_value(300).run()
+    assert not at.exception
+    drawn = detail_heatmap(at)
+    assert drawn["rows"][drawn["selected"]].startswith("(300) ")
+    at.selectbox(key=Explorer.HEAD).set_value(3).run()
+    assert at.number_input(key=Explorer.TOKEN_AT).value == 300
+    assert "Head 1.3" in texts(at)

@@ -33,10 +33,11 @@ from ui.sections import explorer_results as results
 from ui.sections import explorer_strip as strip
 from ui.sections.explorer_session import current_view, save, seed, strongest, update, view_query
 from ui.state import explorer as state
-from ui.state.explorer import ExplorerView, RunShape
+from ui.state.explorer import ExplorerView, RunShape, unit_of
 from ui.text import md
 from ui.widgets import components, job_view
 
+TOKEN_MENU = 256  # up to this many tokens (or words), the query is picked from a labelled list
 GRID_BOX_PX = 540  # the grid box's height (560 px) less its row of head numbers
 MODES: dict[state.Mode, str] = {"single": "One prompt", "compare": "Compare two prompts"}
 
@@ -103,10 +104,12 @@ def on_head_click(run_key: RunKey) -> None:
         update(run_key, lambda v, s, r: state.choose_head(v, head, s, strongest(r)))
 
 
-def on_selectors(run_key: RunKey) -> None:
+def on_selectors(run_key: RunKey, starts: list[int] | None = None) -> None:
+    """Layer, head or query changed; ``starts`` (each unit's first token) when the query is
+    picked by its position rather than from the list."""
     ss = st.session_state
     head = Head(int(ss[Explorer.LAYER]), int(ss[Explorer.HEAD]))
-    token = int(ss[Explorer.TOKEN])
+    token = int(ss[Explorer.TOKEN]) if starts is None else starts[int(ss[Explorer.TOKEN_AT])]
 
     def change(view: ExplorerView, shape: RunShape, run: AttentionRun) -> ExplorerView:
         if head != view.head:
@@ -163,21 +166,40 @@ def selectors(
     ss = st.session_state
     ss[Explorer.LAYER], ss[Explorer.HEAD] = view.head.layer, view.head.index
     options, show = token_options(run, words)
-    ss[Explorer.TOKEN] = view.query if words is None else words.starts[words.word_of(view.query)]
+    unit = "Word" if words is not None else "Token"
+    # A list of every token is sent again on every click (2,048 labels cost a click ~50 ms in
+    # the browser): past TOKEN_MENU units the query is picked by its position.
+    starts = None if len(options) <= TOKEN_MENU else options
+    args = (key, starts)
     c = st.columns([1, 1, 2])
     c[0].selectbox(
-        "Layer", range(facts.n_layers), key=Explorer.LAYER, on_change=on_selectors, args=(key,)
+        "Layer", range(facts.n_layers), key=Explorer.LAYER, on_change=on_selectors, args=args
     )
     c[1].selectbox(
-        "Head", range(facts.n_heads), key=Explorer.HEAD, on_change=on_selectors, args=(key,)
+        "Head", range(facts.n_heads), key=Explorer.HEAD, on_change=on_selectors, args=args
     )
-    c[2].selectbox(
-        "Word (query)" if words is not None else "Token (query)",
-        options,
-        key=Explorer.TOKEN,
-        format_func=show,
+    if starts is None:
+        ss[Explorer.TOKEN] = options[unit_of(view.query, words)]
+        c[2].selectbox(
+            f"{unit} (query)",
+            options,
+            key=Explorer.TOKEN,
+            format_func=show,
+            on_change=on_selectors,
+            args=args,
+        )
+        return
+    ss[Explorer.TOKEN_AT] = unit_of(view.query, words)
+    c[2].number_input(
+        f"{unit} (query), by position",
+        min_value=0,
+        max_value=len(starts) - 1,
+        step=1,
+        key=Explorer.TOKEN_AT,
         on_change=on_selectors,
-        args=(key,),
+        args=args,
+        help=f"0 to {len(starts) - 1:,}; or click a {unit.lower()} in the strip below. The "
+        "heatmap's outlined row and the strip show which one it is.",
     )
 
 
