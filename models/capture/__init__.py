@@ -6,7 +6,8 @@
   filling the same factored store;
 - :mod:`models.capture.streaming` -- the long-prompt capture through the model's own fused
   attention, in its own dtype, with float32 statistics and a dtype-aware self-check;
-- :mod:`models.capture.overview` -- every head's exact max-pooled overview, made in that pass;
+- :mod:`models.capture.overview` -- max-pooled pictures of whole patterns straight from q and
+  k: every head's thumbnail in that pass, the shown head's overview when it is shown;
 - :mod:`models.capture.precision` -- a low-precision run's measured difference from float32;
 - :mod:`models.capture.views` -- token colours and pooled thumbnails read from a run;
 - :mod:`models.capture.weighted` -- value norms and value-weighted views (Kobayashi et al.

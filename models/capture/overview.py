@@ -1,4 +1,5 @@
-"""Every head's whole pattern, max-pooled, computed exactly while the capture pass runs.
+"""Heads' whole patterns max-pooled straight from q, k and the rows' LSE: every head's
+thumbnail while the capture pass runs, one head's larger overview when a page shows it.
 
 A block of the overview shows the largest weight of its ``factor x factor`` cells, over every
 query row and every key. The weights are never formed: per row, the largest logit of each
@@ -38,17 +39,9 @@ def overview_factor(n_tokens: int, size: int = OVERVIEW) -> int:
 
 def thumb_factor(n_tokens: int, size: int = THUMB, overview: int = OVERVIEW) -> int:
     """Positions per pixel edge of a thumbnail of at most ``size`` pixels that is a whole
-    number of overview pixels, so thumbnails are the overview max-pooled again."""
+    number of overview pixels (a thumbnail pixel covers whole overview pixels)."""
     base = overview_factor(n_tokens, overview)
     return base * math.ceil(math.ceil(n_tokens / base) / size)
-
-
-def overview_flops(n_layers: int, n_heads: int, d_head: int, n_tokens: int, causal: bool) -> float:
-    """Floating-point operations the overviews add to a capture pass: one ``q . k`` product
-    per cell at or below the diagonal (all cells when not causal), plus the chunks' share of
-    cells above it. About 82 GFLOP for SmolLM2 at 2,048 tokens, 1.3 TFLOP at 8,192."""
-    cells = n_tokens * n_tokens * ((0.5 + 0.5 / CHUNKS) if causal else 1.0)
-    return 2.0 * d_head * cells * n_layers * n_heads
 
 
 def _key_slabs(k: torch.Tensor, factor: int, n_pix: int, folded: bool) -> torch.Tensor:
@@ -218,18 +211,6 @@ def _above_diagonal(n: int, factor: int, n_pix: int, device) -> torch.Tensor:
     first_key = torch.arange(n_pix, device=device) * factor
     last_query = torch.clamp((torch.arange(n_pix, device=device) + 1) * factor, max=n) - 1
     return first_key[None, :] > last_query[:, None]
-
-
-def pool_again_torch(
-    overview: Float[torch.Tensor, "head_index pixel pixel"], by: int
-) -> Float[torch.Tensor, "head_index thumb thumb"]:
-    """:func:`pool_again` in torch (the capture pass's thumbnails, from its overviews)."""
-    if by == 1:
-        return overview.clone()
-    top = torch.nn.functional.max_pool2d(
-        overview.nan_to_num(nan=float("-inf"))[None], by, ceil_mode=True
-    )[0]
-    return top.masked_fill_(top == float("-inf"), float("nan"))
 
 
 def pool_again(

@@ -19,6 +19,7 @@ import torch
 from jaxtyping import Shaped
 
 from models.attention import rebuild_pattern
+from models.capture.overview import layer_overview, row_stride
 from models.shapes import HeadPattern, LayerPatterns, PatternStack
 
 Rows = slice | Sequence[int]
@@ -103,15 +104,15 @@ class FactoredPatterns:
         pool_factor: positions per pixel edge of ``pooled``.
         value_norms: ``layer head_index key_pos`` ``||v_j W_O^h||`` from the streaming capture
             (for value-weighted views), or None.
-        overview: ``layer head_index pixel pixel`` float16 max-pool of every head's whole
-            pattern (at most 256 pixels, NaN where wholly masked), or None: 2 bytes a pixel,
-            35 MB for SmolLM2's 270 heads; float16 keeps a relative 2^-11 above 6e-5 and an
-            absolute 3e-8 below.
+        overview: ``layer head_index pixel pixel`` max-pool of every head's whole pattern, or
+            None (the streaming capture keeps none: :meth:`head_overview` makes one head's
+            when it is shown).
         overview_factor: positions per pixel edge of ``overview``.
-        overview_stride: 1 when every query row was read; else each pixel's rows were read
-            every ``overview_stride`` rows from its first (long prompts: 8 rows a pixel).
-        overview_arithmetic: ``float32`` (the exact max-pool of the float32 pattern) or
-            ``model`` (logit products in the model's low-precision dtype, within the bound
+        overview_stride: 1 when every query row of a pixel was read; else every
+            ``overview_stride``-th (see :func:`models.capture.overview.row_stride`).
+        overview_arithmetic: how the thumbnails' logit products were computed: ``float32``
+            (the exact max-pool of the float32 pattern over the rows read) or ``model``
+            (products in the model's low-precision dtype, within the bound
             :func:`models.capture.overview.layer_overview` states).
         check: how well the kept arrays reproduced the fused kernel (streaming capture only).
     """
@@ -136,6 +137,20 @@ class FactoredPatterns:
             0 if a is None else a.nbytes for a in (self.pooled, self.value_norms, self.overview)
         )
         return int(self.q.nbytes + self.k.nbytes + self.lse.nbytes + extra)
+
+    def head_overview(self, layer: int, head: int, factor: int) -> np.ndarray:
+        """One head's whole pattern max-pooled ``factor`` positions a pixel (NaN where wholly
+        masked), from the kept float32 q, k and LSE: over every row while a pixel has at most
+        8 rows, over 8 evenly spaced rows of each pixel beyond (a few milliseconds at 2,048
+        tokens; see :func:`models.capture.overview.layer_overview`)."""
+        group = self.q.shape[1] // self.k.shape[1]
+        q = torch.from_numpy(np.array(self.q[layer, head : head + 1]))  # copies: the kept
+        k = torch.from_numpy(np.array(self.k[layer, head // group : head // group + 1]))
+        lse = torch.from_numpy(np.array(self.lse[layer, head : head + 1]))  # are read-only
+        pooled = layer_overview(
+            q, k, lse, self.scales[layer], self.causal, factor, stride=row_stride(factor)
+        )
+        return pooled[0].numpy()
 
     def _rebuild(self, layer: int, heads: slice, rows: Rows, cols: slice) -> LayerPatterns:
         n_heads, n_kv = self.q.shape[1], self.k.shape[1]

@@ -8,9 +8,10 @@ float32, and everything shown later is computed from them in float32:
 - the log-sum-exp of every row (so any window of any head rebuilds exactly later): on the CPU
   the fused kernel returns it beside its output (float32 statistics even for bfloat16 inputs),
   elsewhere it is computed here;
-- each head's overview, max-pooled to at most 256 pixels (:mod:`models.capture.overview`):
-  exactly over every row up to 2,048 tokens (8 rows a pixel), over 8 evenly spaced rows of
-  each pixel beyond; and from it the 64-pixel thumbnails;
+- each head's 64-pixel thumbnail, max-pooled (:mod:`models.capture.overview`) over 8 evenly
+  spaced rows of each pixel (every row while a pixel has at most 8); the larger overview of
+  the head a page shows is made from the kept q, k and LSE when it is shown
+  (:meth:`models.capture.store.FactoredPatterns.head_overview`);
 - a self-check: a few rows of ``softmax(q k^T * scale) v`` against SDPA's own output, which
   proves that the kept q, k, scale and mask are what the model used. The allowed difference is
   derived from the dtype (see :func:`allowed_error`), so a bfloat16 pass passes on its merits;
@@ -32,7 +33,6 @@ from models.capture.overview import (
     Arithmetic,
     layer_overview,
     overview_factor,
-    pool_again_torch,
     row_stride,
     thumb_factor,
 )
@@ -71,9 +71,8 @@ class LayerSummary:
     ) -> None:
         self.model, self.n_layers, self.n = model, model.facts.n_layers, n_tokens
         self.arithmetic = arithmetic
-        self.factor = overview_factor(n_tokens)
+        self.factor = thumb_factor(n_tokens)  # positions per thumbnail pixel edge
         self.stride = row_stride(self.factor)
-        self.thumb = thumb_factor(n_tokens) // self.factor
         self.arrays: dict[str, np.ndarray] = {}
         self.seen = [False] * self.n_layers
         self.scales = [1.0] * self.n_layers
@@ -90,14 +89,12 @@ class LayerSummary:
         if self.arrays:
             return
         n_layers, (n_heads, n, d), n_kv = self.n_layers, q.shape, k.shape[0]
-        pix = math.ceil(n / self.factor)
-        thumb = math.ceil(pix / self.thumb)
+        thumb = math.ceil(n / self.factor)
         shapes = {
             "q": ((n_heads, n, d), np.float32),
             "k": ((n_kv, n, k.shape[2]), np.float32),
             "lse": ((n_heads, n), np.float32),
             "norms": ((n_heads, n), np.float32),
-            "overview": ((n_heads, pix, pix), np.float16),
             "pooled": ((n_heads, thumb, thumb), np.float32),
         }
         self.arrays = {
@@ -130,8 +127,7 @@ class LayerSummary:
         pooled = layer_overview(
             q, k, lse, att.scale, att.causal, self.factor, self.arithmetic, self.stride
         )
-        torch.from_numpy(a["overview"][layer]).copy_(pooled)  # float16 (one rounding)
-        torch.from_numpy(a["pooled"][layer]).copy_(pool_again_torch(pooled, self.thumb))
+        torch.from_numpy(a["pooled"][layer]).copy_(pooled)
         self.seen[layer], self.scales[layer], self.causal = True, att.scale, att.causal
         self.dtype = query.dtype
         if check.ratio >= self.worst.ratio:
@@ -164,11 +160,10 @@ class LayerSummary:
             scales=tuple(self.scales),
             causal=bool(self.causal),
             pooled=a["pooled"],
-            pool_factor=self.factor * self.thumb,
+            pool_factor=self.factor,
             value_norms=a["norms"],
-            overview=a["overview"],
-            overview_factor=self.factor,
-            overview_stride=self.stride,
+            overview_factor=overview_factor(self.n),
+            overview_stride=row_stride(overview_factor(self.n)),
             overview_arithmetic=self.arithmetic if self.dtype != torch.float32 else "float32",
             check=self.worst,
         )
@@ -290,14 +285,14 @@ def stream(
     progress: Progress = quiet,
     overview_arithmetic: Arithmetic = "float32",
 ) -> tuple[FactoredPatterns | None, str | None]:
-    """q, k, LSE, overviews, thumbnails and value norms of every layer in one fused pass.
+    """q, k, LSE, thumbnails and value norms of every layer in one fused pass.
 
     Args:
         model: the loaded model (any dtype; statistics are computed in float32).
         ids: ``1 pos`` token ids.
         progress: called after each layer; may raise Cancelled.
-        overview_arithmetic: ``float32`` (exact overviews from upcast q and k) or ``model``
-            (the overviews' logit products in the model's dtype, with a stated bound: see
+        overview_arithmetic: ``float32`` (thumbnails from upcast q and k) or ``model`` (the
+            thumbnails' logit products in the model's dtype, with a stated bound: see
             :func:`models.capture.overview.layer_overview`).
 
     Returns:
@@ -318,12 +313,11 @@ def capture_streaming(
 
 def capture_bytes(model: LoadedModel, n_tokens: int) -> int:
     """Bytes the store of a streaming capture of ``n_tokens`` holds (q, k as float32, LSE, value
-    norms, float16 overviews, thumbnails), for memory budgets."""
+    norms, thumbnails), for memory budgets."""
     facts = model.facts
     per_head = n_tokens * (facts.d_head + 2) * 4
-    pix = math.ceil(n_tokens / overview_factor(n_tokens))
     heads = facts.n_layers * facts.n_heads
     return (
-        heads * (per_head + pix * pix * 2 + THUMB * THUMB * 4)
+        heads * (per_head + THUMB * THUMB * 4)
         + facts.n_layers * facts.n_kv_heads * n_tokens * facts.d_head * 4
     )

@@ -4,16 +4,16 @@ and its measured difference from float32 bounds the real one."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 import torch
 
 import models.capture.streaming as streaming
+from models.capture.overview import row_stride
 from models.capture.precision import pattern_difference
 from models.capture.run import capture
 from models.capture.views import head_overview
+from tests.capture.test_streaming import reference_pool
 
 CODE = (
     "def moving_average(values, window):\n    total = sum(values[:window])\n"
@@ -74,22 +74,20 @@ def test_a_failed_check_is_reported_not_silent(bundled_bf16, monkeypatch):
 @pytest.mark.parametrize("name", ["smollm2", "smollm2_bf16"])
 def test_overview_is_the_max_pool_of_the_rebuilt_pattern(runs, name):
     run = runs(name)
-    rebuilt = dataclasses.replace(run, store=dataclasses.replace(run.store, overview=None))
     for layer, head in [(0, 0), (18, 7), (29, 8)]:
-        stored = head_overview(run, layer, head, 256)
-        want = head_overview(rebuilt, layer, head, 256)  # rebuilt from q, k, LSE and pooled
-        # the same float32 maxima up to the products' rounding, stored as float16 (relative
-        # 2^-11, or 2^-25 absolute for weights in float16's subnormal range, below 6e-5)
-        np.testing.assert_allclose(stored, want, rtol=2**-10, atol=2**-24)
-        assert np.array_equal(np.isnan(stored), np.isnan(want))
+        made = head_overview(run, layer, head, 256)  # from q, k and LSE, block maxima first
+        factor = run.store.overview_factor
+        want = reference_pool(run.pattern(layer, head), factor, row_stride(factor))
+        np.testing.assert_allclose(made, want, rtol=1e-5, atol=1e-7)  # float32 products
+        assert np.array_equal(np.isnan(made), np.isnan(want))
 
 
 def test_overviews_in_bfloat16_arithmetic_stay_within_their_bound(runs, smollm2_bf16):
     exact = runs("smollm2_bf16").store
     fast = capture(smollm2_bf16, ENGLISH, dense_limit=0, overview_arithmetic="model").store
     assert (exact.overview_arithmetic, fast.overview_arithmetic) == ("float32", "model")
-    want = exact.overview.astype(np.float64)
-    got = fast.overview.astype(np.float64)
+    want = exact.pooled.astype(np.float64)  # the thumbnails the pass made
+    got = fast.pooled.astype(np.float64)
     assert np.array_equal(np.isnan(got), np.isnan(want))
     with np.errstate(divide="ignore", invalid="ignore"):
         bound = 2.0**-8 * (np.abs(np.log(want)) + 1) * want + 2.0**-10 * want + 2.0**-24

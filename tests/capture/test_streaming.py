@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from models.capture.overview import overview_factor
+from models.capture.overview import overview_factor, row_stride
 from models.capture.run import capture
 from models.capture.streaming import capture_streaming, pool_factor
 from models.model.forward import tokenize
@@ -36,8 +36,9 @@ def eager_patterns(model, ids: torch.Tensor) -> np.ndarray:
     return torch.stack([a[0] for a in out.attentions]).double().numpy()
 
 
-def reference_pool(pattern: np.ndarray, factor: int) -> np.ndarray:
-    """Max over every cell of each block, blocks wholly above the diagonal NaN."""
+def reference_pool(pattern: np.ndarray, factor: int, stride: int = 1) -> np.ndarray:
+    """Max over every cell of each block (over every ``stride``-th row of it, from its first),
+    blocks wholly above the diagonal NaN."""
     n = pattern.shape[-1]
     pixels = math.ceil(n / factor)
     out = np.full((*pattern.shape[:-2], pixels, pixels), np.nan)
@@ -45,7 +46,8 @@ def reference_pool(pattern: np.ndarray, factor: int) -> np.ndarray:
         for bj in range(pixels):
             if bj * factor > min(n, (bi + 1) * factor) - 1:
                 continue
-            block = pattern[..., bi * factor : (bi + 1) * factor, bj * factor : (bj + 1) * factor]
+            rows = slice(bi * factor, (bi + 1) * factor, stride)
+            block = pattern[..., rows, bj * factor : (bj + 1) * factor]
             out[..., bi, bj] = block.max(axis=(-2, -1))
     return out
 
@@ -59,13 +61,17 @@ def test_streaming_capture_equals_eager_attention(request, name, text):
     want = eager_patterns(model, ids)
     got = np.stack([store.layer(layer) for layer in range(model.facts.n_layers)])
     assert np.abs(got - want).max() < 1e-5
-    factor = pool_factor(ids.shape[1])
-    assert store.pool_factor == factor and store.overview_factor == overview_factor(ids.shape[1])
-    np.testing.assert_allclose(store.pooled, reference_pool(want, factor), atol=1e-5)
-    assert store.overview.dtype == np.float16
-    np.testing.assert_allclose(
-        store.overview, reference_pool(want, store.overview_factor), atol=1e-5, rtol=2**-11
-    )
+    factor, big = pool_factor(ids.shape[1]), overview_factor(ids.shape[1])
+    assert store.pool_factor == factor and store.overview_factor == big
+    thumbs = reference_pool(want, factor, row_stride(factor))  # 8 rows a pixel at most
+    np.testing.assert_allclose(store.pooled, thumbs, atol=1e-5)
+    assert store.overview is None  # made per head when shown, every row up to 8 a pixel:
+    for layer, head in [(0, 0), (model.facts.n_layers - 1, model.facts.n_heads - 1)]:
+        np.testing.assert_allclose(
+            store.head_overview(layer, head, big),
+            reference_pool(want[layer, head], big, row_stride(big)),
+            atol=1e-5,
+        )
 
 
 def test_long_runs_use_the_fused_path_and_report_each_layer(smollm2):
