@@ -385,12 +385,7 @@ def token_strip(
     (from ``anchor``, the selected position), sends ``span`` (``{start, stop}``, stop
     exclusive; read back with ``clicked_value(key, "span")``). ``span`` outlines a selection.
     """
-    _token_strip(
-        data={"html": spans_html, "span": list(span) if span else None, "anchor": anchor},
-        key=key,
-        on_clicked_change=on_click,
-        on_span_change=on_span or (lambda: None),
-    )
+    _strip({"html": spans_html}, key, on_click, on_span, span, anchor)
 
 
 def weight_strip(
@@ -414,8 +409,20 @@ def weight_strip(
         "selected": selected,
         "verb": VERBS[direction],
     }
+    _strip({"shaded": shaded}, key, on_click, on_span, span, anchor)
+
+
+def _strip(
+    content: dict,
+    key: str,
+    on_click: Callable[[], None],
+    on_span: Callable[[], None] | None,
+    span: tuple[int, int] | None,
+    anchor: int | None,
+) -> None:
+    """The token strip component with ``content`` (``html``, or ``shaded`` tokens)."""
     _token_strip(
-        data={"shaded": shaded, "span": list(span) if span else None, "anchor": anchor},
+        data={**content, "span": list(span) if span else None, "anchor": anchor},
         key=key,
         on_clicked_change=on_click,
         on_span_change=on_span or (lambda: None),
