@@ -82,8 +82,10 @@ def rebuild_pattern(
     q_pos = _positions(rows, n_q, q.device, "rows")
     k_pos = _positions(cols, n_k, q.device, "cols")
     group = n_heads // n_kv
-    q_sel = q[:, :, q_pos].to(torch.float32).reshape(b, n_kv, group, len(q_pos), d)
-    k_sel = k[:, :, k_pos].to(torch.float32)[:, :, None]  # b kv 1 cols d
+    # query head h reads key head h // group: one product per key head over the rows of all
+    # its query heads (a broadcast over the group would copy the keys group times)
+    q_sel = q[:, :, q_pos].to(torch.float32).reshape(b, n_kv, group * len(q_pos), d)
+    k_sel = k[:, :, k_pos].to(torch.float32)  # b kv cols d
     s = (q_sel @ k_sel.transpose(-1, -2)).reshape(b, n_heads, len(q_pos), len(k_pos)) * scale
     if alibi_slopes is not None:
         dist = key_distance(q_pos, k_pos, n_q, n_k, causal=causal)
