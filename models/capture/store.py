@@ -5,8 +5,8 @@ A prompt of a few hundred tokens keeps the whole ``layer head_index query_pos ke
 need 2.4 GB in fp32), so :class:`FactoredPatterns` keeps each layer's q and k and the per-row
 log-sum-exp of the model's own scores: ``P = exp(q k^T * scale - lse)``, masked to 0, gives any
 head, row or window exactly, on demand. A streaming capture also keeps every head's max-pooled
-overview and thumbnail, its value norms, and how well the kept arrays reproduced the fused
-kernel's output (:class:`SdpaCheck`).
+thumbnail, its value norms, and how well the kept arrays reproduced the fused kernel's output
+(:class:`SdpaCheck`); a head's larger overview is made from q, k and LSE when it is shown.
 """
 
 from __future__ import annotations
@@ -104,12 +104,8 @@ class FactoredPatterns:
         pool_factor: positions per pixel edge of ``pooled``.
         value_norms: ``layer head_index key_pos`` ``||v_j W_O^h||`` from the streaming capture
             (for value-weighted views), or None.
-        overview: ``layer head_index pixel pixel`` max-pool of every head's whole pattern, or
-            None (the streaming capture keeps none: :meth:`head_overview` makes one head's
-            when it is shown).
-        overview_factor: positions per pixel edge of ``overview``.
-        overview_stride: 1 when every query row of a pixel was read; else every
-            ``overview_stride``-th (see :func:`models.capture.overview.row_stride`).
+        overview_factor: positions per pixel edge of the 256-pixel overview of a head
+            (:meth:`head_overview`).
         overview_arithmetic: how the thumbnails' logit products were computed: ``float32``
             (the exact max-pool of the float32 pattern over the rows read) or ``model``
             (products in the model's low-precision dtype, within the bound
@@ -125,16 +121,14 @@ class FactoredPatterns:
     pooled: np.ndarray | None = None
     pool_factor: int = 1
     value_norms: np.ndarray | None = None
-    overview: np.ndarray | None = None
     overview_factor: int = 1
-    overview_stride: int = 1
     overview_arithmetic: str = "float32"
     check: SdpaCheck | None = None
 
     @property
     def nbytes(self) -> int:
         extra = sum(
-            0 if a is None else a.nbytes for a in (self.pooled, self.value_norms, self.overview)
+            0 if a is None else a.nbytes for a in (self.pooled, self.value_norms)
         )
         return int(self.q.nbytes + self.k.nbytes + self.lse.nbytes + extra)
 

@@ -163,7 +163,6 @@ class LayerSummary:
             pool_factor=self.factor,
             value_norms=a["norms"],
             overview_factor=overview_factor(self.n),
-            overview_stride=row_stride(overview_factor(self.n)),
             overview_arithmetic=self.arithmetic if self.dtype != torch.float32 else "float32",
             check=self.worst,
         )

@@ -119,23 +119,21 @@ def head_overview(
     """Max-pooled picture of one head's whole pattern, masked cells NaN
     (value-weighted when ``weighting`` is given).
 
-    Kept overviews (``store.overview``, or a weighting's own ``weighting.overview``) are
-    returned when their pixels are the ones asked for (or pool to them). A streaming capture's
-    store makes one head's overview from its q, k and LSE (``store.head_overview``: the
-    max-pool of the float32 pattern over every row up to 2,048 tokens, over evenly spaced rows
-    beyond). Otherwise the head's pattern is rebuilt a band of rows at a time and pooled.
+    A streaming capture's store makes one head's overview from its q, k and LSE
+    (``store.head_overview``: the max-pool of the float32 pattern over every row up to 2,048
+    tokens, over evenly spaced rows beyond). A weighting that holds its own overviews
+    (``weighting.overview``) is read when its pixels are the ones asked for (or pool to them).
+    Otherwise the head's pattern is rebuilt a band of rows at a time and pooled.
     """
     factor = -(-run.n_tokens // size)
-    stored, stored_factor = (
-        (getattr(run.store, "overview", None), getattr(run.store, "overview_factor", 1))
-        if weighting is None
-        else (getattr(weighting, "overview", None), getattr(weighting, "overview_factor", 1))
-    )
-    if stored is not None and factor % stored_factor == 0:
-        return pool_again(stored[layer, head], factor // stored_factor)
-    make = getattr(run.store, "head_overview", None)
-    if weighting is None and make is not None:
-        return make(layer, head, factor)
+    if weighting is None:
+        make = getattr(run.store, "head_overview", None)
+        if make is not None:
+            return make(layer, head, factor)
+    else:
+        stored, stored_factor = weighting.overview, weighting.overview_factor
+        if stored is not None and factor % stored_factor == 0:
+            return pool_again(stored[layer, head], factor // stored_factor)
 
     def read(rows: slice) -> np.ndarray:
         window = run.window(layer, head, rows, slice(None))
