@@ -304,11 +304,8 @@ def strips(view: ExplorerView, pair: Pair, found: Figures | None, mean: float) -
         f"({md(pair.names('a')[unit_a])}):"
     )
     st.html(legend_html(weights_a))
-    components.weight_strip(
-        pair.names("a"),
-        weights_a,
-        unit_a,
-        view.direction,
+    components.token_strip(
+        components.shaded(pair.names("a"), weights_a, unit_a, view.direction),
         Explorer.TOKENS,
         lambda: strip.on_click(pair.key_a, pair.words_a is not None),
     )
@@ -320,11 +317,8 @@ def strips(view: ExplorerView, pair: Pair, found: Figures | None, mean: float) -
         )
         st.caption(f"Prompt B, the same for its aligned position ({md(pair.names('b')[unit_b])}):")
         st.html(legend_html(weights_b))
-        components.weight_strip(
-            pair.names("b"),
-            weights_b,
-            unit_b,
-            view.direction,
+        components.token_strip(
+            components.shaded(pair.names("b"), weights_b, unit_b, view.direction),
             Explorer.TOKENS_B,
             lambda: None,
         )

@@ -207,11 +207,8 @@ def strip(
         if rolled is None and view.span is not None:
             st.caption(SPAN_RULE)
     units = selected_units(view, words)
-    components.weight_strip(
-        names,
-        weights,
-        unit_of(view.query, words),
-        view.direction,
+    components.token_strip(
+        components.shaded(names, weights, unit_of(view.query, words), view.direction),
         Explorer.TOKENS,
         lambda: on_click(key, words is not None),
         lambda: on_span(key, words is not None),

@@ -160,11 +160,8 @@ def step_detail(gen: Generation, step: int, head: Head) -> None:
         f"**Head {head}** at step {step}: its row over the prompt and the earlier output "
         "(click a written token to open its step)."
     )
-    components.weight_strip(
-        gen.tokens[: row.size],
-        row,
-        query,
-        "from",
+    components.token_strip(
+        components.shaded(gen.tokens[: row.size], row, query, "from"),
         key=Generate.STRIP,
         on_click=lambda: _on_strip_click(gen.n_prompt, len(gen.steps)),
     )

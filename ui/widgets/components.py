@@ -371,58 +371,38 @@ def overview(
     )
 
 
-def token_strip(
-    spans_html: str,
-    key: str,
-    on_click: Callable[[], None],
-    on_span: Callable[[], None] | None = None,
-    span: tuple[int, int] | None = None,
-    anchor: int | None = None,
-) -> None:
-    """Tokens as clickable spans from ready HTML (``spans_html`` must already be escaped).
-
-    A click sends ``clicked`` (a position); a drag across several positions, or a shift-click
-    (from ``anchor``, the selected position), sends ``span`` (``{start, stop}``, stop
-    exclusive; read back with ``clicked_value(key, "span")``). ``span`` outlines a selection.
-    """
-    _strip({"html": spans_html}, key, on_click, on_span, span, anchor)
-
-
-def weight_strip(
-    tokens: Sequence[str],
-    weights: np.ndarray,
-    selected: int | None,
-    direction: Direction,
-    key: str,
-    on_click: Callable[[], None],
-    on_span: Callable[[], None] | None = None,
-    span: tuple[int, int] | None = None,
-    anchor: int | None = None,
-) -> None:
-    """The prompt's tokens shaded by one weight each (NaN: masked), drawn in the browser the
+def shaded(
+    tokens: Sequence[str], weights: np.ndarray, selected: int | None, direction: Direction
+) -> dict:
+    """What :func:`token_strip` draws for tokens shaded by one weight each (NaN: masked), the
     way :func:`viz.token_view.token_spans` writes them: the tokens go as plain text, the
-    weights as float32 bytes, and a new head or query only restyles the spans already there.
-    Clicks and spans as in :func:`token_strip`."""
-    shaded = {
+    weights as float32 bytes, so a new head or query only restyles the spans already there."""
+    return {
         "tokens": list(tokens),
         "weights": base64.b64encode(np.asarray(weights, dtype="<f4").tobytes()).decode("ascii"),
         "selected": selected,
         "verb": VERBS[direction],
     }
-    _strip({"shaded": shaded}, key, on_click, on_span, span, anchor)
 
 
-def _strip(
-    content: dict,
+def token_strip(
+    content: str | dict,
     key: str,
     on_click: Callable[[], None],
-    on_span: Callable[[], None] | None,
-    span: tuple[int, int] | None,
-    anchor: int | None,
+    on_span: Callable[[], None] | None = None,
+    span: tuple[int, int] | None = None,
+    anchor: int | None = None,
 ) -> None:
-    """The token strip component with ``content`` (``html``, or ``shaded`` tokens)."""
+    """Tokens as clickable spans: ``content`` is ready HTML (already escaped), or tokens and
+    their weights from :func:`shaded`.
+
+    A click sends ``clicked`` (a position); a drag across several positions, or a shift-click
+    (from ``anchor``, the selected position), sends ``span`` (``{start, stop}``, stop
+    exclusive; read back with ``clicked_value(key, "span")``). ``span`` outlines a selection.
+    """
+    drawn = {"html": content} if isinstance(content, str) else {"shaded": content}
     _token_strip(
-        data={**content, "span": list(span) if span else None, "anchor": anchor},
+        data={**drawn, "span": list(span) if span else None, "anchor": anchor},
         key=key,
         on_clicked_change=on_click,
         on_span_change=on_span or (lambda: None),
