@@ -28,6 +28,7 @@ import plotly.graph_objects as go
 from jaxtyping import Float
 
 from models.errors import UserError
+from viz.heatmap import HeatmapData
 from viz.token_view import Direction, legend_html, token_spans
 
 PROMPT_CHARS = 1_200
@@ -99,6 +100,20 @@ def plotly_js() -> str:
 
 def heatmap_cells(fig: go.Figure) -> int:
     return int(sum(np.size(trace.z) for trace in fig.data if getattr(trace, "z", None) is not None))
+
+
+def heatmap_extent(heatmap: go.Figure | HeatmapData) -> tuple[int, list[str]]:
+    """Cells and axis labels of the heatmap a file will hold (for :func:`export_size`): a
+    detail heatmap's data, or a figure already built (compare mode's A − B)."""
+    if isinstance(heatmap, HeatmapData):
+        return heatmap.cells, heatmap.row_labels + heatmap.col_labels
+    labels = [
+        str(x)
+        for trace in heatmap.data
+        for axis in (trace.x, trace.y)
+        for x in (axis if axis is not None else [])
+    ]
+    return heatmap_cells(heatmap), labels
 
 
 def png_uri(picture: bytes | str) -> str:

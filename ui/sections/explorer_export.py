@@ -31,7 +31,7 @@ from ui.sections.explorer_session import view_query
 from ui.state import explorer as state
 from ui.state.explorer import ExplorerView, unit_of
 from viz.heatmap import HeatmapData, heatmap_figure
-from viz.html_export import Caption, ExportTooLarge, Strip, export_size, heatmap_cells, view_html
+from viz.html_export import Caption, ExportTooLarge, Strip, export_size, heatmap_extent, view_html
 
 SCALES = {"sqrt": "square root", "linear": "linear", "log": "log"}
 RANGES = {"unit": "0 to 1", "view": "the largest weight shown"}
@@ -153,16 +153,7 @@ def button(
     detail heatmap's data, or the A − B figure in compare mode)."""
     request = Request(view, key, weighted, absolute(view_query(view, key.prompt)))
     grid = results.grid_pictures(key, weighted, n_heads)
-    if isinstance(heatmap, HeatmapData):
-        cells, labels = heatmap.cells, heatmap.row_labels + heatmap.col_labels
-    else:
-        cells = heatmap_cells(heatmap)
-        labels = [
-            str(x)
-            for trace in heatmap.data
-            for axis in (trace.x, trace.y)
-            for x in (axis if axis is not None else [])
-        ]
+    cells, labels = heatmap_extent(heatmap)
     size = export_size(grid, cells, labels, names, caption(request, model))
     file_name = f"attention_L{view.head.layer}_H{view.head.index}_{view.mode}.html"
 
