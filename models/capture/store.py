@@ -127,9 +127,7 @@ class FactoredPatterns:
 
     @property
     def nbytes(self) -> int:
-        extra = sum(
-            0 if a is None else a.nbytes for a in (self.pooled, self.value_norms)
-        )
+        extra = sum(0 if a is None else a.nbytes for a in (self.pooled, self.value_norms))
         return int(self.q.nbytes + self.k.nbytes + self.lse.nbytes + extra)
 
     def head_overview(self, layer: int, head: int, factor: int) -> np.ndarray:
