@@ -8,6 +8,7 @@
   layer's scale, sliding windows, ALiBi slopes, the RoPE rotation;
 - :mod:`models.model.weights` -- output projections, unembedding and final norm for attribution;
 - :mod:`models.model.hardware` -- what the processor does natively (bfloat16) and how fast;
+- :mod:`models.model.allocator` -- freed blocks kept for the next pass (glibc thresholds);
 
 Three ways to run a model, each documented in its module:
 

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from models.model.allocator import keep_freed_blocks
 from ui.runtime.janitor import Janitor
 from ui.runtime.jobs import JobPool
 from ui.runtime.kept_results import KeptResults
@@ -73,6 +74,7 @@ def start(
     global _current
     with _lock:
         if _current is None:
+            keep_freed_blocks()  # passes reuse freed memory instead of faulting it in again
             _current = build(settings or Settings.from_env(), alive)
             _current.janitor.start()
         return _current
