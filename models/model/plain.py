@@ -217,16 +217,28 @@ def _restore(module: torch.nn.Module, _args: Any, _out: Any) -> None:
     state["_parameters"], state["_buffers"] = state.pop("_kept")
 
 
+def _rows_as_float32(_module: torch.nn.Module, _args: Any, out: torch.Tensor) -> torch.Tensor:
+    """Forward hook of an embedding: the rows it looked up, as float32 (upcasting is exact, so
+    this equals a lookup in the upcast table without copying the whole table)."""
+    return out.to(torch.float32) if out.is_floating_point() else out
+
+
 def _float32_copy(module: torch.nn.Module) -> torch.nn.Module:
     """A shallow copy of ``module``'s tree whose modules each run on float32 copies of their own
-    weights, made as they start and dropped as they end (one module's weights at a time)."""
+    weights, made as they start and dropped as they end (one module's weights at a time; an
+    embedding upcasts only the rows it looks up)."""
     twin = copy.copy(module)
     twin._modules = collections.OrderedDict(
         (name, _float32_copy(child)) for name, child in module._modules.items() if child is not None
     )
     for hooks in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks"):
         setattr(twin, hooks, collections.OrderedDict())  # never the shared module's dicts
-    if module._parameters or module._buffers:
+    if (
+        isinstance(module, torch.nn.Embedding)
+        and type(module).forward is torch.nn.Embedding.forward
+    ):
+        twin.register_forward_hook(_rows_as_float32)
+    elif module._parameters or module._buffers:
         twin.register_forward_pre_hook(_upcast)
         twin.register_forward_hook(_restore)
     return twin
@@ -236,22 +248,24 @@ def run_plain_float32(model: LoadedModel, ids: torch.Tensor, on_layer: OnLayer) 
     """:func:`run_plain` in float32 arithmetic on the same (possibly bfloat16) weights.
 
     Each module upcasts its own weights while it runs, so the extra memory is one module's
-    weights in float32 (the embedding's, for most models), never a second model. Used to
-    measure how far a low-precision pass lies from float32 on a short prefix.
+    weights in float32, never a second model; the embedding upcasts only the rows it looks up,
+    and the output head is not run (the callback sees every attention layer, which is all this
+    pass is for). Used to measure how far a low-precision pass lies from float32 on a short
+    prefix.
 
     Args:
         model: the loaded model.
         ids: ``batch pos`` token ids.
         on_layer: called with each attention layer's :class:`LayerAttention` (float32 q, k).
     """
-    twin = _float32_copy(plain_model(model))
-    device = next(plain_model(model).parameters()).device
+    plain = plain_model(model)
+    # the layers only: no output head (for most models as large as the embedding) to upcast
+    twin = _float32_copy(getattr(plain, "base_model", plain))
+    device = next(plain.parameters()).device
     _local.callback, _local.counter = on_layer, [0]
     try:
         with torch.no_grad():
             extra: dict[str, Any] = {"use_cache": False} if model.facts.causal else {}
-            if "logits_to_keep" in inspect.signature(twin.forward).parameters:
-                extra["logits_to_keep"] = 1
             twin(input_ids=ids.to(device), **extra)
     finally:
         _local.callback = None
