@@ -101,12 +101,9 @@ def _attention(
         and kwargs.get("softcap") is None
         and not kwargs.get("dropout")
     )
-    if plain:
-        group = query.shape[1] // key.shape[1]
-        full_k = key.repeat_interleave(group, dim=1) if group > 1 else key
-        full_v = value.repeat_interleave(group, dim=1) if group > 1 else value
+    if plain:  # the kernel reads key head h // group for query head h (GQA, MQA): no copies
         out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            query, full_k, full_v, 0.0, causal, scale=scale
+            query, key, value, 0.0, causal, scale=scale
         )
         out = out.transpose(1, 2).contiguous()
     else:
