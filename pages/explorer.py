@@ -14,7 +14,8 @@ st.caption(
 model, run = session.model_and_run()
 if run is not None:
     key = session.shown_run()
-    explorer.intro(run)
+    precision = explorer.intro(run)
     explorer.sink_hint(run, key)
     explorer.full_run()
     explorer.explorer_view(key)
+    explorer.precision_note(run, key, precision)  # last: the float32 check waits for the view

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from models.capture.run import AttentionRun
 from models.capture.sinks import measured_sink
@@ -42,9 +43,13 @@ GRID_BOX_PX = 540  # the grid box's height (560 px) less its row of head numbers
 MODES: dict[state.Mode, str] = {"single": "One prompt", "compare": "Compare two prompts"}
 
 
-def intro(run: AttentionRun, key: RunKey | None = None) -> None:
-    """One line on the model and prompt (the dtype it ran in; in a low-precision dtype, how far
-    its patterns lie from float32), and hints where they help."""
+def intro(run: AttentionRun) -> DeltaGenerator | None:
+    """One line on the model and prompt (the dtype it ran in), and hints where they help.
+
+    Returns:
+        For a low-precision run, the place under that line where :func:`precision_note` says
+        how far its patterns lie from float32 (filled once the view is drawn); else None.
+    """
     facts = run.facts
     st.caption(
         f"**{md(facts.name)}** · {facts.n_layers} layers × {facts.n_heads} heads "
@@ -52,25 +57,30 @@ def intro(run: AttentionRun, key: RunKey | None = None) -> None:
         f"{'causal' if facts.causal else 'bidirectional (no causal mask)'} · "
         f"positions: {facts.positional} · {run.n_tokens:,} tokens · {run.dtype}"
     )
-    if run.dtype != "float32":
-        precision_note(run, session.shown_run() if key is None else key)
+    slot = st.empty() if run.dtype != "float32" else None
     if run.spec is not None and run.spec.kind == "bundled":
         st.caption(
             "The bundled model is a small toy trained on Python. For a real language "
             "model's induction heads and attention sinks, choose **SmolLM2-135M (offline)** "
             "in the sidebar and the example *A passage, twice (about 2,000 tokens)*."
         )
+    return slot
 
 
-def precision_note(run: AttentionRun, key: RunKey) -> None:
-    """How far a low-precision run's patterns lie from float32, measured on its first rows."""
-    try:
-        found = results.difference(key, run)
-    except UserError as err:
-        session.show_error(err)
+def precision_note(run: AttentionRun, key: RunKey, slot: DeltaGenerator | None) -> None:
+    """How far a low-precision run's patterns lie from float32, measured on its first rows, in
+    the place :func:`intro` kept. Called after the view is drawn: the float32 pass then starts
+    when the page no longer needs the processor."""
+    if slot is None:
         return
-    if found is not job_view.MISSING:
-        st.caption(results.difference_text(found, run.dtype))
+    with slot.container():
+        try:
+            found = results.difference(key, run)
+        except UserError as err:
+            session.show_error(err)
+            return
+        if found is not job_view.MISSING:
+            st.caption(results.difference_text(found, run.dtype))
 
 
 def sink_hint(run: AttentionRun, key: RunKey) -> None:
