@@ -7,8 +7,8 @@ block of keys is found first, and only then is the row's log-sum-exp subtracted 
 exponential taken (``exp`` and subtraction are monotone, so ``max exp(s - lse) =
 exp(max s - lse)`` in floating point too). The logits come from one float32 matrix product per
 chunk of query rows, with keys reordered so that the ``factor`` keys of a block lie ``P``
-columns apart: the block maximum is then a running maximum over ``factor`` contiguous slabs
-instead of a reduction over tiny groups (which torch runs 20-100x slower).
+columns apart: the block maximum is then a maximum over ``factor`` contiguous slabs, taken by
+halving, instead of a reduction over tiny groups (which torch runs 20-100x slower).
 
 Low-precision q and k (bfloat16, float16) are upcast per chunk, so the overview is the float32
 computation from the model's own q and k.
@@ -70,12 +70,12 @@ def _max_over(x: torch.Tensor, dim: int) -> torch.Tensor:
     return x.squeeze(dim)
 
 
-def _rows_per_chunk(n: int, factor: int) -> int:
+def _rows_per_chunk(n: int, factor: int, stride: int = 1) -> int:
     """Query rows per chunk: whole pixel rows, about 8 chunks a layer (fewer calls), and at
-    most :data:`CHUNK_BYTES` of running maxima."""
+    most :data:`CHUNK_BYTES` of logits (``factor / stride`` rows a block by every key)."""
     blocks = math.ceil(n / factor)
     by_calls = math.ceil(blocks / CHUNKS)
-    by_bytes = max(1, CHUNK_BYTES // (4 * HEADS_HINT * blocks * factor))
+    by_bytes = max(1, CHUNK_BYTES // (4 * HEADS_HINT * (factor // stride) * blocks * factor))
     return factor * max(1, min(by_calls, by_bytes))
 
 
@@ -90,25 +90,23 @@ def row_stride(factor: int, rows_per_block: int | None = None) -> int:
 
 
 def _chunk_maxima(rows: torch.Tensor, slabs: torch.Tensor, n_blocks: int, n: int) -> torch.Tensor:
-    """``head_index rows n_blocks`` largest raw logit ``q . k`` of each block of keys per row,
-    one product per key offset ``t`` in the block and a running maximum (no full logits).
+    """``head_index rows n_blocks`` largest raw logit ``q . k`` of each block of keys per row:
+    one product of the rows with the first ``n_blocks`` blocks' keys in slab order, then a
+    maximum over the ``factor`` slabs by halving (contiguous halves, a handful of calls).
 
     No causal mask: a row's own block and the blocks after it also see later keys, but those
     cells are overwritten (:func:`_diagonal`) or lie wholly above the diagonal (NaN).
     """
-    n_kv, factor, n_pix, _ = slabs.shape
+    n_kv, factor, n_pix, d = slabs.shape
     n_heads, n_rows, _ = rows.shape
     # query head h = kv * group + j: one product per key head, no broadcast copy of the keys
     queries = rows.reshape(n_kv, -1, rows.shape[-1])
-    best: torch.Tensor | None = None
-    for t in range(factor):
-        keys = slabs[:, t, :n_blocks].transpose(1, 2)  # contiguous, read transposed: no copy
-        logits = torch.bmm(queries, keys).view(n_heads, n_rows, n_blocks)
-        if (n_pix - 1) * factor + t >= n and n_blocks == n_pix:  # padding never wins
-            logits[..., n_pix - 1] = float("-inf")
-        best = logits if best is None else torch.maximum(best, logits, out=best)
-    assert best is not None
-    return best
+    keys = slabs[:, :, :n_blocks].reshape(n_kv, factor * n_blocks, d)
+    logits = torch.bmm(queries, keys.transpose(1, 2)).view(n_kv, -1, factor, n_blocks)
+    real = n - (n_pix - 1) * factor  # keys of the last block that exist
+    if real < factor and n_blocks == n_pix:  # padding never wins
+        logits[:, :, real:, n_pix - 1] = float("-inf")
+    return _max_over(logits, 2).view(n_heads, n_rows, n_blocks)
 
 
 def _diagonal(
@@ -118,9 +116,11 @@ def _diagonal(
     n_heads, n, d = q.shape
     n_kv, group, n_pix = k.shape[0], n_heads // k.shape[0], math.ceil(n / factor)
     pad = n_pix * factor - n
-    queries = torch.nn.functional.pad(q.to(torch.float32), (0, 0, 0, pad))
-    keys = torch.nn.functional.pad(k.to(torch.float32), (0, 0, 0, pad))
-    sums = torch.nn.functional.pad(lse.to(torch.float32), (0, pad), value=float("inf"))
+    queries, keys, sums = q.to(torch.float32), k.to(torch.float32), lse.to(torch.float32)
+    if pad:  # a last block that is not whole
+        queries = torch.nn.functional.pad(queries, (0, 0, 0, pad))
+        keys = torch.nn.functional.pad(keys, (0, 0, 0, pad))
+        sums = torch.nn.functional.pad(sums, (0, pad), value=float("inf"))
     blocks = queries.reshape(n_kv, group, n_pix, factor, d)[:, :, :, ::stride]
     per_block = blocks.shape[3]
     logits = torch.bmm(
@@ -173,7 +173,7 @@ def layer_overview(
     folded = arithmetic == "model" and q.dtype in (torch.bfloat16, torch.float16)
     n_pix = math.ceil(n / factor)
     slabs = _key_slabs(k, factor, n_pix, folded)
-    rows_per_chunk = _rows_per_chunk(n, factor)
+    rows_per_chunk = _rows_per_chunk(n, factor, stride)
     out = torch.full((n_heads, n_pix, n_pix), float("nan"), device=q.device)
     for r0 in range(0, n, rows_per_chunk):
         r1 = min(r0 + rows_per_chunk, n)
