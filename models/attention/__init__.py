@@ -24,7 +24,7 @@ from models.attention.api import (
     choose_backend,
     triton_available,
 )
-from models.attention.pattern import rebuild_pattern
+from models.attention.pattern import pattern_of_rows, rebuild_pattern
 from models.attention.reference import naive_attention
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "attention",
     "choose_backend",
     "naive_attention",
+    "pattern_of_rows",
     "rebuild_pattern",
     "triton_available",
 ]

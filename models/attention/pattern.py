@@ -77,22 +77,66 @@ def rebuild_pattern(
         window=window,
         key_padding_mask=key_padding_mask,
     )
-    b, n_heads, n_q, d = q.shape
-    n_kv, n_k = k.shape[1], k.shape[2]
+    n_q, n_k = q.shape[2], k.shape[2]
     q_pos = _positions(rows, n_q, q.device, "rows")
     k_pos = _positions(cols, n_k, q.device, "cols")
+    return pattern_of_rows(
+        q[:, :, q_pos],
+        k[:, :, k_pos],
+        lse[:, :, q_pos],
+        q_pos,
+        k_pos,
+        n_q,
+        n_k,
+        causal=causal,
+        scale=scale,
+        alibi_slopes=alibi_slopes,
+        window=window,
+        key_padding_mask=key_padding_mask,
+    )
+
+
+def pattern_of_rows(
+    q_rows: Queries,
+    k_cols: Keys,
+    lse_rows: RowLse,
+    q_pos: torch.Tensor,
+    k_pos: torch.Tensor,
+    n_q: int,
+    n_k: int,
+    *,
+    causal: bool,
+    scale: float,
+    alibi_slopes: Slopes | None = None,
+    window: int | None = None,
+    key_padding_mask: KeyMask | None = None,
+) -> Scores:
+    """:func:`rebuild_pattern` on query rows and keys already picked out (a caller holding q
+    and k in memory it must not hand over whole, such as a read-only store, copies only these).
+
+    Args:
+        q_rows: ``batch head_index len(q_pos) d_head``, the rows ``q_pos`` of q.
+        k_cols: ``batch kv_head_index len(k_pos) d_head``, the keys ``k_pos`` of k.
+        lse_rows: ``batch head_index len(q_pos)``, their LSE.
+        q_pos, k_pos: the rows' and keys' absolute positions (1-D integer tensors).
+        n_q, n_k: the lengths of the whole q and k (masks are aligned on them).
+        causal, scale, alibi_slopes, window, key_padding_mask: as for :func:`rebuild_pattern`
+            (``scale`` already resolved; nothing is validated here).
+    """
+    b, n_heads, n_rows, d = q_rows.shape
+    n_kv, n_cols = k_cols.shape[1], k_cols.shape[2]
     group = n_heads // n_kv
     # query head h reads key head h // group: one product per key head over the rows of all
     # its query heads (a broadcast over the group would copy the keys group times)
-    q_sel = q[:, :, q_pos].to(torch.float32).reshape(b, n_kv, group * len(q_pos), d)
-    k_sel = k[:, :, k_pos].to(torch.float32)  # b kv cols d
-    s = (q_sel @ k_sel.transpose(-1, -2)).reshape(b, n_heads, len(q_pos), len(k_pos)) * scale
+    q_sel = q_rows.to(torch.float32).reshape(b, n_kv, group * n_rows, d)
+    k_sel = k_cols.to(torch.float32)  # b kv cols d
+    s = (q_sel @ k_sel.transpose(-1, -2)).reshape(b, n_heads, n_rows, n_cols) * scale
     if alibi_slopes is not None:
         dist = key_distance(q_pos, k_pos, n_q, n_k, causal=causal)
         s = s - alibi_slopes.to(torch.float32)[:, None, None] * dist
     valid = allowed_keys(q_pos, k_pos, n_q, n_k, causal=causal, window=window)[None, None]
     if key_padding_mask is not None:
         valid = valid & key_padding_mask[:, None, None, k_pos]
-    lse_sel = lse[:, :, q_pos, None]
+    lse_sel = lse_rows.to(torch.float32)[..., None]
     valid = valid & (lse_sel > float("-inf"))
     return torch.where(valid, torch.exp(s - lse_sel), 0.0)

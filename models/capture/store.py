@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from jaxtyping import Shaped
 
-from models.attention import rebuild_pattern
+from models.attention import pattern_of_rows
 from models.capture.overview import layer_overview, row_stride
 from models.shapes import HeadPattern, LayerPatterns, PatternStack
 
@@ -37,6 +37,12 @@ def read_only(array: Shaped[np.ndarray, "*shape"]) -> Shaped[np.ndarray, "*shape
     """
     array.flags.writeable = False
     return array
+
+
+def _picked(array: np.ndarray, index: Rows, positions: np.ndarray) -> np.ndarray:
+    """A writeable copy of ``array[:, index]`` (``positions``: the same, as integers): a slice
+    is copied as one block, a list of positions by integer indexing (which copies)."""
+    return np.array(array[:, index]) if isinstance(index, slice) else array[:, positions]
 
 
 @dataclass(frozen=True)
@@ -145,17 +151,31 @@ class FactoredPatterns:
         return pooled[0].numpy()
 
     def _rebuild(self, layer: int, heads: slice, rows: Rows, cols: slice) -> LayerPatterns:
-        n_heads, n_kv = self.q.shape[1], self.k.shape[1]
+        n_heads, n_kv, n, n_k = self.q.shape[1], self.k.shape[1], self.q.shape[2], self.k.shape[2]
         group = n_heads // n_kv
         head_ids = range(n_heads)[heads]
         kv_lo, kv_hi = head_ids[0] // group, head_ids[-1] // group + 1
-        q = torch.from_numpy(np.array(self.q[layer, heads]))[None]  # copies: cached arrays are
-        k = torch.from_numpy(np.array(self.k[layer, kv_lo:kv_hi]))  # read-only
-        if group > 1:  # the rebuilt heads must line up with their shared key head
+        try:
+            q_pos, k_pos = np.arange(n)[rows], np.arange(n_k)[cols]
+        except IndexError as err:
+            raise ValueError(f"a window reaches outside the prompt: {err}") from err
+        # copies of only the rows and keys read (the kept arrays are read-only)
+        q = torch.from_numpy(_picked(self.q[layer, heads], rows, q_pos))
+        k = torch.from_numpy(_picked(self.k[layer, kv_lo:kv_hi], cols, k_pos))
+        whole_groups = head_ids[0] % group == 0 and len(head_ids) % group == 0
+        if not whole_groups:  # the rebuilt heads must line up with their shared key head
             k = k[torch.tensor([h // group - kv_lo for h in head_ids])]
-        lse = torch.from_numpy(np.array(self.lse[layer, heads]))[None]
-        out = rebuild_pattern(
-            q, k[None], lse, rows, cols, causal=self.causal, scale=self.scales[layer]
+        lse = torch.from_numpy(_picked(self.lse[layer, heads], rows, q_pos))
+        out = pattern_of_rows(
+            q[None],
+            k[None],
+            lse[None],
+            torch.from_numpy(q_pos),
+            torch.from_numpy(k_pos),
+            n,
+            n_k,
+            causal=self.causal,
+            scale=self.scales[layer],
         )
         return out[0].numpy()
 
@@ -177,7 +197,7 @@ class FactoredPatterns:
         k = torch.from_numpy(np.take(self.k[layer], cols, axis=1))
         lse = torch.from_numpy(np.take(self.lse[layer], rows, axis=1))
         group = n_heads // n_kv  # query heads sharing one key head (GQA, MQA)
-        logits = torch.einsum("kgpd,kpd->kgp", q.unflatten(0, (n_kv, group)), k).flatten(0, 1)
+        logits = torch.linalg.vecdot(q.unflatten(0, (n_kv, group)), k[:, None]).flatten(0, 1)
         weights = torch.exp(logits * self.scales[layer] - lse)
         seen = torch.from_numpy(cols <= rows if self.causal else np.ones(len(rows), dtype=bool))
         return torch.where(seen[None] & torch.isfinite(lse), weights, 0.0).numpy()
