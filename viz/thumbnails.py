@@ -23,35 +23,54 @@ MASKED = np.array([225, 225, 225], dtype=np.uint8)
 LEVELS = 128  # shades of blue a picture is drawn in (the same in every picture)
 
 
+def head_tops(pooled: np.ndarray) -> np.ndarray:
+    """Each picture's strongest pooled weight outside its first pixel row (1.0 where it has
+    none), for a ``picture q_pixel k_pixel`` stack."""
+    part = pooled[:, 1:] if pooled.shape[1] > 1 else pooled
+    top = np.fmax.reduce(part.reshape(len(part), -1), axis=1, initial=-np.inf)
+    return np.where(np.isfinite(top) & (top > 0), top, 1.0)
+
+
 def head_top(pooled: np.ndarray) -> float:
     """A head's strongest pooled weight outside the first pixel row (1.0 if it has none)."""
-    part = pooled[1:] if pooled.shape[0] > 1 else pooled
-    finite = part[np.isfinite(part)]
-    top = float(finite.max()) if finite.size else 0.0
-    return top if top > 0 else 1.0
+    return float(head_tops(pooled[None])[0])
+
+
+def pooled_pngs(
+    pooled: np.ndarray, size: int = 72, normalise: bool = True, gamma: float = 0.5
+) -> list[bytes]:
+    """PNG bytes of each pooled ``q_pixel k_pixel`` pattern of a stack (NaN = masked), each
+    ``size`` px square: shaded together, encoded one by one.
+
+    Args:
+        pooled: ``picture q_pixel k_pixel`` pooled weights.
+        size: edge of each picture in pixels (blocks are scaled up without smoothing).
+        normalise: divide by each picture's own strongest weight (see :func:`head_top`).
+        gamma: weights are drawn as ``w ** gamma`` (0.5: square root; 1: linear).
+    """
+    pooled = np.asarray(pooled, dtype=np.float32)
+    tops = head_tops(pooled) if normalise else np.ones(len(pooled))
+    weights = np.clip(np.nan_to_num(pooled, nan=0.0) / tops[:, None, None], 0.0, 1.0) ** gamma
+    shades = np.rint(weights * (LEVELS - 1)).astype(np.uint8)
+    shades[np.isnan(pooled)] = LEVELS  # the masked grey, after the blues
+    palette = _palette()
+    pictures = []
+    for shade in shades:
+        image = Image.fromarray(shade, mode="P")
+        image.putpalette(palette)
+        if image.size != (size, size):
+            image = image.resize((size, size), Image.Resampling.NEAREST)
+        buf = io.BytesIO()
+        image.save(buf, format="PNG", compress_level=6)
+        pictures.append(buf.getvalue())
+    return pictures
 
 
 def pooled_png(
     pooled: np.ndarray, size: int = 72, normalise: bool = True, gamma: float = 0.5
 ) -> bytes:
-    """PNG bytes of a pooled ``q_pixel k_pixel`` pattern (NaN = masked), ``size`` px square.
-
-    Args:
-        pooled: the pooled weights.
-        size: edge of the picture in pixels (blocks are scaled up without smoothing).
-        normalise: divide by the head's own strongest weight (see :func:`head_top`).
-        gamma: weights are drawn as ``w ** gamma`` (0.5: square root; 1: linear).
-    """
-    top = head_top(pooled) if normalise else 1.0
-    weights = np.clip(np.nan_to_num(pooled, nan=0.0) / top, 0.0, 1.0) ** gamma
-    shade = np.rint(weights * (LEVELS - 1)).astype(np.uint8)
-    shade[np.isnan(pooled)] = LEVELS  # the masked grey, after the blues
-    image = Image.fromarray(shade, mode="P")
-    image.putpalette(_palette())
-    image = image.resize((size, size), Image.Resampling.NEAREST)
-    buf = io.BytesIO()
-    image.save(buf, format="PNG", compress_level=6)
-    return buf.getvalue()
+    """PNG bytes of one pooled ``q_pixel k_pixel`` pattern (see :func:`pooled_pngs`)."""
+    return pooled_pngs(np.asarray(pooled)[None], size, normalise, gamma)[0]
 
 
 @functools.cache

@@ -86,6 +86,26 @@ def test_thumbnails_are_normalised_per_head_on_a_square_root_scale():
     assert linear.convert("RGB").getpixel((1, 1))[0] > 240  # unnormalised, 0.02 is near white
 
 
+def test_a_stack_of_pictures_is_shaded_per_picture():
+    """Each picture of a stack keeps its own top: the same pixels as drawn alone, by hand."""
+    import io
+
+    from PIL import Image
+
+    from viz.thumbnails import pooled_pngs
+
+    strong = np.array([[1.0, np.nan], [0.9, 0.3]])
+    faint = np.array([[1.0, np.nan], [0.02, 0.005]])
+    empty = np.full((2, 2), np.nan)
+    pictures = pooled_pngs(np.stack([strong, faint, empty]), size=2)
+    rgb = [Image.open(io.BytesIO(png)).convert("RGB") for png in pictures]
+    assert rgb[0].getpixel((0, 1)) == rgb[1].getpixel((0, 1)) == (8, 48, 107)  # own tops
+    quarter = [round(255 + (h - 255) * 0.25**0.5) for h in (8, 48, 107)]  # 0.005 / 0.02
+    assert all(abs(a - b) <= 1 for a, b in zip(rgb[1].getpixel((1, 1)), quarter, strict=True))
+    assert {rgb[2].getpixel((x, y)) for x in (0, 1) for y in (0, 1)} == {(225, 225, 225)}
+    assert pictures[1] == pooled_png(faint, size=2)
+
+
 def test_colour_bar_labels_never_touch():
     """Square root of 1e-3 and 1e-4 lie 0.02 apart on a 0-1 bar: the lower label goes."""
     bar = colour_axis(1.0, "sqrt")["colorbar"]

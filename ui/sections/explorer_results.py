@@ -38,7 +38,7 @@ from ui.runtime.job_keys import (
 )
 from ui.runtime.jobs import Cost
 from ui.widgets import job_view
-from viz.thumbnails import data_uri, pooled_png
+from viz.thumbnails import data_uri, pooled_png, pooled_pngs
 
 THUMB = 64
 OVERVIEW = 256
@@ -104,12 +104,9 @@ def thumbnails(key: RunKey, weighted: bool) -> list[dict[str, str]]:
             pooled = (
                 weights.pooled[layer] if weights is not None else pooled_layer(run, layer, THUMB)
             )
+            pictures = pooled_pngs(pooled, THUMB, normalise=True)
             cells += [
-                {
-                    "id": str(Head(layer, h)),
-                    "src": data_uri(pooled_png(pooled[h], THUMB, normalise=True)),
-                }
-                for h in range(run.facts.n_heads)
+                {"id": str(Head(layer, h)), "src": data_uri(png)} for h, png in enumerate(pictures)
             ]
         return cells
 
