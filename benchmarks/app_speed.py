@@ -23,8 +23,9 @@ measures, in the same process:
   timed in the page from the click event to the first frame that shows the settled view
   (``browser_click``) and as the driver sees it (``browser_click_driver``: adds Playwright's
   round trips and polling);
-- ``peak_rss_above_model_mb``: the resident-memory peak of the app's (or the capture's) work,
-  above what the process held with the models loaded;
+- ``peak_rss_above_model_mb``: the resident-memory peak of one prompt's work in the app (or
+  of the capture alone), above what the process held just before it: the loaded models and,
+  in the app, the results of earlier prompts it keeps (within its result budget);
 - each pass's achieved GFLOP/s (the model's forward FLOPs over its seconds);
 - the view's payload and the peers' (BertViz, CircuitsVis) when those are installed.
 
@@ -465,13 +466,13 @@ def in_app(
     bare_forward(hf, ids)  # warm-up
     at = app_session(spec)  # the app loads its own copy of the model, cached from here on
     gc.collect()
-    with_models = status_mib("VmRSS")
-    view, forward, peak = [], [], with_models
+    view, forward, peak = [], [], 0.0
     for prompt in prompts:  # interleaved, so both see the same load on the machine
         reset_peak()  # the peak counts the app's work only, not the bare forward pass
+        before = status_mib("VmRSS")  # the models, and the earlier prompts' results it keeps
         view.append(prompt_to_view(at, prompt))
         note(f"prompt to view: {view[-1]:.2f} s")
-        peak = max(peak, status_mib("VmHWM"))
+        peak = max(peak, status_mib("VmHWM") - before)
         forward.append(bare_forward(hf, ids))
     click = clicks(at, model.facts.n_heads, max(3, len(prompts)))
     payload = view_payload(at)
@@ -484,7 +485,7 @@ def in_app(
         "forward_s": forward,
         "prompt_to_view_s": view,
         "click_s": click,
-        "peak_rss_above_model_mb": peak - with_models,
+        "peak_rss_above_model_mb": peak,
         "payload": payload,
         "browser_click_s": (
             clicks_in_browser["in_page"]
