@@ -31,11 +31,6 @@ def head_tops(pooled: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(top) & (top > 0), top, 1.0)
 
 
-def head_top(pooled: np.ndarray) -> float:
-    """A head's strongest pooled weight outside the first pixel row (1.0 if it has none)."""
-    return float(head_tops(pooled[None])[0])
-
-
 def pooled_pngs(
     pooled: np.ndarray, size: int = 72, normalise: bool = True, gamma: float = 0.5
 ) -> list[bytes]:
@@ -45,7 +40,7 @@ def pooled_pngs(
     Args:
         pooled: ``picture q_pixel k_pixel`` pooled weights.
         size: edge of each picture in pixels (blocks are scaled up without smoothing).
-        normalise: divide by each picture's own strongest weight (see :func:`head_top`).
+        normalise: divide by each picture's own strongest weight (see :func:`head_tops`).
         gamma: weights are drawn as ``w ** gamma`` (0.5: square root; 1: linear).
     """
     pooled = np.asarray(pooled, dtype=np.float32)

@@ -2,10 +2,10 @@
 
 glibc serves a block above its mmap threshold (128 KiB at start, raised on the fly) with a
 fresh mapping and unmaps it when it is freed, and trims the heap's free top past 128 KiB. A
-forward pass allocates and frees megabytes in every layer (the MLP's activations, SDPA's
-repeated keys, the capture's float32 copies), so each pass faults all those pages in again:
-about 120,000 page faults and 0.3-0.4 s of a 3.7 s bfloat16 capture of 2,048 tokens on a
-2-core virtual machine, where a fault costs microseconds.
+forward pass allocates and frees megabytes in every layer (the MLP's activations, the
+norms' and rotations' temporaries, the capture's float32 copies), so each pass faults all
+those pages in again: about 120,000 page faults and 0.3-0.4 s of a 3.7 s bfloat16 capture of
+2,048 tokens on a 2-core virtual machine, where a fault costs microseconds.
 
 :func:`keep_freed_blocks` fixes the mmap threshold at :data:`MMAP_THRESHOLD` and the trim
 threshold at :data:`TRIM_THRESHOLD`: blocks up to 32 MiB come from the heap and, once freed,
