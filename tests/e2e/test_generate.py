@@ -1,7 +1,6 @@
 """The Generate page in Chromium: the bundled model's text streams into the progress panel while
 it is written, then every token and the step figure are drawn."""
 
-import time
 from urllib.parse import quote
 
 import pytest
@@ -14,23 +13,26 @@ PROMPT = "class Counter:\n    def __init__(self):\n"
 N_NEW = 110  # about a second, the panel redrawn every 0.3 s: long enough to watch it stream
 
 
+WATCH_JS = """() => {
+  window.__streamed = [];
+  const look = () => {
+    const panel = document.querySelector('[data-testid="stProgress"]');
+    const code = document.querySelector('[data-testid="stCode"]');
+    const text = panel && code ? code.textContent : "";
+    if (text && !window.__streamed.includes(text)) window.__streamed.push(text);
+  };
+  new MutationObserver(look).observe(document.body, {
+    subtree: true, childList: true, characterData: true,
+  });
+}"""
+
+
 def streamed_texts(page, timeout_s: float = 180) -> list[str]:
-    """Every text the progress panel showed while the generation ran, until it finished."""
-    seen: list[str] = []
-    panel = page.locator('[data-testid="stProgress"]')
-    code = page.locator('[data-testid="stCode"]')
-    deadline, started = time.time() + timeout_s, False
-    while time.time() < deadline:
-        if panel.count():
-            started = True
-            if code.count():
-                text = code.first.text_content() or ""
-                if text and text not in seen:
-                    seen.append(text)
-        elif started or page.locator(".tok").count():
-            return seen
-        page.wait_for_timeout(150)
-    raise TimeoutError("the generation did not finish")
+    """Every text the progress panel showed while the generation ran, until it finished:
+    recorded in the page by a MutationObserver on every change (no polling gap to miss a
+    short-lived panel), read once the written tokens are drawn."""
+    page.locator(".tok").first.wait_for(timeout=timeout_s * 1000)
+    return page.evaluate("() => window.__streamed")
 
 
 def test_the_text_streams_onto_the_page_and_the_step_is_drawn(browser):
@@ -44,6 +46,7 @@ def test_the_text_streams_onto_the_page_and_the_step_is_drawn(browser):
         box.fill(str(N_NEW))
         box.press("Enter")
         settle(page)
+        page.evaluate(WATCH_JS)
         page.get_by_role("button", name="Generate", exact=True).click()
         seen = streamed_texts(page)
         settle(page)
