@@ -24,6 +24,9 @@ from models.shapes import HeadPattern, LayerPatterns, PatternStack
 
 Rows = slice | Sequence[int]
 """Query rows of a window: a slice, or positions in any order."""
+Pairs = slice | np.ndarray
+"""One side of the ``(row, key)`` pairs :meth:`FactoredPatterns.entries` reads: positions, or a
+slice standing for the positions it selects (read as one block, not gathered)."""
 
 
 def read_only(array: Shaped[np.ndarray, "*shape"]) -> Shaped[np.ndarray, "*shape"]:
@@ -39,7 +42,21 @@ def read_only(array: Shaped[np.ndarray, "*shape"]) -> Shaped[np.ndarray, "*shape
     return array
 
 
-def _picked(array: np.ndarray, index: Rows, positions: np.ndarray) -> np.ndarray:
+def _positions(index: Pairs, n: int) -> np.ndarray:
+    """The integer positions ``index`` stands for among ``n``."""
+    return np.arange(n)[index] if isinstance(index, slice) else np.asarray(index, dtype=np.int64)
+
+
+def _pairs(rows: Pairs, cols: Pairs | int, n: int, n_k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``(row, key)`` positions of :meth:`FactoredPatterns.entries`' pairs."""
+    q_pos = _positions(rows, n)
+    k_pos = np.full(len(q_pos), cols) if isinstance(cols, int) else _positions(cols, n_k)
+    if len(k_pos) != len(q_pos):
+        raise ValueError(f"{len(q_pos)} rows paired with {len(k_pos)} keys")
+    return q_pos, k_pos
+
+
+def _picked(array: np.ndarray, index: Rows | np.ndarray, positions: np.ndarray) -> np.ndarray:
     """A writeable copy of ``array[:, index]`` (``positions``: the same, as integers): a slice
     is copied as one block, a list of positions by integer indexing (which copies)."""
     return np.array(array[:, index]) if isinstance(index, slice) else array[:, positions]
@@ -68,9 +85,11 @@ class DensePatterns:
         picked = rows if isinstance(rows, slice) else list(rows)
         return self.stack[layer][:, picked, cols]
 
-    def entries(self, layer: int, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        """``head_index pair`` weights ``A[rows[i], cols[i]]`` of every head of one layer."""
-        return self.stack[layer][:, rows, cols]
+    def entries(self, layer: int, rows: Pairs, cols: Pairs | int) -> np.ndarray:
+        """``head_index pair`` weights ``A[rows[i], cols[i]]`` of every head of one layer (see
+        :meth:`FactoredPatterns.entries` for what ``rows`` and ``cols`` may be)."""
+        q_pos, k_pos = _pairs(rows, cols, self.stack.shape[-2], self.stack.shape[-1])
+        return self.stack[layer][:, q_pos, k_pos]
 
 
 @dataclass(frozen=True)
@@ -187,20 +206,28 @@ class FactoredPatterns:
         """One head's ``rows`` queries by ``cols`` keys, rebuilt."""
         return self._rebuild(layer, slice(head, head + 1), rows, cols)[0]
 
-    def entries(self, layer: int, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    def entries(self, layer: int, rows: Pairs, cols: Pairs | int) -> np.ndarray:
         """``head_index pair`` weights ``A[rows[i], cols[i]]`` of every head of one layer, each
         rebuilt alone (``exp(q_r . k_c * scale - lse_r)``, 0 above the diagonal of a causal
-        model): ``n_heads * len(rows) * d_head`` products, never a whole row."""
-        rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
-        n_heads, n_kv = self.q.shape[1], self.k.shape[1]
-        q = torch.from_numpy(np.take(self.q[layer], rows, axis=1))  # copies only these rows
-        k = torch.from_numpy(np.take(self.k[layer], cols, axis=1))
-        lse = torch.from_numpy(np.take(self.lse[layer], rows, axis=1))
+        model): ``n_heads * len(rows) * d_head`` products, never a whole row.
+
+        ``rows`` and ``cols`` are equal-length positions, or slices of equal length (a band
+        such as ``A[i, i - 1]`` is then read as two blocks of q and k rather than gathered
+        row by row); ``cols`` may be one key for every row (a column such as ``A[i, 0]``).
+        """
+        n_heads, n_kv, n, n_k = self.q.shape[1], self.k.shape[1], self.q.shape[2], self.k.shape[2]
+        q_pos, k_pos = _pairs(rows, cols, n, n_k)
+        q = torch.from_numpy(_picked(self.q[layer], rows, q_pos))  # copies only these rows
+        if isinstance(cols, int):  # one key, broadcast over the rows
+            k = torch.from_numpy(_picked(self.k[layer], slice(cols, cols + 1), k_pos[:1]))
+        else:
+            k = torch.from_numpy(_picked(self.k[layer], cols, k_pos))
+        lse = torch.from_numpy(_picked(self.lse[layer], rows, q_pos))
         group = n_heads // n_kv  # query heads sharing one key head (GQA, MQA)
         logits = torch.linalg.vecdot(q.unflatten(0, (n_kv, group)), k[:, None]).flatten(0, 1)
         weights = torch.exp(logits * self.scales[layer] - lse)
-        seen = torch.from_numpy(cols <= rows if self.causal else np.ones(len(rows), dtype=bool))
-        return torch.where(seen[None] & torch.isfinite(lse), weights, 0.0).numpy()
+        seen = k_pos <= q_pos if self.causal else np.ones(len(q_pos), dtype=bool)
+        return torch.where(torch.from_numpy(seen)[None] & torch.isfinite(lse), weights, 0.0).numpy()
 
     def layer_window(self, layer: int, rows: Rows, cols: slice) -> LayerPatterns:
         """Every head's ``rows`` queries by ``cols`` keys of one layer, rebuilt."""

@@ -74,6 +74,34 @@ def test_streaming_capture_equals_eager_attention(request, name, text):
         )
 
 
+@pytest.mark.parametrize("name, text", [("bundled", TEXT), ("smollm2", ENGLISH)])
+def test_entries_read_bands_columns_and_pairs_as_eager_attention(request, name, text):
+    """A band (two slices), a column (one key) and scattered pairs, from the factored store
+    (GQA on SmolLM2) and the dense one, against HF eager attention at those entries."""
+    model = request.getfixturevalue(name)
+    ids, _ = tokenize(model, text)
+    n = int(ids.shape[1])
+    want = eager_patterns(model, ids)
+    factored = capture_streaming(model, ids)
+    dense = capture(model, text).store
+    assert factored is not None and dense.nbytes == want.nbytes // 2  # float32 stack
+    rows, cols = np.array([5, 9, n - 1, 3]), np.array([5, 2, 0, 7])  # 7 > 3: masked
+    reads = {
+        "band": (slice(2, n), slice(0, n - 2), np.arange(2, n), np.arange(0, n - 2)),
+        "column": (slice(1, n), 0, np.arange(1, n), np.zeros(n - 1, dtype=int)),
+        "pairs": (rows, cols, rows, cols),
+    }
+    for layer in (0, model.facts.n_layers - 1):
+        for r, c, r_pos, c_pos in reads.values():
+            expected = want[layer][:, r_pos, c_pos]
+            for store in (factored, dense):
+                np.testing.assert_allclose(store.entries(layer, r, c), expected, atol=1e-5)
+    assert factored.entries(0, rows, cols)[:, -1].max() == 0.0
+    for store in (factored, dense):
+        with pytest.raises(ValueError, match="paired"):
+            store.entries(0, slice(0, 4), slice(0, 3))
+
+
 def test_long_runs_use_the_fused_path_and_report_each_layer(smollm2):
     seen = []
     run = capture(smollm2, ENGLISH, dense_limit=0, progress=lambda f, t: seen.append((f, t)))

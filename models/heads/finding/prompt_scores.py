@@ -10,7 +10,8 @@ the first copy, whose last occurrence predicts nothing, drown the stripe: SmolLM
 scores 0.15 that way on the 2,001-token example and 0.52 this way.
 
 The scores read only the entries they average (``entries`` of the run's store), so a 2,048-token
-prompt on SmolLM2 costs ``3 * 270 * 2,048`` rebuilt weights, not 270 whole patterns. One prompt
+prompt on SmolLM2 costs ``3 * 270 * 2,048`` rebuilt weights, not 270 whole patterns; the
+previous-token band and the sink column are read as blocks of q and k, not row by row. One prompt
 is one text: the head finder's corpus scores, with their standard errors, are the measured
 verdict; these marks say where to look in this prompt.
 """
@@ -29,6 +30,7 @@ from models.heads.finding.scores import flag, induction_targets
 
 if TYPE_CHECKING:
     from models.capture.run import AttentionRun
+    from models.capture.store import Pairs
     from models.heads.table import Thresholds
 
 MARKS = {"induction": "I", "previous_token": "P", "sink": "S"}
@@ -72,22 +74,20 @@ def prompt_scores(run: AttentionRun) -> PromptScores:
     """Induction, previous-token and sink scores of every head on ``run``'s prompt."""
     n, facts = run.n_tokens, run.facts
     repeated, targets = copy_targets(run.token_ids)
-    after = np.arange(1, n)
-    pairs = {
+    after = slice(1, n)  # every query but the first
+    reads: dict[str, tuple[Pairs, Pairs | int]] = {
         "induction": (repeated, targets),
-        "previous_token": (after, after - 1),
-        "sink": (after, np.zeros_like(after)),
+        "previous_token": (after, slice(0, n - 1)),  # a band: q and k read as two blocks
+        "sink": (after, 0),  # a column: one key for every row
     }
+    counts = {"induction": len(repeated), "previous_token": n - 1, "sink": n - 1}
     shape = (facts.n_layers, facts.n_heads)
-    found = {name: np.full(shape, np.nan) for name in pairs}
-    rows = np.concatenate([r for r, _ in pairs.values()])  # one read per layer for all three
-    cols = np.concatenate([c for _, c in pairs.values()])
-    ends = np.cumsum([len(r) for r, _ in pairs.values()])[:-1]
+    found = {name: np.full(shape, np.nan) for name in reads}
     for layer in range(facts.n_layers):
-        weights = run.store.entries(layer, rows, cols).astype(np.float64)
-        for name, part in zip(pairs, np.split(weights, ends, axis=-1), strict=True):
-            if part.shape[-1]:
-                found[name][layer] = part.mean(axis=-1)
+        for name, (rows, cols) in reads.items():
+            if counts[name] > 0:
+                weights = run.store.entries(layer, rows, cols).astype(np.float64)
+                found[name][layer] = weights.mean(axis=-1)
     return PromptScores(found["induction"], found["previous_token"], found["sink"], len(repeated))
 
 
