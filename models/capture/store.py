@@ -42,9 +42,12 @@ def read_only(array: Shaped[np.ndarray, "*shape"]) -> Shaped[np.ndarray, "*shape
     return array
 
 
-def _positions(index: Pairs, n: int) -> np.ndarray:
-    """The integer positions ``index`` stands for among ``n``."""
-    return np.arange(n)[index] if isinstance(index, slice) else np.asarray(index, dtype=np.int64)
+def _positions(index: Rows | np.ndarray, n: int) -> np.ndarray:
+    """The integer positions ``index`` (a slice or positions) stands for among ``n``."""
+    try:
+        return np.arange(n)[index]
+    except IndexError as err:
+        raise ValueError(f"a window reaches outside the prompt: {err}") from err
 
 
 def _pairs(rows: Pairs, cols: Pairs | int, n: int, n_k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -174,10 +177,7 @@ class FactoredPatterns:
         group = n_heads // n_kv
         head_ids = range(n_heads)[heads]
         kv_lo, kv_hi = head_ids[0] // group, head_ids[-1] // group + 1
-        try:
-            q_pos, k_pos = np.arange(n)[rows], np.arange(n_k)[cols]
-        except IndexError as err:
-            raise ValueError(f"a window reaches outside the prompt: {err}") from err
+        q_pos, k_pos = _positions(rows, n), _positions(cols, n_k)
         # copies of only the rows and keys read (the kept arrays are read-only)
         q = torch.from_numpy(_picked(self.q[layer, heads], rows, q_pos))
         k = torch.from_numpy(_picked(self.k[layer, kv_lo:kv_hi], cols, k_pos))
@@ -218,10 +218,8 @@ class FactoredPatterns:
         n_heads, n_kv, n, n_k = self.q.shape[1], self.k.shape[1], self.q.shape[2], self.k.shape[2]
         q_pos, k_pos = _pairs(rows, cols, n, n_k)
         q = torch.from_numpy(_picked(self.q[layer], rows, q_pos))  # copies only these rows
-        if isinstance(cols, int):  # one key, broadcast over the rows
-            k = torch.from_numpy(_picked(self.k[layer], slice(cols, cols + 1), k_pos[:1]))
-        else:
-            k = torch.from_numpy(_picked(self.k[layer], cols, k_pos))
+        keys = slice(cols, cols + 1) if isinstance(cols, int) else cols  # one key broadcasts
+        k = torch.from_numpy(_picked(self.k[layer], keys, k_pos))
         lse = torch.from_numpy(_picked(self.lse[layer], rows, q_pos))
         group = n_heads // n_kv  # query heads sharing one key head (GQA, MQA)
         logits = torch.linalg.vecdot(q.unflatten(0, (n_kv, group)), k[:, None]).flatten(0, 1)

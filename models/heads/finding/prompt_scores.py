@@ -80,13 +80,12 @@ def prompt_scores(run: AttentionRun) -> PromptScores:
         "previous_token": (after, slice(0, n - 1)),  # a band: q and k read as two blocks
         "sink": (after, 0),  # a column: one key for every row
     }
-    counts = {"induction": len(repeated), "previous_token": n - 1, "sink": n - 1}
     shape = (facts.n_layers, facts.n_heads)
     found = {name: np.full(shape, np.nan) for name in reads}
     for layer in range(facts.n_layers):
         for name, (rows, cols) in reads.items():
-            if counts[name] > 0:
-                weights = run.store.entries(layer, rows, cols).astype(np.float64)
+            weights = run.store.entries(layer, rows, cols).astype(np.float64)
+            if weights.shape[-1]:  # no pairs (nothing repeats; a one-token prompt): NaN
                 found[name][layer] = weights.mean(axis=-1)
     return PromptScores(found["induction"], found["previous_token"], found["sink"], len(repeated))
 
