@@ -112,7 +112,8 @@ class Generation:
 
     @property
     def nbytes(self) -> int:
-        return int(self.store.nbytes + self.sink.nbytes + self.prompt_share.nbytes)
+        steps = sum(s.sink.nbytes + s.prompt_share.nbytes for s in self.steps)
+        return int(self.store.nbytes + self.sink.nbytes + self.prompt_share.nbytes + steps)
 
     def rows(self, step: int) -> np.ndarray:
         """``layer head_index key_pos`` rows of step ``step`` over its ``n_prompt + step`` keys."""

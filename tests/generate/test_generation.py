@@ -9,6 +9,7 @@ RoPE). The KV figure is checked against the cache object transformers itself fil
 from __future__ import annotations
 
 import threading
+from dataclasses import fields, replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -209,3 +210,31 @@ def test_progress_reaches_one_and_other_threads_are_untouched(bundled):
     generate(bundled, PROMPT, GenerationSettings(max_new_tokens=4), progress=progress)
     assert fractions == sorted(fractions) and fractions[-1] == 1.0
     assert other["handler"] is None
+
+
+def test_kept_steps_hold_only_their_own_numbers(bundled):
+    """A step's sink and prompt share are small arrays of their own, not views that keep the
+    step's whole ``layer head_index key_pos`` rows alive (4 MiB a step on SmolLM2 after 4,000
+    tokens: a server's memory grew by that much per written token)."""
+    from ui.runtime.store import size_of
+
+    live: list = []
+    result = generate(bundled, PROMPT, GenerationSettings(max_new_tokens=5), on_step=live.append)
+    facts = bundled.facts
+    per_head = facts.n_layers * facts.n_heads * 4  # one float32 per head
+    for kept in (*result.steps, *[replace(s, rows=None) for s in live]):
+        for series in (kept.sink, kept.prompt_share):
+            assert series.base is None and series.nbytes == per_head
+        assert size_of(kept) < 3 * per_head + 1024
+    held = sum(size_of(getattr(result, f.name)) for f in fields(result))
+    assert result.nbytes <= held <= result.nbytes + 64 * 1024  # what it states is what it holds
+
+
+def test_rows_series_copy_instead_of_viewing():
+    from models.generate.rows import row_series
+
+    rows = torch.rand(3, 4, 1000)
+    sink, share = row_series(rows, 10)
+    assert sink.base is None and share.base is None
+    np.testing.assert_array_equal(sink, rows[..., 0].numpy())
+    np.testing.assert_allclose(share, rows[..., :10].sum(-1).numpy(), rtol=1e-6)

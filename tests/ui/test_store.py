@@ -78,3 +78,16 @@ def test_only_finished_work_is_kept_and_the_least_recent_goes_first():
     store.get("a")
     store.put("c", 3)  # b is the least recently used
     assert "b" not in store and store.get("a") == 1 and store.get("c") == 3
+
+
+def test_a_view_is_counted_by_the_buffer_it_keeps_alive():
+    """A result holding a small view of a large array keeps the large array in memory: the
+    store counts what is held, not the view's extent (each buffer once)."""
+    big = np.zeros((1000, 250), dtype=np.float32)  # 1,000,000 bytes
+    assert size_of(big[:, 0]) == 1_000_000
+    assert size_of([big[:, 0], big[1:, 3]]) == 1_000_000
+    assert size_of(big[:, 0].copy()) == 4_000
+    tensor = torch.zeros(1000, 250)
+    assert size_of(tensor[:, 0].numpy()) == 1_000_000  # a NumPy view of torch storage
+    assert size_of(tensor[0]) == 1_000_000
+    assert size_of(tensor[0].clone()) == 1_000

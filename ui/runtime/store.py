@@ -17,13 +17,16 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
+import numpy as np
+
 PINS_PER_SESSION = 8  # what one session can be showing at once (a run, its weighting, a report)
 _DEPTH = 6
 
 
 def size_of(value: Any, _depth: int = 0, _seen: set[int] | None = None) -> int:
-    """Bytes a result holds: arrays and tensors by their data, strings and bytes by length,
-    containers, dataclasses and plain objects by what they hold (each object counted once).
+    """Bytes a result holds: arrays and tensors by the buffers they keep alive, strings and bytes
+    by length, containers, dataclasses and plain objects by what they hold (each object counted
+    once).
 
     An object that states ``nbytes`` is taken at its word. Deeper than a few levels, or a
     model, counts nothing: the store holds results, and models are counted by their own store.
@@ -32,11 +35,11 @@ def size_of(value: Any, _depth: int = 0, _seen: set[int] | None = None) -> int:
     if id(value) in seen or _depth > _DEPTH or value is None:
         return 0
     seen.add(id(value))
+    if isinstance(value, np.ndarray) or _is_tensor(value):
+        return _held_bytes(value, seen)
     stated = getattr(value, "nbytes", None)
     if isinstance(stated, int) and not isinstance(value, type):
         return stated
-    if callable(getattr(value, "element_size", None)) and hasattr(value, "numel"):
-        return int(value.element_size() * value.numel())  # a torch tensor
     if isinstance(value, (str, bytes, bytearray)):
         return len(value)
     if isinstance(value, (int, float, bool, complex)):
@@ -52,6 +55,36 @@ def size_of(value: Any, _depth: int = 0, _seen: set[int] | None = None) -> int:
     if isinstance(held, dict):
         return size_of(held, inner, seen)
     return 0
+
+
+def _is_tensor(value: Any) -> bool:
+    return callable(getattr(value, "untyped_storage", None)) and hasattr(value, "numel")
+
+
+def _held_bytes(array: Any, seen: set[int]) -> int:
+    """Bytes an array or tensor keeps alive: the whole buffer it views, not its own extent.
+
+    A small NumPy view of a large array (or of a torch tensor's storage) holds every byte of
+    that buffer until the view goes, so a result is counted by the buffers at the end of its
+    views' ``base`` chains, each buffer once.
+    """
+    root = array
+    while isinstance(root, np.ndarray) and root.base is not None:
+        root = root.base
+    if id(root) in seen and root is not array:
+        return 0
+    seen.add(id(root))
+    if _is_tensor(root):
+        return int(root.untyped_storage().nbytes())
+    if isinstance(root, np.ndarray):
+        return int(root.nbytes)
+    stated = getattr(root, "nbytes", None)  # a memoryview, an mmap's buffer
+    if isinstance(stated, int):
+        return stated
+    try:
+        return len(root)
+    except TypeError:
+        return int(array.nbytes)
 
 
 class ResultStore:
