@@ -19,6 +19,10 @@ STEP_LAYER_S = {"cpu": 4e-4, "cuda": 1.5e-4}  # per layer per decoding step
 H2O_QUERY_LAYER_S = (3e-5, 3e-7)
 FLOAT = 4
 LOGIT_CHUNK = 256
+# d_model-wide and d_mlp-wide float32 tensors per token alive at once in a prompt's pass (the
+# residual stream, norms, q/k/v and attention output; the MLP's gate, up and product): 16 and 6
+# bound what SmolLM2's pass was measured to add at 1,000-3,900 tokens.
+PREFILL_WIDTHS = (16, 6)
 BLOCK = 128
 
 
@@ -34,18 +38,6 @@ def _attention_flops(facts: ModelFacts, n_queries: int, n_keys: float) -> float:
     return 4.0 * facts.n_layers * facts.n_heads * facts.d_head * n_queries * n_keys
 
 
-def row_store_bytes(facts: ModelFacts, n_prompt: int, n_new: int) -> int:
-    """Bytes a :class:`models.generate.rows.RowStore` and the step series keep."""
-    per_step = facts.n_layers * facts.n_heads * (facts.d_head + 1 + 2) * FLOAT
-    per_token = facts.n_layers * facts.n_kv_heads * facts.d_head * FLOAT
-    return n_new * per_step + (n_prompt + n_new) * per_token
-
-
-def dense_rows_bytes(facts: ModelFacts, n_prompt: int, n_new: int) -> int:
-    """Bytes of the ``step layer head_index key_pos`` float32 array the command line writes."""
-    return n_new * facts.n_layers * facts.n_heads * (n_prompt + n_new) * FLOAT
-
-
 def generation_estimate(
     facts: ModelFacts,
     n_prompt: int,
@@ -55,19 +47,30 @@ def generation_estimate(
     vocab: int = 50_000,
 ) -> Estimate:
     """Cost of :func:`models.generate.generation.generate`: the prompt once, then one token a
-    step; bytes: the KV cache, the kept rows, one step's live rows and logits."""
+    step.
+
+    Bytes, everything counted at once (an upper bound): the KV cache reserved for the whole
+    text (:func:`models.generate.kv.reserved_cache`), the recorder's float32 keys and the copy
+    the finished result keeps of them, the kept rows' queries and series, one step's rows with
+    their scores, the prompt's pass (:data:`PREFILL_WIDTHS` tensors as wide as the residual
+    stream and as the MLP per token, float32) and the logits.
+    """
     flops = 2.0 * facts.n_params * (n_prompt + n_new)
     flops += _attention_flops(facts, n_prompt, n_prompt / 2) * 0.5
     flops += _attention_flops(facts, n_new, n_prompt + n_new / 2) * 2
     seconds = flops / FLOPS.get(device, FLOPS["cpu"])
     seconds += n_new * facts.n_layers * STEP_LAYER_S.get(device, STEP_LAYER_S["cpu"])
     total = n_prompt + n_new
+    keys = total * facts.n_layers * facts.n_kv_heads * facts.d_head * FLOAT
+    residual, mlp = PREFILL_WIDTHS
+    d_mlp = facts.d_mlp or 4 * facts.d_model
     peak = (
         total * kv_bytes_per_token(facts, bytes_per_element)
-        + row_store_bytes(facts, n_prompt, n_new)
-        + 2 * facts.n_layers * facts.n_heads * total * FLOAT
-        + n_prompt * facts.d_model * FLOAT * 12
-        + 2 * vocab * FLOAT
+        + 2 * keys
+        + n_new * facts.n_layers * facts.n_heads * (facts.d_head + 4) * FLOAT
+        + 3 * facts.n_layers * facts.n_heads * total * FLOAT
+        + n_prompt * (residual * facts.d_model + mlp * d_mlp) * FLOAT
+        + 2 * (facts.d_vocab or vocab) * FLOAT
     )
     return Estimate(seconds=seconds, peak_bytes=int(peak))
 

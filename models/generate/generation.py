@@ -21,7 +21,7 @@ import torch
 
 from models.capture.store import read_only
 from models.errors import UserError
-from models.generate.kv import cache_length, cache_nbytes
+from models.generate.kv import cache_length, cache_nbytes, reserved_cache
 from models.generate.rows import RowRecorder, RowStore, RowsUnavailable, row_series
 from models.generate.sampling import Choice, choose
 from models.generate.settings import (
@@ -230,8 +230,6 @@ def generate(
             model whose attention rows cannot be read.
         Cancelled: raised by a callback; nothing is kept.
     """
-    from transformers import DynamicCache
-
     prepared: Prompt = prepare_prompt(model, prompt, settings.chat)
     check(model, settings, prepared.n_full)
     if settings.sampling and settings.seed is None:
@@ -242,8 +240,8 @@ def generate(
     view, stops = model_view(model), eos_ids(model)
     n_prompt = int(prepared.ids.shape[1])
     ids, inputs = [int(i) for i in prepared.ids[0]], prepared.ids
-    cache, kept, stop = DynamicCache(config=view.config), _Collector(), "length"
     total = settings.max_new_tokens
+    cache, kept, stop = reserved_cache(view.config, n_prompt + total), _Collector(), "length"
     facts = model.facts
     recorder = RowRecorder(
         facts.n_layers, facts.n_kv_heads, facts.d_head, n_prompt + total, view_device(view)

@@ -5,6 +5,13 @@ key/value head per query head (MHA) or one in all (MQA), and the size of a real 
 (:func:`models.classroom.costs.kv_cache_bytes`, the classroom's calculator). A cache whose layers
 keep a sliding window holds fewer tokens than the text on those layers; the formula is the
 full-attention size.
+
+:func:`reserved_cache` is the cache generation writes into: each full-attention layer's keys and
+values live in one buffer sized for the whole text, so writing a token costs no new tensor.
+transformers' own ``DynamicCache`` concatenates a layer's whole cache with each token, and the
+C allocator, handed a block a little larger than the one just freed at every step, fragments
+its heap: on SmolLM2 after a 3,900-token prompt the process grew by about 1.7 MiB per written
+token that way, with the cache itself growing by 45 KiB.
 """
 
 from __future__ import annotations
@@ -60,6 +67,42 @@ def kv_growth(
         )
         for sharing in sharings
     }
+
+
+def reserved_cache(config: Any, capacity: int) -> Any:
+    """A transformers ``DynamicCache`` for ``config`` whose full-attention layers write into one
+    buffer of ``capacity`` positions each (allocated at the first write); sliding-window
+    layers, which never hold more than their window, stay as transformers makes them."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    class ReservedLayer(DynamicLayer):
+        """Keys and values as views ``[:length]`` of a buffer of ``capacity`` positions."""
+
+        def lazy_initialization(self, key_states: Any, value_states: Any) -> None:
+            super().lazy_initialization(key_states, value_states)
+            self._length = 0
+            shape = (*key_states.shape[:2], capacity, key_states.shape[-1])
+            self._k = key_states.new_empty(shape)
+            self._v = value_states.new_empty((*shape[:3], value_states.shape[-1]))
+
+        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> Any:
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            start, end = self._length, self._length + key_states.shape[-2]
+            if end > self._k.shape[-2]:
+                raise ValueError(f"the cache holds {self._k.shape[-2]} positions, not {end}")
+            self._k[..., start:end, :] = key_states
+            self._v[..., start:end, :] = value_states
+            self._length = end
+            self.keys, self.values = self._k[..., :end, :], self._v[..., :end, :]
+            return self.keys, self.values
+
+    cache = DynamicCache(config=config)
+    cache.layers = [
+        ReservedLayer() if type(layer) is DynamicLayer else layer for layer in cache.layers
+    ]
+    return cache
 
 
 def cache_nbytes(cache: Any) -> int:

@@ -12,7 +12,8 @@ class ModelFacts:
 
     ``n_kv_heads`` equals ``n_heads`` for multi-head attention and is smaller for GQA/MQA.
     ``positional`` is TransformerLens's scheme name: ``standard`` (learned absolute),
-    ``rotary``, ``alibi``, ``shortformer`` or ``none``.
+    ``rotary``, ``alibi``, ``shortformer`` or ``none``. ``d_mlp`` (the MLP's hidden width) and
+    ``d_vocab`` are 0 where the configuration does not say.
     """
 
     name: str
@@ -27,6 +28,8 @@ class ModelFacts:
     positional: str
     prepends_bos: bool
     n_params: int
+    d_mlp: int = 0
+    d_vocab: int = 0
 
     @property
     def n_total_heads(self) -> int:
@@ -105,4 +108,6 @@ def facts_from_bridge(bridge: Any, name: str) -> ModelFacts:
         positional=str(getattr(cfg, "positional_embedding_type", "standard")),
         prepends_bos=bool(getattr(cfg, "default_prepend_bos", True)),
         n_params=int(n_params),
+        d_mlp=int(getattr(cfg, "d_mlp", 0) or 0),
+        d_vocab=int(getattr(cfg, "d_vocab", 0) or 0),
     )

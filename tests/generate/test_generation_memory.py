@@ -1,0 +1,74 @@
+"""Generation's memory, measured in a fresh process against its own estimate.
+
+The server refuses a generation whose estimate exceeds the operator's limit, so the estimate
+must hold: the measured peak stays under it, and it is no more than twice the measured peak
+(a bound far above the truth refuses work that would fit). The memory must also stay flat
+while the model writes: on SmolLM2 after a 3,900-token prompt the server once grew by about
+5 MiB per written token (each step's rows kept alive by a view of their first column, and
+the allocator fragmented by the KV cache's growth), while the estimate said 0.4 GB.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.memory_probe import peak_bytes
+
+MIB = 2**20
+
+SETUP = """
+import torch
+from models.generate import GenerationSettings, generate
+from models.generate.cost import generation_estimate
+from models.model.loading import load
+from models.model.spec import ModelSpec
+from tests.generate.long_text import long_prompt
+
+model = load(ModelSpec({name!r}))
+prompt = long_prompt(model, {n_prompt})
+generate(model, "Warm up the pass", GenerationSettings(max_new_tokens=4))
+marks = []
+
+def rss():
+    return status("VmRSS")
+"""
+
+WORK = """
+gen = generate(
+    model, prompt, GenerationSettings(max_new_tokens={n_new}),
+    on_step=lambda step: marks.append(rss()),
+)
+estimate = generation_estimate(
+    model.facts, gen.n_prompt, {n_new}, "cpu", 4, int(model.tokenizer.vocab_size)
+)
+result = {{"estimate": estimate.peak_bytes, "n_prompt": gen.n_prompt, "marks": marks}}
+"""
+
+
+def measure(name: str, n_prompt: int, n_new: int) -> tuple[int, dict]:
+    peak, found = peak_bytes(SETUP.format(name=name, n_prompt=n_prompt), WORK.format(n_new=n_new))
+    assert isinstance(found, dict) and abs(found["n_prompt"] - n_prompt) <= 1
+    return peak, found
+
+
+def check_estimate(peak: int, estimate: int) -> None:
+    assert peak <= estimate, f"measured {peak / MIB:.0f} MiB over the estimate {estimate / MIB:.0f}"
+    assert estimate <= 2 * peak, f"estimate {estimate / MIB:.0f} MiB, measured {peak / MIB:.0f}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n_prompt, n_new", [(1000, 64), (3900, 160)])
+def test_smollm2_generation_stays_within_its_estimate_and_flat(n_prompt, n_new):
+    peak, found = measure("smollm2", n_prompt, n_new)
+    check_estimate(peak, found["estimate"])
+    marks = found["marks"]
+    half = len(marks) // 2
+    growth = (marks[-1] - marks[half]) / (len(marks) - 1 - half)
+    assert growth < 64 * 1024, f"resident memory grew {growth / 1024:.0f} KiB per written token"
+
+
+def test_bundled_generation_stays_under_its_estimate():
+    """The bundled model's whole context: its work is a few MiB, at the allocator's grain, so
+    only the upper side is checked here."""
+    peak, found = measure("bundled", 100, 27)
+    assert peak <= found["estimate"] + 8 * MIB

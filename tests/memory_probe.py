@@ -1,0 +1,85 @@
+"""The peak memory a piece of work adds, measured in a fresh Python process.
+
+Memory estimates are checked against this: the process sets the C allocator as the server
+does (:func:`models.model.allocator.keep_freed_blocks`), runs ``setup`` (load a model, warm it
+up with a small run of the same work), hands freed memory back, then resets the kernel's
+resident-memory high-water mark (``/proc/self/clear_refs``) and runs ``work``. What it reports
+is the most anonymous memory (``RssAnon``: the heap, tensors; not the pages of mapped model
+files, which the kernel may drop and read again at any time) held while ``work`` ran, above
+what was held just before it: what the server would add while the work runs. It is sampled
+every millisecond by a thread, and the kernel's high-water mark of all resident memory bounds
+it from above. A fresh process per measurement, so no earlier test's heap is reused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_SCRIPT = """
+import ctypes, gc, json, os, sys
+sys.path.insert(0, {root!r})
+from models.model.allocator import keep_freed_blocks
+keep_freed_blocks()
+
+def status(name):
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(name + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(name)
+
+{setup}
+import threading, time
+result = None
+gc.collect()
+ctypes.CDLL("libc.so.6").malloc_trim(0)
+before = status("RssAnon")
+most = [before]
+done = threading.Event()
+
+def sample():
+    while not done.is_set():
+        most[0] = max(most[0], status("RssAnon"))
+        time.sleep(0.001)
+
+sampler = threading.Thread(target=sample, daemon=True)
+sampler.start()
+{work}
+done.set()
+sampler.join()
+most[0] = max(most[0], status("RssAnon"))
+print("PEAK " + json.dumps({{"peak": most[0] - before, "result": result}}))
+"""
+
+
+def peak_bytes(setup: str, work: str, timeout_s: float = 900.0) -> tuple[int, object]:
+    """Bytes ``work`` added at its peak, and the JSON value it left in ``result``.
+
+    Args:
+        setup: Python run first (imports, loading, warming up); not measured.
+        work: Python run under measurement; it may set ``result`` to something JSON can hold.
+    """
+    script = _SCRIPT.format(
+        root=str(ROOT), setup=textwrap.dedent(setup), work=textwrap.dedent(work)
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=env,
+        check=False,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("PEAK ")]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"the measured process failed:\n{done.stderr[-4000:]}")
+    found = json.loads(lines[-1][5:])
+    return int(found["peak"]), found["result"]
