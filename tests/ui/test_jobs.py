@@ -3,10 +3,12 @@
 import gc
 import threading
 import time
+import traceback
 import weakref
 from dataclasses import dataclass
 
 import pytest
+import torch
 
 from models.progress import Cancelled
 from ui.runtime.janitor import Janitor
@@ -92,6 +94,40 @@ def test_failures_store_nothing():
     with pytest.raises(ValueError):
         job.future.result(10)
     assert pool.results.get("k") is None and pool.get("k") is None
+
+
+@pytest.mark.parametrize("stop", ["cancel", "fail"])
+def test_a_stopped_jobs_memory_is_let_go_while_its_future_is_still_held(stop):
+    """The future keeps the exception, and the exception its traceback: without clearing the
+    work's frames, a cancelled generation's KV cache stayed in memory as long as the page held
+    the future."""
+    pool, started, refs = pool_of(), threading.Event(), []
+
+    def inner(progress):
+        held = torch.zeros(1024, 1024)  # what a real job holds in its frames: caches, rows
+        refs.append(weakref.ref(held))
+        started.set()
+        for i in range(1000):
+            progress(i / 1000, "working")
+            if stop == "fail":
+                raise ValueError("broken")
+            time.sleep(0.01)
+
+    def work(progress):
+        try:
+            inner(progress)
+        except ValueError as err:
+            raise RuntimeError("wrapped") from err  # a chained exception's frames too
+
+    job = pool.submit("k", "holding work", work, waiter="s1")
+    assert started.wait(10)
+    if stop == "cancel":
+        pool.cancel(job, "s1")
+    with pytest.raises((Cancelled, RuntimeError)) as err:
+        job.future.result(10)
+    gc.collect()
+    assert refs[0]() is None
+    assert "inner" in "".join(traceback.format_exception(err.value))  # still logged in full
 
 
 def test_time_left_moves_from_the_estimate_to_the_measured_rate():

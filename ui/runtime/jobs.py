@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from typing import Any, ClassVar
 
 from models.errors import UserError
 from models.progress import Cancelled, Progress
+from ui.runtime.janitor import release_memory
 from ui.runtime.kept_results import KeptResults
 from ui.runtime.settings import Settings
 from ui.runtime.store import ResultStore
@@ -203,6 +205,18 @@ class Job:
         return self.shown_left, False
 
 
+def forget_frames(err: BaseException) -> None:
+    """Clear the local variables of every finished frame ``err`` (and each exception it chains)
+    passed through. The traceback keeps its files and lines for the operator's log."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if current.__traceback__ is not None:
+            traceback.clear_frames(current.__traceback__)
+        current = current.__cause__ or current.__context__
+
+
 class JobPool:
     """The process-wide pool (see the module docstring)."""
 
@@ -339,6 +353,14 @@ class JobPool:
             if self.kept is not None and self.kept.wanted(job.key, seconds):
                 self.kept.save(job.key, value)
             return value
+        except BaseException as err:
+            # The exception travels on in the job's future, and its traceback would keep every
+            # frame of the work alive with its locals (a stopped generation's KV cache, say)
+            # for as long as the future is held. Drop those locals, then hand what they held
+            # back to the system at once (the allocator keeps freed blocks otherwise).
+            forget_frames(err)
+            release_memory()
+            raise
         finally:
             with self._lock:
                 if self._jobs.get(job.key) is job:
