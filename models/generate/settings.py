@@ -3,6 +3,7 @@ it (optionally wrapped in the model's chat template)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
@@ -17,6 +18,9 @@ from models.model.loading import LoadedModel
 Decoding = Literal["greedy", "sample"]
 DECODINGS: tuple[str, ...] = get_args(Decoding)
 MAX_NEW_TOKENS = 4096
+# Sampling temperatures the sampler can divide float32 logits by without overflowing them to
+# inf (a link's temp=1e-300 would): below the lower bound sampling is greedy in all but name.
+TEMPERATURE_RANGE = (0.01, 100.0)
 
 
 class GenerationError(UserError):
@@ -60,10 +64,12 @@ class GenerationSettings:
                 f"The number of new tokens must be between 1 and {MAX_NEW_TOKENS:,}; "
                 f"got {self.max_new_tokens}."
             )
-        if self.sampling and not self.temperature > 0:
+        low, high = TEMPERATURE_RANGE
+        if self.sampling and not low <= self.temperature <= high:
             out.append(
-                f"Sampling needs a temperature above 0 (got {self.temperature:g}); "
-                "for the single most likely token every step choose greedy decoding."
+                f"Sampling needs a temperature between {low:g} and {high:g} (got "
+                f"{self.temperature:g}); for the single most likely token every step choose "
+                "greedy decoding."
             )
         if self.top_k is not None and self.top_k < 0:
             out.append(f"top-k must be 0 (off) or a positive whole number; got {self.top_k}.")
@@ -108,9 +114,13 @@ class GenerationSettings:
         ):
             if key in params:
                 try:
-                    fields[name] = kind(str(params[key]).strip())
+                    value = kind(str(params[key]).strip())
                 except ValueError:
+                    value = None
+                if value is None or not math.isfinite(value):
                     notes.append(f"Ignored {key}={params[key]!r} in the link: not a number.")
+                else:
+                    fields[name] = value
         if fields.get("top_k") == 0:
             fields["top_k"] = None  # 0 is how a link writes "off"
         if "chat" in params:

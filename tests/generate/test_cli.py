@@ -145,7 +145,7 @@ def test_user_errors_exit_1_with_the_message(loaded_once, tmp_path, capsys):
         )
         == 1
     )
-    assert "temperature above 0" in capsys.readouterr().err
+    assert "temperature between 0.01 and 100" in capsys.readouterr().err
     assert main(["bundled", "--prompt", PROMPT, "--max-new-tokens", "400", "--out", str(out)]) == 1
     assert "at most 128 tokens" in capsys.readouterr().err
     assert not out.exists()

@@ -23,6 +23,8 @@ from models.generate.view import _local
 from models.model.forward import tokenize
 from models.progress import Cancelled
 
+TEMPERATURE_WORDS = "temperature between 0.01 and 100"
+
 PROMPT = "The lighthouse keeper climbed the stairs and"
 N_NEW = {"bundled": 12, "smollm2": 6}
 
@@ -154,8 +156,8 @@ def test_end_of_text_stops_the_loop(bundled, monkeypatch):
     "settings, words",
     [
         (GenerationSettings(max_new_tokens=500), "at most 128 tokens"),
-        (GenerationSettings(decoding="sample", temperature=0.0), "temperature above 0"),
-        (GenerationSettings(decoding="sample", temperature=-1.0), "temperature above 0"),
+        (GenerationSettings(decoding="sample", temperature=0.0), TEMPERATURE_WORDS),
+        (GenerationSettings(decoding="sample", temperature=-1.0), TEMPERATURE_WORDS),
         (GenerationSettings(top_p=0.0), "top-p must lie in (0, 1]"),
         (GenerationSettings(top_p=1.5), "top-p must lie in (0, 1]"),
         (GenerationSettings(max_new_tokens=0), "between 1 and"),

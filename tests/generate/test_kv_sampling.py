@@ -119,3 +119,29 @@ def test_settings_round_trip_through_link_parameters():
     odd, notes = GenerationSettings.from_params({"n": "many", "decoding": "beam", "temp": "-1"})
     assert odd == GenerationSettings(temperature=-1.0) and len(notes) == 2
     assert odd.problems() == []  # greedy ignores the temperature
+
+
+@pytest.mark.parametrize("temp", ["1e-300", "0.001", "1e5"])
+def test_a_temperature_the_sampler_cannot_divide_by_is_refused_in_words(temp):
+    """A link's temp=1e-300 would turn every logit into inf and the draw into NaN; it is
+    refused by the settings' own check, with the bounds, before anything runs."""
+    settings, notes = GenerationSettings.from_params({"decoding": "sample", "temp": temp})
+    assert not notes
+    (problem,) = settings.problems()
+    assert "temperature between 0.01 and 100" in problem
+
+
+@pytest.mark.parametrize("temp", ["nan", "inf", "-inf"])
+def test_a_temperature_that_is_not_a_finite_number_is_ignored_with_a_note(temp):
+    settings, notes = GenerationSettings.from_params({"decoding": "sample", "temp": temp})
+    assert settings.temperature == 1.0
+    assert notes == [f"Ignored temp={temp!r} in the link: not a number."]
+
+
+def test_the_bounds_are_usable_temperatures():
+    """At both ends of the range the sampler's weights are a distribution (no inf, no NaN)."""
+    for temp in (0.01, 100.0):
+        settings = GenerationSettings(decoding="sample", temperature=temp)
+        assert settings.problems() == []
+        weights = torch.softmax(filtered_logits(LOGITS * 1e3, settings), -1)
+        assert torch.isfinite(weights).all() and float(weights.sum()) == pytest.approx(1.0)
