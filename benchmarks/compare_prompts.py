@@ -103,7 +103,7 @@ def main() -> None:
         "capture_s": capture_s,
         "compare_cpu_s": compare_cpu,
         "compare_s": seconds,
-        "estimate_s": est.seconds,
+        "estimate_s": est.seconds(),
         "ratio_measured_to_estimate": seconds / est.seconds,
         "estimate_flops": est.flops,
         "extra_rss_bytes": memory.extra,

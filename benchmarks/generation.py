@@ -82,7 +82,7 @@ def bench_generation(model, n_prompt: int, n_new: int, repeats: int) -> dict:
         runs["plain"].append((wall, cpu))
     assert result is not None and wanted is not None
     same = wanted[0].tolist() == list(result.ids)
-    estimate_s = generation_estimate(model.facts, result.n_prompt, len(result.steps)).seconds
+    estimate_s = generation_estimate(model.facts, result.n_prompt, len(result.steps)).seconds()
     row: dict = {
         "prompt_tokens": result.n_prompt,
         "new_tokens": len(result.steps),
@@ -137,7 +137,7 @@ def bench_eviction(model, n_tokens: int) -> dict:
             parts[name], last = max(ends) - last, max(ends)
     print(
         f"eviction sweep: {n} tokens, budgets {DEFAULT_BUDGETS}, {torch.get_num_threads()} "
-        f"threads: {wall:.1f} s wall, {cpu:.1f} s CPU (estimate {guess.seconds:.1f} s, peak "
+        f"threads: {wall:.1f} s wall, {cpu:.1f} s CPU (estimate {guess.seconds():.1f} s, peak "
         f"{guess.peak_bytes / 2**20:.0f} MiB); "
         + ", ".join(f"{k} {v:.1f} s" for k, v in parts.items())
     )
@@ -152,7 +152,7 @@ def bench_eviction(model, n_tokens: int) -> dict:
         "sweep_s": wall,
         "sweep_cpu_s": cpu,
         "parts_s": parts,
-        "estimate_s": guess.seconds,
+        "estimate_s": guess.seconds(),
         "estimate_peak_bytes": guess.peak_bytes,
         "full_perplexity": result.full_perplexity,
         "perplexity": points,

@@ -16,6 +16,7 @@ and what they all share:
 - :mod:`models.head` -- :class:`Head`, a head as a value, written ``L.H``;
 - :mod:`models.errors` -- :class:`UserError`, a failure written for the person using the app;
 - :mod:`models.progress` -- how long work reports progress and is cancelled;
+- :mod:`models.cost` -- :class:`Cost`, what a piece of work will take, from every estimator;
 - :mod:`models.disk_budget` -- a folder kept under a byte budget, oldest files first;
 - :mod:`models.shapes` -- the shape vocabulary (jaxtyping aliases) of every public function;
 - :mod:`models.cli` -- what the command lines share.

@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from models.capture.run import AttentionRun, capture
+from models.cost import Cost, device_of
 from models.disk_budget import make_room
 from models.errors import ModelLoadError, UserError
 from models.head import Head
@@ -27,7 +28,6 @@ from models.progress import Progress
 from ui.keys import Session, Sidebar
 from ui.runtime import server
 from ui.runtime.job_keys import ConvertKey, RunKey
-from ui.runtime.jobs import Cost
 from ui.runtime.policy import AllowedSpec, admit
 from ui.sections.examples import default_prompt
 from ui.state.sidebar import ModelChoice, source_of
@@ -166,7 +166,7 @@ def _converted(allowed: AllowedSpec) -> bool:
         f"{gguf.CONVERSION_SECONDS} s for SmolLM2 on 2 cores; later loads take seconds)",
         work,
         cost=Cost(
-            seconds=gguf.CONVERSION_SECONDS,
+            overhead_s=gguf.CONVERSION_SECONDS,
             peak_bytes=int(gguf.header(path).n_elements * 4 * gguf.CONVERSION_OVERHEAD),
         ),
     )
@@ -259,9 +259,9 @@ def capture_work(model: LoadedModel, key: RunKey) -> Any:
 
 def capture_cost(model: LoadedModel, n_tokens: int) -> Cost:
     return Cost(
-        work=model.facts.forward_flops(n_tokens),
-        rate="capture",
+        flops=model.facts.forward_flops(n_tokens),
         peak_bytes=model.facts.capture_bytes(n_tokens),
+        device=device_of(model.spec.device),
     )
 
 
@@ -285,7 +285,8 @@ def active_run(model: LoadedModel) -> AttentionRun | None:
         show_error(err)
         return None
     if run is job_view.MISSING:
-        previous = server.current().results.get(st.session_state.get(Session.LAST_RUN))
+        last = st.session_state.get(Session.LAST_RUN)
+        previous = server.current().results.get(last) if isinstance(last, RunKey) else None
         if previous is None:
             return None
         start = md(" ".join(previous.prompt.split()[:8]))

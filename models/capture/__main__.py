@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> Comparison:
         say(f"words: A {split[0].n_words}, B {split[1].n_words} ({split[0].source})")
         words = list(split)
     cost = compare_cost(model.facts, runs[0].n_tokens, runs[1].n_tokens, runs[0].factored)
-    say(f"{model.facts.n_total_heads} heads; about {cost.seconds:.0f} s")
+    say(f"{model.facts.n_total_heads} heads; about {cost.seconds():.0f} s")
     result = head_divergence(
         runs[0],
         runs[1],

@@ -27,6 +27,7 @@ from jaxtyping import Float
 from models.capture.alignment import Alignment, align
 from models.capture.bands import layer_band
 from models.capture.words import Words, local_starts, merge_keys, merge_queries
+from models.cost import ASSUMED_FLOPS, Cost
 from models.head import Head
 from models.progress import Progress, quiet
 
@@ -236,16 +237,6 @@ def head_divergence(
     return Comparison(alignment, totals / max(1, alignment.n_aligned), words_a is not None)
 
 
-@dataclass(frozen=True)
-class Cost:
-    """What a computation will take: floating-point operations, seconds on 2 CPU cores (an
-    estimate from measured rates), and the peak memory it adds."""
-
-    flops: float
-    seconds: float
-    peak_bytes: int
-
-
 def compare_cost(facts: ModelFacts, n_a: int, n_b: int, factored: bool) -> Cost:
     """Cost of :func:`head_divergence` for prompts of ``n_a`` and ``n_b`` tokens.
 
@@ -262,8 +253,9 @@ def compare_cost(facts: ModelFacts, n_a: int, n_b: int, factored: bool) -> Cost:
     seconds = (cells / CELLS_PER_CPU_S + rebuild / REBUILD_FLOPS_PER_CPU_S) / CORES
     rows = min(longest, max(1, CHUNK_CELLS // (facts.n_heads * longest)))
     band = facts.n_heads * rows * longest
+    flops = float(rebuild + 12 * cells)
     return Cost(
-        flops=float(rebuild + 12 * cells),
-        seconds=float(seconds),
+        flops=flops,
         peak_bytes=int(2 * band * CELL_BYTES),
+        overhead_s=max(0.0, seconds - flops / ASSUMED_FLOPS["cpu"]),  # NumPy, not matmuls
     )

@@ -8,6 +8,7 @@ costs what the window costs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -22,6 +23,16 @@ if TYPE_CHECKING:
     from models.capture.run import AttentionRun
 
 AlignedWindow = Float[np.ndarray, "aligned aligned_key"]
+
+
+@dataclass(frozen=True)
+class DifferenceOverview:
+    """The picture (a PNG data URI) and the strongest |A − B| cell, in prompt-A tokens."""
+
+    src: str
+    query: int
+    key: int
+    top: float
 
 
 def aligned_rows(

@@ -22,7 +22,8 @@
 - :mod:`models.circuits.graph` -- the circuit graph (heads by layer, edges above a threshold);
 - :mod:`models.circuits.weight_circuits` -- OV copying and QK positional scores per head;
 - :mod:`models.circuits.composition` -- Q-, K-, V-composition between heads;
-- :mod:`models.circuits.cost` -- passes, seconds and peak memory of each computation;
+- :mod:`models.circuits.findings` -- what the attribution and weights jobs keep, and their work;
+- :mod:`models.circuits.cost` -- the passes and the cost of each computation;
 - :mod:`models.circuits.commands` -- the ``atp``, ``paths`` and ``weights`` commands' tables;
 - :mod:`models.circuits.__main__` -- ``python -m models.circuits patch | atp | paths |
   weights``.
@@ -33,7 +34,7 @@ from models.circuits.atp import AtPResult, attribution_patching
 from models.circuits.atp_runs import AtPRuns, attribution_runs
 from models.circuits.attribution import Attribution, attribute
 from models.circuits.composition import Composition, composition
-from models.circuits.cost import Cost, atp_cost, edges_cost, exact_cost, path_cost, weights_cost
+from models.circuits.cost import PassPlan, atp_cost, edges_cost, exact_cost, path_cost, weights_cost
 from models.circuits.edges import EdgeEstimates, edge_estimates
 from models.circuits.graph import CircuitGraph, Edge, graph_from_estimates, graph_from_paths
 from models.circuits.input_patching import input_effects
@@ -74,9 +75,9 @@ __all__ = [
     "CircuitsUnavailable",
     "Composition",
     "Correlation",
-    "Cost",
     "Edge",
     "EdgeEstimates",
+    "PassPlan",
     "PathResult",
     "Setup",
     "TaskError",

@@ -1,12 +1,11 @@
-"""What each circuits computation costs, before it runs: passes, FLOPs, a first guess at the
-seconds and an upper bound on the peak memory beyond the loaded weights.
+"""What each circuits computation costs, before it runs: the passes it makes and its
+:class:`models.cost.Cost` (FLOPs, fixed seconds, the peak memory beyond the loaded weights).
 
 A forward pass over ``n`` tokens costs :meth:`ModelFacts.forward_flops` (two FLOPs per parameter
 and token plus attention); a backward pass that only needs gradients with respect to activations
-costs about as much again (:data:`BACKWARD_FACTOR`). Seconds are FLOPs at an assumed sustained
-rate (:data:`FLOPS`) plus a fixed overhead per block and pass (hooks, Python, small kernels),
-which dominates for short prompts on a CPU. The page shows these before running; the job pool
-refuses work whose ``peak_bytes`` does not fit.
+costs about as much again (:data:`BACKWARD_FACTOR`). Fixed seconds are an overhead per block and
+pass (hooks, Python, small kernels), which dominates for short prompts on a CPU. The page shows
+these before running; the job pool refuses work whose ``peak_bytes`` does not fit.
 """
 
 from __future__ import annotations
@@ -15,11 +14,11 @@ import math
 from dataclasses import dataclass
 
 from models.circuits.edges import chunk_size
-from models.circuits.patching import batch_size
+from models.circuits.patching import batch_size, copy_bytes
+from models.cost import Cost, device_of
 from models.model.loading import LoadedModel
 from models.model.weights import vocab_size
 
-FLOPS = {"cpu": 4e10, "cuda": 2e12}  # sustained FLOP/s assumed before anything is measured
 LAYER_OVERHEAD_S = {"cpu": 0.01, "cuda": 0.001}  # per block and pass
 BACKWARD_FACTOR = 1.0
 FLOAT = 4
@@ -28,36 +27,44 @@ POSITIONS = 64
 
 
 @dataclass(frozen=True)
-class Cost:
-    """Expected cost of one computation.
+class PassPlan:
+    """A circuits computation before it runs: the passes it makes (what the page states) and
+    what it will take (:class:`models.cost.Cost`, what the server checks and times).
 
     Attributes:
         forward_passes: in single-prompt forward passes (a batched pass of ``B`` copies
             counts ``B``; a pass that starts at block ``l`` counts its share).
         backward_passes: likewise, backward passes.
-        flops: floating-point operations.
-        seconds: a first guess (see the module docstring).
-        peak_bytes: upper bound on the extra memory at the peak.
+        cost: FLOPs, fixed seconds and the peak memory.
     """
 
     forward_passes: float
     backward_passes: float
-    flops: float
-    seconds: float
-    peak_bytes: int
+    cost: Cost
+
+    @property
+    def seconds(self) -> float:
+        """At the assumed rate (the server times it at the rate it measured)."""
+        return self.cost.seconds()
+
+    @property
+    def peak_bytes(self) -> int:
+        return self.cost.peak_bytes
+
+    def then(self, other: PassPlan) -> PassPlan:
+        """This computation followed by ``other``."""
+        return PassPlan(
+            self.forward_passes + other.forward_passes,
+            self.backward_passes + other.backward_passes,
+            self.cost.then(other.cost),
+        )
 
     def describe(self) -> str:
         """``3 forward + 1 backward passes, about 2 s, at most 40 MB``."""
         passes = f"{self.forward_passes:.3g} forward"
         if self.backward_passes:
             passes += f" + {self.backward_passes:.3g} backward"
-        return (
-            f"{passes} passes, about {self.seconds:.3g} s, at most {self.peak_bytes / 2**20:.0f} MB"
-        )
-
-
-def _device(model: LoadedModel) -> str:
-    return "cuda" if str(model.spec.device).startswith("cuda") else "cpu"
+        return f"{passes} passes, {self.cost.describe()}"
 
 
 def _make(
@@ -67,11 +74,11 @@ def _make(
     backward: float,
     extra_flops: float,
     peak: float,
-) -> Cost:
-    facts, device = model.facts, _device(model)
+) -> PassPlan:
+    facts, device = model.facts, device_of(model.spec.device)
     flops = (forward + BACKWARD_FACTOR * backward) * facts.forward_flops(n_tokens) + extra_flops
     overhead = math.ceil(forward + backward) * facts.n_layers * LAYER_OVERHEAD_S[device]
-    return Cost(forward, backward, flops, flops / FLOPS[device] + overhead, int(peak))
+    return PassPlan(forward, backward, Cost(flops, int(peak), overhead, device))
 
 
 def _activation_bytes(model: LoadedModel, n_tokens: int) -> float:
@@ -94,7 +101,7 @@ def atp_cost(
     qk_fix: bool = True,
     grad_drop: bool = False,
     verify_top: int = 0,
-) -> Cost:
+) -> PassPlan:
     """Cost of :func:`models.circuits.atp.attribution_patching`.
 
     Two forward passes and one backward pass; GradDrop adds ``L - 1`` partial backward passes
@@ -116,22 +123,32 @@ def atp_cost(
     return _make(model, n_tokens, 2.0 + verify_top, backward, extra, peak)
 
 
-def exact_cost(model: LoadedModel, n_tokens: int, n_runs: int, batch: int | None = None) -> Cost:
+def exact_cost(
+    model: LoadedModel, n_tokens: int, n_runs: int, batch: int | None = None
+) -> PassPlan:
     """Cost of ``n_runs`` patched runs batched as :mod:`models.circuits.patching` does (the
     clean and corrupted baseline passes included)."""
     batch = batch or batch_size(model, n_tokens)
-    per_copy = (
-        FLOAT
-        * n_tokens
-        * (vocab_size(model) + 16 * model.facts.d_model + 2 * model.facts.n_heads * n_tokens)
-    )
-    peak = min(batch, n_runs) * per_copy + _head_values_bytes(model, n_tokens)
+    peak = min(batch, n_runs) * copy_bytes(model, n_tokens) + _head_values_bytes(model, n_tokens)
     return _make(model, n_tokens, 2.0 + n_runs, 0.0, 0.0, peak)
+
+
+def baseline_cost(model: LoadedModel, n_tokens: int, batch: int | None = None) -> PassPlan:
+    """Cost of :func:`models.circuits.patching.baseline`: the clean pass, keeping every head's
+    ``z`` and the activations direct logit attribution reads (each MLP's output, the
+    embeddings and the final norm's input), then ``batch`` corrupted copies in one pass (each
+    copy's logits and working set as a patched copy's, :func:`exact_cost`)."""
+    f = model.facts
+    batch = batch or batch_size(model, n_tokens)
+    widths = f.n_layers * (f.n_heads * f.d_head + f.d_model) + 3 * f.d_model  # z, MLP out, embeds
+    kept = FLOAT * n_tokens * widths
+    copies = exact_cost(model, n_tokens, batch, batch).peak_bytes
+    return _make(model, n_tokens, 1.0 + batch, 0.0, 0.0, kept + copies)
 
 
 def path_cost(
     model: LoadedModel, n_tokens: int, receiver_layer: int, batch: int | None = None
-) -> Cost:
+) -> PassPlan:
     """Cost of :func:`models.circuits.paths.path_patching` into a head of ``receiver_layer``:
     one run per sender (``receiver_layer * n_heads``), each from the receiver's block on."""
     f = model.facts
@@ -143,7 +160,7 @@ def path_cost(
 
 def edges_cost(
     model: LoadedModel, n_tokens: int, qk_fix: bool = True, mlps: str = "recomputed"
-) -> Cost:
+) -> PassPlan:
     """Cost of :func:`models.circuits.edges.edge_estimates` for every receiver, after the
     passes of :func:`models.circuits.atp_runs.attribution_runs` (not included): with MLPs
     recomputed, one forward pass per sender from its own block on; then, for each pair of
@@ -164,7 +181,9 @@ def edges_cost(
     return _make(model, n_tokens, forward, 0.0, pairs * per_pair, peak)
 
 
-def weights_cost(model: LoadedModel, positions: int = POSITIONS, composition: bool = True) -> Cost:
+def weights_cost(
+    model: LoadedModel, positions: int = POSITIONS, composition: bool = True
+) -> PassPlan:
     """Cost of :func:`models.circuits.weight_circuits.weight_scores` (and of
     :func:`models.circuits.composition.composition` when ``composition``): the token Gram
     ``W_U W_E`` (``2 d_vocab d_model^2``), one short forward pass for RoPE tables, and

@@ -116,8 +116,9 @@ def baseline(
     names = list(dict.fromkeys(attribution_hooks(model) + every_layer(z_hook, n_layers)))
     progress(0.0, "the clean prompt")
     logits, acts = capture_pass(model, setup.clean_ids, names)
-    progress(0.4, f"the corrupted prompt ({batch} copies in one pass, timed)")
     ld_clean = float(logit_diff(logits, setup.answer_id, setup.wrong_id)[0])
+    del logits  # every position's logits: let them go before the corrupted pass needs room
+    progress(0.4, f"the corrupted prompt ({batch} copies in one pass, timed)")
     start = time.perf_counter()
     corrupted = run_with_hooks(model, setup.corrupted_ids.expand(batch, -1))
     seconds = time.perf_counter() - start
@@ -131,15 +132,20 @@ def baseline(
 def batch_size(
     model: LoadedModel, n_tokens: int, budget: int = BUDGET_BYTES, most: int = MAX_BATCH
 ) -> int:
-    """How many patched copies one pass holds within ``budget`` bytes of activations.
+    """How many patched copies one pass holds within ``budget`` bytes of activations
+    (:func:`copy_bytes` each)."""
+    return int(max(1, min(most, budget // copy_bytes(model, n_tokens))))
 
-    A copy keeps its logits (``pos x d_vocab``) and, per layer in flight, a few
+
+def copy_bytes(model: LoadedModel, n_tokens: int) -> int:
+    """Bytes one copy of a prompt adds to a batched pass: its logits (``pos x d_vocab``, held
+    twice: the pass's and the logit difference's), and per layer in flight a few
     ``pos x d_model`` streams, the MLP's hidden layer and the ``head x pos x pos`` scores and
-    pattern, all in float32.
-    """
+    pattern, all in float32."""
     f = model.facts
-    per_copy = 4 * n_tokens * (vocab_size(model) + 16 * f.d_model + 2 * f.n_heads * n_tokens)
-    return int(max(1, min(most, budget // per_copy)))
+    d_mlp = f.d_mlp or 4 * f.d_model
+    widths = 2 * vocab_size(model) + 16 * f.d_model + 3 * d_mlp + 2 * f.n_heads * n_tokens
+    return 4 * n_tokens * widths
 
 
 def patch_hooks(rows: Sequence[Sequence[Patch]], clean_z: Sequence[torch.Tensor]) -> list[Hook]:

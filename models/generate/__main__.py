@@ -148,7 +148,7 @@ def run_eviction(model, args: argparse.Namespace) -> None:
     )
     n = int(tokenize(model, text, args.max_tokens)[0].shape[1]) if text.strip() else 0
     cost = estimate(model, n, settings)
-    say(f"{n} tokens; about {cost.seconds:.0f} s, {cost.peak_bytes / 2**20:.0f} MiB")
+    say(f"{n} tokens; about {cost.seconds():.0f} s, {cost.peak_bytes / 2**20:.0f} MiB")
     result = eviction_sweep(
         model, text, settings, progress=lambda f, t: say(f"{100 * f:3.0f}% {t}")
     )

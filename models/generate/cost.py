@@ -1,19 +1,17 @@
-"""What generation and the eviction sweep cost before they run: seconds and peak bytes.
+"""What generation and the eviction sweep cost before they run (:class:`models.cost.Cost`).
 
-Seconds are a first guess from FLOPs (two per parameter per token, plus ``q k^T`` and ``A v``)
-at an assumed sustained rate, plus, for decoding, a per-layer overhead per step (one token at a
-time is bound by reading the weights and by Python, not by FLOPs) and, for H2O, the per-query
-loop. Peak bytes count what the work adds beside the loaded weights.
+FLOPs are two per parameter per token, plus ``q k^T`` and ``A v``; fixed seconds are, for
+decoding, a per-layer overhead per step (one token at a time is bound by reading the weights
+and by Python, not by FLOPs) and, for H2O, the per-query loop. Peak bytes count what the work
+adds beside the loaded weights.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from models.cost import Cost, device_of
 from models.generate.kv import kv_bytes_per_token
 from models.model.facts import ModelFacts
 
-FLOPS = {"cpu": 4e10, "cuda": 2e12}  # sustained FLOP/s assumed before anything is measured
 STEP_LAYER_S = {"cpu": 4e-4, "cuda": 1.5e-4}  # per layer per decoding step
 # per query per layer of the H2O loop (NumPy on the CPU): a fixed part and a part per budget slot
 H2O_QUERY_LAYER_S = (3e-5, 3e-7)
@@ -24,14 +22,6 @@ LOGIT_CHUNK = 256
 # bound what SmolLM2's pass was measured to add at 1,000-3,900 tokens.
 PREFILL_WIDTHS = (16, 6)
 BLOCK = 128
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """Expected seconds (a first guess) and an upper bound on the bytes the work adds."""
-
-    seconds: float
-    peak_bytes: int
 
 
 def _attention_flops(facts: ModelFacts, n_queries: int, n_keys: float) -> float:
@@ -45,7 +35,7 @@ def generation_estimate(
     device: str = "cpu",
     bytes_per_element: int = 4,
     vocab: int = 50_000,
-) -> Estimate:
+) -> Cost:
     """Cost of :func:`models.generate.generation.generate`: the prompt once, then one token a
     step.
 
@@ -58,8 +48,8 @@ def generation_estimate(
     flops = 2.0 * facts.n_params * (n_prompt + n_new)
     flops += _attention_flops(facts, n_prompt, n_prompt / 2) * 0.5
     flops += _attention_flops(facts, n_new, n_prompt + n_new / 2) * 2
-    seconds = flops / FLOPS.get(device, FLOPS["cpu"])
-    seconds += n_new * facts.n_layers * STEP_LAYER_S.get(device, STEP_LAYER_S["cpu"])
+    where = device_of(device)
+    overhead = n_new * facts.n_layers * STEP_LAYER_S[where]
     total = n_prompt + n_new
     keys = total * facts.n_layers * facts.n_kv_heads * facts.d_head * FLOAT
     residual, mlp = PREFILL_WIDTHS
@@ -72,7 +62,7 @@ def generation_estimate(
         + n_prompt * (residual * facts.d_model + mlp * d_mlp) * FLOAT
         + 2 * (facts.d_vocab or vocab) * FLOAT
     )
-    return Estimate(seconds=seconds, peak_bytes=int(peak))
+    return Cost(flops, int(peak), overhead, where)
 
 
 def eviction_estimate(
@@ -83,7 +73,7 @@ def eviction_estimate(
     device: str = "cpu",
     bytes_per_element: int = 4,
     vocab: int = 50_000,
-) -> Estimate:
+) -> Cost:
     """Cost of :func:`models.generate.sweep.eviction_sweep`: one full pass, then ``n - B``
     tokens per policy and budget; H2O adds its per-query loop. Bytes: the full pass's keys
     and values (kept for the sweep) and one policy pass's, float32 copies of a layer's q, k, v,
@@ -92,9 +82,8 @@ def eviction_estimate(
     tokens = n_tokens + sum(n_tokens - b for _, b in runs)
     flops = 2.0 * facts.n_params * tokens + _attention_flops(facts, n_tokens, n_tokens / 2)
     flops += sum(_attention_flops(facts, n_tokens - b, b) for _, b in runs)
-    seconds = flops / FLOPS.get(device, FLOPS["cpu"])
     fixed, per_slot = H2O_QUERY_LAYER_S
-    seconds += facts.n_layers * sum(
+    overhead = facts.n_layers * sum(
         (n_tokens - b) * (fixed + per_slot * b) for p, b in runs if p == "h2o"
     )
     kv = n_tokens * kv_bytes_per_token(facts, bytes_per_element)
@@ -106,4 +95,4 @@ def eviction_estimate(
         + 12 * n_tokens * facts.d_model * FLOAT
         + 2 * LOGIT_CHUNK * vocab * FLOAT
     )
-    return Estimate(seconds=seconds, peak_bytes=int(peak))
+    return Cost(flops, int(peak), overhead, device_of(device))

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from models.generate.cost import Estimate, eviction_estimate
+from models.cost import Cost
+from models.generate.cost import eviction_estimate
 from models.generate.eviction import full_pass, perplexity, policy_pass, rope_shift
 from models.generate.policies import POLICIES, POLICY_NAMES, Policy
 from models.generate.settings import GenerationError
@@ -120,7 +121,7 @@ def positions_note(model: LoadedModel) -> str:
     )
 
 
-def estimate(model: LoadedModel, n_tokens: int, settings: EvictionSettings) -> Estimate:
+def estimate(model: LoadedModel, n_tokens: int, settings: EvictionSettings) -> Cost:
     """Seconds and peak bytes of :func:`eviction_sweep` on ``n_tokens`` tokens."""
     return eviction_estimate(
         model.facts,

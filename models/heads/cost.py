@@ -6,31 +6,21 @@ starts at block ``start`` costs ``copies * n * ((n_layers - start) * block + une
 where ``block`` is one block's parameter count and ``unembed`` the unembedding's. Memory is the
 transient working set of one forward pass (:func:`forward_peak_bytes`): the attention scores and
 pattern of the layer being computed, the residual stream and the logits; each caller adds what
-it keeps. The weights themselves are not counted: they are already loaded.
+it keeps. The weights themselves are not counted: they are already loaded. Every estimator
+returns a :class:`models.cost.Cost`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from models.cost import Cost, device_of
 from models.model.facts import ModelFacts
 from models.model.loading import LoadedModel
 from models.progress import Progress
 
-FLOPS = {"cpu": 4e10, "cuda": 2e12}  # sustained FLOP/s assumed before anything is measured
 FLOAT_BYTES = 4  # activations are float32 unless the model runs in half precision
 ATTENTION_COPIES = 3  # scores, softmax output, and the copy a hook or the next matmul reads
 RESIDUAL_COPIES = 12  # residual stream, norms, q/k/v/z and the MLP's 4x-wide hidden layer
 LOGITS_COPIES = 2  # the bridge holds the logits twice (measured on SmolLM2: +0.64 GiB for 8 x 403)
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """What a piece of work is expected to cost: a first guess at its seconds (the progress
-    panel replaces it with a measured rate) and an upper bound on its peak memory in bytes."""
-
-    seconds: float
-    peak_bytes: int
 
 
 class Meter:
@@ -45,14 +35,9 @@ class Meter:
         self.done += cost
 
 
-def d_vocab(model: LoadedModel) -> int:
-    """The model's vocabulary size (0 when the bridge does not say)."""
-    return int(getattr(model.bridge.cfg, "d_vocab", 0) or 0)
-
-
 def unit_costs(model: LoadedModel) -> tuple[float, float]:
     """Relative cost per token of one block and of the unembedding (parameter counts)."""
-    unembed = float(d_vocab(model) * model.facts.d_model)
+    unembed = float(model.facts.d_vocab * model.facts.d_model)
     body = max(model.facts.n_params - unembed, 0.5 * model.facts.n_params)
     return body / model.facts.n_layers, unembed
 
@@ -63,15 +48,9 @@ def pass_cost(model: LoadedModel, n_tokens: int, start: int = 0, copies: int = 1
     return copies * n_tokens * ((model.facts.n_layers - start) * block + unembed)
 
 
-def seconds_for(model: LoadedModel, work: float) -> float:
-    """A first guess at the time ``work`` units take (2 FLOPs per parameter and token)."""
-    return 2.0 * work / FLOPS.get(model.spec.device, FLOPS["cpu"])
-
-
-def forward_seconds(facts: ModelFacts, device: str, n_tokens: int, batch: int = 1) -> float:
-    """A first guess at the seconds of ``batch`` forward passes over ``n_tokens`` tokens,
-    attention's ``n_tokens ** 2`` term included (:meth:`ModelFacts.forward_flops`)."""
-    return batch * facts.forward_flops(n_tokens) / FLOPS.get(device, FLOPS["cpu"])
+def work_cost(model: LoadedModel, work: float, peak_bytes: int) -> Cost:
+    """The cost of ``work`` units (2 FLOPs per parameter and token) on ``model``."""
+    return Cost(2.0 * work, int(peak_bytes), device=device_of(model.spec.device))
 
 
 def layer_pattern_bytes(facts: ModelFacts, n_tokens: int, batch: int = 1) -> int:

@@ -17,7 +17,6 @@ from ui.runtime.jobs import JobPool, RefusedError
 from ui.runtime.settings import Settings
 from ui.sections.classroom import MAX_TOKENS as CLASSROOM_TOKENS
 from ui.sections.explorer_detail import WHOLE_CSV_TOKENS
-from ui.sections.heads import cost_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,9 +25,9 @@ def test_repeated_tokens_at_span_500_and_batch_64_are_refused_before_they_run(sm
     """Measured before: batch 1 took +5.7 GiB and batch 64 would have met the OOM killer."""
     pool = JobPool(Settings())
     with pytest.raises(RefusedError, match=r"min on this server|GiB of memory"):
-        pool.check("Scoring", cost_of(repeated_estimate(smollm2, 500, 64), "repeated"))
+        pool.check("Scoring", repeated_estimate(smollm2, 500, 64))
     small = repeated_estimate(smollm2, 50, 8)
-    pool.check("Scoring", cost_of(small, "repeated"))  # the defaults run
+    pool.check("Scoring", small)  # the defaults run
     assert small.peak_bytes < Settings().job_bytes
 
 
@@ -45,10 +44,10 @@ def test_the_page_states_the_refusal_instead_of_running_it():
 def test_long_work_has_a_ceiling_per_request():
     """One corpus job estimated itself at 128 minutes; now such a request is refused."""
     pool = JobPool(Settings())
-    from ui.runtime.jobs import Cost
+    from models.cost import Cost
 
     with pytest.raises(RefusedError, match="128 min"):
-        pool.check("Ablating every head", Cost(seconds=128 * 60))
+        pool.check("Ablating every head", Cost(overhead_s=128 * 60))
 
 
 def test_the_classroom_reads_a_bounded_prefix_and_the_csv_a_bounded_pattern():

@@ -186,7 +186,7 @@ def test_ranking_csv_and_rule(bundled):
 def test_cost_grows_with_length_and_peak_stays_bounded(bundled):
     facts = replace(bundled.facts, n_layers=30, n_heads=9, n_kv_heads=3, d_head=64)  # SmolLM2
     small, large = compare_cost(facts, 256, 256, False), compare_cost(facts, 2048, 2050, True)
-    assert large.flops > 64 * small.flops and large.seconds > small.seconds > 0
+    assert large.flops > 64 * small.flops and large.seconds() > small.seconds() > 0
     full_stack = facts.n_layers * facts.n_heads * 2048 * 2048 * 4
     assert large.peak_bytes < full_stack / 20  # a band of rows, never every pattern
 

@@ -96,7 +96,7 @@ def test_cost_of_a_row_is_quadratic_and_of_the_whole_cubic(bundled):
     row = rollout_cost(bundled.facts, 1000)
     whole = rollout_cost(bundled.facts, 1000, full=True)
     assert whole.flops == pytest.approx(row.flops * 1000)
-    assert rollout_cost(bundled.facts, 1000, factored=True).seconds > row.seconds
+    assert rollout_cost(bundled.facts, 1000, factored=True).seconds() > row.seconds()
 
 
 def test_spans_and_words_follow_the_word_rule(bundled):

@@ -104,7 +104,7 @@ def test_sweep_rows_progress_and_verdict(bundled):
     assert seen == sorted(seen) and seen[-1] == 1.0
     verdict = sink_verdict(result)
     assert f"{result.perplexity('window', 16):,.2f} without sinks" in verdict
-    assert estimate(bundled, 96, settings).seconds > 0
+    assert estimate(bundled, 96, settings).seconds() > 0
 
 
 def test_sweep_cancel_and_bad_settings(bundled, minilm):

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from models.circuits.composition import Composition
-from models.circuits.cost import Cost
+from models.circuits.cost import PassPlan
 from models.circuits.graph import Edge
 from models.circuits.task import CircuitTask
+from models.cost import Cost
 from models.head import Head
 from ui.state import circuits as cs
 from ui.state.circuits import OWN, AtPOptions, CircuitsState, PathRequest
@@ -88,11 +89,12 @@ def test_edge_estimates_are_on_when_cheap_unless_chosen():
 
 
 def test_extra_cost_is_the_difference():
-    base = Cost(2.0, 1.0, 1e9, 1.2, 30 * 2**20)
-    more = Cost(2.0, 15.5, 9e9, 7.2, 69 * 2**20)
+    base = PassPlan(2.0, 1.0, Cost(overhead_s=1.2, peak_bytes=30 * 2**20))
+    more = PassPlan(2.0, 15.5, Cost(overhead_s=7.2, peak_bytes=69 * 2**20))
     assert cs.extra_cost(more, base) == "+14.5 backward passes, about +6 s, +39 MB"
     assert cs.extra_cost(base, base) == "under +0.1 s"
-    assert cs.extra_cost(Cost(3.0, 1.0, 0, 1.5, 0), base) == "+1 forward pass, about +0.3 s"
+    one_more = PassPlan(3.0, 1.0, Cost(overhead_s=1.5))
+    assert cs.extra_cost(one_more, base) == "+1 forward pass, about +0.3 s"
 
 
 def test_the_default_receiver_is_the_largest_dla_above_layer_0():

@@ -9,7 +9,7 @@ def page():
 
     import streamlit as st
 
-    from ui.runtime.jobs import Cost
+    from models.cost import Cost
     from ui.widgets import job_view
 
     nonce = time.monotonic()  # a fresh key each run: nothing from an earlier run is stored
@@ -18,10 +18,10 @@ def page():
         return lambda progress: (time.sleep(0.6), result)[1]
 
     light = job_view.run_job(
-        ("light", nonce), "light work", work("light done"), cost=Cost(seconds=0.5), wait_s=0.05
+        ("light", nonce), "light work", work("light done"), cost=Cost(overhead_s=0.5), wait_s=0.05
     )
     heavy = job_view.run_job(
-        ("heavy", nonce), "heavy work", work("heavy done"), cost=Cost(seconds=60), wait_s=0.05
+        ("heavy", nonce), "heavy work", work("heavy done"), cost=Cost(overhead_s=60), wait_s=0.05
     )
     st.write(f"light: {light}; heavy: {'still running' if heavy is job_view.MISSING else heavy}")
 
@@ -37,13 +37,16 @@ def test_light_work_is_waited_for_and_heavy_work_shows_progress():
 def refused():
     import streamlit as st
 
+    from models.cost import Cost
     from models.errors import UserError
-    from ui.runtime.jobs import Cost
     from ui.widgets import job_view
 
     try:
         job_view.run_job(
-            ("huge",), "Scoring a huge batch", lambda p: 1, cost=Cost(seconds=1, peak_bytes=1 << 50)
+            ("huge",),
+            "Scoring a huge batch",
+            lambda p: 1,
+            cost=Cost(overhead_s=1, peak_bytes=1 << 50),
         )
     except UserError as err:
         st.error(str(err))
@@ -60,7 +63,8 @@ def streamed():
 
     import streamlit as st
 
-    from ui.runtime.jobs import Cost, Partial
+    from models.cost import Cost
+    from ui.runtime.jobs import Partial
     from ui.widgets import job_view
 
     nonce, partial = time.monotonic(), Partial()
@@ -71,7 +75,7 @@ def streamed():
         return "finished"
 
     found = job_view.run_job(
-        ("stream", nonce), "writing", work, cost=Cost(seconds=0.5), wait_s=0.05, partial=partial
+        ("stream", nonce), "writing", work, cost=Cost(overhead_s=0.5), wait_s=0.05, partial=partial
     )
     st.write("still running" if found is job_view.MISSING else found)
 
@@ -93,7 +97,7 @@ def background_page():
 
     import streamlit as st
 
-    from ui.runtime.jobs import Cost
+    from models.cost import Cost
     from ui.widgets import job_view
 
     gate = st.session_state.setdefault("gate", threading.Event())  # the work ends when told
@@ -101,7 +105,7 @@ def background_page():
         ("background",),
         "a caption's measurement",
         lambda progress: (gate.wait(30), "measured")[1],
-        cost=Cost(seconds=0.1),
+        cost=Cost(overhead_s=0.1),
         wait_s=30,
         background="Measuring…",
     )

@@ -10,11 +10,12 @@ from dataclasses import dataclass
 import pytest
 import torch
 
+from models.cost import ASSUMED_FLOPS, Cost
 from models.progress import Cancelled
 from ui.runtime.janitor import Janitor
-from ui.runtime.jobs import MIN_LEARN_WORK, Cost, Job, JobKey, JobPool, Partial, RefusedError
+from ui.runtime.jobs import MIN_LEARN_S, Job, JobPool, Partial, RefusedError
 from ui.runtime.settings import Settings
-from ui.runtime.store import ResultStore
+from ui.runtime.store import JobKey, ResultStore
 
 
 def pool_of(workers: int = 1, **settings) -> JobPool:
@@ -142,26 +143,34 @@ def test_time_left_moves_from_the_estimate_to_the_measured_rate():
     assert job.seconds_left(now=10.0) == pytest.approx(80.0)
 
 
+RATE = ASSUMED_FLOPS["cpu"]
+
+
 def test_estimates_follow_what_this_machine_measured():
     pool = pool_of()
-    assert pool.throughput.seconds("capture", 4e10) == pytest.approx(2.0)  # the default rate
-    pool.throughput.record("capture", 1e11, 10.0)  # 1e10 per second measured
-    assert pool.throughput.seconds("capture", 1e10) == pytest.approx(1.0)
-    pool.throughput.record("capture", 3e11, 10.0)  # the newest weighs most: 0.3 * 1 + 0.7 * 3
-    assert pool.throughput.seconds("capture", 2.4e10) == pytest.approx(1.0)
-    job = pool.submit("k", "x", lambda progress: 1, cost=Cost(work=2e11, rate="other"))
-    assert job.estimate_s == pytest.approx(10.0)
+    four = Cost(flops=4 * RATE)  # four seconds at the assumed rate
+    assert pool.throughput.seconds("RunKey", four) == pytest.approx(4.0)
+    pool.throughput.record("RunKey", four, 8.0)  # this machine took twice as long
+    assert pool.throughput.seconds("RunKey", Cost(flops=RATE)) == pytest.approx(2.0)
+    pool.throughput.record("RunKey", four, 16.0)  # the newest weighs most: 0.3 * 2 + 0.7 * 4
+    assert pool.throughput.seconds("RunKey", Cost(flops=RATE)) == pytest.approx(3.4)
+    # fixed seconds scale with the rest: a machine twice as slow is slow at everything
+    assert pool.throughput.seconds("RunKey", Cost(overhead_s=1.0)) == pytest.approx(3.4)
+    assert pool.throughput.seconds("Other", Cost(flops=RATE)) == pytest.approx(1.0)  # own kind
+    job = pool.submit("k", "x", lambda progress: 1, cost=Cost(flops=5 * RATE))
+    assert job.estimate_s == pytest.approx(5.0)
     job.future.result(10)
-    assert pool.throughput.seconds("other", 2e11) < 1.0  # that job took far less than a second
+    assert pool.throughput.seconds("str", Cost(flops=5 * RATE)) < 1.0  # it took far less
 
 
 def test_small_jobs_do_not_teach_the_rate():
     pool = pool_of()
-    # a 6-token SmolLM2 prompt: 2e9 FLOPs in 6 s of hooks and Python, 3e8 FLOP/s "measured"
-    pool.throughput.record("capture", 2e9, 6.0)
-    assert pool.throughput.seconds("capture", 4e10) == pytest.approx(2.0)  # still the default
-    pool.throughput.record("capture", MIN_LEARN_WORK, 10.0)  # a real prompt does teach it
-    assert pool.throughput.seconds("capture", 1e10) == pytest.approx(1.0)
+    # a 6-token SmolLM2 prompt: 2e9 FLOPs (0.05 s assumed) in 6 s of hooks and Python
+    pool.throughput.record("RunKey", Cost(flops=2e9), 6.0)
+    assert pool.throughput.seconds("RunKey", Cost(flops=RATE)) == pytest.approx(1.0)
+    enough = Cost(flops=MIN_LEARN_S * RATE)
+    pool.throughput.record("RunKey", enough, 2 * MIN_LEARN_S)  # a real prompt does teach it
+    assert pool.throughput.seconds("RunKey", Cost(flops=RATE)) == pytest.approx(2.0)
 
 
 def test_results_are_bounded_in_bytes():
@@ -290,13 +299,14 @@ def test_work_over_the_operators_limits_is_refused_before_it_starts():
             "big",
             "Scoring",
             lambda p: ran.append(1),
-            cost=Cost(seconds=1, peak_bytes=200 * 1024**2),
+            cost=Cost(overhead_s=1, peak_bytes=200 * 1024**2),
         )
     with pytest.raises(RefusedError, match="min on this server"):
-        pool.submit("long", "Ablating", lambda p: ran.append(1), cost=Cost(seconds=3600))
-    pool.throughput.record("forward", 1e11, 100.0)  # a slow machine: the estimate follows it
+        pool.submit("long", "Ablating", lambda p: ran.append(1), cost=Cost(overhead_s=3600))
+    fits = Cost(flops=40 * RATE)  # 40 s at the assumed rate: under the limit of 60
+    pool.throughput.record("str", fits, 80.0)  # a slow machine: the estimate follows it
     with pytest.raises(RefusedError):
-        pool.submit("slow", "Reading", lambda p: ran.append(1), cost=Cost(work=1e12))
+        pool.submit("slow", "Reading", lambda p: ran.append(1), cost=fits)
     assert not ran and not pool.busy()
 
 

@@ -1,4 +1,5 @@
-"""Every kind of costly work the server does, as a key type holding what changes its result.
+"""Every kind of costly work the server does, as a key type holding what changes its result
+and saying (its type parameter) what the result is.
 
 A key is what a job is queued under and what its result is kept under: two sessions asking for
 the same key share one job and one result, and a session's new key of the same kind supersedes
@@ -9,17 +10,42 @@ changes the result, so a stale result can never be served for a changed setting.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
+import numpy as np
+
+from models.attention.check import KernelReport
+from models.capture.compare import Comparison
+from models.capture.difference import DifferenceOverview
+from models.capture.precision import PatternDifference
+from models.capture.run import AttentionRun
+from models.capture.sinks import SinkSummary
+from models.capture.spans import Direction
+from models.capture.weighted import ValueWeighting
+from models.capture.words import Words
+from models.circuits.findings import AtPFindings, WeightFindings
+from models.circuits.head_weights import Projection
+from models.circuits.patching import Baseline
+from models.circuits.paths import MLPMode, PathResult
 from models.circuits.task import CircuitTask
+from models.classroom.real import LayerActivations
+from models.generate.generation import Generation
 from models.generate.settings import GenerationSettings
-from models.generate.sweep import EvictionSettings
+from models.generate.sweep import EvictionResult, EvictionSettings
 from models.head import Head
-from ui.runtime.jobs import JobKey
+from models.heads.finding.corpus import Corpus
+from models.heads.finding.corpus_scores import CorpusScores
+from models.heads.finding.induction import RepeatedScores
+from models.heads.pruning.export import PruneReport
+from models.heads.pruning.importance import CorpusImportance
+from models.scaling.capture import FactorLoss, ScoreCapture
+from models.scaling.maths import SweepStats, SyntheticPanel
 from ui.runtime.policy import AllowedSpec
+from ui.runtime.store import JobKey
 
 
 @dataclass(frozen=True)
-class ConvertKey(JobKey):
+class ConvertKey(JobKey[Path]):
     """A GGUF file dequantised into the app's cache (``content`` is its hash)."""
 
     path: str
@@ -27,7 +53,7 @@ class ConvertKey(JobKey):
 
 
 @dataclass(frozen=True)
-class RunKey(JobKey):
+class RunKey(JobKey[AttentionRun]):
     """One prompt's attention on one model, cut to ``max_tokens`` (None: the model's context)."""
 
     spec: AllowedSpec
@@ -36,23 +62,14 @@ class RunKey(JobKey):
 
 
 @dataclass(frozen=True)
-class WeightingKey(JobKey):
+class WeightingKey(JobKey[ValueWeighting]):
     """A run's value weighting (Kobayashi et al. 2020)."""
 
     run: RunKey
 
 
 @dataclass(frozen=True)
-class PatternCsvKey(JobKey):
-    """One head's whole pattern as CSV text."""
-
-    run: RunKey
-    head: Head
-    weighted: bool
-
-
-@dataclass(frozen=True)
-class ThumbnailsKey(JobKey):
+class ThumbnailsKey(JobKey[list[dict[str, str]]]):
     """Every head's max-pooled picture of a run, as PNG data URIs."""
 
     run: RunKey
@@ -60,7 +77,7 @@ class ThumbnailsKey(JobKey):
 
 
 @dataclass(frozen=True)
-class OverviewKey(JobKey):
+class OverviewKey(JobKey[str]):
     """One head's whole pattern max-pooled to an overview picture."""
 
     run: RunKey
@@ -69,7 +86,7 @@ class OverviewKey(JobKey):
 
 
 @dataclass(frozen=True)
-class SinkKey(JobKey):
+class SinkKey(JobKey[int]):
     """The key position one head sinks most weight into."""
 
     run: RunKey
@@ -77,21 +94,21 @@ class SinkKey(JobKey):
 
 
 @dataclass(frozen=True)
-class SinkSummaryKey(JobKey):
+class SinkSummaryKey(JobKey[SinkSummary]):
     """Which key the run's heads sink into, measured on a few rows of every head."""
 
     run: RunKey
 
 
 @dataclass(frozen=True)
-class HeadMarksKey(JobKey):
+class HeadMarksKey(JobKey[dict[Head, str]]):
     """Which heads this prompt's own attention marks as induction, previous-token or sink."""
 
     run: RunKey
 
 
 @dataclass(frozen=True)
-class RepeatedKey(JobKey):
+class RepeatedKey(JobKey[RepeatedScores]):
     """Induction and other scores on repeated random tokens."""
 
     persist = True
@@ -103,14 +120,14 @@ class RepeatedKey(JobKey):
 
 
 @dataclass(frozen=True)
-class CorpusKey(JobKey):
+class CorpusKey(JobKey[Corpus]):
     """A model's bundled corpus."""
 
     spec: AllowedSpec
 
 
 @dataclass(frozen=True)
-class CorpusScoresKey(JobKey):
+class CorpusScoresKey(JobKey[CorpusScores]):
     """Every head's scores over a corpus (``corpus`` is the corpus's content key)."""
 
     persist = True
@@ -121,7 +138,7 @@ class CorpusScoresKey(JobKey):
 
 
 @dataclass(frozen=True)
-class ImportanceKey(JobKey):
+class ImportanceKey(JobKey[CorpusImportance]):
     """Every head's pruning importance over a corpus's first ``budget`` tokens."""
 
     persist = True
@@ -134,7 +151,7 @@ class ImportanceKey(JobKey):
 
 
 @dataclass(frozen=True)
-class CurveKey(JobKey):
+class CurveKey(JobKey[tuple[list[int], np.ndarray]]):
     """The loss with the k least important heads ablated together, for several k."""
 
     persist = True
@@ -145,7 +162,7 @@ class CurveKey(JobKey):
 
 
 @dataclass(frozen=True)
-class PruneKey(JobKey):
+class PruneKey(JobKey[PruneReport]):
     """A pruned checkpoint of ``heads`` in ``dtype``, written, timed and zipped."""
 
     importance: ImportanceKey
@@ -154,14 +171,14 @@ class PruneKey(JobKey):
 
 
 @dataclass(frozen=True)
-class PresetsKey(JobKey):
+class PresetsKey(JobKey[dict[str, CircuitTask]]):
     """The circuits page's ready-made tasks for a model."""
 
     spec: AllowedSpec
 
 
 @dataclass(frozen=True)
-class CircuitKey(JobKey):
+class CircuitKey(JobKey[Baseline]):
     """The clean and corrupted runs of a circuit task."""
 
     spec: AllowedSpec
@@ -169,7 +186,7 @@ class CircuitKey(JobKey):
 
 
 @dataclass(frozen=True)
-class HeadPatchKey(JobKey):
+class HeadPatchKey(JobKey[np.ndarray]):
     """Every head's output patched from the clean run into the corrupted run."""
 
     persist = True
@@ -178,7 +195,7 @@ class HeadPatchKey(JobKey):
 
 
 @dataclass(frozen=True)
-class PositionPatchKey(JobKey):
+class PositionPatchKey(JobKey[np.ndarray]):
     """One head patched at one position at a time."""
 
     persist = True
@@ -188,7 +205,7 @@ class PositionPatchKey(JobKey):
 
 
 @dataclass(frozen=True)
-class LogitsKey(JobKey):
+class LogitsKey(JobKey[ScoreCapture]):
     """Every head's attention logits on a prompt (the scaling sweep's input)."""
 
     spec: AllowedSpec
@@ -197,7 +214,7 @@ class LogitsKey(JobKey):
 
 
 @dataclass(frozen=True)
-class SweepKey(JobKey):
+class SweepKey(JobKey[SweepStats]):
     """Row statistics of every head at each factor."""
 
     logits: LogitsKey
@@ -205,7 +222,7 @@ class SweepKey(JobKey):
 
 
 @dataclass(frozen=True)
-class LossSweepKey(JobKey):
+class LossSweepKey(JobKey[list[FactorLoss]]):
     """The model's loss with every head's logits multiplied by each factor."""
 
     logits: LogitsKey
@@ -213,14 +230,14 @@ class LossSweepKey(JobKey):
 
 
 @dataclass(frozen=True)
-class SyntheticKey(JobKey):
+class SyntheticKey(JobKey[SyntheticPanel]):
     """The synthetic panel: random q and k at several widths, from one seed."""
 
     seed: int
 
 
 @dataclass(frozen=True)
-class KernelKey(JobKey):
+class KernelKey(JobKey[KernelReport]):
     """The app's kernel against the model on every head of a prompt."""
 
     spec: AllowedSpec
@@ -230,7 +247,7 @@ class KernelKey(JobKey):
 
 
 @dataclass(frozen=True)
-class LayerKey(JobKey):
+class LayerKey(JobKey[LayerActivations]):
     """One layer's q, k, v, scores, pattern and output on a prompt (the classroom)."""
 
     spec: AllowedSpec
@@ -240,14 +257,14 @@ class LayerKey(JobKey):
 
 
 @dataclass(frozen=True)
-class WordsKey(JobKey):
+class WordsKey(JobKey[Words]):
     """Which tokens of a run form each word (the word view)."""
 
     run: RunKey
 
 
 @dataclass(frozen=True)
-class CompareKey(JobKey):
+class CompareKey(JobKey[Comparison]):
     """Every head's divergence between prompt A's run and prompt B's, in tokens or words."""
 
     persist = True
@@ -258,17 +275,17 @@ class CompareKey(JobKey):
 
 
 @dataclass(frozen=True)
-class RolloutKey(JobKey):
+class RolloutKey(JobKey[np.ndarray]):
     """Attention rollout from (or to) a span of a run's tokens, or of its words."""
 
     run: RunKey
     span: tuple[int, int]
-    direction: str
+    direction: Direction
     words: bool
 
 
 @dataclass(frozen=True)
-class DifferenceOverviewKey(JobKey):
+class DifferenceOverviewKey(JobKey[DifferenceOverview]):
     """One head's whole |A − B| in a comparison, max-pooled to an overview picture."""
 
     compare: CompareKey
@@ -276,7 +293,7 @@ class DifferenceOverviewKey(JobKey):
 
 
 @dataclass(frozen=True)
-class GenerationKey(JobKey):
+class GenerationKey(JobKey[Generation]):
     """The model writing after a prompt (``settings`` as they run, seed included)."""
 
     spec: AllowedSpec
@@ -285,7 +302,7 @@ class GenerationKey(JobKey):
 
 
 @dataclass(frozen=True)
-class EvictionKey(JobKey):
+class EvictionKey(JobKey[tuple[EvictionResult, float]]):
     """Perplexity of a text under each cache-eviction policy and budget, and without eviction."""
 
     persist = True
@@ -296,7 +313,7 @@ class EvictionKey(JobKey):
 
 
 @dataclass(frozen=True)
-class AttributionKey(JobKey):
+class AttributionKey(JobKey[AtPFindings]):
     """Attribution patching of a circuit task: the clean and corrupted passes made once, and
     everything read from them (AtP, AtP*, the heads checked exactly, the edge estimates)."""
 
@@ -306,23 +323,23 @@ class AttributionKey(JobKey):
     qk_fix: bool
     grad_drop: bool
     verify_top: int
-    edges: str | None  # how edge estimates treat MLPs; None: no edge estimates
+    edges: MLPMode | None  # how edge estimates treat MLPs; None: no edge estimates
 
 
 @dataclass(frozen=True)
-class PathKey(JobKey):
+class PathKey(JobKey[PathResult]):
     """Path patching from every earlier head into one receiver's q, k or v."""
 
     persist = True
 
     circuit: CircuitKey
     receiver: Head
-    input: str
-    mlps: str
+    input: Projection
+    mlps: MLPMode
 
 
 @dataclass(frozen=True)
-class WeightsKey(JobKey):
+class WeightsKey(JobKey[WeightFindings]):
     """What a model's weights say per head (copying, QK positions) and between heads
     (composition)."""
 
@@ -332,7 +349,7 @@ class WeightsKey(JobKey):
 
 
 @dataclass(frozen=True)
-class PrecisionKey(JobKey):
+class PrecisionKey(JobKey[PatternDifference | None]):
     """A low-precision run's largest pattern difference from float32, on its first rows."""
 
     run: RunKey

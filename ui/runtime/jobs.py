@@ -2,9 +2,12 @@
 
 Every request whose cost grows with its input (a capture, scores over a corpus, ablation,
 patching, a sweep, a kernel report, a CSV of a long pattern) runs here, never in a page's own
-thread. Before a job starts, its :class:`Cost` (time and peak memory, estimated from the model's
-size and the input) is checked against the operator's limits; a request that would not fit is
-refused with a message instead of being left to the kernel's out-of-memory killer.
+thread. A job is typed: its key (:class:`JobKey` ``[R]``) says what it computes and the type of
+its result, and the pool hands back an ``R``. Before a job starts, its
+:class:`models.cost.Cost` (FLOPs, fixed seconds and peak memory, estimated from the model's size
+and the input) is timed at the rate this machine measured for that kind of job
+(:class:`Throughput`) and checked against the operator's limits; a request that would not fit
+is refused with a message instead of being left to the kernel's out-of-memory killer.
 
 Fairness: at most ``heavy_jobs`` heavy jobs run at once and the rest wait in order; work expected
 to take under :data:`LIGHT_S` seconds has its own two workers, so it never waits behind a long
@@ -27,82 +30,55 @@ import traceback
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Generic, cast
 
+from models.cost import Cost
 from models.errors import UserError
 from models.progress import Cancelled, Progress
 from ui.runtime.janitor import release_memory
 from ui.runtime.kept_results import KeptResults
 from ui.runtime.settings import Settings
-from ui.runtime.store import ResultStore
+from ui.runtime.store import JobKey, R, ResultStore
 
 LIGHT_S = 3.0  # work expected to take less than this never queues behind heavy work
-DEFAULT_RATE = 2e10  # FLOP/s assumed before this machine has measured a kind of work
-MIN_LEARN_WORK = 1e11  # FLOPs: smaller jobs are mostly overhead and do not teach the rate
-Work = Callable[[Progress], Any]
+MIN_LEARN_S = 1.0  # shorter jobs are mostly untimed overhead: they teach nothing
 GIB = 1024**3
+
+Work = Callable[[Progress], R]
 
 
 class RefusedError(UserError):
     """The server will not run a request: too large for its limits, or too many waiting."""
 
 
-@dataclass(frozen=True)
-class JobKey:
-    """What a job computes. Each kind of work is a frozen subclass holding every input that
-    changes its result (see :mod:`ui.runtime.job_keys`); the class is the kind. A kind whose
-    results are worth keeping across restarts sets ``persist = True``."""
-
-    persist: ClassVar[bool] = False
-
-    @property
-    def kind(self) -> str:
-        return type(self).__name__
-
-
-@dataclass(frozen=True)
-class Cost:
-    """What a job will take, estimated before it starts.
-
-    Attributes:
-        work: amount of work (FLOPs) timed against this machine's measured rate for ``rate``;
-            or None when ``seconds`` is a fixed guess.
-        rate: the kind of work the rate is measured on (``"forward"``, ``"backward"``...).
-        seconds: a fixed guess, used when ``work`` is None.
-        peak_bytes: memory the job needs beyond the loaded model.
-    """
-
-    work: float | None = None
-    rate: str = "forward"
-    seconds: float | None = None
-    peak_bytes: int = 0
-
-
 class Throughput:
-    """Measured work per second for each kind, so estimates come from this machine as it is now.
+    """How fast this machine does each kind of job, so estimates come from it as it is now.
 
-    A kind starts at ``default`` FLOP/s (conservative for two CPU cores) and follows each finished
-    job of at least :data:`MIN_LEARN_WORK` FLOPs, weighting the newest measurement most:
-    ``rate <- 0.3 * rate + 0.7 * measured``. Smaller jobs teach nothing: their time is mostly
-    fixed overhead (hooks, Python, a model's 30 layers), so a 6-token prompt would claim a rate
-    fifty times too low and every ordinary prompt after it would be refused as too slow.
+    Every kind starts at the estimator's own figure (:meth:`models.cost.Cost.seconds` at the
+    assumed rate) and follows how much slower or faster each finished job of that kind was than
+    that figure, weighting the newest most: ``factor <- 0.3 * factor + 0.7 * measured / assumed``.
+    Jobs estimated under :data:`MIN_LEARN_S` teach nothing: their time is mostly overhead no
+    estimate models (a model's 30 layers of Python for a 6-token prompt), and a factor learnt
+    from them would refuse every ordinary request after them as too slow.
     """
 
-    def __init__(self, default: float = DEFAULT_RATE) -> None:
-        self.default = default
-        self._rates: dict[str, float] = {}
+    def __init__(self) -> None:
+        self._factors: dict[str, float] = {}
         self._lock = threading.Lock()
 
-    def seconds(self, kind: str, work: float) -> float:
+    def seconds(self, kind: str, cost: Cost) -> float:
+        """Seconds ``cost`` should take for a job of ``kind`` on this machine."""
         with self._lock:
-            return work / self._rates.get(kind, self.default)
+            return cost.seconds() * self._factors.get(kind, 1.0)
 
-    def record(self, kind: str, work: float, seconds: float) -> None:
-        if work < MIN_LEARN_WORK or seconds <= 0:
+    def record(self, kind: str, cost: Cost, seconds: float) -> None:
+        """Learn from a finished job of ``kind`` that took ``seconds``."""
+        assumed = cost.seconds()
+        if assumed < MIN_LEARN_S or seconds <= 0:
             return
         with self._lock:
-            old, measured = self._rates.get(kind), work / seconds
-            self._rates[kind] = measured if old is None else 0.3 * old + 0.7 * measured
+            old, measured = self._factors.get(kind), seconds / assumed
+            self._factors[kind] = measured if old is None else 0.3 * old + 0.7 * measured
 
 
 class Partial:
@@ -123,8 +99,8 @@ class Partial:
 
 
 @dataclass(eq=False)
-class Job:
-    """One piece of work, queued or running.
+class Job(Generic[R]):
+    """One piece of work, queued or running, whose result is an ``R``.
 
     Attributes:
         key: what the result is stored under.
@@ -136,7 +112,7 @@ class Job:
         partial: what the work has produced so far (streaming work only), or None.
     """
 
-    key: Any
+    key: JobKey[R]
     label: str
     estimate_s: float | None
     submitted: float = field(default_factory=time.monotonic)
@@ -145,7 +121,7 @@ class Job:
     text: str = "waiting for a free worker"
     waiters: set[str] = field(default_factory=set)
     cancel_event: threading.Event = field(default_factory=threading.Event)
-    future: Future | None = None
+    future: Future[R] | None = None
     cost: Cost | None = None
     alive: Callable[[str], bool] | None = None
     shown_left: float | None = None
@@ -153,7 +129,7 @@ class Job:
 
     @property
     def kind(self) -> str:
-        return self.key.kind if isinstance(self.key, JobKey) else type(self.key).__name__
+        return kind_of(self.key)
 
     @property
     def light(self) -> bool:
@@ -205,6 +181,11 @@ class Job:
         return self.shown_left, False
 
 
+def kind_of(key: object) -> str:
+    """The kind of work ``key`` stands for: its class's name."""
+    return key.kind if isinstance(key, JobKey) else type(key).__name__
+
+
 def forget_frames(err: BaseException) -> None:
     """Clear the local variables of every finished frame ``err`` (and each exception it chains)
     passed through. The traceback keeps its files and lines for the operator's log."""
@@ -232,7 +213,7 @@ class JobPool:
         )
         self._light = ThreadPoolExecutor(max_workers=2, thread_name_prefix="atlas-light")
         self._lock = threading.Lock()
-        self._jobs: dict[Any, Job] = {}
+        self._jobs: dict[JobKey[Any], Job[Any]] = {}
         self.results = (
             results
             if results is not None  # an empty store is falsy (it has a length)
@@ -242,24 +223,22 @@ class JobPool:
         self.kept = kept
         self.alive: Callable[[str], bool] | None = None  # set by the page side
 
-    def finished(self, key: Any) -> Any | None:
+    def finished(self, key: JobKey[R]) -> R | None:
         """The finished result for ``key``: in memory, or kept on disk from an earlier run."""
         found = self.results.get(key)
         if found is None and self.kept is not None:
-            found = self.kept.load(key)
+            found = cast("R | None", self.kept.load(key))
             if found is not None:
                 self.results.put(key, found)
         return found
 
-    def estimate(self, cost: Cost | None) -> float | None:
-        """Seconds ``cost`` should take on this machine, at its current measured rate."""
+    def estimate(self, key: JobKey[Any], cost: Cost | None) -> float | None:
+        """Seconds ``cost`` should take on this machine for a job of ``key``'s kind."""
         if cost is None:
             return None
-        if cost.work is not None:
-            return self.throughput.seconds(cost.rate, cost.work)
-        return cost.seconds
+        return self.throughput.seconds(kind_of(key), cost)
 
-    def check(self, label: str, cost: Cost | None) -> None:
+    def check(self, label: str, cost: Cost | None, key: JobKey[Any] | None = None) -> None:
         """Refuse, with a message, work larger than the operator allows one job to be.
 
         Raises:
@@ -273,8 +252,8 @@ class JobPool:
                 f"server lets one request use at most {self.settings.job_bytes / GIB:.1f} GiB. "
                 "Use a shorter text, fewer texts or a smaller batch."
             )
-        seconds = self.estimate(cost)
-        if seconds is not None and seconds > self.settings.job_max_s:
+        seconds = self.throughput.seconds(kind_of(key), cost) if key is not None else cost.seconds()
+        if seconds > self.settings.job_max_s:
             raise RefusedError(
                 f"{label} would take about {seconds / 60:.0f} min on this server, which runs "
                 f"requests of at most {self.settings.job_max_s / 60:.0f} min. Use a shorter "
@@ -283,14 +262,14 @@ class JobPool:
 
     def submit(
         self,
-        key: Any,
+        key: JobKey[R],
         label: str,
-        work: Work,
+        work: Work[R],
         estimate_s: float | None = None,
         waiter: str = "",
         cost: Cost | None = None,
         partial: Partial | None = None,
-    ) -> Job:
+    ) -> Job[R]:
         """The job computing ``key``: the one already queued or running, or a new one.
 
         A new job is checked against the limits first; a session's earlier job of the same
@@ -303,13 +282,13 @@ class JobPool:
         with self._lock:
             job = self._jobs.get(key)
         if job is None:
-            self.check(label, cost)
+            self.check(label, cost, key)
         with self._lock:
             job = self._jobs.get(key)
             if job is None:
                 self._make_room(key, waiter)
                 if cost is not None:
-                    estimate_s = self.estimate(cost)
+                    estimate_s = self.estimate(key, cost)
                 job = Job(
                     key=key,
                     label=label,
@@ -325,11 +304,11 @@ class JobPool:
             job.waiters.add(waiter)
         return job
 
-    def _make_room(self, key: Any, waiter: str) -> None:
+    def _make_room(self, key: JobKey[Any], waiter: str) -> None:
         """Supersede ``waiter``'s other jobs of this kind; refuse one job too many (locked)."""
         if not waiter:
             return
-        kind = key.kind if isinstance(key, JobKey) else type(key).__name__
+        kind = kind_of(key)
         mine = [job for job in self._jobs.values() if waiter in job.waiters]
         for job in mine:
             if job.kind == kind:
@@ -341,14 +320,14 @@ class JobPool:
                 "Cancel one, or wait for one to finish."
             )
 
-    def _run(self, job: Job, work: Work) -> Any:
+    def _run(self, job: Job[R], work: Work[R]) -> R:
         try:
             job.report(0.0, "starting")
             job.started = time.monotonic()
             value = work(job.report)
             seconds = time.monotonic() - job.started
-            if job.cost is not None and job.cost.work is not None:
-                self.throughput.record(job.cost.rate, job.cost.work, seconds)
+            if job.cost is not None:
+                self.throughput.record(job.kind, job.cost, seconds)
             self.results.put(job.key, value)
             if self.kept is not None and self.kept.wanted(job.key, seconds):
                 self.kept.save(job.key, value)
@@ -366,16 +345,16 @@ class JobPool:
                 if self._jobs.get(job.key) is job:
                     del self._jobs[job.key]
 
-    def get(self, key: Any) -> Job | None:
+    def get(self, key: JobKey[R]) -> Job[R] | None:
         with self._lock:
-            return self._jobs.get(key)
+            return cast("Job[R] | None", self._jobs.get(key))
 
     def busy(self) -> bool:
         """Whether any job is queued or running."""
         with self._lock:
             return bool(self._jobs)
 
-    def ahead(self, job: Job) -> int:
+    def ahead(self, job: Job[Any]) -> int:
         """How many queued or running heavy jobs were submitted before ``job`` (0 once it runs)."""
         if job.started is not None:
             return 0
@@ -386,12 +365,12 @@ class JobPool:
                 if other is not job and other.submitted <= job.submitted and not other.light
             )
 
-    def cancel(self, job: Job, waiter: str = "") -> None:
+    def cancel(self, job: Job[Any], waiter: str = "") -> None:
         """Stop waiting on ``job``; the work stops when nobody else waits on it."""
         with self._lock:
             self._leave(job, waiter)
 
-    def _leave(self, job: Job, waiter: str) -> None:
+    def _leave(self, job: Job[Any], waiter: str) -> None:
         job.waiters.discard(waiter)
         if job.waiters:
             return

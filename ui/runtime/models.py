@@ -34,11 +34,14 @@ class ModelStore:
         """
         if not isinstance(allowed, AllowedSpec):
             raise TypeError("Models load only from an AllowedSpec (ui.runtime.policy.admit).")
-        return self.store.get_or_compute(allowed, lambda: load(allowed.spec, progress, self.cache))
+        model = self.store.get_or_compute(allowed, lambda: load(allowed.spec, progress, self.cache))
+        assert isinstance(model, LoadedModel)  # the store holds only models, under specs
+        return model
 
     def loaded(self, allowed: AllowedSpec) -> LoadedModel | None:
         """The model if it is loaded now, without loading it."""
-        return self.store.get(allowed)
+        found = self.store.get(allowed)
+        return found if isinstance(found, LoadedModel) else None
 
     def needs_conversion(self, allowed: AllowedSpec) -> Path | None:
         """The GGUF file ``allowed`` must be converted from first, or None."""

@@ -1,4 +1,5 @@
-"""A bounded, thread-safe store for finished results and loaded models.
+"""A bounded, thread-safe store for finished results and loaded models, and the typed keys
+results are filed under.
 
 Work files its result here only once it has finished: an interrupted run leaves nothing behind,
 so partial work is never served as complete. Keys hold everything that changes the result. The
@@ -15,12 +16,29 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypeVar, overload
 
 import numpy as np
 
+R = TypeVar("R")
+
 PINS_PER_SESSION = 8  # what one session can be showing at once (a run, its weighting, a report)
 _DEPTH = 6
+
+
+@dataclass(frozen=True)
+class JobKey(Generic[R]):
+    """What a job computes, and (its type parameter) the type of its result. Each kind of work
+    is a frozen subclass holding every input that changes its result (see
+    :mod:`ui.runtime.job_keys`); the class is the kind. A kind whose results are worth keeping
+    across restarts sets ``persist = True``."""
+
+    persist: ClassVar[bool] = False
+
+    @property
+    def kind(self) -> str:
+        return type(self).__name__
 
 
 def size_of(value: Any, _depth: int = 0, _seen: set[int] | None = None) -> int:
@@ -154,7 +172,14 @@ class ResultStore:
                 self._drop(key)
             return len(old)
 
-    def get(self, key: Hashable) -> Any | None:
+    @overload
+    def get(self, key: JobKey[R]) -> R | None: ...
+
+    @overload
+    def get(self, key: Hashable) -> object | None: ...
+
+    def get(self, key: Hashable) -> object | None:
+        """The value stored under ``key`` (its key type says what it is), or None."""
         with self._lock:
             if key not in self._items:
                 return None
@@ -191,13 +216,19 @@ class ResultStore:
         self._used.pop(key, None)
         self._sizes.pop(key, None)
 
-    def get_or_compute(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+    @overload
+    def get_or_compute(self, key: JobKey[R], compute: Callable[[], R]) -> R: ...
+
+    @overload
+    def get_or_compute(self, key: Hashable, compute: Callable[[], object]) -> object: ...
+
+    def get_or_compute(self, key: Hashable, compute: Callable[[], object]) -> object:
         """The stored value for ``key``, or ``compute()`` stored once it returns.
 
         Two callers asking for the same key compute it once. If ``compute`` raises, nothing is
         stored and the exception propagates.
         """
-        found = self.get(key)
+        found: object | None = self.get(key)
         if found is not None:
             return found
         with self._lock:

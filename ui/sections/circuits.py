@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -18,15 +19,16 @@ from models.circuits import (
     prepare,
     table_csv,
 )
+from models.circuits.cost import baseline_cost, exact_cost
 from models.circuits.patching import head_effects, position_effects
 from models.circuits.task import CircuitsUnavailable, check_model, missing_space, visible
+from models.cost import Cost
 from models.errors import UserError
 from models.head import Head, all_heads
 from models.model.loading import LoadedModel
 from ui import session
 from ui.keys import Circuits
 from ui.runtime.job_keys import CircuitKey, HeadPatchKey, PositionPatchKey
-from ui.runtime.jobs import Cost
 from ui.sections.circuits_session import Ready, apply, bound, preset_tasks
 from ui.state import circuits as cs
 from ui.state.circuits import OWN, CircuitsState
@@ -148,7 +150,7 @@ def task(model: LoadedModel, state: CircuitsState) -> Ready | UserError | None:
             key,
             "Running the clean and corrupted prompts",
             lambda progress: baseline(model, setup, progress=progress),
-            cost=Cost(work=3 * model.facts.forward_flops(setup.n_tokens)),
+            cost=baseline_cost(model, setup.n_tokens).cost,
         )
     except UserError as err:
         session.show_error(err)
@@ -192,6 +194,12 @@ def exact_toggle(model: LoadedModel, state: CircuitsState, label: str, key: str)
     )
 
 
+def measured_cost(model: LoadedModel, ready: Ready, n_runs: int) -> Cost:
+    """``n_runs`` patched runs: memory as estimated, time from the baseline's timed pass."""
+    estimate = exact_cost(model, ready.setup.n_tokens, n_runs, ready.base.batch).cost
+    return replace(estimate, flops=0.0, overhead_s=ready.base.estimate_s(n_runs))
+
+
 def exact_effects(model: LoadedModel, ready: Ready) -> Any:
     """Every head's exact patch effect (a job), or None while it runs."""
     n, base = model.facts.n_total_heads, ready.base
@@ -199,7 +207,7 @@ def exact_effects(model: LoadedModel, ready: Ready) -> Any:
         HeadPatchKey(ready.key),
         f"Patching {n} heads",
         lambda p: head_effects(model, ready.setup, base, progress=p),
-        cost=Cost(seconds=base.estimate_s(n)),
+        cost=measured_cost(model, ready, n),
     )
     return None if effects is job_view.MISSING else effects
 
@@ -246,7 +254,7 @@ def positions(model: LoadedModel, ready: Ready, state: CircuitsState, effects: A
         PositionPatchKey(ready.key, head),
         f"Patching {head} at {n} positions",
         lambda p: position_effects(model, setup, base, head.layer, head.index, progress=p),
-        cost=Cost(seconds=base.estimate_s(n)),
+        cost=measured_cost(model, ready, n),
     )
     if found is job_view.MISSING:
         return

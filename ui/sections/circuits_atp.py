@@ -9,8 +9,6 @@ every head-to-head edge. Only those small results are kept; the passes are dropp
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,19 +17,14 @@ import streamlit as st
 
 from models.circuits import (
     AtPResult,
-    EdgeEstimates,
-    attribution_patching,
-    attribution_runs,
-    edge_estimates,
 )
-from models.circuits.cost import Cost as CircuitsCost
-from models.circuits.cost import atp_cost, edges_cost
+from models.circuits.cost import PassPlan, atp_cost, edges_cost
+from models.circuits.findings import AtPFindings, attribution_findings
 from models.head import Head
 from models.model.loading import LoadedModel
-from models.progress import Progress, part
 from ui import session
 from ui.keys import Circuits
-from ui.sections.circuits_session import Ready, apply, atp_key, bound, pool_cost
+from ui.sections.circuits_session import Ready, apply, atp_key, bound
 from ui.state import circuits as cs
 from ui.state.circuits import AtPOptions, CircuitsState
 from ui.widgets import job_view
@@ -46,52 +39,7 @@ NODE_LABELS = {
 MAX_VERIFY = 20
 
 
-@dataclass(frozen=True)
-class AtPFindings:
-    """What the attribution job keeps: the estimates, the edges (or None), wall times."""
-
-    result: AtPResult
-    edges: EdgeEstimates | None
-    seconds: float
-    edge_seconds: float
-
-
-def findings(
-    model: LoadedModel, ready: Ready, options: AtPOptions, progress: Progress
-) -> AtPFindings:
-    """The passes once, then every estimate read from them (the job's work)."""
-    start = time.perf_counter()
-    share = 0.5 if options.edges else 0.9
-    runs = attribution_runs(
-        model,
-        ready.setup,
-        qk_fix=options.qk_fix,
-        grad_drop=options.grad_drop,
-        progress=part(progress, 0.0, share * 0.8),
-    )
-    result = attribution_patching(
-        model,
-        ready.setup,
-        qk_fix=options.qk_fix,
-        grad_drop=options.grad_drop,
-        verify_top=options.verify_top,
-        runs=runs,
-        progress=part(progress, share * 0.8, share * 0.2),
-    )
-    edges, edge_start = None, time.perf_counter()
-    if options.edges:
-        edges = edge_estimates(
-            model,
-            runs,
-            ready.setup,
-            mlps=options.edges,
-            progress=part(progress, share, 1.0 - share),
-        )
-    now = time.perf_counter()
-    return AtPFindings(result, edges, now - start, now - edge_start if edges else 0.0)
-
-
-def total_cost(model: LoadedModel, n_tokens: int, options: AtPOptions) -> CircuitsCost:
+def total_cost(model: LoadedModel, n_tokens: int, options: AtPOptions) -> PassPlan:
     """The job's whole cost: AtP with its options, plus the edge estimates when on."""
     cost = atp_cost(
         model,
@@ -102,14 +50,7 @@ def total_cost(model: LoadedModel, n_tokens: int, options: AtPOptions) -> Circui
     )
     if not options.edges:
         return cost
-    more = edges_cost(model, n_tokens, options.qk_fix, options.edges)
-    return CircuitsCost(
-        cost.forward_passes + more.forward_passes,
-        cost.backward_passes,
-        cost.flops + more.flops,
-        cost.seconds + more.seconds,
-        max(cost.peak_bytes, more.peak_bytes),
-    )
+    return cost.then(edges_cost(model, n_tokens, options.qk_fix, options.edges))
 
 
 def options_form(model: LoadedModel, ready: Ready, state: CircuitsState) -> None:
@@ -177,8 +118,16 @@ def run(model: LoadedModel, ready: Ready, state: CircuitsState) -> AtPFindings |
     found = job_view.run_job(
         atp_key(ready, options),
         "Attribution patching of every head",
-        lambda p: findings(model, ready, options, p),
-        cost=pool_cost(cost, "circuits-atp"),
+        lambda p: attribution_findings(
+            model,
+            ready.setup,
+            qk_fix=options.qk_fix,
+            grad_drop=options.grad_drop,
+            verify_top=options.verify_top,
+            edges=options.edges,
+            progress=p,
+        ),
+        cost=cost.cost,
     )
     return None if found is job_view.MISSING else found
 

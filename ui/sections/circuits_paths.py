@@ -18,7 +18,7 @@ from models.head import Head
 from models.model.loading import LoadedModel
 from ui import session
 from ui.keys import Circuits
-from ui.sections.circuits_session import Ready, apply, bound, path_key, pool_cost
+from ui.sections.circuits_session import Ready, apply, bound, path_key
 from ui.state import circuits as cs
 from ui.state.circuits import CircuitsState, PathRequest
 from ui.widgets import job_view
@@ -166,7 +166,7 @@ def section(model: LoadedModel, ready: Ready, state: CircuitsState) -> PathResul
         lambda p: path_patching(
             model, ready.setup, request.receiver, request.input, mlps=request.mlps, progress=p
         ),
-        cost=pool_cost(cost, "circuits-paths"),
+        cost=cost.cost,
     )
     if found is job_view.MISSING:
         return None

@@ -10,7 +10,6 @@ from typing import Any
 import streamlit as st
 
 from models.circuits import Baseline, CircuitTask, Setup
-from models.circuits.cost import Cost as CircuitsCost
 from models.circuits.presets import presets
 from models.errors import UserError
 from models.model.loading import LoadedModel
@@ -18,7 +17,6 @@ from ui import session
 from ui.keys import Circuits
 from ui.runtime import server
 from ui.runtime.job_keys import AttributionKey, CircuitKey, PathKey, PresetsKey, WeightsKey
-from ui.runtime.jobs import Cost
 from ui.state import circuits as cs
 from ui.state.circuits import AtPOptions, CircuitsState, PathRequest
 
@@ -102,12 +100,6 @@ def tabs(state: CircuitsState) -> dict[cs.Tab, Any]:
         args=(Circuits.TAB, lambda s, label: cs.edit(s, tab=by_label[label])),
     )
     return dict(zip(TAB_LABELS, made, strict=True))
-
-
-def pool_cost(cost: CircuitsCost, rate: str) -> Cost:
-    """A pool cost from a models.circuits cost: its FLOPs timed against this machine's measured
-    rate for ``rate``, its peak bytes checked against the limits."""
-    return Cost(work=max(cost.flops, 1.0), rate=rate, peak_bytes=cost.peak_bytes)
 
 
 def atp_key(ready: Ready, options: AtPOptions) -> AttributionKey:

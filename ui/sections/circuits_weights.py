@@ -10,8 +10,6 @@ finder's default settings): a stored result is reused, else the visitor may star
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,23 +18,20 @@ import streamlit as st
 
 from models.circuits import (
     Composition,
-    WeightScores,
-    composition,
     weight_data_correlation,
-    weight_scores,
 )
 from models.circuits.cost import weights_cost
+from models.circuits.findings import WeightFindings, weight_findings
 from models.heads.finding.corpus_scores import score_estimate
 from models.heads.finding.induction import repeated_estimate
 from models.heads.table import repeated_spread
 from models.model.forward import tokenize
 from models.model.loading import LoadedModel
-from models.progress import Progress, part
 from ui import session
 from ui.keys import Circuits
 from ui.runtime.job_keys import CorpusScoresKey, RepeatedKey
 from ui.sections import heads
-from ui.sections.circuits_session import apply, bound, finished, pool_cost, weights_key
+from ui.sections.circuits_session import apply, bound, finished, weights_key
 from ui.state import circuits as cs
 from ui.state.circuits import CircuitsState
 from ui.widgets import job_view
@@ -59,22 +54,6 @@ TOP_PAIRS = 15
 FINDER_TEXTS, FINDER_TOKENS, FINDER_SPAN, FINDER_BATCH, FINDER_SEED = 48, 256, 50, 8, 0
 
 
-@dataclass(frozen=True)
-class WeightFindings:
-    """Per-head scores and composition between heads, with the time they took."""
-
-    scores: WeightScores
-    composition: Composition
-    seconds: float
-
-
-def read_weights(model: LoadedModel, progress: Progress) -> WeightFindings:
-    start = time.perf_counter()
-    scores = weight_scores(model, progress=part(progress, 0.0, 0.6))
-    pairs = composition(model, progress=part(progress, 0.6, 0.4))
-    return WeightFindings(scores, pairs, time.perf_counter() - start)
-
-
 def weights(model: LoadedModel, state: CircuitsState) -> Any:
     """The weights job's result (started when cheap or asked), or None."""
     cost = weights_cost(model)
@@ -91,8 +70,8 @@ def weights(model: LoadedModel, state: CircuitsState) -> Any:
     found = job_view.run_job(
         key,
         "Reading every head's weights",
-        lambda p: read_weights(model, p),
-        cost=pool_cost(cost, "circuits-weights"),
+        lambda p: weight_findings(model, p),
+        cost=cost.cost,
     )
     return None if found is job_view.MISSING else found
 
@@ -229,10 +208,9 @@ def data_scores(model: LoadedModel, state: CircuitsState) -> tuple[Any, Any] | N
     if "data" not in state.asked:
         cap = corpus_key.max_tokens
         sizes = [int(tokenize(model, text, cap)[0].shape[1]) for text in corpus.texts]
-        seconds = (
-            repeated_estimate(model, span, FINDER_BATCH).seconds
-            + score_estimate(model, sizes).seconds
-        )
+        seconds = job_view.expected_seconds(
+            rep_key, repeated_estimate(model, span, FINDER_BATCH)
+        ) + job_view.expected_seconds(corpus_key, score_estimate(model, sizes))
         st.button(
             f"Compute the head finder's scores here ({len(sizes)} texts, "
             f"{sum(sizes):,} tokens and {FINDER_BATCH} repeated sequences; about "

@@ -6,6 +6,7 @@ import numpy as np
 import streamlit as st
 
 from models.classroom import real, steps
+from models.cost import Cost
 from models.errors import UserError
 from models.head import Head
 from models.model.facts import ModelFacts
@@ -13,7 +14,6 @@ from models.model.loading import LoadedModel
 from ui import session
 from ui.keys import Classroom
 from ui.runtime.job_keys import LayerKey
-from ui.runtime.jobs import Cost
 from ui.text import md
 from ui.widgets import job_view
 from ui.widgets.matrix import show
@@ -207,7 +207,9 @@ def _report_check(check: real.HeadCheck, acts: real.LayerActivations, facts: Mod
         )
 
 
-def layer_activations(model: LoadedModel, prompt: str, layer: int) -> real.LayerActivations:
+def layer_activations(
+    model: LoadedModel, prompt: str, layer: int
+) -> real.LayerActivations | job_view.Pending:
     """One layer's q, k, v, scores, pattern and z on the prompt's first tokens, as a job
     (:data:`ui.widgets.job_view.MISSING` while it runs)."""
     facts = model.facts
@@ -217,7 +219,7 @@ def layer_activations(model: LoadedModel, prompt: str, layer: int) -> real.Layer
         f"Reading layer {layer}'s q, k and v from the model",
         lambda progress: real.layer_activations(model, prompt, layer, MAX_TOKENS),
         cost=Cost(
-            work=facts.forward_flops(MAX_TOKENS),
+            flops=facts.forward_flops(MAX_TOKENS),
             peak_bytes=facts.activation_bytes(MAX_TOKENS)
             + 6 * 4 * facts.n_heads * MAX_TOKENS * max(MAX_TOKENS, facts.d_head),
         ),

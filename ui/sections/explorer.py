@@ -18,6 +18,7 @@ from streamlit.delta_generator import DeltaGenerator
 from models.capture.run import AttentionRun
 from models.capture.sinks import measured_sink
 from models.capture.words import WORD_RULE, Words
+from models.cost import Cost
 from models.errors import UserError
 from models.head import Head
 from models.model.facts import ModelFacts
@@ -25,7 +26,6 @@ from ui import session
 from ui.keys import Explorer
 from ui.runtime import server
 from ui.runtime.job_keys import RunKey, SinkSummaryKey, WeightingKey
-from ui.runtime.jobs import Cost
 from ui.sections import explorer_compare as compare_section
 from ui.sections import explorer_compare_detail as compare_detail
 from ui.sections import explorer_detail as detail
@@ -231,7 +231,7 @@ def weighting_toggle(view: ExplorerView, run: AttentionRun, key: RunKey) -> Any:
             WeightingKey(key),
             "Weighting every head by its values",
             results.weighting_work(key),
-            cost=Cost(work=run.facts.forward_flops(run.n_tokens), rate="weighting"),
+            cost=Cost(flops=run.facts.forward_flops(run.n_tokens)),
         )
     except UserError as err:
         session.show_error(err)

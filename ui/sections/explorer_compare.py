@@ -37,7 +37,6 @@ from ui import session
 from ui.keys import Explorer
 from ui.runtime import server
 from ui.runtime.job_keys import CompareKey, RunKey
-from ui.runtime.jobs import Cost
 from ui.sections import explorer_results as results
 from ui.sections.explorer_session import current_view, save, strongest, update, view_query
 from ui.state import explorer as state
@@ -168,15 +167,16 @@ def divergence(key: CompareKey, run_a: AttentionRun, run_b: AttentionRun) -> Com
     runtime, facts = server.current(), run_a.facts
     cost = compare_cost(facts, run_a.n_tokens, run_b.n_tokens, run_a.factored or run_b.factored)
     known = runtime.pool.finished(key) is not None or runtime.pool.get(key) is not None
+    seconds = job_view.expected_seconds(key, cost)
     if not known:
         st.caption(
             f"Comparing every head ({facts.n_layers * facts.n_heads} heads, "
             f"{run_a.n_tokens:,} × {run_b.n_tokens:,} tokens) takes "
-            f"{about(cost.seconds)} on 2 CPU cores and "
+            f"{about(seconds)} on this server and "
             f"{megabytes(cost.peak_bytes)} of memory beyond the two runs."
         )
         asked = key in st.session_state.get(Explorer.COMPARE_REQUESTED, set())
-        if cost.seconds > AUTO_START_S and not asked:
+        if seconds > AUTO_START_S and not asked:
             st.button(
                 "Compare every head",
                 key=Explorer.COMPARE_START,
@@ -190,7 +190,7 @@ def divergence(key: CompareKey, run_a: AttentionRun, run_b: AttentionRun) -> Com
             key,
             "Comparing every head of prompts A and B",
             compare_work(key),
-            cost=Cost(seconds=cost.seconds, peak_bytes=cost.peak_bytes),
+            cost=cost,
         )
     except UserError as err:
         session.show_error(err)

@@ -9,30 +9,19 @@ computed a band of aligned query rows at a time, reading only those rows from ea
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from models.capture.difference import aligned_rows
+from models.capture.difference import DifferenceOverview, aligned_rows
+from models.cost import Cost
 from models.head import Head
 from models.progress import Progress
 from ui.runtime import server
 from ui.runtime.job_keys import DifferenceOverviewKey
-from ui.runtime.jobs import Cost
 from viz.thumbnails import data_uri, pooled_png
 
 BAND = 128  # aligned query rows read at a time
-
-
-@dataclass(frozen=True)
-class DifferenceOverview:
-    """The picture (a PNG data URI) and the strongest |A − B| cell, in prompt-A tokens."""
-
-    src: str
-    query: int
-    key: int
-    top: float
 
 
 def token_axes(pair: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -101,8 +90,7 @@ def cost(pair: Any) -> Cost:
     cells = pair.alignment.n_aligned * (n_a + n_b)
     per_cell = 2 * facts.d_head + 8 if pair.run_a.factored else 4
     return Cost(
-        work=float(cells * per_cell),
-        rate="difference_overview",
+        flops=float(cells * per_cell),
         peak_bytes=int(BAND * (n_a + n_b) * 16 + 4 * n_a * n_a // max(1, n_a // 256)),
     )
 

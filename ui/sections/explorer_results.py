@@ -19,6 +19,7 @@ from models.capture.views import head_overview, pooled_layer, strongest_sink
 from models.capture.weighted import ValueWeighting, value_norms, value_weighting
 from models.capture.word_split import split_words
 from models.capture.words import Words
+from models.cost import Cost
 from models.head import Head
 from models.heads.finding.prompt_scores import head_marks, prompt_scores
 from models.heads.table import Thresholds
@@ -36,7 +37,6 @@ from ui.runtime.job_keys import (
     WeightingKey,
     WordsKey,
 )
-from ui.runtime.jobs import Cost
 from ui.widgets import job_view
 from viz.thumbnails import data_uri, pooled_png, pooled_pngs
 
@@ -187,8 +187,7 @@ def difference(key: RunKey, run: AttentionRun) -> PatternDifference | Any | None
         work,
         background=f"Measuring how far {run.dtype} lies from float32 on the first {rows:,} rows…",
         cost=Cost(
-            work=difference_flops(run),
-            rate="precision",
+            flops=difference_flops(run),
             peak_bytes=run.facts.capture_bytes(rows),
         ),
     )

@@ -25,7 +25,6 @@ from ui import session
 from ui.keys import Explorer
 from ui.runtime import server
 from ui.runtime.job_keys import RolloutKey, RunKey
-from ui.runtime.jobs import Cost
 from ui.sections import explorer_results as results
 from ui.sections.explorer_session import current_view, save, strongest, update
 from ui.state import explorer as state
@@ -120,7 +119,7 @@ def rollout_work(key: RolloutKey) -> Any:
         return rollout_weights(
             run,
             slice(units.start, units.stop),
-            key.direction,  # type: ignore[arg-type]
+            key.direction,
             words,
             progress=progress,
         )
@@ -140,7 +139,7 @@ def rollout(
             rkey,
             "Attention rollout through every layer",
             rollout_work(rkey),
-            cost=Cost(work=cost.flops, rate="rollout", peak_bytes=cost.peak_bytes),
+            cost=cost,
         )
     except UserError as err:
         session.show_error(err)

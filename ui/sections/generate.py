@@ -22,7 +22,7 @@ from models.model.loading import LoadedModel
 from ui import session
 from ui.keys import Generate, Session
 from ui.runtime.job_keys import GenerationKey
-from ui.runtime.jobs import Cost, Partial
+from ui.runtime.jobs import Partial
 from ui.state import generate as gs
 from ui.state.generate import GenerateState, Request
 from ui.text import md
@@ -210,7 +210,7 @@ def generation(model: LoadedModel) -> tuple[GenerationKey, Generation] | None:
             f"Writing up to {n_new:,} tokens after a {prompt.n_full:,}-token prompt with "
             f"{facts.name}",
             _work(model, request, partial),
-            cost=Cost(seconds=estimate.seconds, peak_bytes=estimate.peak_bytes),
+            cost=estimate,
             partial=partial,
         )
     except UserError as err:

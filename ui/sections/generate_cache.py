@@ -31,7 +31,6 @@ from models.progress import Progress
 from ui import session
 from ui.keys import Generate, Session
 from ui.runtime.job_keys import EvictionKey
-from ui.runtime.jobs import Cost
 from ui.sections.generate import current_state, save
 from ui.state import generate as gs
 from ui.text import md
@@ -266,11 +265,13 @@ def cost_and_run(model: LoadedModel, text: str, n: int, settings: EvictionSettin
     if problems:
         st.warning(md(" ".join(problems)))
     cost = estimate(model, n, settings)
+    key = EvictionKey(session.model_spec(model), text, settings)
+    seconds = job_view.expected_seconds(key, cost)
     runs = len(settings.policies) * len(settings.budgets)
     st.caption(
         f"Reads {n:,} tokens once with the full cache, then each of {runs} policy and budget "
-        f"pairs from the point where its cache first fills: about {max(cost.seconds, 1):,.0f} s "
-        f"(a first guess) and up to {human_bytes(cost.peak_bytes)} of memory beside the model."
+        f"pairs from the point where its cache first fills: about {max(seconds, 1):,.0f} s "
+        f"(an estimate) and up to {human_bytes(cost.peak_bytes)} of memory beside the model."
     )
     st.button(
         "Run the experiment",
@@ -290,7 +291,7 @@ def eviction_result(model: LoadedModel, sweep: gs.SweepRequest) -> None:
         key,
         f"Reading {n:,} tokens under each eviction policy",
         _sweep_work(model, sweep.text, sweep.settings),
-        cost=Cost(seconds=cost.seconds, peak_bytes=cost.peak_bytes),
+        cost=cost,
     )
     if found is job_view.MISSING:
         return

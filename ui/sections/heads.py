@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from models.cost import Cost
 from models.errors import UserError
 from models.head import Head
-from models.heads.cost import Estimate
 from models.heads.finding.corpus import Corpus, default_corpus, parse_upload
 from models.heads.finding.corpus_scores import (
     EXAMPLE_SCORES,
@@ -28,25 +28,17 @@ from models.model.loading import LoadedModel
 from ui import session
 from ui.keys import Heads
 from ui.runtime.job_keys import CorpusKey, CorpusScoresKey, RepeatedKey
-from ui.runtime.jobs import Cost
 from ui.text import md
 from ui.widgets import job_view
 from viz.heatmap import score_grid
 
 DEFAULTS = Thresholds()
+CORPUS_READ_S = 2.0  # the bundled model reads its held-out split of the standard library
 SOURCES = {
     "bundled": "The bundled corpus",
     "prompt": "The sidebar prompt",
     "upload": "A file you upload",
 }
-
-
-def cost_of(estimate: Estimate, rate: str) -> Cost:
-    """A pool cost from a models.heads estimate: its seconds become work timed against this
-    machine's measured rate for ``rate``, its peak bytes are checked against the limits."""
-    from models.heads.cost import FLOPS
-
-    return Cost(work=estimate.seconds * FLOPS["cpu"], rate=rate, peak_bytes=estimate.peak_bytes)
 
 
 def start(key: str, value: Any) -> Any:
@@ -66,7 +58,7 @@ def bundled_corpus(model: LoadedModel) -> Any:
         CorpusKey(session.model_spec(model)),
         "Reading the bundled corpus",
         lambda progress: default_corpus(model),
-        cost=Cost(seconds=2.0),
+        cost=Cost(overhead_s=CORPUS_READ_S),
     )
 
 
@@ -168,7 +160,7 @@ def measure(
         RepeatedKey(spec, seq_len, batch, seed),
         f"Scoring every head on {batch} sequences of repeated random tokens",
         lambda p: measure_repeated(model, seq_len, batch, seed, progress=p),
-        cost=cost_of(repeated_estimate(model, seq_len, batch), "repeated"),
+        cost=repeated_estimate(model, seq_len, batch),
     )
     sizes = [int(tokenize(model, text, cap)[0].shape[1]) for text in corpus.texts]
     text_word = "text" if len(sizes) == 1 else "texts"
@@ -176,7 +168,7 @@ def measure(
         CorpusScoresKey(spec, corpus.key, cap),
         f"Scoring every head on {len(sizes)} {text_word} ({sum(sizes):,} tokens)",
         lambda p: score_corpus(model, corpus.texts, cap, p),
-        cost=cost_of(score_estimate(model, sizes), "corpus-scores"),
+        cost=score_estimate(model, sizes),
     )
     return rep, scores
 

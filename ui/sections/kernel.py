@@ -16,13 +16,13 @@ from models.attention.check import (
     KernelReport,
     check_kernel,
 )
+from models.cost import Cost
 from models.head import Head
 from models.model.facts import ModelFacts
 from models.model.loading import LoadedModel
 from ui import session
 from ui.keys import Kernel
 from ui.runtime.job_keys import KernelKey
-from ui.runtime.jobs import Cost
 from ui.text import md
 from ui.widgets import job_view
 from viz.kernel_figures import error_grid, pattern_comparison
@@ -74,7 +74,7 @@ def report(model: LoadedModel, prompt: str, dtype: KernelDType) -> Any:
         "Running the kernel on every layer",
         lambda progress: check_kernel(model, prompt, max_tokens=MAX_TOKENS, dtype=dtype),
         cost=Cost(
-            work=3 * facts.forward_flops(MAX_TOKENS),
+            flops=3 * facts.forward_flops(MAX_TOKENS),
             peak_bytes=4 * facts.pattern_bytes(MAX_TOKENS) + facts.activation_bytes(MAX_TOKENS),
         ),
     )

@@ -32,7 +32,6 @@ from ui import session
 from ui.keys import Heads
 from ui.runtime import server
 from ui.runtime.job_keys import CurveKey, ImportanceKey, PruneKey
-from ui.sections.heads import cost_of
 from ui.widgets import job_view
 from viz.heads_figures import pruning_curve
 from viz.heatmap import score_grid
@@ -108,21 +107,22 @@ def measure(model: LoadedModel, corpus: Corpus, cap: int) -> Measured | None:
     sizes = [int(t.ids.shape[1]) for t in tasks]
     methods = tuple(sorted({"gradient"} | ({str(ranking)} & {"zero", "mean"})))
     estimate = imp_.importance_estimate(model, sizes, methods)
+    key = ImportanceKey(session.model_spec(model), corpus.key, int(budget), cap, methods)
+    seconds = job_view.expected_seconds(key, estimate)
     texts = "text" if len(tasks) == 1 else "texts"
     _start(Heads.ABLATE, not big)
     if not st.toggle(
         f"Measure it in {model.spec.dtype}: {len(tasks)} {texts}, {sum(sizes)} "
-        f"tokens, {' + '.join(methods)} (first guess {estimate.seconds:.0f} s)",
+        f"tokens, {' + '.join(methods)} (about {seconds:.0f} s)",
         key=Heads.ABLATE,
     ):
         return None
-    key = ImportanceKey(session.model_spec(model), corpus.key, int(budget), cap, methods)
     work = "Ranking every head" if ranking in ("gradient", "first_order") else "Ablating every head"
     found = job_view.run_job(
         key,
         f"{work} over the corpus",
         lambda p: imp_.measure_corpus_importance(model, tasks, methods, p),
-        cost=cost_of(estimate, "importance"),
+        cost=estimate,
     )
     if found is job_view.MISSING:
         return None
@@ -146,7 +146,7 @@ def show_importance(model: LoadedModel, corpus: Corpus, measured: Measured) -> l
         CurveKey(measured.key, measured.ranking, measured.method),
         "Pruning curve",
         work_curve,
-        cost=cost_of(imp_.curve_estimate(model, sizes, len(ks)), "curve"),
+        cost=imp_.curve_estimate(model, sizes, len(ks)),
     )
     kind = "next-token" if imp.kind == "next_token" else "masked-token"
     st.caption(
@@ -171,11 +171,12 @@ def show_importance(model: LoadedModel, corpus: Corpus, measured: Measured) -> l
     )
     if curve is job_view.MISSING:
         return order
+    ks, losses = curve[0], [float(loss) for loss in curve[1]]
     right.plotly_chart(
         pruning_curve(
-            curve[1],
+            losses,
             order,
-            ks=curve[0],
+            ks=ks,
             loss_name=f"{kind} loss",
             title=f"Loss with the k least important heads {measured.method}-ablated",
         ),
@@ -186,8 +187,8 @@ def show_importance(model: LoadedModel, corpus: Corpus, measured: Measured) -> l
         measured.ranking,
         measured.method,
         order,
-        curve[0],
-        curve[1],
+        ks,
+        losses,
         model.facts.name,
         corpus.name,
     )
@@ -283,7 +284,7 @@ def export(model: LoadedModel, measured: Measured, order: list[Head]) -> None:
         key,
         "Pruning, writing and timing the checkpoint",
         lambda p: prune_and_export(spec, heads, root, measured.tasks, p, budget_bytes=budget),
-        cost=cost_of(estimate, "export"),
+        cost=estimate,
     )
     if report is job_view.MISSING:
         return

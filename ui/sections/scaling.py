@@ -9,6 +9,7 @@ import numpy as np
 import streamlit as st
 import torch
 
+from models.cost import Cost
 from models.errors import UserError
 from models.head import Head, all_heads
 from models.model.facts import ModelFacts
@@ -27,7 +28,6 @@ from ui import session
 from ui.keys import Scaling
 from ui.runtime import server
 from ui.runtime.job_keys import LogitsKey, LossSweepKey, SweepKey, SyntheticKey
-from ui.runtime.jobs import Cost
 from ui.text import md
 from ui.widgets import job_view
 from viz import scaling_figures as figs
@@ -95,7 +95,7 @@ def logits(model: LoadedModel, prompt: str) -> tuple[LogitsKey, Any]:
         "Capturing every head's attention logits",
         lambda progress: scaling_capture.capture_scores(model, prompt, MAX_TOKENS),
         cost=Cost(
-            work=2 * facts.forward_flops(MAX_TOKENS),
+            flops=2 * facts.forward_flops(MAX_TOKENS),
             peak_bytes=4 * facts.pattern_bytes(MAX_TOKENS) + facts.activation_bytes(MAX_TOKENS),
         ),
     )
@@ -109,7 +109,7 @@ def sweep_stats(key: LogitsKey, found: ScoreCapture, factors: np.ndarray) -> Any
         SweepKey(key, values),
         "Sweeping the scale",
         lambda progress: sweep(found.scores, np.asarray(values)),
-        cost=Cost(work=40.0 * cells * len(values), rate="sweep", peak_bytes=int(8 * 8 * cells)),
+        cost=Cost(flops=40.0 * cells * len(values), peak_bytes=int(8 * 8 * cells)),
     )
 
 
@@ -129,7 +129,7 @@ def loss_curve(model: LoadedModel, key: LogitsKey, factors: tuple[float, ...]) -
         "Re-running the model at every point",
         work,
         cost=Cost(
-            work=len(factors) * facts.forward_flops(MAX_TOKENS),
+            flops=len(factors) * facts.forward_flops(MAX_TOKENS),
             peak_bytes=2 * facts.pattern_bytes(MAX_TOKENS),
         ),
     )

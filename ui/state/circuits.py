@@ -17,7 +17,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 
 from models.circuits.composition import Composition
-from models.circuits.cost import Cost
+from models.circuits.cost import PassPlan
 from models.circuits.graph import CircuitGraph, Edge
 from models.circuits.head_weights import Projection
 from models.circuits.paths import MLPMode
@@ -195,7 +195,7 @@ def set_atp(state: CircuitsState, **changes: Any) -> CircuitsState:
     return replace(state, atp=replace(state.atp, **changes))
 
 
-def extra_cost(more: Cost, base: Cost) -> str:
+def extra_cost(more: PassPlan, base: PassPlan) -> str:
     """What ``more`` costs beyond ``base``: ``+14.5 backward passes, about +6 s, +38 MB``."""
     parts = []
     for name, diff in (

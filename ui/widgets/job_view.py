@@ -11,32 +11,37 @@ what it has produced so far, escaped, refreshed with the progress.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from concurrent.futures import CancelledError
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
+from enum import Enum
+from typing import Any, Final, Literal, TypeVar
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from models.cost import Cost
 from models.progress import Cancelled
 from ui.keys import Session
 from ui.runtime import server
-from ui.runtime.jobs import Cost, Job, Partial, Work
+from ui.runtime.jobs import Job, Partial, Work
+from ui.runtime.store import JobKey
 from ui.text import md
 
 LIGHT_WAIT_S = 15.0
 STREAM_REFRESH_S = 0.3  # how often the panel of work that writes as it goes is redrawn
 
 
-class _Missing:
+R = TypeVar("R")
+
+
+class Missing(Enum):
     """The result is not ready yet (the page shows progress instead)."""
 
-    def __repr__(self) -> str:
-        return "MISSING"
+    MISSING = "missing"
 
 
-MISSING: Any = _Missing()
+MISSING: Final = Missing.MISSING
+Pending = Literal[Missing.MISSING]
 
 
 def session_id() -> str:
@@ -61,26 +66,35 @@ def duration(seconds: float | None) -> str:
     return f"about {seconds / 60:.0f} min left"
 
 
-def cancelled(key: Hashable) -> bool:
+def expected_seconds(key: JobKey[Any], cost: Cost) -> float:
+    """Seconds ``cost`` should take for a job of ``key``'s kind, at the rate this server
+    measured for that kind (what a page states before the work starts)."""
+    found = server.current().pool.estimate(key, cost)
+    return cost.seconds() if found is None else found
+
+
+def cancelled(key: JobKey[Any]) -> bool:
     """Whether this session stopped the job for ``key`` (and has not started it again)."""
     return key in st.session_state.get(Session.CANCELLED, set())
 
 
-def _button_key(prefix: str, key: Hashable) -> str:
+def _button_key(prefix: str, key: JobKey[Any]) -> str:
     return f"{prefix}_{abs(hash(key))}"
 
 
 def run_job(
-    key: Hashable,
+    key: JobKey[R],
     label: str,
-    work: Work,
+    work: Work[R],
     *,
-    cost: Cost | None = None,
+    cost: Cost,
     wait_s: float | None = None,
     partial: Partial | None = None,
     background: str | None = None,
-) -> Any:
-    """The result of ``work`` for ``key``, or :data:`MISSING` while it is still running.
+) -> R | Pending:
+    """The result of ``work`` for ``key`` (the type ``key`` declares), or :data:`MISSING` while
+    it is still running. ``cost`` is what it will take, checked against the operator's limits
+    before it starts and timed at this machine's measured rate for its kind.
 
     A stored result is pinned for this session (the store evicts it last while the tab is
     open). Raises whatever the work raised (a :class:`models.errors.UserError` for the page to
@@ -120,7 +134,7 @@ def run_job(
     return value
 
 
-def _result(job: Job, label: str, wait_s: float) -> Any:
+def _result(job: Job[R], label: str, wait_s: float) -> R:
     """The job's result within ``wait_s`` seconds; light work, slowed by a busy server, gets up to
     :data:`LIGHT_WAIT_S` more under a spinner, so the page still draws in one run (streaming
     work shows its panel instead: what it has so far beats a spinner).
@@ -138,7 +152,7 @@ def _result(job: Job, label: str, wait_s: float) -> Any:
         return job.future.result(timeout=LIGHT_WAIT_S)
 
 
-def _status(job: Job) -> tuple[float, str]:
+def _status(job: Job[Any]) -> tuple[float, str]:
     ahead = server.current().pool.ahead(job)
     if ahead:
         return 0.0, (
@@ -151,7 +165,7 @@ def _status(job: Job) -> tuple[float, str]:
     return job.fraction, f"{md(job.label)}: {md(step_text(job))} · {duration(left)}{note}"
 
 
-def step_text(job: Job) -> str:
+def step_text(job: Job[Any]) -> str:
     """The job's latest step, without repeating its label (work often reports both)."""
     text, label = job.text.strip(), job.label.strip().rstrip(".")
     if text.lower().startswith(label.lower()):
@@ -160,25 +174,25 @@ def step_text(job: Job) -> str:
 
 
 @st.fragment(run_every=1.0)
-def progress_panel(key: Hashable) -> None:
+def progress_panel(key: JobKey[Any]) -> None:
     """Progress of the job computing ``key``; reruns the page once it has finished."""
     _panel(key)
 
 
 @st.fragment(run_every=STREAM_REFRESH_S)
-def streaming_panel(key: Hashable) -> None:
+def streaming_panel(key: JobKey[Any]) -> None:
     """Progress of a job that writes as it goes (a generation), refreshed more often."""
     _panel(key)
 
 
 @st.fragment(run_every=1.0)
-def waiting_note(key: Hashable, text: str) -> None:
+def waiting_note(key: JobKey[Any], text: str) -> None:
     """One line while background work for ``key`` runs; the page is drawn again once it ends."""
     if _running(key) is not None:
         st.caption(md(text))
 
 
-def _running(key: Hashable) -> Job | None:
+def _running(key: JobKey[Any]) -> Job[Any] | None:
     """The job still computing ``key``; once it has ended, the page is drawn again."""
     job = server.current().pool.get(key)
     if job is None or job.future is None or job.future.done():
@@ -186,7 +200,7 @@ def _running(key: Hashable) -> Job | None:
     return job
 
 
-def _panel(key: Hashable) -> None:
+def _panel(key: JobKey[Any]) -> None:
     job = _running(key)
     if job is None:
         return

@@ -18,13 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 from jaxtyping import Float, Int
 
-from models.heads.cost import (
-    Estimate,
-    d_vocab,
-    forward_peak_bytes,
-    forward_seconds,
-    layer_pattern_bytes,
-)
+from models.cost import Cost, device_of
+from models.heads.cost import forward_peak_bytes, layer_pattern_bytes
 from models.heads.finding.scores import (
     current_token_score,
     duplicate_mask,
@@ -214,15 +209,14 @@ def score_peak_bytes(facts: ModelFacts, vocab: int, n_tokens: int) -> int:
     return group + forward_peak_bytes(facts, vocab, n_tokens) + SCORING_COPIES * layer
 
 
-def score_estimate(model: LoadedModel, sizes: Sequence[int]) -> Estimate:
-    """Seconds and peak bytes of :func:`score_corpus` on texts of ``sizes`` tokens (each
-    already cut to ``max_tokens``), before it runs; a long text costs one pass per layer group."""
+def score_estimate(model: LoadedModel, sizes: Sequence[int]) -> Cost:
+    """The cost of :func:`score_corpus` on texts of ``sizes`` tokens (each already cut to
+    ``max_tokens``), before it runs; a long text costs one pass per layer group."""
     facts = model.facts
-    seconds = sum(
-        len(layer_groups(model, n)) * forward_seconds(facts, model.spec.device, n) for n in sizes
-    )
-    return Estimate(
-        seconds=seconds, peak_bytes=score_peak_bytes(facts, d_vocab(model), max(sizes, default=1))
+    return Cost(
+        flops=sum(len(layer_groups(model, n)) * facts.forward_flops(n) for n in sizes),
+        peak_bytes=score_peak_bytes(facts, facts.d_vocab, max(sizes, default=1)),
+        device=device_of(model.spec.device),
     )
 
 

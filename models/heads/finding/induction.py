@@ -23,14 +23,9 @@ import numpy as np
 import torch
 from jaxtyping import Float, Int
 
+from models.cost import Cost, device_of
 from models.errors import UserError
-from models.heads.cost import (
-    Estimate,
-    d_vocab,
-    forward_peak_bytes,
-    forward_seconds,
-    layer_pattern_bytes,
-)
+from models.heads.cost import forward_peak_bytes, layer_pattern_bytes
 from models.heads.finding.scores import (
     current_token_score,
     duplicate_token_score,
@@ -208,22 +203,20 @@ def repeated_peak_bytes(
     return chunk * sequence_bytes(facts, vocab, repeated_positions(seq_len)) + kept
 
 
-def repeated_seconds(facts: ModelFacts, device: str, seq_len: int, batch: int) -> float:
-    """A first guess at the seconds of :func:`measure_repeated`: the forward passes and the
-    numpy scoring of every layer's patterns (:data:`SCORING_PASSES` reads of each entry)."""
-    n = repeated_positions(seq_len)
-    entries = batch * facts.n_total_heads * n * n
-    return forward_seconds(facts, device, n, batch) + SCORING_PASSES * entries / SCORED_PER_SECOND
-
-
 def repeated_estimate(
     model: LoadedModel, seq_len: int, batch: int, chunk: int | None = None
-) -> Estimate:
-    """Seconds and peak bytes of :func:`measure_repeated` on ``model``, before it runs."""
+) -> Cost:
+    """The cost of :func:`measure_repeated` on ``model``, before it runs: the forward passes,
+    and the NumPy scoring of every layer's patterns (:data:`SCORING_PASSES` reads of each
+    entry) as fixed seconds."""
     facts = model.facts
-    return Estimate(
-        seconds=repeated_seconds(facts, model.spec.device, seq_len, batch),
-        peak_bytes=repeated_peak_bytes(facts, d_vocab(model), seq_len, batch, chunk),
+    n = repeated_positions(seq_len)
+    entries = batch * facts.n_total_heads * n * n
+    return Cost(
+        flops=batch * facts.forward_flops(n),
+        peak_bytes=repeated_peak_bytes(facts, facts.d_vocab, seq_len, batch, chunk),
+        overhead_s=SCORING_PASSES * entries / SCORED_PER_SECOND,
+        device=device_of(model.spec.device),
     )
 
 
@@ -275,7 +268,7 @@ def measure_repeated(
         ScoreError: for settings the model cannot run.
     """
     tokens = repeated_tokens(model, seq_len, batch, seed)
-    chunk = max(1, min(batch, chunk or default_chunk(model.facts, d_vocab(model), seq_len)))
+    chunk = max(1, min(batch, chunk or default_chunk(model.facts, model.facts.d_vocab, seq_len)))
     n_layers = model.facts.n_layers
     shape = (batch, n_layers, model.facts.n_heads)
     out = {name: np.full(shape, np.nan) for name in REPEATED_SCORES}

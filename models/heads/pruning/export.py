@@ -22,10 +22,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from models.cost import Cost, device_of
 from models.disk_budget import entry_size, make_room, touch
 from models.errors import UserError
 from models.head import Head
-from models.heads.cost import Estimate, forward_seconds
 from models.heads.pruning.loss import LossTask
 from models.heads.pruning.prune import (
     PrunePlan,
@@ -50,6 +50,7 @@ from models.progress import Progress, quiet
 
 TOKENIZER_BYTES = 16 * 2**20  # room kept for the tokenizer files and pruning.json
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+DISK_BYTES_PER_S = 2e8  # writing, zipping and reading a checkpoint back (bytes a second)
 
 
 class ExportError(UserError):
@@ -118,21 +119,26 @@ def checkpoint_bytes(n_params: int, dtype: str) -> int:
     return n_params * DTYPE_BYTES.get(dtype, 4) + TOKENIZER_BYTES
 
 
-def export_estimate(model: LoadedModel, tasks: Sequence[LossTask]) -> tuple[Estimate, int]:
-    """Seconds, peak bytes and disk bytes of :func:`prune_and_export`, before it runs.
+def export_estimate(model: LoadedModel, tasks: Sequence[LossTask]) -> tuple[Cost, int]:
+    """The cost and the disk bytes of :func:`prune_and_export`, before it runs.
 
     Memory: two plain copies of the weights at once (the original and the pruned one, then the
     one read back) and one forward pass. Time: loading, writing and reading back, plus the
     loss and ``2 * (TIMING_ROUNDS + 2)`` timed passes over the corpus.
 
     Returns:
-        ``(Estimate, disk bytes of the checkpoint and of its zip together)``.
+        ``(Cost, disk bytes of the checkpoint and of its zip together)``.
     """
     facts = model.facts
     weights = checkpoint_bytes(facts.n_params, model.spec.dtype)
-    passes = sum(forward_seconds(facts, model.spec.device, int(t.ids.shape[1])) for t in tasks)
-    seconds = 5.0 + 3 * weights / 2e8 + (2 * TIMING_ROUNDS + 6) * passes
-    return Estimate(seconds=seconds, peak_bytes=2 * weights), 2 * weights
+    passes = sum(facts.forward_flops(int(t.ids.shape[1])) for t in tasks)
+    cost = Cost(
+        flops=(2 * TIMING_ROUNDS + 6) * passes,
+        peak_bytes=2 * weights,
+        overhead_s=5.0 + 3 * weights / DISK_BYTES_PER_S,
+        device=device_of(model.spec.device),
+    )
+    return cost, 2 * weights
 
 
 def write_checkpoint(spec: ModelSpec, pruned: Any, directory: Path, plan: PrunePlan) -> None:

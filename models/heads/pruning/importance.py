@@ -22,17 +22,16 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
+from models.cost import Cost
 from models.head import Head, all_heads
 from models.heads.cost import (
     FLOAT_BYTES,
     RESIDUAL_COPIES,
-    Estimate,
     Meter,
-    d_vocab,
     forward_peak_bytes,
     layer_pattern_bytes,
     pass_cost,
-    seconds_for,
+    work_cost,
 )
 from models.heads.finding.spread import Spread, spread
 from models.heads.names import ABLATION_METHODS, AblationMethod, Ranking
@@ -208,7 +207,7 @@ def masks_peak_bytes(model: LoadedModel, n_tokens: int) -> int:
     facts = model.facts
     copies = max(1, TOKENS_PER_BATCH // max(n_tokens, 1))
     stored = facts.n_layers * n_tokens * facts.d_model * FLOAT_BYTES
-    return stored + forward_peak_bytes(facts, d_vocab(model), n_tokens, copies)
+    return stored + forward_peak_bytes(facts, facts.d_vocab, n_tokens, copies)
 
 
 def gradient_peak_bytes(model: LoadedModel, n_tokens: int) -> int:
@@ -220,29 +219,23 @@ def gradient_peak_bytes(model: LoadedModel, n_tokens: int) -> int:
         2 * layer_pattern_bytes(facts, n_tokens)
         + RESIDUAL_COPIES * n_tokens * facts.d_model * FLOAT_BYTES
     )
-    return facts.n_layers * per_layer + 2 * n_tokens * d_vocab(model) * FLOAT_BYTES
+    return facts.n_layers * per_layer + 2 * n_tokens * facts.d_vocab * FLOAT_BYTES
 
 
-def importance_estimate(
-    model: LoadedModel, sizes: Sequence[int], methods: Sequence[str]
-) -> Estimate:
-    """Seconds and peak bytes of :func:`measure_corpus_importance` on texts of ``sizes``
-    tokens, before it runs (the longest text sets the peak)."""
+def importance_estimate(model: LoadedModel, sizes: Sequence[int], methods: Sequence[str]) -> Cost:
+    """The cost of :func:`measure_corpus_importance` on texts of ``sizes`` tokens, before it
+    runs (the longest text sets the peak)."""
     longest = max(sizes, default=1)
     peak = masks_peak_bytes(model, longest)
     if "gradient" in methods:
         peak = max(peak, gradient_peak_bytes(model, longest))
-    return Estimate(
-        seconds=seconds_for(model, importance_work(model, sizes, methods)), peak_bytes=peak
-    )
+    return work_cost(model, importance_work(model, sizes, methods), peak)
 
 
-def curve_estimate(model: LoadedModel, sizes: Sequence[int], n_points: int) -> Estimate:
-    """Seconds and peak bytes of :func:`pruning_curve` with ``n_points`` head sets."""
+def curve_estimate(model: LoadedModel, sizes: Sequence[int], n_points: int) -> Cost:
+    """The cost of :func:`pruning_curve` with ``n_points`` head sets."""
     work = sum(pass_cost(model, n) + pass_cost(model, n, copies=n_points) for n in sizes)
-    return Estimate(
-        seconds=seconds_for(model, work), peak_bytes=masks_peak_bytes(model, max(sizes, default=1))
-    )
+    return work_cost(model, work, masks_peak_bytes(model, max(sizes, default=1)))
 
 
 def importance_work(model: LoadedModel, sizes: Sequence[int], methods: Sequence[str]) -> float:

@@ -126,6 +126,6 @@ def test_one_layer_per_pass_gives_the_same_scores(bundled, scored, monkeypatch):
 
 def test_score_estimate_grows_with_the_texts(bundled):
     small, large = score_estimate(bundled, [32]), score_estimate(bundled, [32, 128])
-    assert 0 < small.seconds < large.seconds and 0 < small.peak_bytes < large.peak_bytes
+    assert 0 < small.seconds() < large.seconds() and 0 < small.peak_bytes < large.peak_bytes
     facts = bundled.facts
     assert large.peak_bytes >= facts.n_total_heads * 128 * 128 * 4  # every pattern at 128 tokens

@@ -78,7 +78,7 @@ def test_peak_estimate_grows_with_the_chunk_not_the_batch():
 
 def test_estimate_of_a_loaded_model(bundled):
     small, large = repeated_estimate(bundled, 10, 2), repeated_estimate(bundled, 40, 8)
-    assert 0 < small.seconds < large.seconds and 0 < small.peak_bytes < large.peak_bytes
+    assert 0 < small.seconds() < large.seconds() and 0 < small.peak_bytes < large.peak_bytes
 
 
 def test_settings_out_of_range_say_so(bundled):

@@ -118,5 +118,5 @@ def test_importance_estimate_grows_with_the_text_and_the_gradient(bundled):
     short = importance_estimate(bundled, [64], ("zero",))
     long = importance_estimate(bundled, [128], ("zero",))
     grad = importance_estimate(bundled, [128], ("zero", "gradient"))
-    assert 0 < short.seconds < long.seconds < grad.seconds
+    assert 0 < short.seconds() < long.seconds() < grad.seconds()
     assert 0 < short.peak_bytes < long.peak_bytes <= grad.peak_bytes
