@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import Literal, NamedTuple
+
+SharingKind = Literal["MHA", "GQA", "MQA"]
 
 _SPELLING = re.compile(r"^\s*(\d{1,6})\.(\d{1,6})\s*$")
 
@@ -49,3 +51,57 @@ def all_heads(n_layers: int, n_heads: int) -> Iterator[Head]:
     for layer in range(n_layers):
         for index in range(n_heads):
             yield Head(layer, index)
+
+
+class HeadGroups(NamedTuple):
+    """Which key/value head each query head reads: ``n_heads`` query heads in ``n_kv_heads``
+    groups of :attr:`size` consecutive heads (Hugging Face's order), each group sharing one key
+    and value head. ``n_kv_heads == n_heads`` is multi-head attention, ``1`` is multi-query."""
+
+    n_heads: int
+    n_kv_heads: int
+
+    @classmethod
+    def checked(cls, n_heads: int, n_kv_heads: int) -> HeadGroups:
+        """The grouping of ``n_heads`` query heads into ``n_kv_heads`` groups.
+
+        Raises:
+            ValueError: the heads do not split into equal groups.
+        """
+        if n_heads < 1 or n_kv_heads < 1:
+            raise ValueError("Both head counts must be at least 1.")
+        if n_kv_heads > n_heads:
+            raise ValueError(
+                f"{n_kv_heads} key/value heads is more than the {n_heads} query heads."
+            )
+        if n_heads % n_kv_heads:
+            raise ValueError(
+                f"{n_heads} query heads cannot be split evenly into {n_kv_heads} groups; "
+                f"pick a divisor of {n_heads}."
+            )
+        return cls(n_heads, n_kv_heads)
+
+    @property
+    def kind(self) -> SharingKind:
+        """``"MHA"`` when every query head has its own key/value head, ``"MQA"`` for one
+        shared by all, ``"GQA"`` in between."""
+        if self.n_kv_heads == self.n_heads:
+            return "MHA"
+        return "MQA" if self.n_kv_heads == 1 else "GQA"
+
+    @property
+    def size(self) -> int:
+        """Query heads per key/value head."""
+        return self.n_heads // self.n_kv_heads
+
+    def kv_head(self, head_index: int) -> int:
+        """The key/value head query head ``head_index`` reads."""
+        return head_index // self.size
+
+    def query_heads(self, kv_head: int) -> range:
+        """The query heads that read key/value head ``kv_head``."""
+        return range(kv_head * self.size, (kv_head + 1) * self.size)
+
+    def kv_heads(self) -> list[int]:
+        """The key/value head of every query head, in order."""
+        return [self.kv_head(h) for h in range(self.n_heads)]

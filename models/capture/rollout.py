@@ -21,14 +21,13 @@ from models.capture.store import DensePatterns
 from models.capture.words import Words, merge_strip
 from models.cost import ASSUMED_FLOPS, Cost
 from models.errors import UserError
+from models.model.facts import DENSE_LIMIT_BYTES, ModelFacts
 from models.progress import Progress, quiet
 
 if TYPE_CHECKING:
     from models.capture.run import AttentionRun
-    from models.model.facts import ModelFacts
 
 RESIDUAL = 0.5
-DEFAULT_BUDGET_BYTES = 192 * 1024**2  # what a run may hold as whole patterns (run.DENSE_LIMIT)
 MATMUL_FLOPS_PER_S = 2.0e10  # 2 CPU cores, float64
 
 ROLLOUT_RULE = (
@@ -51,12 +50,12 @@ def rollout_bytes(facts: ModelFacts, n_tokens: int) -> int:
     return n_tokens * n_tokens * facts.n_layers * 4
 
 
-def longest_rollout(facts: ModelFacts, budget: int = DEFAULT_BUDGET_BYTES) -> int:
+def longest_rollout(facts: ModelFacts, budget: int = DENSE_LIMIT_BYTES) -> int:
     """The most tokens a q/k/LSE-held run may have for rollout within ``budget``."""
     return int((budget / (facts.n_layers * 4)) ** 0.5)
 
 
-def check_rollout(run: AttentionRun, budget: int = DEFAULT_BUDGET_BYTES) -> None:
+def check_rollout(run: AttentionRun, budget: int = DENSE_LIMIT_BYTES) -> None:
     """Raise :class:`RolloutTooLong` unless the run holds its patterns or they fit ``budget``."""
     if isinstance(run.store, DensePatterns):
         return
@@ -78,7 +77,7 @@ def mixing(run: AttentionRun, layer: int) -> Float[np.ndarray, "query_pos key_po
 
 
 def attention_rollout(
-    run: AttentionRun, budget: int = DEFAULT_BUDGET_BYTES, progress: Progress = quiet
+    run: AttentionRun, budget: int = DENSE_LIMIT_BYTES, progress: Progress = quiet
 ) -> Float[np.ndarray, "query_pos key_pos"]:
     """The whole rollout ``R = Ã_L ⋯ Ã_1`` (cost: :func:`rollout_cost` with ``full``).
 
@@ -99,7 +98,7 @@ def rollout_weights(
     span: int | slice,
     direction: Literal["from", "to"],
     words: Words | None = None,
-    budget: int = DEFAULT_BUDGET_BYTES,
+    budget: int = DENSE_LIMIT_BYTES,
     progress: Progress = quiet,
 ) -> Float[np.ndarray, " pos"]:
     """The rollout from a token (its row) or to it (its column), for the token strip.

@@ -22,7 +22,7 @@ from models.capture.store import (
     read_only,
 )
 from models.capture.streaming import stream
-from models.model.facts import ModelFacts
+from models.model.facts import DENSE_LIMIT_BYTES, ModelFacts
 from models.model.forward import every_layer, pattern_hook, run_hooks, tokenize
 from models.model.loading import LoadedModel
 from models.model.spec import ModelSpec
@@ -30,7 +30,6 @@ from models.model.tokens import readable_tokens
 from models.progress import Progress, part, quiet
 from models.shapes import HeadPattern, LayerPatterns, PatternStack, TokenIds
 
-DENSE_LIMIT_BYTES = 192 * 1024**2
 CapturePath = Literal["dense", "fused", "hooks", "shortened"]
 
 
@@ -115,10 +114,6 @@ class AttentionRun:
         return [f"({i}) {tok}" for i, tok in enumerate(self.tokens)]
 
 
-def dense_bytes(facts: ModelFacts, n_tokens: int) -> int:
-    return facts.n_layers * facts.n_heads * n_tokens * n_tokens * 4
-
-
 def capture_dense(model: LoadedModel, ids: TokenIds) -> DensePatterns:
     """Every layer's ``hook_pattern``, stacked.
 
@@ -173,14 +168,14 @@ def capture(
     fallback = None
     # a low-precision model's own patterns are rounded: the fused pass rebuilds them in float32
     low_precision = model.spec.dtype != "float32"
-    if low_precision or dense_bytes(model.facts, ids.shape[1]) > dense_limit:
+    if low_precision or model.facts.pattern_bytes(int(ids.shape[1])) > dense_limit:
         store, fallback = stream(model, ids, part(progress, 0.0, 0.95), overview_arithmetic)
         path = "fused"
         if store is None:
             progress(0.0, f"reading q and k through the bridge's hooks (slower): {fallback}")
             store, path = capture_hooked(model, ids), "hooks"
         if store is None:  # q/k hooks do not rebuild the scores: keep what fits whole
-            fits = max(1, int((dense_limit / dense_bytes(model.facts, 1)) ** 0.5))
+            fits = max(1, int((dense_limit / model.facts.pattern_bytes(1)) ** 0.5))
             path = "shortened" if ids.shape[1] > fits else "dense"
             ids = ids[:, :fits]
     if store is None:

@@ -40,7 +40,6 @@ import torch
 from models.circuits.atp_fixes import grad_drop_combine, patched_patterns, pattern_effect, softmax
 from models.circuits.atp_runs import AtPRuns, attribution_runs
 from models.circuits.gradients import GradientRun
-from models.circuits.head_weights import sharing_heads
 from models.circuits.resumed import check_top
 from models.circuits.task import Setup
 from models.model.forward import (
@@ -270,4 +269,4 @@ def last_row_max(runs: AtPRuns, n_layers: int) -> np.ndarray:
 
 def kv_sharing(model: LoadedModel) -> list[tuple[int, ...]]:
     """For each key/value head, the query heads that share it."""
-    return [sharing_heads(model.facts, kv) for kv in range(model.facts.n_kv_heads)]
+    return [tuple(model.facts.groups.query_heads(kv)) for kv in range(model.facts.n_kv_heads)]

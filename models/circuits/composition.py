@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from jaxtyping import Float, Int
 
-from models.circuits.head_weights import attention_norm, kv_head_of, output_weights, projection
+from models.circuits.head_weights import attention_norm, output_weights, projection
 from models.head import Head
 from models.model.loading import LoadedModel
 from models.progress import Progress, quiet
@@ -63,7 +63,7 @@ def head_matrices(model: LoadedModel) -> HeadMatrices:
         vs.append(norm.fold(projection(model, layer, "v", torch.float64)[0]))
         os_.append(output_weights(model, layer, torch.float64))
         layers += [layer] * facts.n_heads
-        kv_of += [layer * facts.n_kv_heads + kv_head_of(facts, h) for h in range(facts.n_heads)]
+        kv_of += [layer * facts.n_kv_heads + facts.groups.kv_head(h) for h in range(facts.n_heads)]
     return HeadMatrices(
         layer=np.array(layers),
         q=torch.cat(qs),

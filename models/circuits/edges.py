@@ -180,7 +180,7 @@ def edge_estimates(
                 for row, sender in enumerate(chunk[i] for i in rows):
                     arrays[which][layer, :, sender.layer, sender.index] = estimate[row]
     progress(1.0, "done")
-    group = n_heads // facts.n_kv_heads
+    group = facts.groups.size
     return EdgeEstimates(
         q=arrays["q"], k=arrays["k"], v=arrays["v"], qk_fix=runs.qk_fix, group=group, mlps=mlps
     )

@@ -26,22 +26,6 @@ from models.model.loading import LoadedModel
 Projection = Literal["q", "k", "v"]
 
 
-def group_size(facts: ModelFacts) -> int:
-    """Query heads per key/value head (1 for multi-head attention)."""
-    return facts.n_heads // facts.n_kv_heads
-
-
-def kv_head_of(facts: ModelFacts, head: int) -> int:
-    """The key/value head query head ``head`` reads."""
-    return head // group_size(facts)
-
-
-def sharing_heads(facts: ModelFacts, kv_head: int) -> tuple[int, ...]:
-    """The query heads that read key/value head ``kv_head``."""
-    size = group_size(facts)
-    return tuple(range(kv_head * size, (kv_head + 1) * size))
-
-
 def n_heads_of(facts: ModelFacts, projection: Projection) -> int:
     """How many heads a projection has: ``n_heads`` for q, ``n_kv_heads`` for k and v."""
     return facts.n_heads if projection == "q" else facts.n_kv_heads

@@ -37,10 +37,8 @@ from models.circuits.gradients import capture
 from models.circuits.head_weights import (
     Projection,
     input_norm,
-    kv_head_of,
     output_weights,
     projection,
-    sharing_heads,
 )
 from models.circuits.input_patching import HOOK_OF
 from models.circuits.patching import MIN_GAP, batch_size
@@ -155,8 +153,8 @@ def path_patching(
     if not receiver.fits(facts.n_layers, facts.n_heads):
         raise ValueError(f"{receiver} is not a head of {facts.name}")
     layer = receiver.layer
-    index = receiver.index if which == "q" else kv_head_of(facts, receiver.index)
-    shared = (receiver.index,) if which == "q" else sharing_heads(facts, index)
+    index = receiver.index if which == "q" else facts.groups.kv_head(receiver.index)
+    shared = (receiver.index,) if which == "q" else tuple(facts.groups.query_heads(index))
     z_names = {z_hook(earlier): _whole for earlier in range(layer)}
     progress(0.0, "the clean and corrupted prompts")
     ld_clean, clean = capture(model, setup.clean_ids, setup, z_names, hooks)

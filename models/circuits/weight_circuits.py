@@ -45,7 +45,6 @@ from models.circuits.head_weights import (
     embedding_norm,
     final_reading_norm,
     input_norm,
-    kv_head_of,
     output_weights,
     position_embedding,
     projection,
@@ -138,7 +137,7 @@ def copying_scores(
         w_v = attention_norm(model, layer).fold(projection(model, layer, "v", torch.float64)[0])
         w_o = output_weights(model, layer, torch.float64)
         for head in range(facts.n_heads):
-            out[layer, head] = ov_copying_score(w_v[kv_head_of(facts, head)], w_o[head], gram)
+            out[layer, head] = ov_copying_score(w_v[facts.groups.kv_head(head)], w_o[head], gram)
     return out, basis
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from models.classroom.steps import AttentionSteps, attention_steps
 from models.errors import UserError
+from models.head import HeadGroups
 from models.model.forward import (
     missing_hooks,
     pattern_hook,
@@ -158,13 +159,6 @@ def token_count(model: LoadedModel, prompt: str, max_tokens: int | None = None) 
     return int(tokenize(model, prompt, max_tokens)[0].shape[1])
 
 
-def kv_head_for(head: int, n_heads: int, n_kv_heads: int) -> int:
-    """The key/value head that query ``head`` reads (consecutive query heads share one)."""
-    if n_kv_heads <= 0 or n_heads % n_kv_heads:
-        raise ValueError(f"{n_heads} query heads cannot be split into {n_kv_heads} groups.")
-    return head // (n_heads // n_kv_heads)
-
-
 def head_steps(acts: LayerActivations, head: int) -> HeadCheck:
     """Recompute head ``head`` from its q, k, v with the layer's own scale.
 
@@ -176,7 +170,7 @@ def head_steps(acts: LayerActivations, head: int) -> HeadCheck:
         A :class:`HeadCheck` with the steps over every position and the largest differences.
     """
     n_heads, n_kv = acts.q.shape[1], acts.k.shape[1]
-    kv = kv_head_for(head, n_heads, n_kv)
+    kv = HeadGroups.checked(n_heads, n_kv).kv_head(head)
     q = acts.q[:, head].astype(np.float64)
     k = acts.k[:, kv].astype(np.float64)
     v = acts.v[:, kv].astype(np.float64)

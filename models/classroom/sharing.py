@@ -7,37 +7,24 @@ multi-query attention (MQA), anything in between grouped-query attention (GQA).
 
 from __future__ import annotations
 
-from typing import Literal
+from models.head import HeadGroups, SharingKind
 
-Kind = Literal["MHA", "GQA", "MQA"]
+Kind = SharingKind
 
 
 def sharing_kind(n_heads: int, n_kv_heads: int) -> Kind:
     """``"MHA"`` when every query head has its own K/V, ``"MQA"`` for one shared, else GQA."""
-    check_grouping(n_heads, n_kv_heads)
-    if n_kv_heads == n_heads:
-        return "MHA"
-    return "MQA" if n_kv_heads == 1 else "GQA"
+    return HeadGroups.checked(n_heads, n_kv_heads).kind
 
 
 def check_grouping(n_heads: int, n_kv_heads: int) -> None:
     """Raise ``ValueError`` (message for the user) unless ``n_kv_heads`` divides ``n_heads``."""
-    if n_heads < 1 or n_kv_heads < 1:
-        raise ValueError("Both head counts must be at least 1.")
-    if n_kv_heads > n_heads:
-        raise ValueError(f"{n_kv_heads} key/value heads is more than the {n_heads} query heads.")
-    if n_heads % n_kv_heads:
-        raise ValueError(
-            f"{n_heads} query heads cannot be split evenly into {n_kv_heads} groups; "
-            f"pick a divisor of {n_heads}."
-        )
+    HeadGroups.checked(n_heads, n_kv_heads)
 
 
 def kv_groups(n_heads: int, n_kv_heads: int) -> list[int]:
     """The key/value head read by each query head, e.g. ``(8, 2) -> [0,0,0,0,1,1,1,1]``."""
-    check_grouping(n_heads, n_kv_heads)
-    size = n_heads // n_kv_heads
-    return [head // size for head in range(n_heads)]
+    return HeadGroups.checked(n_heads, n_kv_heads).kv_heads()
 
 
 def attention_params(

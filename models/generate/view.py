@@ -89,11 +89,6 @@ def layer_index(module: torch.nn.Module) -> int:
     return idx
 
 
-def kv_group(n_heads: int, n_kv_heads: int) -> int:
-    """Query heads per key/value head; query head ``h`` reads key/value head ``h // group``."""
-    return n_heads // n_kv_heads
-
-
 def grouped_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     """``head_index query_pos key_pos`` dot products of ``head_index query_pos d_head`` queries
     with ``kv_head_index key_pos d_head`` keys, each query head against its shared key head."""

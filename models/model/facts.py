@@ -5,6 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from models.head import HeadGroups, SharingKind
+
+# The most bytes a capture keeps as whole float32 patterns (every head's n x n); longer prompts
+# keep q, k and each row's log-sum-exp instead (models.capture.store).
+DENSE_LIMIT_BYTES = 192 * 1024**2
+
 
 @dataclass(frozen=True)
 class ModelFacts:
@@ -35,6 +41,16 @@ class ModelFacts:
     def n_total_heads(self) -> int:
         return self.n_layers * self.n_heads
 
+    @property
+    def groups(self) -> HeadGroups:
+        """Which key/value head each query head reads (GQA, MQA; MHA is groups of one)."""
+        return HeadGroups(self.n_heads, self.n_kv_heads)
+
+    def holds_dense(self, n_tokens: int) -> bool:
+        """Whether every head's whole float32 pattern over ``n_tokens`` fits within
+        :data:`DENSE_LIMIT_BYTES` (the capture keeps patterns whole up to there)."""
+        return self.pattern_bytes(n_tokens) <= DENSE_LIMIT_BYTES
+
     def forward_flops(self, n_tokens: int) -> float:
         """Approximate floating-point operations of one forward pass over ``n_tokens``: two per
         parameter per token, plus ``q k^T`` and ``A v`` (halved when causal)."""
@@ -60,18 +76,15 @@ class ModelFacts:
         keep q, k and each row's log-sum-exp per head and work through one layer in chunks of
         query rows (:mod:`models.capture.streaming`).
         """
-        dense = self.pattern_bytes(n_tokens)
-        if dense <= 192 * 1024**2:
-            return 2 * dense + self.activation_bytes(n_tokens)
+        if self.holds_dense(n_tokens):
+            return 2 * self.pattern_bytes(n_tokens) + self.activation_bytes(n_tokens)
         kept = 4 * n_tokens * self.n_layers * self.n_heads * (2 * self.d_head + 1)
         chunk = 4 * 3 * self.n_heads * min(n_tokens, 1024) * n_tokens
         return int(1.5 * (kept + chunk + 32 * self.d_model * 4 * n_tokens))
 
     @property
-    def attention_kind(self) -> str:
-        if self.n_kv_heads == self.n_heads:
-            return "MHA"
-        return "MQA" if self.n_kv_heads == 1 else "GQA"
+    def attention_kind(self) -> SharingKind:
+        return self.groups.kind
 
 
 def distinct_parameters(module: Any) -> int:

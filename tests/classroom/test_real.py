@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from models.classroom import real
+from models.head import HeadGroups
 from models.model.forward import tokenize
 from models.model.loading import load
 from models.model.spec import BUNDLED_DIR, ModelSpec, minilm_dir
@@ -157,9 +158,14 @@ def test_window_helpers_and_kv_mapping():
     w = np.arange(16.0).reshape(4, 4) / 100
     np.testing.assert_array_equal(real.window(w, 1, 3), [[0.05, 0.06], [0.09, 0.10]])
     np.testing.assert_allclose(real.mass_outside(np.full((4, 4), 0.25), 1, 3), [0.5, 0.5])
-    assert [real.kv_head_for(h, 8, 2) for h in range(8)] == [0, 0, 0, 0, 1, 1, 1, 1]
+    groups = HeadGroups.checked(8, 2)
+    assert [groups.kv_head(h) for h in range(8)] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert list(groups.query_heads(1)) == [4, 5, 6, 7] and groups.size == 4
+    assert (
+        groups.kind == "GQA" and HeadGroups(4, 4).kind == "MHA" and HeadGroups(4, 1).kind == "MQA"
+    )
     with pytest.raises(ValueError):
-        real.kv_head_for(0, 6, 4)
+        HeadGroups.checked(6, 4)
 
 
 def test_smollm2_head_reads_rotated_q_and_k_and_its_own_scale(smollm2):

@@ -13,7 +13,6 @@ import streamlit as st
 
 from models.circuits import PathResult, path_patching
 from models.circuits.cost import path_cost
-from models.circuits.head_weights import kv_head_of, sharing_heads
 from models.head import Head
 from models.model.loading import LoadedModel
 from ui import session
@@ -86,8 +85,10 @@ def describe(model: LoadedModel, request: PathRequest) -> str:
         f"corrupted value. {how}."
     )
     if request.input != "q" and facts.n_kv_heads < facts.n_heads:
-        kv = kv_head_of(facts, receiver.index)
-        shared = ", ".join(str(Head(receiver.layer, h)) for h in sharing_heads(facts, kv))
+        kv = facts.groups.kv_head(receiver.index)
+        shared = ", ".join(
+            str(Head(receiver.layer, h)) for h in tuple(facts.groups.query_heads(kv))
+        )
         text += (
             f" The {request.input} of {receiver} is key/value head {kv}, shared by "
             f"{shared}: the path patches it for all of them."

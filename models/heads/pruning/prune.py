@@ -28,7 +28,7 @@ from jaxtyping import Float
 from torch import nn
 
 from models.errors import UserError
-from models.head import Head
+from models.head import Head, HeadGroups
 
 Family = Literal["gpt2", "bert", "llama"]
 # Configurations whose attention is Llama's: separate q/k/v/o projections, head_dim in config.
@@ -93,15 +93,14 @@ class PrunePlan:
         heads: every pruned ``(layer, head)``, sorted.
         removed: layer -> key/value groups cut out of the weights (the same count per layer).
         masked: pruned heads that stay in the weights with zeroed output columns.
-        n_heads, n_kv_heads, d_head: the original shape.
+        groups: the original query and key/value heads; ``d_head`` their width.
     """
 
     family: Family
     heads: tuple[Head, ...]
     removed: dict[int, tuple[int, ...]]
     masked: tuple[Head, ...]
-    n_heads: int
-    n_kv_heads: int
+    groups: HeadGroups
     d_head: int
     notes: tuple[str, ...] = field(default=())
 
@@ -111,7 +110,7 @@ class PrunePlan:
 
     def describe(self) -> str:
         """One paragraph for the page and the command line."""
-        size = self.n_heads // self.n_kv_heads
+        n_heads, n_kv_heads, size = self.groups.n_heads, self.groups.n_kv_heads, self.groups.size
         parts = [f"{plural(len(self.heads), 'head')} pruned."]
         if self.groups_per_layer:
             parts.append(
@@ -119,8 +118,8 @@ class PrunePlan:
                 f"{plural(self.groups_per_layer, 'key/value group')} "
                 f"({plural(self.groups_per_layer * size, 'query head')}) in every "
                 f"layer; the "
-                f"config now says {self.n_heads - self.groups_per_layer * size} heads "
-                f"and {self.n_kv_heads - self.groups_per_layer} key/value heads."
+                f"config now says {n_heads - self.groups_per_layer * size} heads "
+                f"and {n_kv_heads - self.groups_per_layer} key/value heads."
             )
         if self.masked:
             parts.append(
@@ -156,13 +155,13 @@ def plan_pruning(
             )
     notes: list[str] = []
     removed: dict[int, tuple[int, ...]] = {}
+    groups = HeadGroups.checked(n_heads, n_kv_heads)
     if fam == "llama":
-        size = n_heads // n_kv_heads
         full = {
             layer: [
                 g
                 for g in range(n_kv_heads)
-                if all((layer, g * size + j) in chosen for j in range(size))
+                if all(Head(layer, h) in chosen for h in groups.query_heads(g))
             ]
             for layer in range(n_layers)
         }
@@ -181,20 +180,15 @@ def plan_pruning(
             "model width, so a stock checkpoint cannot hold fewer heads: pruned heads "
             "are masked."
         )
-    size = n_heads // n_kv_heads
     gone = {
-        Head(layer, g * size + j)
-        for layer, groups in removed.items()
-        for g in groups
-        for j in range(size)
+        Head(layer, h) for layer, cut in removed.items() for g in cut for h in groups.query_heads(g)
     }
     return PrunePlan(
         fam,
         chosen,
         removed,
         tuple(h for h in chosen if h not in gone),
-        n_heads,
-        n_kv_heads,
+        groups,
         d_head,
         tuple(notes),
     )
@@ -212,12 +206,12 @@ def uniform_group_heads(
     """
     values = np.nan_to_num(np.asarray(importance, dtype=float), nan=np.inf)
     n_layers, n_heads = values.shape
-    size = n_heads // n_kv_heads
-    per_group = values.reshape(n_layers, n_kv_heads, size).sum(axis=-1)
+    sharing = HeadGroups.checked(n_heads, n_kv_heads)
+    per_group = values.reshape(n_layers, n_kv_heads, sharing.size).sum(axis=-1)
     out = []
     for layer in range(n_layers):
         for g in sorted(np.argsort(per_group[layer], kind="stable")[:groups]):
-            out += [Head(layer, int(g) * size + j) for j in range(size)]
+            out += [Head(layer, h) for h in sharing.query_heads(int(g))]
     return out
 
 
@@ -282,10 +276,10 @@ def remove_groups(hf_model: Any, plan: PrunePlan, update_config: bool = True) ->
     """
     if plan.family != "llama" or not plan.removed:
         return
-    size, d = plan.n_heads // plan.n_kv_heads, plan.d_head
+    groups, d = plan.groups, plan.d_head
     for layer, attn in enumerate(attention_modules(hf_model, "llama")):
-        keep = [g for g in range(plan.n_kv_heads) if g not in plan.removed.get(layer, ())]
-        q_index = _columns([g * size + j for g in keep for j in range(size)], d)
+        keep = [g for g in range(groups.n_kv_heads) if g not in plan.removed.get(layer, ())]
+        q_index = _columns([h for g in keep for h in groups.query_heads(g)], d)
         kv_index = _columns(keep, d)
         attn.q_proj = _sliced(attn.q_proj, q_index, 0)
         attn.k_proj = _sliced(attn.k_proj, kv_index, 0)
@@ -294,8 +288,8 @@ def remove_groups(hf_model: Any, plan: PrunePlan, update_config: bool = True) ->
     if update_config:
         config = hf_model.config
         config.head_dim = d
-        config.num_attention_heads = plan.n_heads - plan.groups_per_layer * size
-        config.num_key_value_heads = plan.n_kv_heads - plan.groups_per_layer
+        config.num_attention_heads = groups.n_heads - plan.groups_per_layer * groups.size
+        config.num_key_value_heads = groups.n_kv_heads - plan.groups_per_layer
 
 
 def apply_plan(hf_model: Any, plan: PrunePlan) -> Any:
@@ -331,11 +325,10 @@ def dead_parameters(hf_model: Any, plan: PrunePlan) -> int:
         else:
             total += 2 * d * width + d * has_bias
     if plan.family == "llama":
-        size = plan.n_heads // plan.n_kv_heads
         masked = set(plan.masked)
         for layer in {head.layer for head in plan.masked}:
             attn = modules[layer]
-            for g in range(plan.n_kv_heads):
-                if all((layer, g * size + j) in masked for j in range(size)):
+            for g in range(plan.groups.n_kv_heads):
+                if all(Head(layer, h) in masked for h in plan.groups.query_heads(g)):
                     total += 2 * (d * width + d * (attn.k_proj.bias is not None))
     return total

@@ -8,6 +8,7 @@ import pytest
 import torch
 import transformers
 
+from models.head import HeadGroups
 from models.heads.pruning.export import prune_and_export, zip_directory
 from models.heads.pruning.importance import corpus_losses
 from models.heads.pruning.loss import corpus_tasks
@@ -126,7 +127,7 @@ def test_gpt2_export_round_trips_through_plain_transformers_and_the_app(bundled,
 
 
 def smollm2_plan(heads, removed):
-    return PrunePlan("llama", tuple(heads), removed, (), 9, 3, 64)
+    return PrunePlan("llama", tuple(heads), removed, (), HeadGroups(9, 3), 64)
 
 
 def test_smollm2_removing_one_group_equals_zero_ablating_its_three_heads(smollm2):
