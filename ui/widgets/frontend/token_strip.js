@@ -1,0 +1,106 @@
+// The token strip: the prompt's tokens as spans, shaded by a weight each (or HTML built by viz).
+// A click sends `clicked` (a position); a drag or a shift-click sends `span`.
+
+export default function(component) {
+  const { data, parentElement, setTriggerValue } = component;
+  let root = parentElement.querySelector('.toks');
+  if (!root) { root = document.createElement('div'); root.className = 'toks';
+               parentElement.appendChild(root); }
+  let toks = root.querySelectorAll('.tok');
+  let same = true;
+  if (data.shaded) {
+    // Tokens (plain text) and their weights: the spans are built once per prompt and only
+    // restyled after that; colour = (w / top) ** 0.6 of the heatmap's dark blue, as in
+    // viz.token_view.shade.
+    const s = data.shaded, raw = atob(s.weights), buf = new Uint8Array(raw.length);
+    for (let i = 0; i < raw.length; i++) buf[i] = raw.charCodeAt(i);
+    const w = new Float32Array(buf.buffer);
+    same = toks.length === s.tokens.length && toks.length > 0;
+    for (let i = 0; same && i < toks.length; i++) same = toks[i].textContent === s.tokens[i];
+    if (!same) {
+      const frag = document.createDocumentFragment();
+      s.tokens.forEach((text, i) => {
+        const el = document.createElement('span'); el.className = 'tok';
+        el.dataset.pos = String(i); el.textContent = text; frag.appendChild(el);
+      });
+      root.replaceChildren(frag);
+      toks = root.querySelectorAll('.tok');
+    }
+    let top = 0;
+    for (const v of w) if (v > top) top = v;  // NaN (masked) never wins
+    if (!(top > 0)) top = 1;
+    toks.forEach((el, i) => {
+      const v = w[i], seen = !Number.isNaN(v);
+      let style = 'opacity:0.45;', tip = `(${i}) ${s.tokens[i]}: masked`;
+      if (seen) {
+        const alpha = Math.pow(Math.min(Math.max(v / top, 0), 1), 0.6);
+        style = `background:rgba(8, 81, 156, ${alpha.toFixed(3)});` +
+                (v / top > 0.5 ? 'color:white;' : '');
+        tip = `(${i}) ${s.tokens[i]}: ${s.verb} ${v.toFixed(3)}`;
+      }
+      if (el.getAttribute('style') !== style) el.setAttribute('style', style);
+      if (el.title !== tip) el.title = tip;
+      el.classList.toggle('sel', i === s.selected);
+    });
+  } else {
+    // Built and escaped by viz (the generated tokens). The same tokens again: only their
+    // colours, tooltips and outlines change, so the spans are kept and restyled; the strip is
+    // laid out again only when its tokens change.
+    const tpl = document.createElement('template');
+    tpl.innerHTML = data.html;
+    const fresh = tpl.content.children;
+    same = toks.length === fresh.length && toks.length > 0;
+    for (let i = 0; same && i < toks.length; i++) {
+      same = toks[i].textContent === fresh[i].textContent;
+    }
+    if (same) {
+      for (let i = 0; i < toks.length; i++) {
+        const a = toks[i], b = fresh[i];
+        for (const name of ['class', 'style', 'title']) {
+          const v = b.getAttribute(name);
+          if (a.getAttribute(name) !== v) a.setAttribute(name, v);
+        }
+      }
+    } else {
+      root.replaceChildren(tpl.content);
+      toks = root.querySelectorAll('.tok');
+    }
+  }
+  const mark = (cls, a, b) => toks.forEach((el) => {
+    const p = Number(el.dataset.pos); el.classList.toggle(cls, p >= a && p < b); });
+  if (data.span) mark('span', data.span[0], data.span[1]);
+  const posOf = (ev) => { const el = ev.target.closest('.tok');
+                          return el ? Number(el.dataset.pos) : null; };
+  const sendSpan = (a, b) => setTriggerValue(
+    'span', {start: Math.min(a, b), stop: Math.max(a, b) + 1, at: Date.now()});
+  // A drag over several tokens, or a shift-click, selects a span; a plain click one token.
+  let start = null, dragged = false, swallow = false;
+  root.onmousedown = (ev) => { const p = posOf(ev); if (p === null) return;
+                               ev.preventDefault();  // no text selection while choosing tokens
+                               if (!ev.shiftKey) { start = p; dragged = false; } };
+  root.onmousemove = (ev) => { if (start === null) return; const p = posOf(ev);
+    if (p === null || (p === start && !dragged)) return;
+    dragged = true; mark('drag', Math.min(start, p), Math.max(start, p) + 1); };
+  root.onmouseup = (ev) => { const p = posOf(ev), from = start, moved = dragged;
+    start = null; dragged = false; mark('drag', 0, 0);
+    if (!moved || from === null || p === null || p === from) return;
+    swallow = true; setTimeout(() => { swallow = false; }, 0);  // the click this mouseup makes
+    sendSpan(from, p); };
+  root.onmouseleave = () => { start = null; dragged = false; mark('drag', 0, 0); };
+  root.onclick = (ev) => {  // one listener for every token, however long the prompt
+    const p = posOf(ev);
+    if (p === null || swallow) return;
+    if (ev.shiftKey && data.anchor !== null && data.anchor !== undefined) sendSpan(data.anchor, p);
+    else { root.dataset.clicked = String(p); setTriggerValue('clicked', p); }
+  };
+  const chosen = root.querySelector('.tok.sel');
+  const moved = !same || root.dataset.shown !== (chosen ? chosen.dataset.pos : '');
+  root.dataset.shown = chosen ? chosen.dataset.pos : '';
+  const clicked = chosen && root.dataset.clicked === chosen.dataset.pos;
+  delete root.dataset.clicked;
+  if (chosen && moved && !clicked) {
+    const top = chosen.offsetTop - root.offsetTop;
+    if (top < root.scrollTop || top > root.scrollTop + root.clientHeight - 30)
+      root.scrollTop = Math.max(0, top - root.clientHeight / 2);
+  }
+}
