@@ -24,6 +24,11 @@ $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
+# eslint, for the browser components' code, exactly as package-lock.json pins it (never global).
+node_modules/.installed: package.json package-lock.json
+	npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $@
+
 run: $(VENV)/.runtime
 	$(STREAMLIT) --server.address $(ADDRESS)
 
@@ -32,10 +37,11 @@ run: $(VENV)/.runtime
 serve-class: $(VENV)/.runtime
 	$(HUB_OFFLINE) $(STREAMLIT) --server.address 0.0.0.0
 
-lint: $(VENV)/.dev
+lint: $(VENV)/.dev node_modules/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
+	node_modules/.bin/eslint .
 
 format: $(VENV)/.dev
 	$(PY) -m ruff format .
@@ -53,4 +59,4 @@ bench: $(VENV)/.dev
 	$(PY) -m benchmarks.app_speed --model bundled --tokens 128
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache artifacts
+	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache artifacts

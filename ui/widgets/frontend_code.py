@@ -1,10 +1,10 @@
 """The browser's side of the components: JavaScript and CSS files in ``frontend/``.
 
-Each component's code is a pair of files named for it (``head_grid.js`` and
-``head_grid.css``). Streamlit serves component files by path
-only for an installed package that declares an ``asset_dir``; the app runs from its folder and
-is never installed, so the files are read once at import and handed to
-``st.components.v2.component`` as inline code, which the frontend loads as an ES module.
+Each component's code is a pair of files named for it (``head_grid.js`` and ``head_grid.css``),
+linted by eslint (``make lint``). Streamlit serves component files by path only for an installed
+package that declares an ``asset_dir``; the app runs from its folder and is never installed, so
+the files are read once at import and handed to ``st.components.v2.component`` as inline code,
+which the frontend loads as an ES module.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ export default function(component) {
   if (!root) { root = document.createElement('div'); root.className = 'toks';
                parentElement.appendChild(root); }
   let toks = root.querySelectorAll('.tok');
-  let same = true;
+  let same;  // whether the strip holds these tokens already (set below)
   if (data.shaded) {
     // Tokens (plain text) and their weights: the spans are built once per prompt and only
     // restyled after that; colour = (w / top) ** 0.6 of the heatmap's dark blue, as in
