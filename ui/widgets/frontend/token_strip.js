@@ -1,6 +1,17 @@
 // The token strip: the prompt's tokens as spans, shaded by a weight each (or HTML built by viz).
 // A click sends `clicked` (a position); a drag or a shift-click sends `span`.
 
+// x with `digits` decimals as Python's f'{x:.{digits}f}' writes it. toFixed rounds a value
+// exactly halfway between two outputs away from zero, Python to the even digit (0.0625 is
+// '0.062' there, '0.063' here). A double is exactly halfway only when x * 2 ** (digits + 1)
+// is an odd integer (an odd multiple of 1/16 for three digits).
+function fixed(x, digits) {
+  const text = x.toFixed(digits);
+  const halves = x * 2 ** (digits + 1);  // exact: a power of two
+  if (!Number.isInteger(halves) || halves % 2 === 0 || Number(text.at(-1)) % 2 === 0) return text;
+  return (x - Math.sign(x) * 0.5 * 10 ** -digits).toFixed(digits);  // the even neighbour
+}
+
 export default function(component) {
   const { data, parentElement, setTriggerValue } = component;
   let root = parentElement.querySelector('.toks');
@@ -10,8 +21,9 @@ export default function(component) {
   let same;  // whether the strip holds these tokens already (set below)
   if (data.shaded) {
     // Tokens (plain text) and their weights: the spans are built once per prompt and only
-    // restyled after that; colour = (w / top) ** 0.6 of the heatmap's dark blue, as in
-    // viz.token_view.shade.
+    // restyled after that. The rule is viz.token_view.token_spans's, to the character:
+    // colour = (w / top) ** 0.6 of the heatmap's dark blue, top the largest finite weight,
+    // white text past half of it (tests/e2e/test_frontend.py holds the two together).
     const s = data.shaded, raw = atob(s.weights), buf = new Uint8Array(raw.length);
     for (let i = 0; i < raw.length; i++) buf[i] = raw.charCodeAt(i);
     const w = new Float32Array(buf.buffer);
@@ -27,16 +39,16 @@ export default function(component) {
       toks = root.querySelectorAll('.tok');
     }
     let top = 0;
-    for (const v of w) if (v > top) top = v;  // NaN (masked) never wins
+    for (const v of w) if (v > top && v !== Infinity) top = v;  // NaN (masked) never wins
     if (!(top > 0)) top = 1;
     toks.forEach((el, i) => {
       const v = w[i], seen = !Number.isNaN(v);
       let style = 'opacity:0.45;', tip = `(${i}) ${s.tokens[i]}: masked`;
       if (seen) {
         const alpha = Math.pow(Math.min(Math.max(v / top, 0), 1), 0.6);
-        style = `background:rgba(8, 81, 156, ${alpha.toFixed(3)});` +
+        style = `background:rgba(8, 81, 156, ${fixed(alpha, 3)});` +
                 (v / top > 0.5 ? 'color:white;' : '');
-        tip = `(${i}) ${s.tokens[i]}: ${s.verb} ${v.toFixed(3)}`;
+        tip = `(${i}) ${s.tokens[i]}: ${s.verb} ${fixed(v, 3)}`;
       }
       if (el.getAttribute('style') !== style) el.setAttribute('style', style);
       if (el.title !== tip) el.title = tip;
