@@ -3,20 +3,26 @@
 Each component's code (``ui/widgets/frontend/``) is mounted in a bare page the way Streamlit
 mounts it (inside a shadow root, with its CSS) and fed the data Python sends it. What it draws
 is compared with an independent Python side: the token strip's shading and titles with
-:func:`viz.token_view.token_spans`.
+:func:`viz.token_view.token_spans`, the canvas heatmap's hover readout with the captured
+weights, and its clicks with the cell under the pointer. The last test does the same on the
+running app's explorer.
 """
 
 from __future__ import annotations
 
 import html
 import re
+from decimal import Decimal
+from urllib.parse import quote
 
 import numpy as np
 import pytest
 
 from models.capture.run import capture
+from tests.e2e.conftest import HEATMAP, settle
 from ui.widgets.components import shaded
 from ui.widgets.frontend_code import source
+from viz.heatmap import canvas_data, heatmap_data
 from viz.token_view import token_spans
 
 pytestmark = pytest.mark.e2e
@@ -54,6 +60,10 @@ def mount(page):
         return lambda data: page.evaluate("(data) => window.__render(data)", data)
 
     return load
+
+
+def sent(page) -> list:
+    return page.evaluate("() => window.__sent")
 
 
 # --- the token strip's shading -------------------------------------------------------------
@@ -121,3 +131,116 @@ def test_the_strip_shades_every_head_of_a_real_prompt_as_python_does(page, mount
                     first = False
                 assert drawn_spans(page) == python_spans(tokens, row, query, "from")
     assert page.locator(".tok").evaluate_all("els => els.every(e => e.__kept === 1)")
+
+
+# --- the canvas heatmap: hover readout and click -------------------------------------------
+
+
+def cell_point(page, row: int, col: int) -> tuple[float, float]:
+    """The page coordinates of the centre of cell ``(row, col)`` of the painted heatmap."""
+    canvas = page.locator(".hm canvas")
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    plot = page.locator(".hm").evaluate("el => el.__shown.plot")
+    return (
+        box["x"] + plot["left"] + (col + 0.5) * plot["cw"],
+        box["y"] + plot["top"] + (row + 0.5) * plot["ch"],
+    )
+
+
+def readout(page, row: int, col: int) -> str | None:
+    """The hover readout over cell ``(row, col)``, or None when none is shown."""
+    page.mouse.move(*cell_point(page, row, col))
+    return page.locator(".hm .hmtip").evaluate(
+        "el => el.style.display === 'block' ? el.textContent : null"
+    )
+
+
+def assert_reads(text: str | None, weight: float, row_label: str, col_label: str) -> None:
+    """``text`` names the cell and shows ``weight`` rounded to the digits it prints."""
+    if np.isnan(weight):
+        assert text is None
+        return
+    assert text is not None
+    query, key, value = text.split("\n")
+    assert (query, key) == (f"query {row_label}", f"key {col_label}")
+    name, number = value.rsplit(" ", 1)
+    assert name == "weight"
+    shown = Decimal(number)
+    last_digit = Decimal(1).scaleb(shown.as_tuple().exponent)
+    assert abs(shown - Decimal(float(weight))) <= last_digit / 2, (text, weight)
+
+
+def window_of_head(bundled, rows: slice, cols: list[int], pinned: int):
+    """A window of head 1.2's pattern on :data:`PROMPT`, its weights (``query key``, NaN
+    where causally masked, computed here from the capture) and its canvas data."""
+    run = capture(bundled, PROMPT)
+    whole = run.pattern(1, 2).astype(np.float64)
+    whole[np.triu_indices(run.n_tokens, 1)] = np.nan
+    weights = whole[rows][:, cols]
+    labels = run.labels()
+    data = heatmap_data(
+        run.pattern(1, 2)[rows][:, cols],
+        labels,
+        causal=True,
+        rows=rows,
+        cols=cols,
+        pinned=pinned,
+        selected=rows.start,
+    )
+    row_labels = labels[rows]
+    col_labels = [labels[c] for c in cols]
+    return weights, row_labels, col_labels, canvas_data(data)
+
+
+@pytest.mark.parametrize(
+    "rows, cols, pinned",
+    [(slice(0, 7), list(range(7)), 0), (slice(3, 7), [0, 4, 5, 6], 1)],
+    ids=["whole", "window with a pinned key"],
+)
+def test_the_heatmap_reads_out_the_weight_under_the_pointer(
+    page, mount, bundled, rows, cols, pinned
+):
+    weights, row_labels, col_labels, data = window_of_head(bundled, rows, cols, pinned)
+    render = mount("heatmap")
+    render({**data, "file_name": "head_1_2", "label": "Head 1.2", "clickable": False})
+    for r in range(len(row_labels)):
+        for c in range(len(col_labels)):
+            assert_reads(readout(page, r, c), weights[r, c], row_labels[r], col_labels[c])
+
+
+def test_a_click_on_the_heatmap_reports_its_query_and_key(page, mount, bundled):
+    rows, cols = slice(3, 7), [0, 4, 5, 6]
+    *_, data = window_of_head(bundled, rows, cols, 1)
+    render = mount("heatmap")
+    render({**data, "file_name": "head_1_2", "label": "Head 1.2", "clickable": True})
+    cells = [(0, 0), (3, 3), (1, 2), (0, 3)]  # (0, 3) is masked: still a cell of the window
+    for r, c in cells:
+        page.mouse.click(*cell_point(page, r, c))
+    assert sent(page) == [["clicked", {"query": r, "key": c}] for r, c in cells]
+    box = page.locator(".hm canvas").bounding_box()
+    plot = page.locator(".hm").evaluate("el => el.__shown.plot")
+    page.mouse.click(box["x"] + plot["left"] - 10, cell_point(page, 0, 0)[1])  # a row label
+    assert len(sent(page)) == len(cells)
+
+
+def test_a_heatmap_without_a_listener_sends_nothing_on_click(page, mount, bundled):
+    *_, data = window_of_head(bundled, slice(0, 7), list(range(7)), 0)
+    render = mount("heatmap")
+    render({**data, "file_name": "head_1_2", "label": "Head 1.2", "clickable": False})
+    page.mouse.click(*cell_point(page, 4, 2))
+    assert sent(page) == []
+
+
+def test_the_explorers_heatmap_reads_out_the_captured_weights(page, app_url, bundled):
+    """The running app: the readout over every cell of head 1.2 is the captured weight."""
+    page.goto(f"{app_url}/?model=bundled&prompt={quote(PROMPT)}&layer=1&head=2")
+    page.wait_for_selector(HEATMAP, timeout=180_000)
+    settle(page)
+    run = capture(bundled, PROMPT)
+    weights = run.pattern(1, 2).astype(np.float64)
+    weights[np.triu_indices(run.n_tokens, 1)] = np.nan
+    labels = run.labels()
+    for r in range(run.n_tokens):
+        for c in range(run.n_tokens):
+            assert_reads(readout(page, r, c), weights[r, c], labels[r], labels[c])

@@ -11,6 +11,8 @@ markup.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 
 from ui.widgets.frontend_code import source
@@ -19,8 +21,23 @@ _JS = source("heatmap.js")
 _heatmap = st.components.v2.component("atlas_heatmap", css=source("heatmap.css"), js=_JS)
 
 
-def canvas_heatmap(data: dict, key: str, file_name: str, label: str) -> None:
+def canvas_heatmap(
+    data: dict,
+    key: str,
+    file_name: str,
+    label: str,
+    on_click: Callable[[], None] | None = None,
+) -> None:
     """Draw ``data`` (from :func:`viz.heatmap.canvas_data`) under ``key``; "Save as PNG"
     writes ``file_name``.png at twice the screen's resolution; ``label`` names the picture for
-    screen readers."""
-    _heatmap(data={**data, "file_name": file_name, "label": label}, key=key)
+    screen readers.
+
+    With ``on_click``, a click on a cell calls it (then reruns); the cell is read back with
+    ``clicked_value(key)`` from :mod:`ui.widgets.components`: ``{query, key}``, its row and
+    column in the window drawn. Without it, a click does nothing (no rerun).
+    """
+    _heatmap(
+        data={**data, "file_name": file_name, "label": label, "clickable": on_click is not None},
+        key=key,
+        on_clicked_change=on_click or (lambda: None),
+    )

@@ -1,5 +1,6 @@
 // The explorer's detail heatmap, painted on a canvas: cells from colour indices, weights for
-// the hover readout, token labels as canvas text, the colour bar and Save as PNG.
+// the hover readout, token labels as canvas text, the colour bar, Save as PNG, and (where the
+// page listens) a click that sends `clicked` with the cell's row and column.
 
 const MAX_LABEL = 22;  // characters of a token label drawn on an axis
 const cut = (t) => (t.length > MAX_LABEL ? t.slice(0, MAX_LABEL - 1) + '…' : t);
@@ -81,7 +82,7 @@ function paint(canvas, data, cells, box, scale) {
 }
 
 export default function(component) {
-  const { data, parentElement } = component;
+  const { data, parentElement, setTriggerValue } = component;
   let root = parentElement.querySelector('.hm');
   if (!root) {
     root = document.createElement('div'); root.className = 'hm';
@@ -123,6 +124,8 @@ export default function(component) {
     const room = root.dataset.room ? Number(root.dataset.room) : 900;
     box = layout(canvas.getContext('2d'), data, Math.max(360, room));
     paint(canvas, data, cells, box, window.devicePixelRatio || 1);
+    // Where the cells are on the canvas, in CSS pixels (read by the browser tests).
+    root.__shown.plot = { left: box.left, top: box.top, cw: box.cw, ch: box.ch };
   };
   draw();
   if (!root.dataset.room) requestAnimationFrame(draw);  // not laid out yet: measure then
@@ -141,12 +144,18 @@ export default function(component) {
     });
   };
   const fmt = (v) => (v === 0 || v >= 0.001 ? v.toFixed(4) : v.toExponential(2));
-  canvas.onmousemove = (ev) => {
+  // The cell under the pointer as [row, column] of the window drawn, or null off the cells.
+  const cellAt = (ev) => {
     const r = canvas.getBoundingClientRect();
     const x = ev.clientX - r.left - box.left, y = ev.clientY - r.top - box.top;
     const c = Math.floor(x / box.cw), q = Math.floor(y / box.ch);
-    const v = x >= 0 && y >= 0 && c < nc && q < nr ? values[q * nc + c] : NaN;
+    return x >= 0 && y >= 0 && c < nc && q < nr ? [q, c] : null;
+  };
+  canvas.onmousemove = (ev) => {
+    const cell = cellAt(ev);
+    const v = cell ? values[cell[0] * nc + cell[1]] : NaN;
     if (!Number.isFinite(v)) { tip.style.display = 'none'; return; }
+    const [q, c] = cell;
     tip.textContent = `query ${data.rows[q]}\nkey ${data.cols[c]}\n${data.value_name} ${fmt(v)}`;
     const at = root.getBoundingClientRect();
     tip.style.left = (ev.clientX - at.left + 14) + 'px';
@@ -154,4 +163,10 @@ export default function(component) {
     tip.style.display = 'block';
   };
   canvas.onmouseleave = () => { tip.style.display = 'none'; };
+  // Sent only where the page listens: a click elsewhere must not rerun the script.
+  canvas.style.cursor = data.clickable ? 'pointer' : '';
+  canvas.onclick = (ev) => {
+    const cell = data.clickable ? cellAt(ev) : null;
+    if (cell) setTriggerValue('clicked', { query: cell[0], key: cell[1] });
+  };
 }
