@@ -6,7 +6,11 @@ the navigation and the shared sidebar, then the chosen page.
 
 import streamlit as st
 
-st.set_page_config(page_title="Attention Atlas", page_icon=":material/visibility:", layout="wide")
+from ui.widgets.frontend_code import PAGE_ICON
+
+# The tab's icon is a file the app serves: a Material icon or an emoji here would make every
+# visitor's browser fetch it from a font or emoji CDN.
+st.set_page_config(page_title="Attention Atlas", page_icon=str(PAGE_ICON), layout="wide")
 
 PAGES = [
     st.Page("pages/explorer.py", title="Explorer", icon=":material/grid_view:", default=True),

@@ -15,6 +15,7 @@ import streamlit as st
 from streamlit.components.v2.types import ComponentRenderer
 
 FRONTEND = Path(__file__).parent / "frontend"
+PAGE_ICON = FRONTEND / "page_icon.svg"  # the browser tab's icon, served by the app itself
 
 
 def source(name: str) -> str:
