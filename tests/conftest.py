@@ -2,7 +2,8 @@
 
 The two models every machine has (bundled GPT-2 and MiniLM) load once per session. Each test gets
 a kind marker from where it lives and what it uses: ``e2e`` (tests/e2e, a real browser), ``app``
-(tests/app, AppTest on the real pages), ``integration`` (anything that loads a model) or ``unit``.
+(tests/app, AppTest on the real pages), ``integration`` (anything that loads a model) or ``unit``;
+every test that uses SmolLM2 is also ``slow``, so ``make test-fast`` runs without it.
 Hypothesis runs derandomised under CI (``CI`` set) so that a run never passes or fails by luck.
 """
 
@@ -25,10 +26,23 @@ settings.register_profile("dev", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 MODEL_FIXTURES = {"bundled", "minilm", "any_model", "smollm2", "bundled_bf16", "smollm2_bf16"}
+SLOW_MODELS = {"smollm2", "smollm2_bf16"}  # a real 135M-parameter model: every test of it is slow
+
+
+def loads_slow_model(item) -> bool:
+    """Whether a test uses SmolLM2: as a fixture, or as the parameter of a fixture that loads
+    the model it names."""
+    if SLOW_MODELS & set(getattr(item, "fixturenames", ())):
+        return True
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params.values() if callspec is not None else ()
+    return any(isinstance(value, str) and value in SLOW_MODELS for value in params)
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
+        if loads_slow_model(item):
+            item.add_marker(pytest.mark.slow)
         parts = item.path.parts
         if "e2e" in parts:
             item.add_marker(pytest.mark.e2e)

@@ -147,6 +147,7 @@ def test_visitor_paths_resolve_to_one_spelling(tmp_path, monkeypatch):
     assert len({admit(ModelSpec(s), settings) for s in spellings}) == 1
 
 
+@pytest.mark.slow  # loads SmolLM2
 def test_concurrent_first_loads_all_succeed_and_leave_loading_working(tmp_path):
     """Four threads load four different models at once; each succeeds or fails cleanly, and a
     load afterwards still works (transformers' global patches are not left behind)."""
