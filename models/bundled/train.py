@@ -18,54 +18,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sysconfig
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+from transformers import GPT2Config, GPT2LMHeadModel
 
-BOS = "<|endoftext|>"
-
-
-def read_corpus(max_chars: int) -> str:
-    """Standard-library Python source, sorted by path, test packages skipped."""
-    root = Path(sysconfig.get_paths()["stdlib"])
-    parts: list[str] = []
-    total = 0
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root).parts
-        if "site-packages" in rel or "test" in rel or "tests" in rel or "idle_test" in rel:
-            continue
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError):
-            continue
-        parts.append(text)
-        total += len(text)
-        if total >= max_chars:
-            break
-    return "\n".join(parts)[:max_chars]
-
-
-def train_tokenizer(text: str, vocab_size: int) -> PreTrainedTokenizerFast:
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=[BOS],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    chunks = (text[i : i + 100_000] for i in range(0, len(text), 100_000))
-    tok.train_from_iterator(chunks, trainer=trainer)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token=BOS, eos_token=BOS, unk_token=BOS, model_max_length=10**6
-    )
-
+from models.bundled.corpus import BOS, read_corpus, train_tokenizer
 
 class Batches:
     """Seeded batches: plain windows of the corpus, or BOS + one span repeated to the end."""

@@ -22,7 +22,7 @@ from transformers import (
     LlamaForCausalLM,
 )
 
-from models.bundled.train import train_tokenizer
+from models.bundled.corpus import train_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "def main(args): return args.out and the model is here. The model is here again."

@@ -23,7 +23,7 @@ from transformers import (
     MistralForCausalLM,
 )
 
-from models.bundled.train import train_tokenizer
+from models.bundled.corpus import train_tokenizer
 from models.generate import GenerationError, GenerationSettings, generate
 from models.generate.eviction import full_pass, perplexity, policy_pass
 from models.model.forward import tokenize

@@ -3,7 +3,7 @@
 A corpus is a list of passages. Two ship with the app:
 
 - ``stdlib``: for the bundled GPT-2, passages of its own held-out split, rebuilt from the
-  installed Python standard library exactly as ``models/bundled/train.py`` read it (the ``.py``
+  installed Python standard library exactly as ``models/bundled/corpus.py`` reads it (the ``.py``
   sources in sorted path order, tests left out, the first ``max_chars`` characters, the last 2 %
   of the tokens held out). The text of the held-out tokens is recovered by tokenizing only the
   tail of the corpus from a line start: byte-level BPE never merges across a newline followed by
@@ -308,7 +308,7 @@ def stdlib_held_out(
         max_tokens: most tokens per passage (without the BOS the app adds).
         n_passages: how many passages to keep.
     """
-    from models.bundled.train import read_corpus
+    from models.bundled.corpus import read_corpus
 
     max_chars, corpus_tokens = training_facts(model_dir)
     text = read_corpus(max_chars)
