@@ -77,6 +77,11 @@ def in_process_error(args: list[str], capsys) -> tuple[int, str]:
         (["patch", "bundled", *TASK, "--batch", "0"], 2, "positive"),
         (["patch", "bundled", "--clean", "x"], 2, "required"),
         (["bundled"], 2, "invalid choice"),
+        (["atp", "minilm", *TASK], 1, "causal"),
+        (["paths", "bundled", *TASK, "--receiver", "9.9", "--input", "q"], 1, "not a head"),
+        (["paths", "bundled", *TASK, "--receiver", "2", "--input", "q"], 1, "not a head"),
+        (["paths", "bundled", *TASK, "--receiver", "2.1", "--input", "z"], 2, "invalid choice"),
+        (["weights"], 2, "required"),
     ],
 )
 def test_bad_input_gives_one_line_and_nonzero(args, code, says, tmp_path, capsys):
@@ -237,20 +242,3 @@ def test_weights_of_an_encoder(tmp_path, capsys):
     assert main(["weights", "minilm", "--out", str(out)]) == 0
     assert "residual basis" in capsys.readouterr().err
     assert len(pd.read_csv(out)) == 72
-
-
-@pytest.mark.parametrize(
-    "args, code, says",
-    [
-        (["atp", "minilm", *TASK], 1, "causal"),
-        (["paths", "bundled", *TASK, "--receiver", "9.9", "--input", "q"], 1, "not a head"),
-        (["paths", "bundled", *TASK, "--receiver", "2", "--input", "q"], 1, "not a head"),
-        (["paths", "bundled", *TASK, "--receiver", "2.1", "--input", "z"], 2, "invalid choice"),
-        (["weights"], 2, "required"),
-    ],
-)
-def test_bad_input_to_the_new_commands(args, code, says, tmp_path, capsys):
-    rc, error = in_process_error([*args, "--out", str(tmp_path / "x.csv")], capsys)
-    assert rc == code and error.count("\n") == 0 and error.startswith("error: ")
-    assert says in error
-    assert not (tmp_path / "x.csv").exists()

@@ -122,20 +122,6 @@ def one_line_error(args: list[str]) -> tuple[int, str]:
     return proc.returncode, "\n".join(lines)
 
 
-@pytest.mark.parametrize(
-    "args, code",
-    [
-        (["no-such-org/no-such-model", "--out", "x.csv"], 1),
-        (["/no/such/dir", "--out", "x.csv"], 1),
-        (["bundled", "--seq-len", "0", "--out", "x.csv"], 2),
-        (["bundled"], 2),
-    ],
-)
-def test_bad_model_or_argument_gives_one_line_and_nonzero(args, code):
-    rc, error = one_line_error(args)
-    assert rc == code and error.count("\n") == 0 and error.startswith("error: ")
-
-
 def test_smollm2_by_name_from_the_command_line(smollm2, tmp_path):
     out = tmp_path / "smollm2.csv"
     proc = subprocess.run(
@@ -201,6 +187,10 @@ def test_prune_and_export_from_the_command_line(bundled, tmp_path, capsys):
 @pytest.mark.parametrize(
     "args, code",
     [
+        (["no-such-org/no-such-model", "--out", "x.csv"], 1),
+        (["/no/such/dir", "--out", "x.csv"], 1),
+        (["bundled", "--seq-len", "0", "--out", "x.csv"], 2),
+        (["bundled"], 2),
         (["bundled", "--prune", "2"], 2),
         (["bundled", "--export", "/tmp/x"], 2),
         (["bundled", "--prune", "2", "--prune-groups", "1", "--export", "/tmp/x"], 2),
@@ -209,6 +199,6 @@ def test_prune_and_export_from_the_command_line(bundled, tmp_path, capsys):
         (["bundled", "--prune", "2", "--export", "/tmp/x", "--corpus", "/no/such.txt"], 1),
     ],
 )
-def test_bad_prune_arguments_give_one_line_and_nonzero(args, code):
+def test_bad_models_and_arguments_give_one_line_and_nonzero(args, code):
     rc, error = one_line_error(args)
     assert rc == code and error.count("\n") == 0 and error.startswith("error: ")
