@@ -7,6 +7,8 @@
 - :mod:`models.model.softmax_terms` -- what the softmax adds from the configuration: each
   layer's scale, sliding windows, ALiBi slopes, the RoPE rotation;
 - :mod:`models.model.weights` -- output projections, unembedding and final norm for attribution;
+- :mod:`models.model.norms` -- the norms on the way into an attention score (LayerNorm or
+  RMSNorm, checked on a probe), the embedding norm, QK-norm and the logit soft-cap;
 - :mod:`models.model.hardware` -- what the processor does natively (bfloat16) and how fast;
 - :mod:`models.model.allocator` -- freed blocks kept for the next pass (glibc thresholds);
 
@@ -15,6 +17,8 @@ Three ways to run a model, each documented in its module:
 - :mod:`models.model.forward` -- through the bridge with hooks: the only module that spells
   hook names; tokenisation and forward passes under the model's lock;
 - :mod:`models.model.resume` -- passes resumed from a stored block output (ablation in batches);
+- :mod:`models.model.stream` -- the stream entering one layer kept as its parts' activations
+  (one pass), and that layer's queries and keys from other inputs (a resumed pass);
 - :mod:`models.model.plain` -- the same weights as plain Hugging Face modules with fused SDPA,
   showing each layer's q, k, v and row log-sum-exp to a callback (long prompts);
 

@@ -298,3 +298,46 @@ def resid_pre_hook(layer: int) -> str:
     """``batch pos d_model``: the residual stream entering block ``layer`` (its norm's input and
     its skip connection; a hook's returned tensor feeds both)."""
     return f"blocks.{layer}.hook_resid_pre"
+
+
+# --- the parts of the residual stream and the norms it passes (the exact QK split) ----------
+
+NormSite = Literal["ln1", "ln2", "ln1_post", "ln2_post"]
+
+
+def resid_mid_hook(layer: int) -> str:
+    """``batch pos d_model``: the residual stream between block ``layer``'s attention and MLP."""
+    return f"blocks.{layer}.hook_resid_mid"
+
+
+def block_norm_in_hook(layer: int, site: NormSite) -> str:
+    """``batch pos d_model``: the input of one of block ``layer``'s norms: ``ln1``/``ln2``
+    (before attention/MLP in pre-norm models, after them in post-norm ones), ``ln1_post`` /
+    ``ln2_post`` (Gemma's norms of each sublayer's output)."""
+    return f"blocks.{layer}.{site}.hook_in"
+
+
+def embed_norm_in_hook() -> str:
+    """``batch pos d_model``: the input of the norm over the embeddings (BERT, Bloom)."""
+    return "embed_ln.hook_in"
+
+
+def type_embed_hook() -> str:
+    """``batch pos d_model``: BERT's token type (segment) embeddings."""
+    return "token_type_embed.hook_out"
+
+
+def q_in_hook(layer: int) -> str:
+    """``batch pos d_model``: what block ``layer``'s query projection reads (its norm's
+    output); a returned tensor changes the queries alone."""
+    return _attn(layer, "q.hook_in")
+
+
+def k_in_hook(layer: int) -> str:
+    """``batch pos d_model``: what block ``layer``'s key projection reads."""
+    return _attn(layer, "k.hook_in")
+
+
+def has_hook(model: LoadedModel, name: str) -> bool:
+    """Whether this model's bridge exposes ``name``."""
+    return not missing_hooks(model, [name])
