@@ -24,6 +24,12 @@
 - :mod:`models.circuits.composition` -- Q-, K-, V-composition between heads;
 - :mod:`models.circuits.findings` -- what the attribution and weights jobs keep, and their work;
 - :mod:`models.circuits.cost` -- the passes and the cost of each computation;
+- :mod:`models.circuits.why_parts` -- the stream entering a layer as named parts, every
+  norm's scale frozen;
+- :mod:`models.circuits.why_sides` -- one head's queries and keys as those parts (norm,
+  projection, QK-norm, RoPE), and the rest of its softmax;
+- :mod:`models.circuits.why_keep` -- the one pass that keeps both sides of a head, priced;
+- :mod:`models.circuits.why` -- "why here": one score split into (query part, key part) pairs;
 - :mod:`models.circuits.commands` -- the ``atp``, ``paths`` and ``weights`` commands' tables;
 - :mod:`models.circuits.__main__` -- ``python -m models.circuits patch | atp | paths |
   weights``.

@@ -14,12 +14,16 @@ import torch
 from transformers import (
     BloomConfig,
     BloomForCausalLM,
+    Gemma2Config,
+    Gemma2ForCausalLM,
     GPT2Config,
     GPT2LMHeadModel,
     GPTNeoXConfig,
     GPTNeoXForCausalLM,
     LlamaConfig,
     LlamaForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
 )
 
 from models.bundled.corpus import train_tokenizer
@@ -84,13 +88,72 @@ ARCHITECTURES = {
 }
 
 
+# Architectures whose attention score goes through more than a projection and a rotation:
+# QK-norm (Qwen3) and Gemma 2's soft-capped logits, sandwich norms, 1 + w norm weights,
+# query_pre_attn_scalar and a sliding window shorter than PROMPT on its local layers.
+QK_ARCHITECTURES = {
+    "qwen3_qk_norm": lambda v: Qwen3ForCausalLM(
+        Qwen3Config(
+            vocab_size=v,
+            hidden_size=64,
+            intermediate_size=64,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=16,
+            max_position_embeddings=96,
+            pad_token_id=0,
+            **COMMON,
+        )
+    ),
+    "gemma2_softcap": lambda v: Gemma2ForCausalLM(
+        Gemma2Config(
+            vocab_size=v,
+            hidden_size=64,
+            intermediate_size=64,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=16,
+            max_position_embeddings=96,
+            attn_logit_softcapping=5.0,
+            sliding_window=8,
+            pad_token_id=0,
+            **COMMON,
+        )
+    ),
+}
+
+
+def _tokenizer():
+    return train_tokenizer((ROOT / "models" / "bundled" / "train.py").read_text() * 2, 300)
+
+
 def build_all(out: Path) -> dict[str, Path]:
     """Save every architecture of :data:`ARCHITECTURES` under ``out``; return name -> directory."""
-    tokenizer = train_tokenizer((ROOT / "models" / "bundled" / "train.py").read_text() * 2, 300)
+    tokenizer = _tokenizer()
     dirs = {}
     for seed, (name, (make, _)) in enumerate(ARCHITECTURES.items()):
         torch.manual_seed(seed)
         model = make(len(tokenizer))
+        dirs[name] = out / name
+        model.save_pretrained(dirs[name])
+        tokenizer.save_pretrained(dirs[name])
+    return dirs
+
+
+def build_qk(out: Path) -> dict[str, Path]:
+    """Save every architecture of :data:`QK_ARCHITECTURES` under ``out``, each norm's weight
+    drawn at random (a norm gain left out, or read without Gemma's ``1 + w``, then shows)."""
+    tokenizer = _tokenizer()
+    dirs = {}
+    for seed, (name, make) in enumerate(QK_ARCHITECTURES.items()):
+        torch.manual_seed(100 + seed)
+        model = make(len(tokenizer))
+        with torch.no_grad():
+            for param_name, param in model.named_parameters():
+                if "norm" in param_name:
+                    param.uniform_(-0.5, 1.5)
         dirs[name] = out / name
         model.save_pretrained(dirs[name])
         tokenizer.save_pretrained(dirs[name])

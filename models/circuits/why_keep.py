@@ -1,0 +1,183 @@
+"""One pass that keeps what splitting a head's scores needs: the stream's parts, both sides of
+the head, its softmax terms and its own queries and keys (to check the parts against).
+
+:func:`keep_cost` prices the pass before it runs; :func:`keep` runs it. After that, a cell's
+split (:mod:`models.circuits.why`), a whole row or one pair over the prompt
+(:mod:`models.circuits.why_rows`) are arithmetic on what was kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float
+
+from models.circuits.cost import FLOAT, FLOPS, LAYER_OVERHEAD_S, Cost
+from models.circuits.head_weights import kv_head_of, pre_norm
+from models.circuits.why_parts import StreamParts, layout, stream_parts
+from models.circuits.why_sides import ScoreTerms, Side, read_side, score_terms
+from models.errors import UserError
+from models.head import Head
+from models.model.forward import tokenize
+from models.model.loading import LoadedModel
+from models.model.norms import NormUnknown, block_norm
+from models.model.stream import StreamUnavailable, capture_stream
+from models.model.tokens import readable_tokens
+from models.progress import Progress, quiet
+from models.shapes import TokenIds
+
+MAX_GAP = {torch.float32: 1e-4, torch.float64: 1e-4}  # relative; low precision: LOW_PRECISION_GAP
+LOW_PRECISION_GAP = 3e-2
+SAMPLE = 32  # positions the rebuilt stream is checked at (queries and keys: every position)
+
+
+class WhyUnavailable(UserError):
+    """This model computes something the split cannot follow; the text says what."""
+
+    level = "warning"
+
+
+@dataclass(frozen=True)
+class KeptHead:
+    """What one pass kept for splitting head ``head``'s scores on one prompt.
+
+    Attributes:
+        head: the head.
+        token_ids, tokens: the prompt as the model saw it (position 0 first, BOS included).
+        stream: the stream entering the head's layer, as parts.
+        query, key: the head's two sides as parts.
+        terms: the rest of its softmax.
+        q, k: ``pos d_head`` the model's own query and key of the head (float32), as its
+            softmax saw them.
+        query_parts, key_parts: ``pos part d_head`` both sides' parts at every position
+            (float32), for rows and maps; a single cell is recomputed in float64.
+        resid_pre: ``pos d_model`` the stream entering the layer (float32).
+        stream_gap, query_gap, key_gap: largest ``|sum of parts - model's own|`` of the stream,
+            queries and keys over the prompt, relative to the largest ``|model's own|``.
+    """
+
+    head: Head
+    token_ids: tuple[int, ...]
+    tokens: tuple[str, ...]
+    stream: StreamParts
+    query: Side
+    key: Side
+    terms: ScoreTerms
+    q: Float[torch.Tensor, "pos d_head"]
+    k: Float[torch.Tensor, "pos d_head"]
+    query_parts: Float[torch.Tensor, "pos part d_head"]
+    key_parts: Float[torch.Tensor, "pos part d_head"]
+    resid_pre: Float[torch.Tensor, "pos d_model"]
+    stream_gap: float
+    query_gap: float
+    key_gap: float
+
+    @property
+    def n_pos(self) -> int:
+        return len(self.token_ids)
+
+    def raw_row(self, query: int) -> Float[torch.Tensor, " key_pos"]:
+        """The model's own logits of ``query`` against every key, before any cap (float64)."""
+        q = self.q[query].to(torch.float64)
+        keys = torch.arange(self.n_pos)
+        dots = self.k.to(torch.float64) @ q * self.terms.scale
+        return dots + self.terms.position_bias(query, keys)
+
+
+def _gap(parts: torch.Tensor, own: torch.Tensor) -> float:
+    own = own.to(torch.float64)
+    return float((parts - own).abs().max() / own.abs().max().clamp_min(1e-30))
+
+
+def _tolerance(model: LoadedModel) -> float:
+    return MAX_GAP.get(model.spec.torch_dtype, LOW_PRECISION_GAP)
+
+
+def keep(model: LoadedModel, ids: TokenIds, head: Head, progress: Progress = quiet) -> KeptHead:
+    """One pass over ``ids`` (``1 pos``) keeping the split of head ``head``'s scores.
+
+    Raises:
+        ValueError: ``head`` is not a head of the model.
+        WhyUnavailable: the bridge hides an activation, a norm is of an unknown kind, or the
+            parts do not add up to the model's own stream, queries or keys.
+    """
+    facts = model.facts
+    if not head.fits(facts.n_layers, facts.n_heads):
+        raise ValueError(f"{head} is not a head of {facts.name}")
+    progress(0.0, f"one pass keeping the parts of the stream entering layer {head.layer}")
+    try:
+        plan = layout(model, head.layer)
+        acts = capture_stream(
+            model,
+            ids,
+            head.layer,
+            plan.norm_sites(),
+            embed_norm=plan.embed_norm is not None,
+            type_embed=plan.type_embed,
+        )
+        reading = block_norm(model, head.layer, "ln1") if pre_norm(model) else None
+    except (StreamUnavailable, NormUnknown) as err:
+        raise WhyUnavailable(f"Why here is not available for {facts.name}: {err}.") from err
+    progress(0.6, f"the parts of head {head}'s queries and keys")
+    stream = stream_parts(model, acts, plan)
+    query = read_side(model, stream, acts, head, "query", reading)
+    key = read_side(model, stream, acts, head, "key", reading)
+    kv = kv_head_of(facts, head.index)
+    q, k = acts.q[:, head.index], acts.k[:, kv]
+    everywhere = slice(None)
+    query_parts, key_parts = query.at(everywhere, torch.float32), key.at(everywhere, torch.float32)
+    sample = torch.unique(torch.linspace(0, acts.n_pos - 1, min(acts.n_pos, SAMPLE)).long())
+    kept = KeptHead(
+        head=head,
+        token_ids=tuple(int(t) for t in ids[0]),
+        tokens=tuple(readable_tokens(model.tokenizer, [int(t) for t in ids[0]])),
+        stream=stream,
+        query=query,
+        key=key,
+        terms=score_terms(model, head),
+        q=q,
+        k=k,
+        query_parts=query_parts,
+        key_parts=key_parts,
+        resid_pre=acts.resid_pre,
+        stream_gap=_gap(stream.values(sample).sum(1), acts.resid_pre[sample]),
+        query_gap=_gap(query_parts.sum(1), q),
+        key_gap=_gap(key_parts.sum(1), k),
+    )
+    worst = max(kept.stream_gap, kept.query_gap, kept.key_gap)
+    if not worst <= _tolerance(model):
+        raise WhyUnavailable(
+            f"Why here is not available for {facts.name}: the parts of head {head}'s "
+            f"{'stream' if worst == kept.stream_gap else 'queries or keys'} miss the model's "
+            f"own by {worst:.2g} of their size, so this model adds something the split does "
+            "not follow."
+        )
+    progress(1.0, "done")
+    return kept
+
+
+def keep_prompt(
+    model: LoadedModel, prompt: str, head: Head, progress: Progress = quiet
+) -> KeptHead:
+    """:func:`keep` on ``prompt`` tokenised as the explorer does (cut to the context)."""
+    ids, _ = tokenize(model, prompt)
+    return keep(model, ids, head, progress)
+
+
+def keep_cost(model: LoadedModel, n_tokens: int, layer: int) -> Cost:
+    """Cost of :func:`keep` for a head of ``layer`` on ``n_tokens``: one forward pass, then
+    every part of both sides at every position (``2 n d_src d_head`` per part and side).
+
+    Peak memory: the kept activations (each earlier layer's ``z`` and MLP output) and both
+    sides' parts at every position, float32, twice over while they are summed for the check.
+    """
+    f = model.facts
+    device = "cuda" if str(model.spec.device).startswith("cuda") else "cpu"
+    n_parts = 3 + layer * (f.n_heads + 4)
+    kept = FLOAT * n_tokens * (layer * (f.n_heads * f.d_head + f.d_model) + 3 * f.d_model)
+    sides = 2 * FLOAT * n_tokens * n_parts * f.d_head
+    flops = f.forward_flops(n_tokens) + 2 * 2.0 * n_tokens * n_parts * f.d_model * f.d_head
+    seconds = flops / FLOPS[device] + f.n_layers * LAYER_OVERHEAD_S[device]
+    peak = kept + 2 * sides + f.activation_bytes(n_tokens)
+    return Cost(1.0, 0.0, flops, seconds, int(peak))
