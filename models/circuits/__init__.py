@@ -30,6 +30,10 @@
   projection, QK-norm, RoPE), and the rest of its softmax;
 - :mod:`models.circuits.why_keep` -- the one pass that keeps both sides of a head, priced;
 - :mod:`models.circuits.why` -- "why here": one score split into (query part, key part) pairs;
+- :mod:`models.circuits.why_effects` -- one part removed: the score with scales frozen and
+  free, the attention weights recomputed;
+- :mod:`models.circuits.why_bands` -- the same score split by RoPE frequency band;
+- :mod:`models.circuits.why_rows` -- a whole row by part, and one pair over the prompt;
 - :mod:`models.circuits.commands` -- the ``atp``, ``paths`` and ``weights`` commands' tables;
 - :mod:`models.circuits.__main__` -- ``python -m models.circuits patch | atp | paths |
   weights``.

@@ -112,6 +112,23 @@ class StreamParts:
         """Every part at ``positions`` (float64)."""
         return stack_groups([group.values(positions) for group in self.groups])
 
+    def part(self, name: str, positions: Positions) -> Float[torch.Tensor, "pos d_model"]:
+        """Part ``name`` at ``positions`` (float64; a bias repeated at each position).
+
+        Raises:
+            KeyError: no part of that name.
+        """
+        for group in self.groups:
+            if name in group.names:
+                values = group.values(positions)[:, group.names.index(name)]
+                count = (
+                    len(range(self.n_pos)[positions])
+                    if isinstance(positions, slice)
+                    else len(positions)
+                )
+                return values.expand(count, -1)
+        raise KeyError(name)
+
 
 def stack_groups(values: list[torch.Tensor]) -> torch.Tensor:
     """``pos part d`` from each group's ``pos group d`` (a bias's single row repeated)."""

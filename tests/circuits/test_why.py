@@ -10,43 +10,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from transformers import AutoModel, AutoModelForCausalLM
 
 from models.circuits.why import CellError, Pair, part_head, part_words, split
 from models.circuits.why_keep import keep
 from models.head import Head
-from models.model.forward import tokenize
-from models.model.loading import load
-from models.model.spec import BUNDLED_DIR, ModelSpec, minilm_dir
-from tests.attention.tiny_models import PROMPT, build_qk
 from tests.circuits.why_reference import Reference
 
 TOL = 1e-5
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    dirs = build_qk(tmp_path_factory.mktemp("why_tiny"))
-    return {name: (path, load(ModelSpec(str(path)))) for name, path in dirs.items()}
-
-
-def hf(path, family: str) -> Reference:
-    loader = AutoModel if family == "bert" else AutoModelForCausalLM
-    return Reference(
-        loader.from_pretrained(path, attn_implementation="eager", dtype=torch.float32), family
-    )
-
-
-@pytest.fixture(scope="module")
-def cases(bundled, minilm, tiny):
-    """name -> (loaded model, reference, token ids)."""
-    out = {
-        "bundled": (bundled, hf(BUNDLED_DIR, "gpt2")),
-        "minilm": (minilm, hf(minilm_dir(), "bert")),
-        "qwen3_qk_norm": (tiny["qwen3_qk_norm"][1], hf(tiny["qwen3_qk_norm"][0], "qwen3")),
-        "gemma2_softcap": (tiny["gemma2_softcap"][1], hf(tiny["gemma2_softcap"][0], "gemma2")),
-    }
-    return {name: (model, ref, tokenize(model, PROMPT)[0]) for name, (model, ref) in out.items()}
 
 
 def check_cells(model, ref: Reference, ids, head: Head, cells) -> None:
@@ -70,8 +40,8 @@ def check_cells(model, ref: Reference, ids, head: Head, cells) -> None:
 
 
 @pytest.mark.parametrize("name", ["bundled", "qwen3_qk_norm", "gemma2_softcap"])
-def test_pairs_add_up_to_the_reference_score_on_causal_models(cases, name):
-    model, ref, ids = cases[name]
+def test_pairs_add_up_to_the_reference_score_on_causal_models(why_cases, name):
+    model, ref, ids = why_cases[name]
     n = ids.shape[1]
     for layer in range(model.facts.n_layers):
         head = Head(layer, (layer + 1) % model.facts.n_heads)
@@ -79,28 +49,28 @@ def test_pairs_add_up_to_the_reference_score_on_causal_models(cases, name):
         check_cells(model, ref, ids, head, cells)
 
 
-def test_pairs_add_up_on_a_bidirectional_model_with_keys_after_the_query(cases):
-    model, ref, ids = cases["minilm"]
+def test_pairs_add_up_on_a_bidirectional_model_with_keys_after_the_query(why_cases):
+    model, ref, ids = why_cases["minilm"]
     n = ids.shape[1]
     for head in (Head(0, 3), Head(3, 7), Head(5, 11)):
         check_cells(model, ref, ids, head, [(2, n - 1), (2, 9), (n - 1, 0), (4, 4)])
 
 
-def test_parts_are_named_as_the_app_names_them(cases):
-    model, _, ids = cases["bundled"]
+def test_parts_are_named_as_the_app_names_them(why_cases):
+    model, _, ids = why_cases["bundled"]
     cell = split(keep(model, ids, Head(2, 1)), 10, 3)
     heads = [f"{layer}.{h}" for layer in range(2) for h in range(4)]
     expected = ["embed", "pos_embed", *heads[:4], "b_O.0", "mlp.0", *heads[4:], "b_O.1"]
     assert list(cell.query_parts) == [*expected, "mlp.1", "b_ln1.2", "b_Q"]
     assert list(cell.key_parts) == [*expected, "mlp.1", "b_ln1.2", "b_K"]
-    minilm, _, ids = cases["minilm"]
+    minilm, _, ids = why_cases["minilm"]
     names = split(keep(minilm, ids, Head(1, 0)), 0, 1).key_parts
     assert names[:4] == ("embed", "pos_embed", "type_embed", "b_ln_embed")
     assert {"b_ln1.0", "b_ln2.0", "mlp.0", "0.11"} <= set(names)
 
 
-def test_gemma2_soft_cap_is_its_own_step(cases):
-    model, ref, ids = cases["gemma2_softcap"]
+def test_gemma2_soft_cap_is_its_own_step(why_cases):
+    model, ref, ids = why_cases["gemma2_softcap"]
     records = ref.run(ids)
     head, query = Head(1, 2), ids.shape[1] - 1
     assert records[1]["softcap"] == 5.0
@@ -115,14 +85,14 @@ def test_gemma2_soft_cap_is_its_own_step(cases):
     assert abs(cell.total - cell.capped(cell.total)) > 1.0  # the cap changed this logit
 
 
-def test_a_key_the_query_never_sees_is_refused(cases):
-    model, _, ids = cases["bundled"]
+def test_a_key_the_query_never_sees_is_refused(why_cases):
+    model, _, ids = why_cases["bundled"]
     kept = keep(model, ids, Head(0, 0))
     with pytest.raises(CellError, match="never sees"):
         split(kept, 3, 7)
     with pytest.raises(CellError, match="outside"):
         split(kept, ids.shape[1], 0)
-    gemma, _, gemma_ids = cases["gemma2_softcap"]
+    gemma, _, gemma_ids = why_cases["gemma2_softcap"]
     local = keep(gemma, gemma_ids, Head(0, 0))  # layer 0 slides a window of 8
     with pytest.raises(CellError, match="never sees"):
         split(local, 20, 10)

@@ -212,9 +212,10 @@ class Reference:
             d = self.hf.config.hidden_size
             cols = slice(0, d) if edit.side == "query" else slice(d, 2 * d)
 
-            def fused(module, _args, out):
+            def fused(module, _args, out):  # GPT-2's Conv1D: x @ weight + bias
                 out = out.clone()
-                out[0, rows, cols] = module(changed.to(out.dtype))[:, cols]
+                redone = changed @ module.weight.double() + module.bias.double()
+                out[0, rows, cols] = redone[:, cols].to(out.dtype)
                 return out
 
             handles.append(projection.register_forward_hook(fused))
