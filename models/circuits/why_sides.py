@@ -126,8 +126,9 @@ class ScoreTerms:
     alibi_slope: float | None = None
     softcap: float | None = None
 
-    def position_bias(self, query: int, keys: torch.Tensor) -> torch.Tensor:
-        """ALiBi's ``-slope * distance`` for ``keys`` (float64; zeros without ALiBi)."""
+    def position_bias(self, query: int | torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """ALiBi's ``-slope * distance`` between ``query`` and ``keys`` (positions, broadcast;
+        float64; zeros without ALiBi)."""
         distance = (query - keys).to(torch.float64)
         if not self.causal:
             distance = distance.abs()
