@@ -34,9 +34,10 @@
   free, the attention weights recomputed;
 - :mod:`models.circuits.why_bands` -- the same score split by RoPE frequency band;
 - :mod:`models.circuits.why_rows` -- a whole row by part, and one pair over the prompt;
+- :mod:`models.circuits.why_command` -- the ``why`` command's table;
 - :mod:`models.circuits.commands` -- the ``atp``, ``paths`` and ``weights`` commands' tables;
 - :mod:`models.circuits.__main__` -- ``python -m models.circuits patch | atp | paths |
-  weights``.
+  weights | why``.
 """
 
 from models.circuits.agreement import Agreement, agreement, top_k_recall

@@ -9,12 +9,17 @@ read the weights, and write one CSV row per head (or per pair of heads).
     python -m models.circuits paths MODEL --clean TEXT --corrupted TEXT --answer STR
                                           --wrong STR --receiver L.H --input q|k|v --out FILE.csv
     python -m models.circuits weights MODEL --out FILE.csv [--pairs FILE.csv]
+    python -m models.circuits why MODEL --prompt TEXT --head L.H --query I --key J
+                                        --out FILE.csv [--bands]
 
 MODEL is ``bundled``, ``smollm2``, a Hugging Face name, a local directory or a .gguf file. The
 ``patch`` CSV has ``L.H, layer, head, patch_effect, dla``; ``atp`` writes
 :data:`models.circuits.commands.ATP_COLUMNS` (``patch_effect`` after ``atp_star`` with
 ``--exact``), ``paths`` ``L.H, layer, head, path_effect``, ``weights`` the per-head weight
-scores and ``--pairs`` the composition scores. Logit differences go to stdout, progress and the
+scores and ``--pairs`` the composition scores; ``why`` splits head ``L.H``'s logit at query
+``I`` and key ``J`` (positions as the explorer shows the tokens: 0 is the first, a prepended BOS
+included) into ``query_part,key_part,score`` rows (``--bands``: a ``band`` column, RoPE models),
+and writes the cell's score and weight to stderr. Logit differences go to stdout, progress and the
 cost stated before running to stderr. A failure prints one line and exits non-zero.
 """
 
@@ -50,6 +55,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     patch.add_argument("--out", type=Path, required=True, help="CSV file to write")
     add_commands(sub)
+    add_why(sub)
     args = p.parse_args(argv)
     for out in (args.out, getattr(args, "pairs", None)):
         if out is not None and not out.parent.is_dir():
@@ -96,6 +102,24 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     weights.add_argument("--pairs", type=Path, help="CSV file for the composition scores")
     for command in (atp, paths, weights):
         command.add_argument("--out", type=Path, required=True, help="CSV file to write")
+
+
+def add_why(sub: argparse._SubParsersAction) -> None:
+    """The ``why`` subcommand."""
+    why = sub.add_parser(
+        "why",
+        help="split one head's logit at a query and a key into (query part, key part) "
+        "pairs; write one CSV row per pair",
+    )
+    model_options(why)
+    why.add_argument("--prompt", required=True, help="the prompt")
+    why.add_argument("--head", required=True, help="the head, as L.H")
+    why.add_argument(
+        "--query", type=int, required=True, help="the query position (0 = first token)"
+    )
+    why.add_argument("--key", type=int, required=True, help="the key position")
+    why.add_argument("--bands", action="store_true", help="split each pair by RoPE band too")
+    why.add_argument("--out", type=Path, required=True, help="CSV file to write")
 
 
 def model_options(command: argparse.ArgumentParser) -> None:
@@ -163,6 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from models.circuits.table import table_csv
     from models.errors import UserError
 
+    if args.command == "why":
+        return why(args)
     if args.command != "patch":
         return other(args)
     try:
@@ -209,6 +235,26 @@ def other(args: argparse.Namespace) -> int:
     if lds is not None:
         print(f"clean LD {lds[0]:.6g}")
         print(f"corrupted LD {lds[1]:.6g}")
+    say(f"wrote {len(table)} rows to {args.out}")
+    return 0
+
+
+def why(args: argparse.Namespace) -> int:
+    """Run ``why``: the CSV file, the cell's score and weight on stderr; 0, or 1 after one line."""
+    from models.circuits.why_command import describe, run_why, table_csv
+    from models.errors import UserError
+
+    try:
+        cell, table = run_why(args, say)
+        args.out.write_text(table_csv(table), encoding="utf-8")
+    except (UserError, ValueError, OSError) as err:
+        print(
+            f"error: {str(err).splitlines()[0] if str(err) else type(err).__name__}",
+            file=sys.stderr,
+        )
+        return 1
+    for line in describe(cell):
+        say(line)
     say(f"wrote {len(table)} rows to {args.out}")
     return 0
 
