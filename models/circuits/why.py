@@ -168,14 +168,16 @@ def check_cell(kept: KeptHead, query: int, key: int) -> None:
 
 
 def split(kept: KeptHead, query: int, key: int) -> WhySplit:
-    """Split head ``kept.head``'s logit at (``query``, ``key``) into pairs (float64).
+    """Split head ``kept.head``'s logit at (``query``, ``key``) into pairs (float64 products
+    of the kept float32 parts: a cell is a lookup and one small product, however long the
+    prompt).
 
     Raises:
         CellError: a position outside the prompt, or a key the query never sees.
     """
     check_cell(kept, query, key)
-    q_parts = kept.query.at(torch.tensor([query]))[0]
-    k_parts = kept.key.at(torch.tensor([key]))[0]
+    q_parts = kept.query_parts[query].to(torch.float64)
+    k_parts = kept.key_parts[key].to(torch.float64)
     pairs = (q_parts @ k_parts.T * kept.terms.scale).numpy()
     raw = kept.raw_row(query)
     seen = kept.terms.visible(query, kept.n_pos)

@@ -87,8 +87,8 @@ def band_split(kept: KeptHead, query: int, key: int) -> BandSplit:
             "frequency bands."
         )
     check_cell(kept, query, key)
-    q = kept.query.at(torch.tensor([query]))[0]
-    k = kept.key.at(torch.tensor([key]))[0]
+    q = kept.query_parts[query].to(torch.float64)
+    k = kept.key_parts[key].to(torch.float64)
     d_head, rotary_dim = q.shape[-1], cos.shape[-1]
     band = band_of_dims(d_head, rotary_dim)
     n_bands = int(band.max()) + 1

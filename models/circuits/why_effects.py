@@ -73,7 +73,7 @@ def removed_row(kept: KeptHead, query: int, part: str, side: SideKind) -> torch.
     raw = kept.raw_row(query)
     scale = kept.terms.scale
     if side == "query":
-        share = kept.query.at(torch.tensor([query]))[0, kept.query.names.index(part)]
+        share = kept.query_parts[query, kept.query.names.index(part)].to(torch.float64)
         return raw - scale * (kept.k.to(torch.float64) @ share)
     share = kept.key_parts[:, kept.key.names.index(part)].to(torch.float64)
     return raw - scale * (share @ kept.q[query].to(torch.float64))

@@ -69,10 +69,12 @@ def row_split(kept: KeptHead, query: int) -> RowSplit:
     raw = kept.raw_row(query)
     weights = kept.terms.weights(raw, query)
     seen = kept.terms.visible(query, kept.n_pos)
-    q_parts = kept.query.at(torch.tensor([query]))[0]
-    keys = kept.key_parts.to(torch.float64)
-    key_shares = torch.einsum("d,jbd->bj", kept.q[query].to(torch.float64), keys) * scale
-    averaged = torch.einsum("j,jbd->bd", weights, keys)
+    q_parts = kept.query_parts[query].to(torch.float64)
+    keys = kept.key_parts  # pos part d_head, float32: summed in float32, as kept
+    n, n_parts, d_head = keys.shape
+    key_shares = (keys @ kept.q[query]).T.to(torch.float64) * scale
+    averaged = (weights.to(torch.float32) @ keys.reshape(n, -1)).reshape(n_parts, d_head)
+    averaged = averaged.to(torch.float64)
     return RowSplit(
         head=kept.head,
         query=query,
@@ -111,7 +113,7 @@ def pattern(kept: KeptHead) -> tuple[torch.Tensor, torch.Tensor]:
     positions = torch.arange(n)
     q, k = kept.q.to(torch.float64), kept.k.to(torch.float64)
     raw = q @ k.T * kept.terms.scale + kept.terms.position_bias(positions[:, None], positions)
-    seen = torch.stack([kept.terms.visible(i, n) for i in range(n)])
+    seen = kept.terms.visible(positions[:, None], n)
     weights = torch.softmax(kept.terms.capped(raw).masked_fill(~seen, -math.inf), dim=-1)
     return weights, seen
 

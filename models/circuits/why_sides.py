@@ -134,12 +134,13 @@ class ScoreTerms:
             distance = distance.abs()
         return -(self.alibi_slope or 0.0) * distance
 
-    def visible(self, query: int, n_pos: int) -> Bool[torch.Tensor, " key_pos"]:
-        """Which keys query ``query`` attends to."""
+    def visible(self, query: int | torch.Tensor, n_pos: int) -> Bool[torch.Tensor, "... key_pos"]:
+        """Which of ``n_pos`` keys query ``query`` attends to (a column of queries: a mask)."""
         keys = torch.arange(n_pos)
-        seen = keys <= query if self.causal else torch.ones(n_pos, dtype=torch.bool)
+        distance = torch.as_tensor(query) - keys
+        seen = distance >= 0 if self.causal else torch.ones_like(distance, dtype=torch.bool)
         if self.window is not None:
-            seen &= (query - keys).abs() < self.window
+            seen = seen & (distance.abs() < self.window)
         return seen
 
     def capped(self, raw: torch.Tensor) -> torch.Tensor:

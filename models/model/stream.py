@@ -191,8 +191,8 @@ def qk_with_reading(
 ]:
     """Block ``layer``'s queries and keys when its query (or key) projection reads ``q_read``
     (``k_read``) instead of its norm's output; everything else as in the pass that gave
-    ``resid_pre``. One batched pass resumed at block ``layer``, stopped after its attention
-    scores (so RoPE, QK-norm and the projections are the model's own).
+    ``resid_pre``. One batched pass resumed at block ``layer``, stopped once the queries and keys
+    are known (so RoPE, QK-norm and the projections are the model's own).
 
     Args:
         model: a loaded model.
@@ -209,10 +209,13 @@ def qk_with_reading(
     assert source is not None
     seen: dict[str, torch.Tensor] = {}
     param = next(model.bridge.parameters())
+    names = qk_names(source, layer)
 
     def keep(name: str):
         def hook(act: torch.Tensor, hook=None) -> None:
             seen[name] = act.detach().to("cpu", torch.float32)
+            if len(seen) == len(names):  # the attention scores themselves are not needed
+                raise _Stop
 
         return hook
 
@@ -225,7 +228,7 @@ def qk_with_reading(
     def stop(_act: torch.Tensor, hook=None) -> None:
         raise _Stop
 
-    hooks: list[Hook] = [(name, keep(name)) for name in qk_names(source, layer)]
+    hooks: list[Hook] = [(name, keep(name)) for name in names]
     if q_read is not None:
         hooks.append((q_in_hook(layer), replace(q_read)))
     if k_read is not None:
