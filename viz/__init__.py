@@ -11,6 +11,8 @@
 - :mod:`viz.heads_figures` -- the head finder's pruning curve;
 - :mod:`viz.circuits_figures` -- patching, attribution, paths and weight circuits;
 - :mod:`viz.circuit_graph` -- the circuit graph: heads by layer, edges above a threshold;
+- :mod:`viz.why_figures` -- why here: the pairs matrix, each side's parts, RoPE bands, removed
+  parts, one pair over the prompt, and the view of one cell;
 - :mod:`viz.generate_figures` -- generation: steps, sinks, the KV cache, eviction;
 - :mod:`viz.generate_steps` -- one generation step by step: every head's row, the written
   tokens with their probabilities;
