@@ -121,8 +121,9 @@ def keep(model: LoadedModel, ids: TokenIds, head: Head, progress: Progress = qui
         raise WhyUnavailable(f"Why here is not available for {facts.name}: {err}.") from err
     progress(0.6, f"the parts of head {head}'s queries and keys")
     stream = stream_parts(model, acts, plan)
-    query = read_side(model, stream, acts, head, "query", reading)
-    key = read_side(model, stream, acts, head, "key", reading)
+    rope = None if acts.cos is None or acts.sin is None else (acts.cos, acts.sin)
+    query = read_side(model, stream, acts.resid_pre, head, "query", reading, rope)
+    key = read_side(model, stream, acts.resid_pre, head, "key", reading, rope)
     kv = kv_head_of(facts, head.index)
     q, k = acts.q[:, head.index], acts.k[:, kv]
     everywhere = slice(None)

@@ -27,11 +27,12 @@ from models.circuits.why_parts import (
 )
 from models.head import Head
 from models.model.loading import LoadedModel
-from models.model.norms import Norm, logit_softcap, qk_norm
+from models.model.norms import Norm, NormUnknown, logit_softcap, qk_norm
 from models.model.softmax_terms import layer_scales, layer_windows, model_alibi_slopes, rotate
-from models.model.stream import StreamActs
 
 SideKind = Literal["query", "key"]
+Reads = Literal["query", "key", "value"]
+_PROJECTION: dict[str, Literal["q", "k", "v"]] = {"query": "q", "key": "k", "value": "v"}
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class Side:
         cos, sin: ``pos rotary_dim`` RoPE tables (float64), ``None`` without RoPE.
     """
 
-    kind: SideKind
+    kind: Reads
     groups: tuple[PartGroup, ...]
     cos: torch.Tensor | None = None
     sin: torch.Tensor | None = None
@@ -67,44 +68,50 @@ class Side:
 def read_side(
     model: LoadedModel,
     stream: StreamParts,
-    acts: StreamActs,
+    resid_pre: Float[torch.Tensor, "pos d_model"],
     head: Head,
-    kind: SideKind,
+    kind: Reads,
     reading: Norm | None,
+    rope: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> Side:
-    """Head ``head``'s query (or key) as parts of ``stream``.
+    """Head ``head``'s query (or key, or value) as parts of ``stream``.
 
     Args:
         model: the loaded model.
         stream: the stream entering ``head.layer`` as parts.
-        acts: the pass that gave it (the norm's input, the RoPE tables).
+        resid_pre: ``pos d_model`` that stream as the model had it (the norm's input).
         head: the query head.
-        kind: ``query`` or ``key`` (the key/value head ``head`` reads).
+        kind: ``query``, or ``key`` or ``value`` (of the key/value head ``head`` reads); a
+            value is never rotated.
         reading: the block's own norm in front of attention, ``None`` for post-norm models.
+        rope: the layer's ``pos rotary_dim`` cos and sin tables, ``None`` without RoPE.
+
+    Raises:
+        NormUnknown: the value has a norm of its own (not handled here).
     """
-    which: Literal["q", "k"] = "q" if kind == "query" else "k"
+    which = _PROJECTION[kind]
     index = head.index if which == "q" else kv_head_of(model.facts, head.index)
     weight, bias = projection(model, head.layer, which, dtype=torch.float64)
     weight, bias = weight[index], bias[index]
     groups = list(stream.groups)
-    read = acts.resid_pre.to(torch.float64)
+    read = resid_pre.to(torch.float64)
     if reading is not None:
-        groups = through_norm(groups, reading, acts.resid_pre, f"b_ln1.{head.layer}")
+        groups = through_norm(groups, reading, resid_pre, f"b_ln1.{head.layer}")
         read = reading.apply(read)
     groups = [group.then(weight) for group in groups]
     if bool(bias.any()):
         groups.append(PartGroup((f"b_{which.upper()}",), bias[None, None]))
     after = qk_norm(model, head.layer, which)
+    if after is not None and which == "v":
+        raise NormUnknown("the values have a norm of their own")
     if after is not None:
         divisor = after.divisor(read @ weight + bias)
         groups = [group.then(torch.diag(after.weight), divisor) for group in groups]
-    if acts.cos is None or acts.sin is None:
+    if rope is None or which == "v":
         return Side(kind=kind, groups=tuple(groups))
+    cos, sin = rope
     return Side(
-        kind=kind,
-        groups=tuple(groups),
-        cos=acts.cos.to(torch.float64),
-        sin=acts.sin.to(torch.float64),
+        kind=kind, groups=tuple(groups), cos=cos.to(torch.float64), sin=sin.to(torch.float64)
     )
 
 

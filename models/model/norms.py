@@ -112,8 +112,9 @@ def embedding_norm(model: LoadedModel) -> Norm | None:
     return None if module is None else read_norm(module)
 
 
-def qk_norm(model: LoadedModel, layer: int, which: Literal["q", "k"]) -> Norm | None:
-    """The norm over each head's query or key in block ``layer`` (QK-norm), or ``None``."""
+def qk_norm(model: LoadedModel, layer: int, which: Literal["q", "k", "v"]) -> Norm | None:
+    """The norm over each head's query, key (QK-norm) or value in block ``layer``, or
+    ``None``."""
     module = _original(getattr(model.bridge.blocks[layer].attn, f"{which}_norm", None))
     return None if module is None else read_norm(module)
 
