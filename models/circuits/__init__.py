@@ -34,6 +34,8 @@
   free, the attention weights recomputed;
 - :mod:`models.circuits.why_bands` -- the same score split by RoPE frequency band;
 - :mod:`models.circuits.why_rows` -- a whole row by part, and one pair over the prompt;
+- :mod:`models.circuits.loadings` -- head loadings: DLA and path-patching edges into a head,
+  one part per earlier head plus a remainder that closes the sum;
 - :mod:`models.circuits.why_command` -- the ``why`` command's table;
 - :mod:`models.circuits.commands` -- the ``atp``, ``paths`` and ``weights`` commands' tables;
 - :mod:`models.circuits.__main__` -- ``python -m models.circuits patch | atp | paths |
