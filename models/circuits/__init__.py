@@ -51,6 +51,7 @@ from models.circuits.cost import PassPlan, atp_cost, edges_cost, exact_cost, pat
 from models.circuits.edges import EdgeEstimates, edge_estimates
 from models.circuits.graph import CircuitGraph, Edge, graph_from_estimates, graph_from_paths
 from models.circuits.input_patching import input_effects
+from models.circuits.loadings import Loadings, dla_loadings, path_loadings
 from models.circuits.patching import (
     Baseline,
     baseline,
@@ -75,6 +76,11 @@ from models.circuits.weight_circuits import (
     weight_data_correlation,
     weight_scores,
 )
+from models.circuits.why import CellError, WhySplit, split
+from models.circuits.why_bands import BandSplit, band_split
+from models.circuits.why_effects import PartEffect, part_effects
+from models.circuits.why_keep import KeptHead, WhyUnavailable, keep, keep_cost, keep_prompt
+from models.circuits.why_rows import PairMap, RowSplit, pair_map, row_split
 
 __all__ = [
     "IOI",
@@ -82,7 +88,9 @@ __all__ = [
     "AtPResult",
     "AtPRuns",
     "Attribution",
+    "BandSplit",
     "Baseline",
+    "CellError",
     "CircuitGraph",
     "CircuitTask",
     "CircuitsUnavailable",
@@ -92,18 +100,23 @@ __all__ = [
     "EdgeEstimates",
     "PassPlan",
     "PathResult",
+    "RowSplit",
     "Setup",
     "TaskError",
     "WeightScores",
+    "WhySplit",
+    "WhyUnavailable",
     "agreement",
     "atp_cost",
     "attribute",
     "attribution_patching",
     "attribution_runs",
+    "band_split",
     "baseline",
     "circuit_table",
     "composition",
     "copying_task",
+    "dla_loadings",
     "edge_estimates",
     "edges_cost",
     "exact_cost",
@@ -111,13 +124,21 @@ __all__ = [
     "graph_from_paths",
     "head_effects",
     "input_effects",
+    "keep",
+    "keep_cost",
+    "keep_prompt",
     "logit_diff",
+    "pair_map",
+    "part_effects",
     "patched_logit_diffs",
     "path_cost",
+    "path_loadings",
     "path_patching",
     "position_effects",
     "prepare",
     "presets",
+    "row_split",
+    "split",
     "table_csv",
     "top_heads",
     "top_k_recall",
