@@ -175,7 +175,7 @@ def keep_cost(model: LoadedModel, n_tokens: int, layer: int) -> Cost:
     """
     f = model.facts
     device = "cuda" if str(model.spec.device).startswith("cuda") else "cpu"
-    n_parts = 3 + layer * (f.n_heads + 4)
+    n_parts = 6 + layer * (f.n_heads + 4)  # embeddings and biases; per layer heads, MLP, biases
     kept = FLOAT * n_tokens * (layer * (f.n_heads * f.d_head + f.d_model) + 3 * f.d_model)
     sides = 2 * FLOAT * n_tokens * n_parts * f.d_head
     flops = f.forward_flops(n_tokens) + 2 * 2.0 * n_tokens * n_parts * f.d_model * f.d_head

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from models.circuits.why import CellError, Pair, part_head, part_words, split
-from models.circuits.why_keep import keep
+from models.circuits.why_keep import keep, keep_cost
 from models.head import Head
 from tests.circuits.why_reference import Reference
 
@@ -104,3 +104,18 @@ def test_part_words_and_heads():
     assert part_words("b_ln1.2") == "the bias of layer 2's first norm"
     pair = Pair("embed", "1.2", 1.94)
     assert pair.words() == "head 1.2's output at the key × the token embedding at the query: +1.94"
+
+
+@pytest.mark.parametrize("name", ["bundled", "minilm", "qwen3_qk_norm"])
+def test_the_price_bounds_what_the_pass_keeps(why_cases, name):
+    model, _, ids = why_cases[name]
+    layer = model.facts.n_layers - 1
+    kept = keep(model, ids, Head(layer, 0))
+    cost = keep_cost(model, ids.shape[1], layer)
+    sources = {id(g.source): g.source.nbytes for g in kept.stream.groups}
+    held = sum(sources.values()) + kept.query_parts.nbytes + kept.key_parts.nbytes
+    assert held <= cost.peak_bytes
+    assert len(kept.query.names) <= 6 + layer * (model.facts.n_heads + 4)
+    assert cost.forward_passes == 1 and cost.seconds > 0
+    longer = keep_cost(model, 4 * ids.shape[1], layer)
+    assert longer.peak_bytes > cost.peak_bytes and longer.seconds > cost.seconds
