@@ -19,9 +19,11 @@ from dataclasses import dataclass
 import torch
 
 from models.circuits.head_weights import input_norm, kv_head_of
+from models.circuits.resumed import model_dtype
 from models.circuits.why import WhySplit
 from models.circuits.why_keep import KeptHead
 from models.circuits.why_sides import SideKind
+from models.model.forward import model_device
 from models.model.loading import LoadedModel
 from models.model.norms import block_norm
 from models.model.stream import qk_with_reading
@@ -106,9 +108,9 @@ def free_changes(
     layer, n = kept.head.layer, kept.n_pos
     read = input_norm(model, layer)
     resid = kept.resid_pre
-    param = next(model.bridge.parameters())
+    device, dtype = model_device(model), model_dtype(model)
     with torch.no_grad():
-        clean = read(resid.to(param.device, param.dtype)).to("cpu", torch.float32)
+        clean = read(resid.to(device, dtype)).to("cpu", torch.float32)
     copies = 1 + len(parts)
     q_read, k_read = clean.repeat(copies, 1, 1), clean.repeat(copies, 1, 1)
     reading = block_norm(model, layer, "ln1")
@@ -120,7 +122,7 @@ def free_changes(
         elif part not in ("b_Q", "b_K"):
             values = kept.stream.part(part, where).to(torch.float32)
             with torch.no_grad():
-                redone = read((resid[where] - values).to(param.device, param.dtype))
+                redone = read((resid[where] - values).to(device, dtype))
             target[row, where] = redone.to("cpu", torch.float32)
     ids = torch.tensor([kept.token_ids])
     q, k = qk_with_reading(model, ids, layer, resid, q_read, k_read)
