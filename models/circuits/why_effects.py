@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from models.circuits.head_weights import input_norm, kv_head_of
+from models.circuits.head_weights import input_norm
 from models.circuits.resumed import model_dtype
 from models.circuits.why import WhySplit
 from models.circuits.why_keep import KeptHead
@@ -126,7 +126,7 @@ def free_changes(
             target[row, where] = redone.to("cpu", torch.float32)
     ids = torch.tensor([kept.token_ids])
     q, k = qk_with_reading(model, ids, layer, resid, q_read, k_read)
-    kv = kv_head_of(model.facts, kept.head.index)
+    kv = model.facts.groups.kv_head(kept.head.index)
     dots = (q[:, cell.query, kept.head.index].double() * k[:, cell.key, kv].double()).sum(-1)
     raw = dots * kept.terms.scale
     return [

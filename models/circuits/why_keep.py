@@ -13,10 +13,11 @@ from dataclasses import dataclass
 import torch
 from jaxtyping import Float
 
-from models.circuits.cost import FLOAT, FLOPS, LAYER_OVERHEAD_S, Cost
-from models.circuits.head_weights import kv_head_of, pre_norm
+from models.circuits.cost import FLOAT, LAYER_OVERHEAD_S, PassPlan
+from models.circuits.head_weights import pre_norm
 from models.circuits.why_parts import StreamParts, layout, stream_parts
 from models.circuits.why_sides import ScoreTerms, Side, read_side, score_terms
+from models.cost import Cost, device_of
 from models.errors import UserError
 from models.head import Head
 from models.model.forward import tokenize
@@ -124,7 +125,7 @@ def keep(model: LoadedModel, ids: TokenIds, head: Head, progress: Progress = qui
     rope = None if acts.cos is None or acts.sin is None else (acts.cos, acts.sin)
     query = read_side(model, stream, acts.resid_pre, head, "query", reading, rope)
     key = read_side(model, stream, acts.resid_pre, head, "key", reading, rope)
-    kv = kv_head_of(facts, head.index)
+    kv = facts.groups.kv_head(head.index)
     q, k = acts.q[:, head.index], acts.k[:, kv]
     everywhere = slice(None)
     query_parts, key_parts = query.at(everywhere, torch.float32), key.at(everywhere, torch.float32)
@@ -166,7 +167,7 @@ def keep_prompt(
     return keep(model, ids, head, progress)
 
 
-def keep_cost(model: LoadedModel, n_tokens: int, layer: int) -> Cost:
+def keep_cost(model: LoadedModel, n_tokens: int, layer: int) -> PassPlan:
     """Cost of :func:`keep` for a head of ``layer`` on ``n_tokens``: one forward pass, then
     every part of both sides at every position (``2 n d_src d_head`` per part and side).
 
@@ -174,11 +175,11 @@ def keep_cost(model: LoadedModel, n_tokens: int, layer: int) -> Cost:
     sides' parts at every position, float32, twice over while they are summed for the check.
     """
     f = model.facts
-    device = "cuda" if str(model.spec.device).startswith("cuda") else "cpu"
+    device = device_of(model.spec.device)
     n_parts = 6 + layer * (f.n_heads + 4)  # embeddings and biases; per layer heads, MLP, biases
     kept = FLOAT * n_tokens * (layer * (f.n_heads * f.d_head + f.d_model) + 3 * f.d_model)
     sides = 2 * FLOAT * n_tokens * n_parts * f.d_head
     flops = f.forward_flops(n_tokens) + 2 * 2.0 * n_tokens * n_parts * f.d_model * f.d_head
-    seconds = flops / FLOPS[device] + f.n_layers * LAYER_OVERHEAD_S[device]
+    overhead = f.n_layers * LAYER_OVERHEAD_S[device]
     peak = kept + 2 * sides + f.activation_bytes(n_tokens)
-    return Cost(1.0, 0.0, flops, seconds, int(peak))
+    return PassPlan(1.0, 0.0, Cost(flops, int(peak), overhead, device))

@@ -17,7 +17,7 @@ from typing import Literal
 import torch
 from jaxtyping import Bool, Float
 
-from models.circuits.head_weights import kv_head_of, projection
+from models.circuits.head_weights import projection
 from models.circuits.why_parts import (
     PartGroup,
     Positions,
@@ -90,7 +90,7 @@ def read_side(
         NormUnknown: the value has a norm of its own (not handled here).
     """
     which = _PROJECTION[kind]
-    index = head.index if which == "q" else kv_head_of(model.facts, head.index)
+    index = head.index if which == "q" else model.facts.groups.kv_head(head.index)
     weight, bias = projection(model, head.layer, which, dtype=torch.float64)
     weight, bias = weight[index], bias[index]
     groups = list(stream.groups)
