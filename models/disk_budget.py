@@ -76,11 +76,6 @@ def entries(folder: Path) -> list[Entry]:
     return sorted(found, key=lambda e: (e.used, e.path.name))
 
 
-def used_bytes(folder: Path) -> int:
-    """Bytes held by everything under ``folder``."""
-    return sum(e.size for e in entries(folder))
-
-
 def touch(path: Path) -> None:
     """Mark an item as just used, so that it is evicted last."""
     now = time.time()

@@ -1,11 +1,10 @@
-"""Plotly figures of a generation and of the KV cache: attention over the steps, one step's rows
-for every head, cache bytes as the text grows, and perplexity against the cache budget.
+"""Plotly figures of a generation and of the KV cache: attention over the steps, every head's
+row at one step, cache bytes as the text grows, and perplexity against the cache budget.
 
-A step's attention is ``layers x heads x keys``: too much for one picture. Two views divide it:
-:func:`step_heads_figure` shows one layer's heads as rows of a heatmap over the key positions
-(where each head looks, token by token), and :func:`step_grid_figure` shows every head of every
-layer as one cell holding one number of its row (sink mass, or the share on the prompt), so the
-whole model fits on screen and a click can pick the layer to open. Text is escaped here.
+A step's attention is ``layers x heads x keys``: too much for one picture. :func:`step_grid_figure`
+shows every head of every layer as one cell holding one number of its row (sink mass, or the
+share on the prompt), so the whole model fits on screen and a click can pick the head to open.
+Text is escaped here.
 """
 
 from __future__ import annotations
@@ -82,51 +81,6 @@ def step_series_figure(
         xaxis={"title": "generation step"},
         yaxis={"title": "share of attention", "range": [0, 1.02]},
         legend={"orientation": "h", "y": -0.28, "yanchor": "top"},
-    )
-    return fig
-
-
-def step_heads_figure(
-    rows: np.ndarray, tokens: Sequence[str], n_prompt: int, *, layer: int, step: int
-) -> go.Figure:
-    """One layer's heads (rows) over the key positions of one step, prompt | output marked.
-
-    Args:
-        rows: ``head_index key_pos`` attention of the step's query.
-        tokens: a label per key position (at least ``key_pos`` of them).
-        n_prompt: prompt length (a line is drawn where the output starts).
-        layer, step: for the title.
-    """
-    n_heads, n_keys = rows.shape
-    labels = [f"({i}) {t}" for i, t in enumerate(safe_labels(tokens[:n_keys]))]
-    fig = go.Figure(
-        go.Heatmap(
-            z=np.sqrt(np.clip(rows, 0.0, None)),
-            customdata=rows,
-            x=list(range(n_keys)),
-            y=[f"{layer}.{h}" for h in range(n_heads)],
-            text=[labels] * n_heads,
-            colorscale=COLORSCALE,
-            zmin=0.0,
-            zmax=1.0,
-            colorbar={
-                "title": "weight",
-                "tickvals": np.sqrt([0.01, 0.1, 0.25, 0.5, 1.0]).tolist(),
-                "ticktext": ["0.01", "0.1", "0.25", "0.5", "1"],
-            },
-            hovertemplate="head %{y}<br>key %{text}<br>weight %{customdata:.4f}<extra></extra>",
-        )
-    )
-    if n_prompt < n_keys:
-        fig.add_vline(x=n_prompt - 0.5, line={"color": "#e4572e", "dash": "dash", "width": 1.5})
-    fig.update_layout(
-        title=html.escape(
-            f"Step {step}: layer {layer}, every head's row (colour: square root of the weight)"
-        ),
-        height=120 + 24 * n_heads,
-        margin=MARGIN,
-        xaxis={"title": "key position (prompt | output)"},
-        yaxis={"title": "head", "autorange": "reversed", "type": "category"},
     )
     return fig
 

@@ -265,8 +265,3 @@ def last_row_max(runs: AtPRuns, n_layers: int) -> np.ndarray:
         for values in (runs.clean, runs.run.values)
     ]
     return np.maximum(*rows).astype(np.float64)
-
-
-def kv_sharing(model: LoadedModel) -> list[tuple[int, ...]]:
-    """For each key/value head, the query heads that share it."""
-    return [tuple(model.facts.groups.query_heads(kv)) for kv in range(model.facts.n_kv_heads)]

@@ -105,7 +105,8 @@ def atp_table(result: AtPResult, exact: np.ndarray | None = None) -> pd.DataFram
 def path_table(result: PathResult) -> pd.DataFrame:
     """One row per sender head: ``L.H, layer, head, path_effect`` (0 where it cannot reach)."""
     n_layers, n_heads = result.effects.shape
-    return pd.DataFrame({**_heads(n_layers, n_heads), "path_effect": result.effects.ravel()})
+    table = pd.DataFrame({**_heads(n_layers, n_heads), "path_effect": result.effects.ravel()})
+    return table[PATH_COLUMNS]
 
 
 def weight_table(scores: WeightScores) -> pd.DataFrame:
@@ -120,7 +121,7 @@ def weight_table(scores: WeightScores) -> pd.DataFrame:
             "qk_first": scores.qk_first.ravel(),
             "qk_locality": scores.qk_locality.ravel(),
         }
-    )
+    )[WEIGHT_COLUMNS]
 
 
 def pair_table(scores: Composition) -> pd.DataFrame:

@@ -227,8 +227,3 @@ def steps_from_text(q_text: str, k_text: str, v_text: str, causal: bool = False)
     v = parse_matrix(v_text, "V")
     check_shapes(q, k, v, causal=causal)
     return attention_steps(q, k, v, causal=causal)
-
-
-def matrix_text(values: np.ndarray) -> str:
-    """The inverse of :func:`parse_matrix`: ``"1, 2; 0, -1"``."""
-    return "; ".join(", ".join(f"{x:g}" for x in row) for row in np.asarray(values))

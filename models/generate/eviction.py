@@ -31,7 +31,7 @@ from models.generate.view import (
     view_device,
 )
 from models.model.loading import LoadedModel
-from models.progress import Progress, quiet
+from models.progress import quiet
 
 LOGIT_CHUNK = 256
 
@@ -241,10 +241,6 @@ def perplexity(losses: torch.Tensor) -> float:
 
 def describe(policy: Policy) -> str:
     return POLICY_NAMES[policy]
-
-
-def progress_per_layer(progress: Progress, n_layers: int, text: str) -> Callable[[int], None]:
-    return lambda layer: progress((layer + 1) / n_layers, f"{text}: layer {layer + 1}")
 
 
 __all__ = [

@@ -17,12 +17,10 @@ Row statistics (each over the keys a query may see):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import torch
 
-SweepAxis = Literal["factor", "alpha"]
 STAT_NAMES = ("entropy", "norm_entropy", "max_weight", "eff_keys", "jacobian")
 ONE_HOT = {"entropy": 0.0, "norm_entropy": 0.0, "max_weight": 1.0, "eff_keys": 1.0, "jacobian": 0.0}
 
@@ -44,11 +42,6 @@ def alpha_to_factor(alpha: np.ndarray | float, d_k: int) -> np.ndarray:
     """Factor ``c`` equivalent to dividing ``q . k`` by ``d_k ** alpha``:
     ``d_k ** (0.5 - alpha)``."""
     return np.power(float(d_k), 0.5 - np.asarray(alpha, dtype=np.float64))
-
-
-def factor_to_alpha(factor: np.ndarray | float, d_k: int) -> np.ndarray:
-    """Inverse of :func:`alpha_to_factor`: ``alpha = 0.5 - log(c) / log(d_k)``."""
-    return 0.5 - np.log(np.asarray(factor, dtype=np.float64)) / np.log(float(d_k))
 
 
 def masked_entries(scores: torch.Tensor) -> torch.Tensor:

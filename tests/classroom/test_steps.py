@@ -100,11 +100,6 @@ def test_shape_checks_name_the_problem():
     assert steps_from_text("1, 2", "1, 2; 3, 4", "1; 2").weights.shape == (1, 2)
 
 
-def test_matrix_text_round_trips():
-    m = np.array([[1.5, -2], [0, 3]])
-    np.testing.assert_array_equal(parse_matrix(steps.matrix_text(m), "M"), m)
-
-
 @pytest.mark.parametrize(
     "q, k",
     [

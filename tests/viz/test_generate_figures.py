@@ -8,7 +8,6 @@ from viz.generate_figures import (
     eviction_figure,
     kv_cache_figure,
     step_grid_figure,
-    step_heads_figure,
     step_series_figure,
 )
 
@@ -23,15 +22,6 @@ def test_step_series_plots_means_and_the_output_share():
     assert np.allclose(means["share on the model's own output, mean of all heads"], [0.2, 0.4])
     assert np.allclose(means["share on the prompt, head 0.1"], [0.6, 0.7])
     assert list(fig.data[0].text) == ["&lt;b&gt;", "x"]
-
-
-def test_step_heads_marks_where_the_output_starts():
-    rows = np.array([[0.25, 0.75, 0.0], [1.0, 0.0, 0.0]])
-    fig = step_heads_figure(rows, ["<s>", "a", "b"], n_prompt=2, layer=3, step=1)
-    heat = fig.data[0]
-    assert np.allclose(heat.z, np.sqrt(rows)) and np.allclose(heat.customdata, rows)
-    assert list(heat.y) == ["3.0", "3.1"] and heat.text[0][0] == "(0) &lt;s&gt;"
-    assert fig.layout.shapes[0].x0 == 1.5
 
 
 def test_step_grid_holds_one_number_per_head():
