@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from models.attention import attention, choose_backend, naive_attention
+from models.attention import AttentionOptions, attention, choose_backend, naive_attention
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -98,8 +98,8 @@ def measure(fn, cuda: bool, quick: bool) -> tuple[str, float | None, float | Non
 
 def kernel_error(q, k, v, causal: bool) -> float:
     """Max |kernel - float64 reference| over batch 0, head 0 (full rows, so exact)."""
-    out, _ = attention(q[:1, :1], k[:1, :1], v[:1, :1], causal=causal)
-    ref, _, _ = naive_attention(q[:1, :1], k[:1, :1], v[:1, :1], causal=causal)
+    out, _ = attention(q[:1, :1], k[:1, :1], v[:1, :1], AttentionOptions(causal=causal))
+    ref, _, _ = naive_attention(q[:1, :1], k[:1, :1], v[:1, :1], AttentionOptions(causal=causal))
     return (out.double() - ref).abs().max().item()
 
 
@@ -130,7 +130,9 @@ def bench_shape(
         causal=causal,
     )
     F = torch.nn.functional
-    runs = [("kernel", choose_backend(q), lambda: attention(q, k, v, causal=causal))]
+    runs = [
+        ("kernel", choose_backend(q), lambda: attention(q, k, v, AttentionOptions(causal=causal)))
+    ]
     for name, backend in sdpa_backends().items():
 
         def sdpa(backend=backend):
@@ -144,7 +146,7 @@ def bench_shape(
         (
             "naive",
             dtype_name(dtype),
-            lambda: naive_attention(q, k, v, causal=causal, compute_dtype=dtype),
+            lambda: naive_attention(q, k, v, AttentionOptions(causal=causal), compute_dtype=dtype),
         )
     )
     rows = []

@@ -11,17 +11,18 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 
+from models.attention.options import NO_OPTIONS, AttentionOptions
 from models.attention.tiled import tiled_attention
 from models.attention.validate import check_options, check_qkv
-from models.shapes import KeyMask, Keys, Outputs, Queries, RowLse, Slopes, Values
+from models.shapes import Keys, Outputs, Queries, RowLse, Values
 
 Backend = Literal["auto", "triton", "torch"]
 BackendName = Literal["triton-gpu", "triton-interpreter", "torch-tiled"]
-BACKENDS: tuple[str, ...] = ("auto", "triton", "torch")
+BACKENDS: tuple[Backend, ...] = ("auto", "triton", "torch")
 
 
 def triton_available() -> bool:
@@ -79,12 +80,8 @@ def attention(
     q: Queries,
     k: Keys,
     v: Values,
+    options: AttentionOptions = NO_OPTIONS,
     *,
-    causal: bool = False,
-    scale: float | None = None,
-    alibi_slopes: Slopes | None = None,
-    window: int | None = None,
-    key_padding_mask: KeyMask | None = None,
     backend: Backend = "auto",
 ) -> tuple[Outputs, RowLse]:
     """Scaled dot-product attention that also returns the per-row log-sum-exp.
@@ -99,11 +96,8 @@ def attention(
         k: ``batch kv_head_index key_pos d_head``; ``head_index`` must be a multiple of
             ``kv_head_index`` (GQA/MQA: query head h uses K/V head ``h // group``).
         v: ``batch kv_head_index key_pos d_head``, same shape and dtype as k.
-        causal: mask keys after each (bottom-right aligned) query.
-        scale: logit multiplier; None means ``1 / sqrt(d_head)``.
-        alibi_slopes: ``head_index`` slopes; adds ``-slope * distance`` to the logits.
-        window: each query sees only the last ``window`` keys (causal) or ``|i - j| < window``.
-        key_padding_mask: ``batch key_pos`` bool, True where the key is valid.
+        options: the softmax terms: causal mask, scale (None: ``1 / sqrt(d_head)``), ALiBi
+            slopes, sliding window, soft cap, key padding (see :class:`AttentionOptions`).
         backend: ``"auto"``, ``"triton"`` or ``"torch"`` (see :func:`choose_backend`).
 
     Returns:
@@ -116,27 +110,13 @@ def attention(
         RuntimeError: when ``backend="triton"`` cannot run here.
     """
     check_qkv(q, k, v)
-    scale = check_options(
-        q,
-        k,
-        scale=scale,
-        alibi_slopes=alibi_slopes,
-        window=window,
-        key_padding_mask=key_padding_mask,
-    )
+    options = check_options(q, k, options)
     name = choose_backend(q, backend)
     b, n_heads, n_q, _ = q.shape
     if n_q == 0 or k.shape[2] == 0:  # nothing to launch: every row (if any) has no key
         return (torch.zeros_like(q), torch.full((b, n_heads, n_q), float("-inf"), device=q.device))
-    options: dict[str, Any] = dict(
-        causal=causal,
-        scale=scale,
-        alibi_slopes=alibi_slopes,
-        window=window,
-        key_padding_mask=key_padding_mask,
-    )
     if name == "torch-tiled":
-        return tiled_attention(q, k, v, **options)
+        return tiled_attention(q, k, v, options)
     from models.attention.triton_kernel import triton_attention
 
-    return triton_attention(q, k, v, **options)
+    return triton_attention(q, k, v, options)

@@ -9,7 +9,7 @@ slopes and window. Its pattern is rebuilt from the returned LSE with
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -155,14 +155,14 @@ def run_layer(
         t[layer].to(device=device, dtype=torch_dtype) for t in (inputs.q, inputs.k, inputs.v)
     )
     slopes = inputs.alibi_slopes
-    options = dict(
+    options = replace(
         inputs.options(layer),
         scale=inputs.scales[layer] * scale_factor,
-        alibi_slopes=None if slopes is None else slopes.to(device),
+        alibi=None if slopes is None else slopes.to(device),
     )
     with torch.no_grad():
-        out, lse = attention(q, k, v, backend=backend, **options)
-        pattern = rebuild_pattern(q, k, lse, slice(None), slice(None), **options)
+        out, lse = attention(q, k, v, options, backend=backend)
+        pattern = rebuild_pattern(q, k, lse, slice(None), slice(None), options)
     return out.float().cpu(), pattern.cpu(), choose_backend(q, backend)
 
 
@@ -207,10 +207,7 @@ def compare(
         q,
         k,
         v,
-        scale=inputs.scales[timing_layer],
-        causal=inputs.causal,
-        alibi_slopes=slopes,
-        window=inputs.windows[timing_layer],
+        replace(inputs.options(timing_layer), alibi=slopes),
         backend=backend,
         repeats=timing_repeats,
     )

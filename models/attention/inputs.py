@@ -10,10 +10,10 @@ Whatever the source, a float64 naive rebuild of every head from these tensors mu
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 import torch
 
+from models.attention.options import AttentionOptions
 from models.attention.reference import naive_attention
 from models.errors import UserError
 from models.model.forward import (
@@ -92,9 +92,14 @@ class KernelInputs:
     def n_tokens(self) -> int:
         return len(self.token_ids)
 
-    def options(self, layer: int) -> dict[str, Any]:
-        """Keyword options of :func:`models.attention.attention` for ``layer`` (no scale)."""
-        return dict(causal=self.causal, alibi_slopes=self.alibi_slopes, window=self.windows[layer])
+    def options(self, layer: int) -> AttentionOptions:
+        """The softmax terms of ``layer``: its causal mask, scale, ALiBi slopes and window."""
+        return AttentionOptions(
+            causal=self.causal,
+            scale=self.scales[layer],
+            alibi=self.alibi_slopes,
+            window=self.windows[layer],
+        )
 
 
 def _fetch(model: LoadedModel, ids: torch.Tensor) -> tuple[dict[str, torch.Tensor], QKSource]:
@@ -133,8 +138,7 @@ def check_inputs(inputs: KernelInputs) -> float:
             inputs.q[layer],
             inputs.k[layer],
             inputs.v[layer],
-            scale=inputs.scales[layer],
-            **inputs.options(layer),
+            inputs.options(layer),
         )
         worst = max(worst, float((pattern - inputs.patterns[layer].double()).abs().max()))
     return worst

@@ -13,8 +13,9 @@ from typing import TypeAlias
 import torch
 
 from models.attention.masking import allowed_keys, key_distance
+from models.attention.options import NO_OPTIONS, AttentionOptions
 from models.attention.validate import check_lse, check_options, check_qk
-from models.shapes import KeyMask, Keys, Queries, RowLse, Scores, Slopes
+from models.shapes import Keys, Queries, RowLse, Scores
 
 Index: TypeAlias = slice | torch.Tensor | Sequence[int]
 
@@ -42,12 +43,7 @@ def rebuild_pattern(
     lse: RowLse,
     rows: Index,
     cols: Index,
-    *,
-    causal: bool = False,
-    scale: float | None = None,
-    alibi_slopes: Slopes | None = None,
-    window: int | None = None,
-    key_padding_mask: KeyMask | None = None,
+    options: AttentionOptions = NO_OPTIONS,
 ) -> Scores:
     """A window of the attention pattern, ``exp(q k^T * scale + bias - lse)``, masked to 0.
 
@@ -59,7 +55,7 @@ def rebuild_pattern(
         lse: ``batch head_index query_pos`` float32 LSE from :func:`attention`.
         rows: query positions: a slice, a 1-D integer tensor or a list of ints.
         cols: key positions, likewise.
-        causal, scale, alibi_slopes, window, key_padding_mask: as for :func:`attention`.
+        options: the options that produced ``lse``, as for :func:`attention`.
 
     Returns:
         ``batch head_index len(rows) len(cols)`` float32 pattern entries.
@@ -69,14 +65,7 @@ def rebuild_pattern(
     """
     check_qk(q, k)
     check_lse(q, lse)
-    scale = check_options(
-        q,
-        k,
-        scale=scale,
-        alibi_slopes=alibi_slopes,
-        window=window,
-        key_padding_mask=key_padding_mask,
-    )
+    options = check_options(q, k, options)
     n_q, n_k = q.shape[2], k.shape[2]
     q_pos = _positions(rows, n_q, q.device, "rows")
     k_pos = _positions(cols, n_k, q.device, "cols")
@@ -88,11 +77,7 @@ def rebuild_pattern(
         k_pos,
         n_q,
         n_k,
-        causal=causal,
-        scale=scale,
-        alibi_slopes=alibi_slopes,
-        window=window,
-        key_padding_mask=key_padding_mask,
+        options,
     )
 
 
@@ -104,12 +89,7 @@ def pattern_of_rows(
     k_pos: torch.Tensor,
     n_q: int,
     n_k: int,
-    *,
-    causal: bool,
-    scale: float,
-    alibi_slopes: Slopes | None = None,
-    window: int | None = None,
-    key_padding_mask: KeyMask | None = None,
+    options: AttentionOptions,
 ) -> Scores:
     """:func:`rebuild_pattern` on query rows and keys already picked out (a caller holding q
     and k in memory it must not hand over whole, such as a read-only store, copies only these).
@@ -120,9 +100,10 @@ def pattern_of_rows(
         lse_rows: ``batch head_index len(q_pos)``, their LSE.
         q_pos, k_pos: the rows' and keys' absolute positions (1-D integer tensors).
         n_q, n_k: the lengths of the whole q and k (masks are aligned on them).
-        causal, scale, alibi_slopes, window, key_padding_mask: as for :func:`rebuild_pattern`
-            (``scale`` already resolved; nothing is validated here).
+        options: as for :func:`rebuild_pattern` (nothing is validated here).
     """
+    causal, window, key_padding_mask = options.causal, options.window, options.padding
+    alibi_slopes, scale = options.alibi, options.scale_for(q_rows.shape[3])
     b, n_heads, n_rows, d = q_rows.shape
     n_kv, n_cols = k_cols.shape[1], k_cols.shape[2]
     group = n_heads // n_kv
@@ -131,6 +112,7 @@ def pattern_of_rows(
     q_sel = q_rows.to(torch.float32).reshape(b, n_kv, group * n_rows, d)
     k_sel = k_cols.to(torch.float32)  # b kv cols d
     s = (q_sel @ k_sel.transpose(-1, -2)).reshape(b, n_heads, n_rows, n_cols) * scale
+    s = options.capped(s)
     if alibi_slopes is not None:
         dist = key_distance(q_pos, k_pos, n_q, n_k, causal=causal)
         s = s - alibi_slopes.to(torch.float32)[:, None, None] * dist

@@ -12,7 +12,8 @@ import math
 
 import torch
 
-from models.shapes import KeyMask, Keys, Outputs, Queries, RowLse, Scores, Slopes, Values
+from models.attention.options import NO_OPTIONS, AttentionOptions
+from models.shapes import Keys, Outputs, Queries, RowLse, Scores, Values
 
 
 def _mask(n_q: int, n_k: int, causal: bool, window: int | None, device) -> torch.Tensor:
@@ -41,24 +42,16 @@ def _alibi(
 def naive_scores(
     q: Queries,
     k: Keys,
+    options: AttentionOptions = NO_OPTIONS,
     *,
-    causal: bool = False,
-    scale: float | None = None,
-    alibi_slopes: Slopes | None = None,
-    window: int | None = None,
-    key_padding_mask: KeyMask | None = None,
     compute_dtype: torch.dtype = torch.float64,
 ) -> tuple[Scores, Scores]:
-    """Scaled, biased logits and the visibility mask, fully materialised.
+    """Scaled, capped, biased logits and the visibility mask, fully materialised.
 
     Args:
         q: ``batch head_index query_pos d_head``.
         k: ``batch kv_head_index key_pos d_head``.
-        causal: bottom-right aligned causal mask.
-        scale: logit multiplier; None = ``1 / sqrt(d_head)``.
-        alibi_slopes: ``head_index`` slopes, or None.
-        window: sliding-window width, or None.
-        key_padding_mask: ``batch key_pos`` bool, True = valid key, or None.
+        options: the softmax terms (see :class:`AttentionOptions`).
         compute_dtype: dtype of every operation.
 
     Returns:
@@ -67,14 +60,16 @@ def naive_scores(
     """
     n_heads, n_q, d = q.shape[1], q.shape[2], q.shape[3]
     n_k = k.shape[2]
-    scale = 1.0 / math.sqrt(d) if scale is None else scale
     k_full = k.repeat_interleave(n_heads // k.shape[1], dim=1).to(compute_dtype)
+    scale = 1.0 / math.sqrt(d) if options.scale is None else options.scale
     scores = q.to(compute_dtype) @ k_full.transpose(-1, -2) * scale
-    if alibi_slopes is not None:
-        scores = scores + _alibi(alibi_slopes, n_q, n_k, causal, compute_dtype)
-    mask = _mask(n_q, n_k, causal, window, q.device)[None, None]
-    if key_padding_mask is not None:
-        mask = mask & key_padding_mask[:, None, None, :]
+    if options.softcap is not None:  # written out here, not shared with the fast paths
+        scores = torch.tanh(scores / options.softcap) * options.softcap
+    if options.alibi is not None:
+        scores = scores + _alibi(options.alibi, n_q, n_k, options.causal, compute_dtype)
+    mask = _mask(n_q, n_k, options.causal, options.window, q.device)[None, None]
+    if options.padding is not None:
+        mask = mask & options.padding[:, None, None, :]
     mask = mask.expand(scores.shape)
     return scores.masked_fill(~mask, float("-inf")), mask
 
@@ -83,12 +78,8 @@ def naive_attention(
     q: Queries,
     k: Keys,
     v: Values,
+    options: AttentionOptions = NO_OPTIONS,
     *,
-    causal: bool = False,
-    scale: float | None = None,
-    alibi_slopes: Slopes | None = None,
-    window: int | None = None,
-    key_padding_mask: KeyMask | None = None,
     compute_dtype: torch.dtype = torch.float64,
 ) -> tuple[Outputs, RowLse, Scores]:
     """Output, LSE and pattern of attention, all in ``compute_dtype``.
@@ -97,7 +88,7 @@ def naive_attention(
         q: ``batch head_index query_pos d_head``.
         k: ``batch kv_head_index key_pos d_head``.
         v: ``batch kv_head_index key_pos d_head``.
-        causal, scale, alibi_slopes, window, key_padding_mask: as :func:`naive_scores`.
+        options: as :func:`naive_scores`.
         compute_dtype: dtype of every operation (float64 for a reference).
 
     Returns:
@@ -105,16 +96,7 @@ def naive_attention(
         query_pos``, natural log, -inf for a row with no visible key) and ``pattern``
         (``batch head_index query_pos key_pos``, rows sum to 1, or 0 when nothing is visible).
     """
-    scores, mask = naive_scores(
-        q,
-        k,
-        causal=causal,
-        scale=scale,
-        alibi_slopes=alibi_slopes,
-        window=window,
-        key_padding_mask=key_padding_mask,
-        compute_dtype=compute_dtype,
-    )
+    scores, mask = naive_scores(q, k, options, compute_dtype=compute_dtype)
     lse = torch.logsumexp(scores, dim=-1)
     pattern = torch.where(mask, torch.exp(scores - lse[..., None]), 0.0).to(compute_dtype)
     v_full = v.repeat_interleave(q.shape[1] // v.shape[1], dim=1).to(compute_dtype)

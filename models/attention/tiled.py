@@ -13,12 +13,11 @@ Inputs are assumed validated (see :mod:`models.attention.validate`).
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from models.attention.masking import allowed_keys, key_distance
-from models.shapes import KeyMask, Keys, Outputs, Queries, RowLse, Slopes, Values
+from models.attention.options import AttentionOptions
+from models.shapes import Keys, Outputs, Queries, RowLse, Values
 
 DEFAULT_BLOCK_M = 128
 DEFAULT_BLOCK_N = 128
@@ -41,12 +40,8 @@ def tiled_attention(
     q: Queries,
     k: Keys,
     v: Values,
+    options: AttentionOptions,
     *,
-    causal: bool,
-    scale: float,
-    alibi_slopes: Slopes | None = None,
-    window: int | None = None,
-    key_padding_mask: KeyMask | None = None,
     block_m: int = DEFAULT_BLOCK_M,
     block_n: int = DEFAULT_BLOCK_N,
 ) -> tuple[Outputs, RowLse]:
@@ -56,11 +51,8 @@ def tiled_attention(
         q: ``batch head_index query_pos d_head``.
         k: ``batch kv_head_index key_pos d_head``.
         v: ``batch kv_head_index key_pos d_head``.
-        causal: bottom-right aligned causal mask (see :mod:`models.attention.masking`).
-        scale: logit multiplier.
-        alibi_slopes: ``head_index`` slopes, or None.
-        window: sliding-window width, or None.
-        key_padding_mask: ``batch key_pos`` bool, True = valid key, or None.
+        options: the softmax terms, validated (see :mod:`models.attention.masking` for the
+            masking rules).
         block_m: queries per tile.
         block_n: keys per tile.
 
@@ -69,17 +61,9 @@ def tiled_attention(
         (``batch head_index query_pos`` float32; -inf where a row has no valid key, and that
         row's output is zero).
     """
-    options: dict[str, Any] = dict(
-        causal=causal,
-        scale=scale,
-        alibi_slopes=alibi_slopes,
-        window=window,
-        key_padding_mask=key_padding_mask,
-        block_n=block_n,
-    )
     n_q = q.shape[2]
     tiles = [
-        _query_tile(q, k, v, start, min(start + block_m, n_q), **options)
+        _query_tile(q, k, v, start, min(start + block_m, n_q), options, block_n)
         for start in range(0, n_q, block_m)
     ]
     out = torch.cat([t[0] for t in tiles], dim=2)
@@ -93,15 +77,12 @@ def _query_tile(
     v: torch.Tensor,
     first: int,
     end: int,
-    *,
-    causal: bool,
-    scale: float,
-    alibi_slopes: torch.Tensor | None,
-    window: int | None,
-    key_padding_mask: torch.Tensor | None,
+    options: AttentionOptions,
     block_n: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Float32 output ``batch head_index tile d_head`` and LSE of queries ``first..end-1``."""
+    causal, window, key_padding_mask = options.causal, options.window, options.padding
+    alibi_slopes, scale = options.alibi, options.scale_for(q.shape[3])
     b, n_heads, n_q, d = q.shape
     n_kv, n_k = k.shape[1], k.shape[2]
     group, size = n_heads // n_kv, end - first
@@ -120,6 +101,7 @@ def _query_tile(
         stop = min(start + block_n, n_k)
         k_pos = torch.arange(start, stop, device=q.device)
         s = torch.matmul(q_rows, k[:, :, start:stop].to(torch.float32).transpose(-1, -2)) * scale
+        s = options.capped(s)
         if slopes is not None:
             s = s - slopes[:, :, None] * key_distance(q_pos, k_pos, n_q, n_k, causal=causal)
         valid = allowed_keys(q_pos, k_pos, n_q, n_k, causal=causal, window=window)[None, None]

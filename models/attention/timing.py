@@ -11,15 +11,15 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from models.attention.api import Backend, attention, choose_backend
 from models.attention.masking import allowed_keys, key_distance
+from models.attention.options import AttentionOptions
 from models.attention.reference import naive_attention
-from models.shapes import Keys, Outputs, Queries, Slopes, Values
+from models.shapes import Keys, Outputs, Queries, Values
 
 
 @dataclass(frozen=True)
@@ -75,25 +75,22 @@ def sdpa(
     q: Queries,
     k: Keys,
     v: Values,
-    *,
-    scale: float,
-    causal: bool,
-    alibi_slopes: Slopes | None = None,
-    window: int | None = None,
+    options: AttentionOptions,
 ) -> Outputs:
     """``torch.nn.functional.scaled_dot_product_attention`` with the kernel's mask semantics.
 
     Args:
         q: ``batch head_index query_pos d_head``.
         k, v: ``batch kv_head_index key_pos d_head`` (GQA passed through ``enable_gqa``).
-        scale: logit multiplier.
-        causal: bottom-right aligned causal mask.
-        alibi_slopes: ``head_index`` slopes, or None.
-        window: sliding-window width, or None.
+        options: the softmax terms (SDPA has no soft cap: refused; no key padding here).
 
     Returns:
         ``batch head_index query_pos d_head`` output.
     """
+    if options.softcap is not None or options.padding is not None:
+        raise ValueError("SDPA is timed without a soft cap or key padding")
+    causal, window, alibi_slopes = options.causal, options.window, options.alibi
+    scale = options.scale_for(q.shape[3])
     n_q, n_k = q.shape[2], k.shape[2]
     gqa = k.shape[1] != q.shape[1]
     if alibi_slopes is None and window is None and (not causal or n_q == n_k):
@@ -115,11 +112,8 @@ def time_implementations(
     q: Queries,
     k: Keys,
     v: Values,
+    options: AttentionOptions,
     *,
-    scale: float,
-    causal: bool,
-    alibi_slopes: Slopes | None = None,
-    window: int | None = None,
     backend: Backend = "auto",
     repeats: int = 5,
 ) -> tuple[Timing, ...]:
@@ -128,8 +122,7 @@ def time_implementations(
     Args:
         q: ``batch head_index query_pos d_head`` on the device and in the dtype to time.
         k, v: ``batch kv_head_index key_pos d_head``.
-        scale, causal, alibi_slopes, window: attention options, as for
-            :func:`models.attention.attention`.
+        options: the softmax terms, as for :func:`models.attention.attention`.
         backend: the kernel backend request.
         repeats: timed calls per implementation.
 
@@ -137,17 +130,14 @@ def time_implementations(
         Three :class:`Timing` rows: the kernel (named by its backend), SDPA, naive attention
         (materialised, computed in the tensors' own dtype).
     """
-    options: dict[str, Any] = dict(
-        causal=causal, scale=scale, alibi_slopes=alibi_slopes, window=window
-    )
     name = choose_backend(q, backend)
     with torch.no_grad():
         rows = [
-            (f"app kernel ({name})", lambda: attention(q, k, v, backend=backend, **options)),
-            ("PyTorch SDPA", lambda: sdpa(q, k, v, **options)),
+            (f"app kernel ({name})", lambda: attention(q, k, v, options, backend=backend)),
+            ("PyTorch SDPA", lambda: sdpa(q, k, v, options)),
             (
                 "naive attention (full pattern)",
-                lambda: naive_attention(q, k, v, compute_dtype=q.dtype, **options),
+                lambda: naive_attention(q, k, v, options, compute_dtype=q.dtype),
             ),
         ]
         return tuple(Timing(label, median_ms(fn, q.device, repeats), repeats) for label, fn in rows)

@@ -22,7 +22,8 @@ import torch
 import triton
 import triton.language as tl
 
-from models.shapes import KeyMask, Keys, Outputs, Queries, RowLse, Slopes, Values
+from models.attention.options import AttentionOptions
+from models.shapes import Keys, Outputs, Queries, RowLse, Values
 
 INTERPRETED = bool(triton.knobs.runtime.interpret)
 LOG2E = 1.0 / math.log(2.0)
@@ -208,12 +209,7 @@ def triton_attention(
     q: Queries,
     k: Keys,
     v: Values,
-    *,
-    causal: bool,
-    scale: float,
-    alibi_slopes: Slopes | None = None,
-    window: int | None = None,
-    key_padding_mask: KeyMask | None = None,
+    options: AttentionOptions,
 ) -> tuple[Outputs, RowLse]:
     """Launch the kernel on validated inputs (see :mod:`models.attention.validate`).
 
@@ -221,16 +217,16 @@ def triton_attention(
         q: ``batch head_index query_pos d_head``.
         k: ``batch kv_head_index key_pos d_head``.
         v: ``batch kv_head_index key_pos d_head``.
-        causal: bottom-right aligned causal mask.
-        scale: logit multiplier.
-        alibi_slopes: ``head_index`` slopes, or None.
-        window: sliding-window width, or None.
-        key_padding_mask: ``batch key_pos`` bool, True = valid key, or None.
+        options: the softmax terms; the kernel has no soft cap (the tiled path has).
 
     Returns:
         ``out`` (``batch head_index query_pos d_head``, dtype of q) and ``lse``
         (``batch head_index query_pos`` float32, natural log).
     """
+    if options.softcap is not None:
+        raise ValueError("the Triton kernel has no soft cap; run the torch backend")
+    causal, window, key_padding_mask = options.causal, options.window, options.padding
+    alibi_slopes, scale = options.alibi, options.scale_for(q.shape[3])
     b, n_heads, n_q, d = q.shape
     n_kv, n_k = k.shape[1], k.shape[2]
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)

@@ -7,8 +7,11 @@ what was given, so a caller (or a page showing the error) can tell what to fix.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import torch
+
+from models.attention.options import AttentionOptions
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -79,33 +82,19 @@ def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         )
 
 
-def check_options(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    *,
-    scale: float | None,
-    alibi_slopes: torch.Tensor | None,
-    window: int | None,
-    key_padding_mask: torch.Tensor | None,
-) -> float:
-    """Check the optional arguments and return the scale to use.
+def check_options(q: torch.Tensor, k: torch.Tensor, options: AttentionOptions) -> AttentionOptions:
+    """Check the options against q and k; return them with the scale made explicit.
 
     Args:
         q: ``batch head_index query_pos d_head``.
         k: ``batch kv_head_index key_pos d_head``.
-        scale: logit multiplier; ``None`` means ``1 / sqrt(d_head)``.
-        alibi_slopes: ``head_index`` float slopes, or ``None``.
-        window: number of keys a query may see, at least 1, or ``None``.
-        key_padding_mask: ``batch key_pos`` bool, True where the key is valid, or ``None``.
-
-    Returns:
-        The scale as a Python float.
+        options: the softmax terms (see :class:`AttentionOptions`).
 
     Raises:
         ValueError: when an option has the wrong type, shape or value.
     """
-    if scale is None:
-        scale = 1.0 / math.sqrt(q.shape[3])
+    scale = options.scale_for(q.shape[3]) if options.scale is None else options.scale
+    alibi_slopes, window, key_padding_mask = options.alibi, options.window, options.padding
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
         raise ValueError(f"scale must be a finite number or None; got {scale!r}")
     if alibi_slopes is not None:
@@ -115,13 +104,11 @@ def check_options(
                 if isinstance(alibi_slopes, torch.Tensor)
                 else type(alibi_slopes).__name__
             )
-            raise ValueError(
-                f"alibi_slopes must have shape (n_heads,) = ({q.shape[1]},); got {got}"
-            )
+            raise ValueError(f"alibi must have shape (n_heads,) = ({q.shape[1]},); got {got}")
         if not alibi_slopes.is_floating_point():
-            raise ValueError(f"alibi_slopes must be floating point; got {alibi_slopes.dtype}")
+            raise ValueError(f"alibi must be floating point; got {alibi_slopes.dtype}")
         if alibi_slopes.device != q.device:
-            raise ValueError(f"alibi_slopes is on {alibi_slopes.device}, q on {q.device}")
+            raise ValueError(f"alibi is on {alibi_slopes.device}, q on {q.device}")
     if window is not None and (
         isinstance(window, bool) or not isinstance(window, int) or window < 1
     ):
@@ -134,16 +121,17 @@ def check_options(
                 if isinstance(key_padding_mask, torch.Tensor)
                 else type(key_padding_mask).__name__
             )
-            raise ValueError(
-                f"key_padding_mask must have shape (batch, n_k) = {expected}; got {got}"
-            )
+            raise ValueError(f"padding must have shape (batch, n_k) = {expected}; got {got}")
         if key_padding_mask.dtype != torch.bool:
             raise ValueError(
-                f"key_padding_mask must be bool (True = valid key); got {key_padding_mask.dtype}"
+                f"padding must be bool (True = valid key); got {key_padding_mask.dtype}"
             )
         if key_padding_mask.device != q.device:
-            raise ValueError(f"key_padding_mask is on {key_padding_mask.device}, q on {q.device}")
-    return float(scale)
+            raise ValueError(f"padding is on {key_padding_mask.device}, q on {q.device}")
+    softcap = options.softcap
+    if softcap is not None and (not isinstance(softcap, (int, float)) or not softcap > 0):
+        raise ValueError(f"softcap must be a positive number or None; got {softcap!r}")
+    return replace(options, scale=float(scale))
 
 
 def check_lse(q: torch.Tensor, lse: torch.Tensor) -> None:

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from jaxtyping import Shaped
 
-from models.attention import pattern_of_rows
+from models.attention import AttentionOptions, pattern_of_rows
 from models.capture.overview import layer_overview, row_stride
 from models.shapes import HeadPattern, LayerPatterns, PatternStack
 
@@ -193,8 +193,7 @@ class FactoredPatterns:
             torch.from_numpy(k_pos),
             n,
             n_k,
-            causal=self.causal,
-            scale=self.scales[layer],
+            AttentionOptions(causal=self.causal, scale=self.scales[layer]),
         )
         return out[0].numpy()
 

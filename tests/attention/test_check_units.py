@@ -10,7 +10,7 @@ import torch
 from transformers.models.bloom.modeling_bloom import build_alibi_tensor
 from transformers.models.gpt_neox.modeling_gpt_neox import apply_rotary_pos_emb
 
-from models.attention import naive_attention
+from models.attention import AttentionOptions, naive_attention
 from models.attention.check import compare, tolerance
 from models.attention.inputs import KernelInputs
 from models.attention.timing import median_ms, sdpa, time_implementations
@@ -28,7 +28,7 @@ def hand_made(n_layers=2, n_heads=4, n_kv=2, n=7, d=8, causal=True, seed=0) -> K
     outs, patterns = [], []
     for layer in range(n_layers):
         out, _, pattern = naive_attention(
-            q[layer], k[layer], v[layer], causal=causal, scale=scales[layer]
+            q[layer], k[layer], v[layer], AttentionOptions(causal=causal, scale=scales[layer])
         )
         outs.append(out.float())
         patterns.append(pattern.float())
@@ -135,8 +135,9 @@ def test_sdpa_wrapper_has_the_kernels_semantics(opts):
     q = torch.randn(1, 4, 6, 8, generator=gen)
     k, v = torch.randn(1, 2, 6, 8, generator=gen), torch.randn(1, 2, 6, 8, generator=gen)
     slopes = alibi_slopes(4) if opts.pop("alibi", False) else None
-    got = sdpa(q, k, v, scale=0.3, alibi_slopes=slopes, **opts)
-    expected, _, _ = naive_attention(q, k, v, scale=0.3, alibi_slopes=slopes, **opts)
+    options = AttentionOptions(scale=0.3, alibi=slopes, **opts)
+    got = sdpa(q, k, v, options)
+    expected, _, _ = naive_attention(q, k, v, options)
     torch.testing.assert_close(got, expected.float(), atol=1e-5, rtol=0)
 
 
@@ -149,7 +150,12 @@ def test_median_ms_warms_up_then_takes_the_median():
 def test_timings_name_the_three_implementations():
     q = torch.randn(1, 2, 16, 8)
     rows = time_implementations(
-        q, q[:, :1], q[:, :1], scale=1 / math.sqrt(8), causal=True, backend="torch", repeats=2
+        q,
+        q[:, :1],
+        q[:, :1],
+        AttentionOptions(causal=True, scale=1 / math.sqrt(8)),
+        backend="torch",
+        repeats=2,
     )
     assert [row.name for row in rows] == [
         "app kernel (torch-tiled)",

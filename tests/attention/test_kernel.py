@@ -11,6 +11,7 @@ import math
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.attention import attention, choose_backend, naive_attention, rebuild_pattern
+from models.attention import (
+    AttentionOptions,
+    attention,
+    choose_backend,
+    naive_attention,
+    rebuild_pattern,
+)
 from models.attention.tiled import tiled_attention
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +47,8 @@ def make_case(
     strided=False,
     **opts,
 ):
-    """Random q, k, v and keyword options for one case (ALiBi slopes / padding drawn here).
+    """Random q, k, v and the attention options for one case (ALiBi slopes / padding drawn
+    here; ``opts`` are the other fields of :class:`AttentionOptions`).
 
     ``strided`` makes q, k, v transposed views of ``batch pos head_index d_head`` tensors, the
     layout TransformerLens hooks give.
@@ -53,10 +61,10 @@ def make_case(
         for n, m in ((h, nq), (kv, nk), (kv, nk))
     )
     if alibi:
-        opts["alibi_slopes"] = torch.tensor([2.0 ** (-8 * (i + 1) / h) for i in range(h)])
+        opts["alibi"] = torch.tensor([2.0 ** (-8 * (i + 1) / h) for i in range(h)])
     if pad:
-        opts["key_padding_mask"] = torch.rand(b, nk, generator=gen) > 0.3
-    return q, k, v, opts
+        opts["padding"] = torch.rand(b, nk, generator=gen) > 0.3
+    return q, k, v, AttentionOptions(**opts)
 
 
 def errors(out, lse, ref_out, ref_lse):
@@ -101,8 +109,8 @@ def test_tiled_fp32_matches_float64_reference(case):
     *shape, opts = case
     q, k, v, opts = make_case(*shape, **opts)
     kept = [t.clone() for t in (q, k, v)]
-    out, lse = attention(q, k, v, backend="torch", **opts)
-    ref_out, ref_lse, _ = naive_attention(q, k, v, **opts)
+    out, lse = attention(q, k, v, opts, backend="torch")
+    ref_out, ref_lse, _ = naive_attention(q, k, v, opts)
     assert out.shape == q.shape and out.dtype == q.dtype
     assert lse.shape == q.shape[:3] and lse.dtype == torch.float32
     err_out, err_lse = errors(out, lse, ref_out, ref_lse)
@@ -112,8 +120,8 @@ def test_tiled_fp32_matches_float64_reference(case):
 
 def test_tiled_small_blocks_skip_and_split_correctly():
     q, k, v, opts = make_case(1, 4, 2, 50, 70, 16, causal=True, window=9, alibi=True)
-    out, lse = tiled_attention(q, k, v, scale=0.25, block_m=11, block_n=7, **opts)
-    ref_out, ref_lse, _ = naive_attention(q, k, v, scale=0.25, **opts)
+    out, lse = tiled_attention(q, k, v, replace(opts, scale=0.25), block_m=11, block_n=7)
+    ref_out, ref_lse, _ = naive_attention(q, k, v, replace(opts, scale=0.25))
     assert max(errors(out, lse, ref_out, ref_lse)) < TOL
 
 
@@ -130,7 +138,7 @@ def test_worked_example_a_from_reference_sheet():
 
 def test_window_one_copies_the_aligned_value():
     q, k, v, _ = make_case(1, 2, 2, 3, 5, 16)
-    out, lse = attention(q, k, v, causal=True, window=1)
+    out, lse = attention(q, k, v, AttentionOptions(causal=True, window=1))
     torch.testing.assert_close(out, v[:, :, 2:], atol=1e-6, rtol=0)  # query i sees key i + 2
     s = (q * k[:, :, 2:]).sum(-1) / 4.0
     torch.testing.assert_close(lse, s, atol=1e-5, rtol=0)
@@ -139,13 +147,13 @@ def test_window_one_copies_the_aligned_value():
 def test_fully_masked_rows_give_zero_and_minus_inf():
     q, k, v, _ = make_case(2, 2, 1, 6, 4, 16)
     mask = torch.tensor([[False] * 4, [True, False, True, True]])
-    out, lse = attention(q, k, v, causal=True, key_padding_mask=mask)
+    out, lse = attention(q, k, v, AttentionOptions(causal=True, padding=mask))
     assert not out.isnan().any() and not lse.isnan().any()
     assert torch.equal(out[0], torch.zeros_like(out[0])) and torch.isneginf(lse[0]).all()
     # causal, n_q=6 > n_k=4: queries 0 and 1 sit before the first key.
     assert torch.equal(out[1, :, :2], torch.zeros_like(out[1, :, :2]))
     assert torch.isneginf(lse[1, :, :2]).all() and torch.isfinite(lse[1, :, 2:]).all()
-    ref_out, ref_lse, _ = naive_attention(q, k, v, causal=True, key_padding_mask=mask)
+    ref_out, ref_lse, _ = naive_attention(q, k, v, AttentionOptions(causal=True, padding=mask))
     assert max(errors(out, lse, ref_out, ref_lse)) < TOL
 
 
@@ -162,10 +170,10 @@ def test_fully_masked_rows_give_zero_and_minus_inf():
 def test_half_precision_within_twice_naive_error(case, dtype):
     *shape, opts = case
     q, k, v, opts = make_case(*shape, dtype=dtype, **opts)
-    out, lse = attention(q, k, v, backend="torch", **opts)
+    out, lse = attention(q, k, v, opts, backend="torch")
     assert out.dtype == dtype and lse.dtype == torch.float32
-    ref_out, ref_lse, _ = naive_attention(q, k, v, **opts)
-    base_out, _, _ = naive_attention(q, k, v, compute_dtype=dtype, **opts)
+    ref_out, ref_lse, _ = naive_attention(q, k, v, opts)
+    base_out, _, _ = naive_attention(q, k, v, opts, compute_dtype=dtype)
     err_out, err_lse = errors(out, lse, ref_out, ref_lse)
     base_err = (base_out.double() - ref_out).abs().max().item()
     assert err_out <= 2 * base_err + 1e-3
@@ -187,8 +195,8 @@ def test_tiled_random_shapes(nq, nk, group, causal, window, alibi, pad, seed):
     q, k, v, opts = make_case(
         2, 2 * group, 2, nq, nk, 16, seed=seed, causal=causal, window=window, alibi=alibi, pad=pad
     )
-    out, lse = tiled_attention(q, k, v, scale=0.25, block_m=8, block_n=8, **opts)
-    ref_out, ref_lse, _ = naive_attention(q, k, v, scale=0.25, **opts)
+    out, lse = tiled_attention(q, k, v, replace(opts, scale=0.25), block_m=8, block_n=8)
+    ref_out, ref_lse, _ = naive_attention(q, k, v, replace(opts, scale=0.25))
     assert max(errors(out, lse, ref_out, ref_lse)) < TOL
 
 
@@ -203,9 +211,9 @@ def test_tiled_random_shapes(nq, nk, group, causal, window, alibi, pad, seed):
 )
 def test_rebuild_pattern_matches_naive_pattern(rows, cols):
     q, k, v, opts = make_case(2, 8, 2, 129, 160, 32, causal=True, window=60, alibi=True, pad=True)
-    _, lse = attention(q, k, v, **opts)
-    got = rebuild_pattern(q, k, lse, rows, cols, **opts)
-    _, _, pattern = naive_attention(q, k, v, **opts)
+    _, lse = attention(q, k, v, opts)
+    got = rebuild_pattern(q, k, lse, rows, cols, opts)
+    _, _, pattern = naive_attention(q, k, v, opts)
     r = torch.arange(129)[rows]
     c = torch.arange(160)[torch.as_tensor(cols) if isinstance(cols, list) else cols]
     want = pattern[:, :, r][:, :, :, c]
@@ -226,13 +234,15 @@ def test_choose_backend_on_cpu(monkeypatch):
 
 
 def _bad(**change):
-    args = {
+    """q, k, v and options for one bad call: tensors and option fields changed by name."""
+    tensors = {
         "q": torch.zeros(2, 4, 5, 16),
         "k": torch.zeros(2, 2, 7, 16),
         "v": torch.zeros(2, 2, 7, 16),
     }
-    args.update(change)
-    return args
+    fields = {name: value for name, value in change.items() if name not in tensors}
+    tensors.update({name: value for name, value in change.items() if name in tensors})
+    return {**tensors, "options": AttentionOptions(**fields)}
 
 
 @pytest.mark.parametrize(
@@ -247,10 +257,11 @@ def _bad(**change):
         (_bad(v=torch.zeros(2, 2, 7, 16, dtype=torch.float16)), "share one dtype"),
         (_bad(window=0), "window must be an int >= 1"),
         (_bad(window=2.5), "window must be an int >= 1"),
-        (_bad(alibi_slopes=torch.ones(2)), r"alibi_slopes must have shape \(n_heads,\)"),
-        (_bad(key_padding_mask=torch.ones(2, 5, dtype=torch.bool)), "key_padding_mask must have"),
-        (_bad(key_padding_mask=torch.ones(2, 7)), "key_padding_mask must be bool"),
+        (_bad(alibi=torch.ones(2)), r"alibi must have shape \(n_heads,\)"),
+        (_bad(padding=torch.ones(2, 5, dtype=torch.bool)), "padding must have"),
+        (_bad(padding=torch.ones(2, 7)), "padding must be bool"),
         (_bad(scale=float("nan")), "scale must be a finite number"),
+        (_bad(softcap=-1.0), "softcap must be a positive number"),
     ],
     ids=[
         "not-4d",
@@ -266,6 +277,7 @@ def _bad(**change):
         "mask-shape",
         "mask-dtype",
         "scale-nan",
+        "softcap-negative",
     ],
 )
 def test_bad_input_raises_value_error(args, message):
@@ -311,16 +323,16 @@ results = {"triton": triton.__version__}
 for name, (*shape, opts) in INTERPRETER_CASES.items():
     q, k, v, opts = make_case(*shape, **opts)
     try:
-        out, lse = attention(q, k, v, backend="triton", **opts)
-        ref_out, ref_lse, _ = naive_attention(q, k, v, **opts)
+        out, lse = attention(q, k, v, opts, backend="triton")
+        ref_out, ref_lse, _ = naive_attention(q, k, v, opts)
         results[name] = [choose_backend(q, "triton"), *errors(out, lse, ref_out, ref_lse)]
     except Exception as err:  # reported by the test of this case
         results[name] = [f"{type(err).__name__}: {err}", None, None]
 for dtype in (torch.float16, torch.bfloat16):
     q, k, v, opts = make_case(1, 4, 2, 24, 24, 16, dtype=dtype, causal=True)
-    out, _ = attention(q, k, v, backend="triton", **opts)
-    ref_out, _, _ = naive_attention(q, k, v, **opts)
-    base_out, _, _ = naive_attention(q, k, v, compute_dtype=dtype, **opts)
+    out, _ = attention(q, k, v, opts, backend="triton")
+    ref_out, _, _ = naive_attention(q, k, v, opts)
+    base_out, _, _ = naive_attention(q, k, v, opts, compute_dtype=dtype)
     results[str(dtype)] = [(out.double() - ref_out).abs().max().item(),
                            (base_out.double() - ref_out).abs().max().item()]
 print(json.dumps(results))
@@ -408,3 +420,19 @@ def test_kernel_compiles_for_hopper():
     if all(r.startswith("skip") for r in results.values()):
         pytest.skip(f"cannot compile for CUDA here: {results}")
     assert results == {"fp16": "ok", "bf16": "ok"}
+
+
+def test_soft_capped_logits_match_the_reference_and_the_formula():
+    """Gemma 2's cap ``c * tanh(s / c)``: the tiled path and the naive reference agree, and the
+    reference's pattern is the softmax of the capped logits computed here by hand."""
+    q, k, v, opts = make_case(1, 4, 2, 23, 23, 16, causal=True)
+    capped = replace(opts, scale=0.7, softcap=3.0)
+    out, lse = attention(q, k, v, capped, backend="torch")
+    ref_out, ref_lse, pattern = naive_attention(q, k, v, capped)
+    err_out, err_lse = errors(out, lse, ref_out, ref_lse)
+    assert err_out < TOL and err_lse < TOL
+    logits = q.double() @ k.double().repeat_interleave(2, dim=1).transpose(-1, -2) * 0.7
+    logits = 3.0 * torch.tanh(logits / 3.0)
+    logits = logits.masked_fill(torch.ones(23, 23, dtype=torch.bool).triu(1), float("-inf"))
+    torch.testing.assert_close(pattern, torch.softmax(logits, dim=-1), atol=1e-12, rtol=0)
+    assert (pattern - naive_attention(q, k, v, replace(opts, scale=0.7))[2]).abs().max() > 0.01

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from models.attention import rebuild_pattern
+from models.attention import AttentionOptions, rebuild_pattern
 from models.capture.overview import (
     ROWS_PER_BLOCK,
     layer_overview,
@@ -31,8 +31,7 @@ def reference(q, k, lse, scale, causal, factor, stride=1) -> np.ndarray:
         lse[None],
         slice(None),
         slice(None),
-        causal=causal,
-        scale=scale,
+        AttentionOptions(causal=causal, scale=scale),
     )[0].numpy()
     pixels = math.ceil(n / factor)
     out = np.full((q.shape[0], pixels, pixels), np.nan, dtype=np.float32)
