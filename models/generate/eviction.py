@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from models.generate.policies import POLICY_NAMES, Policy, RopeShift, Terms, banded, heavy_hitters
+from models.attention.options import AttentionOptions
+from models.generate.policies import POLICY_NAMES, Policy, RopeShift, banded, heavy_hitters
 from models.generate.settings import GenerationError
 from models.generate.view import (
     UNSUPPORTED_KWARGS,
@@ -88,9 +89,10 @@ class PolicyAttention:
                 "sliding-window mask; the eviction experiment cannot run on it."
             )
         layer = layer_index(module)
-        terms = Terms(
+        terms = AttentionOptions(
+            causal=True,
             scale=float(kwargs.get("scaling") or query.shape[-1] ** -0.5),
-            softcap=kwargs.get("softcap"),
+            softcap=kwargs.get("softcap") or None,
             window=window,
         )
         q, k, v = (x[0].to(torch.float32) for x in (query, key, value))

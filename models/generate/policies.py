@@ -34,6 +34,7 @@ from typing import Literal, get_args
 import numpy as np
 import torch
 
+from models.attention.options import AttentionOptions
 from models.generate.view import grouped_scores
 from models.model.softmax_terms import rotate
 
@@ -46,15 +47,6 @@ POLICY_NAMES: dict[str, str] = {
     "h2o": "heavy hitters + recent (H2O)",
 }
 BLOCK = 128  # queries per block
-
-
-@dataclass(frozen=True)
-class Terms:
-    """One layer's softmax terms: logit scale, soft cap and the model's own sliding window."""
-
-    scale: float
-    softcap: float | None = None
-    window: int | None = None
 
 
 @dataclass(frozen=True)
@@ -76,12 +68,15 @@ class RopeShift:
 
 
 def _softmax_out(
-    scores: torch.Tensor, allowed: torch.Tensor, values: torch.Tensor, terms: Terms, n_kv: int
+    scores: torch.Tensor,
+    allowed: torch.Tensor,
+    values: torch.Tensor,
+    terms: AttentionOptions,
+    n_kv: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Masked softmax of ``head_index query key`` logits and its output with ``kv_head key d``
     values: ``(head_index query d_head output, weights)``."""
-    if terms.softcap:
-        scores = torch.tanh(scores / terms.softcap) * terms.softcap
+    scores = terms.capped(scores)
     weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
     n_heads, n_q, n_keys = weights.shape
     grouped = weights.reshape(n_kv, -1, n_keys)
@@ -93,7 +88,7 @@ def banded(
     k: torch.Tensor,
     v: torch.Tensor,
     first: int,
-    terms: Terms,
+    terms: AttentionOptions,
     policy: Policy,
     budget: int,
     sinks: int = 0,
@@ -132,7 +127,7 @@ def banded(
             allowed &= key_pos[None] > pos[:, None] - span
         if terms.window:
             allowed &= key_pos[None] > pos[:, None] - terms.window
-        scores = grouped_scores(q[:, r0:r1], k[:, lo:hi]) * terms.scale
+        scores = grouped_scores(q[:, r0:r1], k[:, lo:hi]) * terms.scale_for(q.shape[-1])
         keys_v = v[:, lo:hi]
         if n_sink and lo > 0:
             sink_q = q[:, r0:r1]
@@ -142,7 +137,9 @@ def banded(
             sink_ok = sink_pos[None] <= pos[:, None]
             if terms.window:
                 sink_ok &= sink_pos[None] > pos[:, None] - terms.window
-            sink_scores = grouped_scores(sink_q, k[:, : len(sink_pos)]) * terms.scale
+            sink_scores = grouped_scores(sink_q, k[:, : len(sink_pos)]) * terms.scale_for(
+                q.shape[-1]
+            )
             scores = torch.cat([sink_scores, scores], dim=-1)
             allowed = torch.cat([sink_ok, allowed], dim=-1)
             keys_v = torch.cat([v[:, : len(sink_pos)], keys_v], dim=1)
@@ -160,7 +157,7 @@ def heavy_hitters(
     k: torch.Tensor,
     v: torch.Tensor,
     first: int,
-    terms: Terms,
+    terms: AttentionOptions,
     budget: int,
     accumulated: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -224,7 +221,7 @@ def _h2o_loop(
     v: np.ndarray,
     first: int,
     start: int,
-    terms: Terms,
+    terms: AttentionOptions,
     recent: int,
     state: H2OState,
 ) -> np.ndarray:
@@ -236,7 +233,7 @@ def _h2o_loop(
     n_kv, group, n_q, d_head = grouped_q.shape
     heads = np.arange(n_kv)
     out = np.empty((n_kv, group, n_q - start, d_head), dtype=np.float32)
-    scale = np.float32(terms.scale)
+    scale = np.float32(terms.scale_for(d_head))
     for i in range(start, n_q):
         t = first + i
         slot = np.where(state.positions <= t - recent, state.scores, np.inf).argmin(axis=-1)

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
+from models.attention.options import AttentionOptions
 from models.generate.view import UNSUPPORTED_KWARGS, layer_index, mask_is_causal_window, sdpa
 
 
@@ -34,19 +35,10 @@ class RowsUnavailable(RuntimeError):
     """The model's attention has terms the recorder cannot reproduce."""
 
 
-@dataclass(frozen=True)
-class LayerTerms:
-    """One layer's softmax terms besides q and k: logit scale, sliding window, soft cap."""
-
-    scale: float
-    window: int | None = None
-    softcap: float | None = None
-
-
 def layer_rows(
     q: Float[torch.Tensor, "layer head_index d_head"],
     keys: Float[torch.Tensor, "layer kv_head_index key_pos d_head"],
-    terms: tuple[LayerTerms, ...],
+    terms: tuple[AttentionOptions, ...],
 ) -> tuple[
     Float[torch.Tensor, "layer head_index key_pos"], Float[torch.Tensor, "layer head_index"]
 ]:
@@ -61,11 +53,10 @@ def layer_rows(
     grouped = q.reshape(n_layers * n_kv, n_heads // n_kv, d_head)
     flat_keys = keys.reshape(n_layers * n_kv, n_keys, d_head)
     scores = torch.matmul(grouped, flat_keys.transpose(1, 2)).reshape(n_layers, n_heads, n_keys)
-    scales = torch.tensor([t.scale for t in terms], device=q.device, dtype=scores.dtype)
-    scores = scores * scales[:, None, None]
+    scales = torch.tensor([t.scale_for(d_head) for t in terms], device=q.device)
+    scores = scores * scales.to(scores.dtype)[:, None, None]
     for layer, t in enumerate(terms):
-        if t.softcap:
-            scores[layer] = torch.tanh(scores[layer] / t.softcap) * t.softcap
+        scores[layer] = t.capped(scores[layer])
     windows = [t.window for t in terms]
     if any(windows):
         distance = (n_keys - 1) - torch.arange(n_keys, device=q.device)
@@ -118,7 +109,8 @@ class RowRecorder:
         # A copy: a view of the newest row would keep the layer's whole query (every prompt
         # position's) alive until the step ends, 9 MiB a layer for SmolLM2 at 4,000 tokens.
         self.q[layer] = query[0, :, -1].to(self.keys.device, copy=True)
-        self.terms[layer] = LayerTerms(
+        self.terms[layer] = AttentionOptions(
+            causal=True,
             scale=float(kwargs.get("scaling") or query.shape[-1] ** -0.5),
             window=int(window) if window else None,
             softcap=float(softcap) if softcap else None,
@@ -154,7 +146,7 @@ class RowStore:
 
     q: np.ndarray
     keys: np.ndarray
-    terms: tuple[LayerTerms, ...]
+    terms: tuple[AttentionOptions, ...]
     first_query: int
 
     @property
