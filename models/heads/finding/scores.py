@@ -83,6 +83,83 @@ def current_token_score(pattern: np.ndarray, first_query: int = 1) -> np.ndarray
     return _as_float(pattern[..., rows, rows]).mean(axis=-1)
 
 
+ROW_CHUNK_VALUES = 2**21
+"""Most pattern entries a row-wise score converts to float64 at once (16 MiB)."""
+
+
+def _row_chunks(pattern: np.ndarray, first_query: int) -> list[slice]:
+    """Query rows ``first_query..n-1`` in chunks of at most :data:`ROW_CHUNK_VALUES` entries
+    over every leading axis, so a whole float64 copy of the stack is never made."""
+    n = pattern.shape[-2]
+    per_row = max(1, pattern[..., 0, :].size)
+    size = max(1, ROW_CHUNK_VALUES // per_row)
+    return [slice(start, min(start + size, n)) for start in range(first_query, n, size)]
+
+
+def row_score_bytes(n_heads: int, n_queries: int, n_keys: int) -> int:
+    """Bytes the row-wise scores (:func:`entropy_score`, :func:`distance_score`) hold at once for
+    a ``head_index query_pos key_pos`` stack: two float64 copies of one chunk of rows."""
+    per_row = n_heads * n_keys
+    return 2 * 8 * min(per_row * n_queries, max(per_row, ROW_CHUNK_VALUES))
+
+
+def entropy_score(pattern: np.ndarray) -> np.ndarray:
+    """Mean entropy of the query rows, in nats.
+
+    ``entropy = (1 / (n - 1)) * sum_{i=1}^{n-1} -sum_j A[i, j] ln A[i, j]`` with ``0 ln 0 = 0``.
+    Row 0 is left out, as in :func:`current_token_score`: under a causal mask it holds one weight
+    of 1 (entropy 0) in every head. A row spread evenly over ``m`` keys scores ``ln m``; a row
+    on a single key scores 0. NaN for a one-token pattern.
+
+    Args:
+        pattern: ``... query_pos key_pos``.
+
+    Returns:
+        ``...`` entropies in nats.
+    """
+    pattern = np.asarray(pattern)
+    n = pattern.shape[-2]
+    if n < 2:
+        return np.full(pattern.shape[:-2], np.nan)
+    total = np.zeros(pattern.shape[:-2])
+    for rows in _row_chunks(pattern, 1):
+        weights = _as_float(pattern[..., rows, :])
+        logs = np.log(weights, out=np.zeros_like(weights), where=weights > 0)
+        total -= np.einsum("...qk,...qk->...", weights, logs)
+    return total / (n - 1)
+
+
+def distance_score(pattern: np.ndarray) -> np.ndarray:
+    """Mean attention-weighted distance from each query back to its keys, in tokens.
+
+    ``distance = (1 / (n - 1)) * sum_{i=1}^{n-1} sum_j A[i, j] * (i - j)``. Under a causal mask
+    every key is at or before its query, so the distance is at least 0: 1 for a
+    previous-token head, 0 for a head that attends to itself, about ``(i - 1) / 2`` averaged
+    for a head spread evenly. Without a mask (an encoder such as BERT) keys after the query
+    count with a negative offset: the score is the mean signed offset, positive when a head
+    looks back on balance, negative when it looks ahead, and 0 for a head whose looks back
+    and ahead balance out (read it with the entropy). Row 0 is left out as in
+    :func:`entropy_score`. NaN for a one-token pattern.
+
+    Args:
+        pattern: ``... query_pos key_pos``.
+
+    Returns:
+        ``...`` distances in tokens.
+    """
+    pattern = np.asarray(pattern)
+    n, n_keys = pattern.shape[-2], pattern.shape[-1]
+    if n < 2:
+        return np.full(pattern.shape[:-2], np.nan)
+    keys = np.arange(n_keys, dtype=np.float64)
+    total = np.zeros(pattern.shape[:-2])
+    for rows in _row_chunks(pattern, 1):
+        weights = _as_float(pattern[..., rows, :])
+        queries = np.arange(rows.start, rows.stop, dtype=np.float64)
+        total += (weights.sum(axis=-1) * queries - weights @ keys).sum(axis=-1)
+    return total / (n - 1)
+
+
 def duplicate_mask(token_ids: Sequence[int]) -> np.ndarray:
     """``query_pos key_pos`` boolean: ``D[i, j]`` when ``j < i`` and ``token[j] == token[i]``."""
     ids = np.asarray(token_ids)

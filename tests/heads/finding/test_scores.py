@@ -5,10 +5,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from models.heads.finding import scores
 from models.heads.finding.corpus_scores import text_scores
 from models.heads.finding.scores import (
     current_token_score,
+    distance_score,
     duplicate_token_score,
+    entropy_score,
     flag,
     induction_score,
     previous_token_score,
@@ -168,6 +171,8 @@ def test_text_scores_keep_leading_axes():
         "sink",
         "top_sink_alpha",
         "top_sink_pos",
+        "entropy",
+        "distance",
     }
     assert all(values.shape == (3, 2) for values in out.values())
     assert out["current_token"][0, 0] == 1.0 and out["duplicate_token"][0, 0] == 0.0
@@ -217,3 +222,59 @@ def test_duplicate_score_of_float32_patterns_matches_a_plain_loop(case, tokens):
         ]
         expected.append(np.mean(rows) if rows else np.nan)
     np.testing.assert_allclose(duplicate_token_score(single, ids), expected, atol=1e-6)
+
+
+def test_entropy_and_distance_by_hand():
+    # row 0 is left out; rows 1..3 of a 4-token causal pattern
+    pattern = np.array(
+        [
+            [1.0, 0.0, 0.0, 0.0],
+            [0.5, 0.5, 0.0, 0.0],  # ln 2 nats; distance 0.5 * 1 + 0.5 * 0 = 0.5
+            [0.0, 1.0, 0.0, 0.0],  # 0 nats; distance 1
+            [0.25, 0.25, 0.25, 0.25],  # ln 4 nats; distance (3 + 2 + 1 + 0) / 4 = 1.5
+        ]
+    )
+    assert entropy_score(pattern) == pytest.approx((np.log(2) + np.log(4)) / 3, abs=1e-15)
+    assert distance_score(pattern) == pytest.approx((0.5 + 1 + 1.5) / 3, abs=1e-15)
+    assert np.isnan(entropy_score(np.ones((1, 1)))) and np.isnan(distance_score(np.ones((1, 1))))
+
+
+def test_entropy_and_distance_of_known_heads():
+    n = 9
+    previous = one_hot_rows(n, [0, *range(n - 1)])
+    assert entropy_score(previous) == 0.0 and distance_score(previous) == pytest.approx(1.0)
+    itself = np.eye(n)
+    assert entropy_score(itself) == 0.0 and distance_score(itself) == 0.0
+    uniform = causal_uniform(n)
+    rows = np.arange(1, n)
+    assert entropy_score(uniform) == pytest.approx(np.log(rows + 1).mean(), abs=1e-12)
+    assert distance_score(uniform) == pytest.approx((rows / 2).mean(), abs=1e-12)
+
+
+def test_distance_counts_later_keys_negative_without_a_mask():
+    # an encoder head that always looks one token ahead (the last token looks at itself)
+    n = 5
+    ahead = one_hot_rows(n, [1, 2, 3, 4, 4])
+    assert distance_score(ahead) == pytest.approx((-1 - 1 - 1 + 0) / 4)
+    both = (one_hot_rows(n, [0, 0, 1, 2, 3]) + one_hot_rows(n, [1, 2, 3, 4, 4])) / 2
+    assert distance_score(both)[()] == pytest.approx(((1 - 1) + (1 - 1) + (1 - 1) + (1 + 0)) / 8)
+
+
+@settings(max_examples=25)
+@given(st.integers(2, 12), st.integers(1, 3), st.integers(0, 2**31 - 1))
+def test_row_chunks_give_the_same_scores(n, heads, seed):
+    rng = np.random.default_rng(seed)
+    raw = rng.random((heads, n, n)).astype(np.float32) * np.tril(np.ones((n, n), np.float32))
+    pattern = raw / raw.sum(-1, keepdims=True)
+    whole = entropy_score(pattern), distance_score(pattern)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(scores, "ROW_CHUNK_VALUES", 1)  # one row per chunk
+        chunked = entropy_score(pattern), distance_score(pattern)
+    for got, want in zip(chunked, whole, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    # the plain formula, written out
+    p = pattern.astype(np.float64)[:, 1:]
+    terms = np.where(p > 0, -p * np.log(np.where(p > 0, p, 1.0)), 0.0)
+    offsets = np.arange(1, n)[:, None] - np.arange(n)[None, :]
+    np.testing.assert_allclose(whole[0], terms.sum(-1).mean(-1), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(whole[1], (p * offsets).sum(-1).mean(-1), rtol=1e-12, atol=1e-12)
