@@ -21,6 +21,8 @@ TextScore = Literal[
     "current_token",
     "sink",
     "top_sink_alpha",
+    "entropy",
+    "distance",
 ]
 TEXT_SCORES: tuple[TextScore, ...] = get_args(TextScore)
 
@@ -43,7 +45,7 @@ ABLATION_COLUMN: dict[Ranking, str] = {
 }
 
 # The command line's columns: always CORE, ABLATION with --ablation, EXTRA with --all-columns.
-CORE_COLUMNS: list[str] = ["layer", "head", *SCORE_NAMES, "sink_flag"]
+CORE_COLUMNS: list[str] = ["layer", "head", *SCORE_NAMES, "sink_flag", "entropy", "distance"]
 ABLATION_COLUMNS: list[str] = [ABLATION_COLUMN[r] for r in ("zero", "mean", "gradient")]
 EXTRA_COLUMNS: list[str] = [
     "L.H",
@@ -94,6 +96,17 @@ _COLUMNS: dict[str, tuple[str, str]] = {
         "the threshold the head is a sink head.",
     ),
     "sink_flag": ("Sink head?", "The sink alpha's lower bound is above its threshold"),
+    "entropy": (
+        "Entropy",
+        "Mean entropy of a query's attention row, in nats (row 0 left out): 0 = all on one "
+        "key, ln m = spread evenly over m keys.",
+    ),
+    "distance": (
+        "Distance back",
+        "Mean attention-weighted distance from a query back to its keys, in tokens (row 0 "
+        "left out): 1 = previous token, 0 = itself. In an encoder, keys after the query count "
+        "negative.",
+    ),
     "previous_token_repeated": (
         "Previous token (random tokens)",
         "Previous-token score measured on the repeated random tokens",

@@ -50,10 +50,13 @@ def test_minilm_table_matches_the_app(minilm, tmp_path, capsys):
     repeated = measure_repeated(minilm, 20, 2, 3)
     scores = score_corpus(minilm, [TEXT])
     np.testing.assert_allclose(table["induction"], repeated.induction.ravel(), rtol=1e-6)
-    for name in ("previous_token", "duplicate_token", "current_token", "sink"):
+    for name in ("previous_token", "duplicate_token", "current_token", "sink", "entropy"):
         np.testing.assert_allclose(
             table[name], scores.spreads[name].per_text[0].ravel(), rtol=1e-6, atol=1e-12
         )
+    # distance is signed for an encoder: compare with an absolute bound near 0
+    distance = scores.spreads["distance"].per_text[0].ravel()
+    np.testing.assert_allclose(table["distance"], distance, rtol=1e-6, atol=1e-7)
     assert table["sink_flag"].tolist() == (table["sink"] > 0.3).tolist()
     # the sink on [CLS], by hand from the model's own patterns: mean over queries 1..n-1
     ids, _ = tokenize(minilm, TEXT)

@@ -133,6 +133,18 @@ def test_page_table_has_every_spread_column():
     assert set(table.columns) <= set(COLUMN_LABELS) | {"open"}
 
 
+def test_corpus_csv_has_entropy_and_distance_with_standard_errors():
+    scores = fake_scores(n_texts=3)
+    table = pd.read_csv(io.StringIO(table_csv(corpus_table(fake_repeated(), scores, Thresholds()))))
+    for name in ("entropy", "distance"):
+        per = scores.spreads[name].per_text  # text layer head
+        np.testing.assert_allclose(table[name], per.mean(0).ravel(), rtol=1e-7)
+        want_se = per.std(0, ddof=1).ravel() / np.sqrt(3)
+        np.testing.assert_allclose(table[f"{name}_se"], want_se, rtol=1e-7)
+    # the perfect sink head 1.2 puts every row on key 0: entropy 0, distance (1 + .. + 5) / 5
+    assert table.loc[5, "entropy"] == 0.0 and table.loc[5, "distance"] == pytest.approx(3.0)
+
+
 def test_csv_round_trips_and_guards_formulas():
     table = cli_table(
         fake_repeated(),

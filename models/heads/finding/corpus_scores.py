@@ -4,8 +4,10 @@ passages and positions where each head fires most.
 Per text (cut to ``max_tokens``), forward passes give every head's pattern, a few layers at a
 time (:func:`layer_groups`), and the functions of :mod:`models.heads.finding.scores` give one
 number per head: previous-, duplicate- and current-token, sink alpha on the first token, the
-strongest sink anywhere, and induction on natural text (weight on the token after the previous
-copy of the current token). Every text counts once in the mean
+strongest sink anywhere, induction on natural text (weight on the token after the previous
+copy of the current token), and how a head spreads its attention: the rows' entropy and the
+attention-weighted distance back. The row-wise scores read the layer's patterns a band of rows
+at a time, so they add no pattern-sized temporaries to the pass. Every text counts once in the mean
 (:mod:`models.heads.finding.spread`), whatever its length. A one-text corpus is the command
 line's table for one text.
 """
@@ -22,10 +24,13 @@ from models.cost import Cost, device_of
 from models.heads.cost import forward_peak_bytes, layer_pattern_bytes
 from models.heads.finding.scores import (
     current_token_score,
+    distance_score,
     duplicate_mask,
     duplicate_token_score,
+    entropy_score,
     induction_targets,
     previous_token_score,
+    row_score_bytes,
     sink_alphas,
     sink_score,
     text_induction_score,
@@ -197,16 +202,19 @@ def text_scores(
         "sink": alphas[..., 0],
         "top_sink_alpha": alpha,
         "top_sink_pos": position,
+        "entropy": entropy_score(patterns),
+        "distance": distance_score(patterns),
     }
 
 
 def score_peak_bytes(facts: ModelFacts, vocab: int, n_tokens: int) -> int:
     """Upper bound on the bytes :func:`score_corpus` needs beyond the weights, for texts of at
     most ``n_tokens`` tokens: one pass's layer group of patterns, that pass's own working set,
-    and the scoring's temporaries of one layer."""
+    the scoring's temporaries of one layer and the row-wise scores' chunk."""
     layer = layer_pattern_bytes(facts, n_tokens)
     group = min(facts.n_layers, max(1, PATTERN_BYTES // max(layer, 1))) * layer
-    return group + forward_peak_bytes(facts, vocab, n_tokens) + SCORING_COPIES * layer
+    rows = row_score_bytes(facts.n_heads, n_tokens, n_tokens)
+    return group + forward_peak_bytes(facts, vocab, n_tokens) + SCORING_COPIES * layer + rows
 
 
 def score_estimate(model: LoadedModel, sizes: Sequence[int]) -> Cost:

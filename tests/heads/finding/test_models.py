@@ -114,6 +114,46 @@ def test_text_scores_match_hf_eager(request, name, text):
             )
 
 
+def reference_spread(att: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """Entropy (nats) and distance back (tokens) of ``layer head q k`` attentions, written out:
+    for each query i >= 1, -sum_j A ln A and sum_j A * (i - j), then the mean over queries."""
+    n = att.shape[-1]
+    entropy = torch.zeros(att.shape[:2], dtype=torch.double)
+    distance = torch.zeros(att.shape[:2], dtype=torch.double)
+    for i in range(1, n):
+        row = att[..., i, :]
+        entropy -= torch.special.xlogy(row, row).sum(-1)
+        distance += (row * (i - torch.arange(n, dtype=torch.double))).sum(-1)
+    return (entropy / (n - 1)).numpy(), (distance / (n - 1)).numpy()
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("bundled", PROMPT),
+        ("minilm", SENTENCE),
+        pytest.param("smollm2", SENTENCE + " " + SENTENCE, marks=pytest.mark.slow),
+    ],
+)
+def test_entropy_and_distance_match_hf_eager(request, name, text):
+    model = request.getfixturevalue(name)
+    ids, _ = tokenize(model, text)
+    entropy, distance = reference_spread(hf_attentions(model, ids)[:, 0])
+    scored = score_corpus(model, [text, text[: len(text) // 2]])
+    got = {k: scored.spreads[k].per_text[0] for k in ("entropy", "distance")}
+    # the same bound as the other scores: both read the same float32 weights as HF eager
+    np.testing.assert_allclose(got["entropy"], entropy, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(got["distance"], distance, atol=1e-5, rtol=0)
+    if not model.facts.causal:  # an encoder also looks ahead: some head's balance is negative
+        assert (got["distance"] < 0).any() and (got["distance"] > 0).any()
+    # over two texts, the mean and standard error are over the texts
+    per = scored.spreads["distance"].per_text
+    assert per.shape == (2, model.facts.n_layers, model.facts.n_heads)
+    np.testing.assert_allclose(
+        scored.spreads["distance"].se, per.std(axis=0, ddof=1) / np.sqrt(2), atol=1e-12
+    )
+
+
 def test_minilm_sinks_on_cls_and_sep_match_hf(minilm):
     scored = score_corpus(minilm, [SENTENCE])
     ids, _ = tokenize(minilm, SENTENCE)
