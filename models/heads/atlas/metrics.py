@@ -1,0 +1,259 @@
+"""Every per-head quantity the atlas shows: its name, words, unit, how sure it is, and where it
+does not apply.
+
+A :class:`Measure` is one quantity for every head (``layer head_index``), with its standard error
+where the quantity is a mean over samples. The rule for uncertainty follows the source
+(:data:`UNCERTAINTY`): a mean over corpus texts or random sequences carries the standard error of
+that mean (each text one observation, as the head finder counts them; ± 2 SE is about a 95 %
+interval); a score read off the weights, or a single prompt's attribution, has no sampling error
+and none is claimed.
+
+A head ranks among the heads where the quantity applies and was measured, largest value first
+(rank 1); ties share the better rank.
+
+Some quantities do not apply to some heads: a linear-attention layer (Gated DeltaNet) has no
+softmax pattern, so no pattern score means anything there; a head with a learned sink (gpt-oss)
+returns rows that sum to less than 1, so its entropy and distance are not those of a
+distribution. :func:`layer_attention` reads both from the loaded model; the card says so per
+quantity rather than show a number.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+import numpy as np
+from jaxtyping import Bool, Float, Int
+
+MetricName = Literal[
+    "induction",
+    "induction_text",
+    "previous_token",
+    "duplicate_token",
+    "current_token",
+    "sink",
+    "entropy",
+    "distance",
+    "activation",
+    "ov_copying",
+    "qk_previous",
+    "direct_logit",
+    "zero_ablation",
+    "mean_ablation",
+    "layer",
+    "head_index",
+]
+METRIC_NAMES: tuple[MetricName, ...] = get_args(MetricName)
+Source = Literal["corpus", "repeated", "weights", "prompt", "ablation", "position"]
+LayerKind = Literal["softmax", "linear"]
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """How a quantity is named and read.
+
+    Attributes:
+        label: a short header.
+        unit: what one unit is ("" for a share or a score).
+        source: where the number comes from (sets the uncertainty rule).
+        help: one sentence for a newcomer.
+        pattern: it is read from the softmax pattern (does not apply to linear attention).
+        distribution: it treats a row as a distribution (does not apply with a learned sink).
+        twin: for a weight score, the corpus score that measures the same thing on data.
+    """
+
+    label: str
+    unit: str
+    source: Source
+    help: str
+    pattern: bool = False
+    distribution: bool = False
+    twin: MetricName | None = None
+
+
+METRICS: dict[MetricName, MetricInfo] = {
+    "induction": MetricInfo(
+        "Induction",
+        "",
+        "repeated",
+        "On [start, r, r] random tokens: weight a second-half query puts on the token after its "
+        "earlier copy.",
+        pattern=True,
+    ),
+    "induction_text": MetricInfo(
+        "Induction (corpus)",
+        "",
+        "corpus",
+        "Weight on the token after the previous copy of the query's token, on the corpus.",
+        pattern=True,
+    ),
+    "previous_token": MetricInfo(
+        "Previous token",
+        "",
+        "corpus",
+        "Weight a token puts on the token before it.",
+        pattern=True,
+    ),
+    "duplicate_token": MetricInfo(
+        "Duplicate token",
+        "",
+        "corpus",
+        "Weight a repeated token puts on its earlier copies.",
+        pattern=True,
+    ),
+    "current_token": MetricInfo(
+        "Current token", "", "corpus", "Weight a token puts on itself.", pattern=True
+    ),
+    "sink": MetricInfo(
+        "Sink (first token)",
+        "",
+        "corpus",
+        "Mean weight the other queries put on the first token (Gu et al. 2024).",
+        pattern=True,
+    ),
+    "entropy": MetricInfo(
+        "Entropy",
+        "nats",
+        "corpus",
+        "Entropy of a query's row: 0 = one key, ln m = spread evenly over m keys.",
+        pattern=True,
+        distribution=True,
+    ),
+    "distance": MetricInfo(
+        "Distance back",
+        "tokens",
+        "corpus",
+        "Attention-weighted distance from a query back to its keys (negative = ahead).",
+        pattern=True,
+        distribution=True,
+    ),
+    "activation": MetricInfo(
+        "Activation",
+        "",
+        "corpus",
+        "Strongest weight in a text, the first key left out; averaged over the texts.",
+        pattern=True,
+    ),
+    "ov_copying": MetricInfo(
+        "OV copying",
+        "",
+        "weights",
+        "Σλ / Σ|λ| over the OV circuit's eigenvalues: 1 copies its input, -1 suppresses it.",
+        twin="induction",
+    ),
+    "qk_previous": MetricInfo(
+        "QK previous token",
+        "",
+        "weights",
+        "The weights' own previous-token weight for an average token, no text needed.",
+        pattern=True,
+        twin="previous_token",
+    ),
+    "direct_logit": MetricInfo(
+        "Direct logit attribution",
+        "logits",
+        "prompt",
+        "The head's direct share of logit(answer) - logit(wrong) on the circuits prompt.",
+    ),
+    "zero_ablation": MetricInfo(
+        "Loss change, zeroed",
+        "nats/token",
+        "ablation",
+        "Corpus loss with the head's output set to zero, minus the clean loss.",
+    ),
+    "mean_ablation": MetricInfo(
+        "Loss change, mean-ablated",
+        "nats/token",
+        "ablation",
+        "Corpus loss with the head's output replaced by its mean, minus the clean loss.",
+    ),
+    "layer": MetricInfo("Layer", "", "position", "The head's layer, counted from 0."),
+    "head_index": MetricInfo("Head index", "", "position", "The head within its layer."),
+}
+
+UNCERTAINTY: dict[Source, str] = {
+    "corpus": "± standard error of the mean over the corpus texts (± 2 SE ≈ 95 %)",
+    "repeated": "± standard error of the mean over the random sequences (± 2 SE ≈ 95 %)",
+    "ablation": "± standard error of the mean over the corpus texts (± 2 SE ≈ 95 %)",
+    "weights": "exact: read off the weights, no sampling",
+    "prompt": "one prompt: no spread over texts",
+    "position": "exact",
+}
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One quantity for every head.
+
+    Attributes:
+        values: ``layer head_index`` (NaN where not measured).
+        se: ``layer head_index`` standard errors, or None where the source has none.
+        applies: ``layer head_index``: False where the quantity does not apply to the head.
+    """
+
+    values: Float[np.ndarray, "layer head_index"]
+    se: Float[np.ndarray, "layer head_index"] | None
+    applies: Bool[np.ndarray, "layer head_index"]
+
+    def ranks(self) -> Int[np.ndarray, "layer head_index"]:
+        """Rank among the heads that apply and were measured, largest first; 0 elsewhere."""
+        values = np.where(self.applies, self.values, np.nan)
+        ranked = np.isfinite(values)
+        order = np.sort(values[ranked])[::-1]
+        out = np.zeros(values.shape, dtype=int)
+        # the number of strictly larger values, plus one: ties share the better rank
+        out[ranked] = len(order) - np.searchsorted(order[::-1], values[ranked], side="right") + 1
+        return out
+
+
+@dataclass(frozen=True)
+class LayerAttention:
+    """What one layer's attention computes, as far as the atlas cares."""
+
+    kind: LayerKind = "softmax"
+    learned_sink: bool = False
+
+
+def attention_from(config: Any, parameter_names: list[str], n_layers: int) -> list[LayerAttention]:
+    """Each layer's kind from a Hugging Face config's ``layer_types`` (an entry naming linear
+    attention) and learned sinks from the parameter names (``layers.{l}. ... .sinks``)."""
+    types = getattr(config, "layer_types", None) or []
+    with_sinks = {
+        int(m.group(1))
+        for name in parameter_names
+        if (m := re.search(r"layers\.(\d+)\..*sinks$", name))
+    }
+    return [
+        LayerAttention(
+            kind="linear" if layer < len(types) and "linear" in str(types[layer]) else "softmax",
+            learned_sink=layer in with_sinks,
+        )
+        for layer in range(n_layers)
+    ]
+
+
+def layer_attention(model: Any) -> list[LayerAttention]:
+    """:func:`attention_from` on a loaded model's own Hugging Face module."""
+    original = getattr(model.bridge, "original_model", None)
+    names = [name for name, _ in original.named_parameters()] if original is not None else []
+    return attention_from(getattr(original, "config", None), names, model.facts.n_layers)
+
+
+def not_applicable(metric: MetricName, layer: LayerAttention) -> str | None:
+    """Why ``metric`` does not apply to a head of ``layer``, or None when it does."""
+    info = METRICS[metric]
+    if info.pattern and layer.kind == "linear":
+        return "a linear-attention layer has no softmax pattern (its mixing weights are signed)"
+    if info.distribution and layer.learned_sink:
+        return "a learned sink takes part of each row, so the rows sum to less than 1"
+    return None
+
+
+def applies_grid(
+    metric: MetricName, layers: list[LayerAttention], n_heads: int
+) -> Bool[np.ndarray, "layer head_index"]:
+    """``layer head_index``: where ``metric`` applies."""
+    rows = [not_applicable(metric, layer) is None for layer in layers]
+    return np.repeat(np.array(rows, dtype=bool)[:, None], n_heads, axis=1)

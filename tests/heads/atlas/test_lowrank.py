@@ -1,0 +1,83 @@
+"""Principal components against ``torch.linalg.svd`` of the same matrix, and the top-loading
+tokens against a brute-force search."""
+
+import numpy as np
+import torch
+
+from models.heads.atlas.lowrank import Moments, TopLoadings, principal_components
+
+
+def vectors(seed: int, n: int = 60, heads: int = 3, d: int = 5) -> torch.Tensor:
+    """``pos head d`` vectors with a clear order of variances and an offset mean."""
+    gen = torch.Generator().manual_seed(seed)
+    scale = torch.tensor([5.0, 3.0, 2.0, 1.0, 0.5])[:d]
+    mixing = torch.linalg.qr(torch.randn(heads, d, d, generator=gen, dtype=torch.float64))[0]
+    raw = torch.randn(n, heads, d, generator=gen, dtype=torch.float64) * scale
+    return torch.einsum("phd,hed->phe", raw, mixing) + 10.0
+
+
+def svd_components(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(directions, variances)`` of one head's ``pos d`` matrix by SVD of the centred data."""
+    centred = x - x.mean(0)
+    _, s, vh = torch.linalg.svd(centred, full_matrices=False)
+    return vh[:k], s[:k] ** 2 / (x.shape[0] - 1)
+
+
+def test_components_equal_the_svd_of_the_same_matrix():
+    x = vectors(0)
+    moments = Moments(3, 5)
+    for chunk in x.split([7, 30, 23]):  # three texts
+        moments.add(chunk)
+    found = principal_components(moments, k=3)
+    assert found.n_tokens == 60
+    for head in range(3):
+        directions, variances = svd_components(x[:, head], 3)
+        np.testing.assert_allclose(found.variance[head], variances.numpy(), rtol=1e-9)
+        got = torch.from_numpy(found.directions[head])
+        # the same lines; the sign is fixed so that the largest coordinate is positive
+        np.testing.assert_allclose(
+            (got * directions).sum(-1).abs().numpy(), np.ones(3), rtol=0, atol=1e-9
+        )
+        biggest = got.abs().argmax(-1)
+        assert (got[torch.arange(3), biggest] > 0).all()
+        total = x[:, head].var(0).sum()
+        np.testing.assert_allclose(found.share[head], (variances / total).numpy(), rtol=1e-9)
+        np.testing.assert_allclose(found.mean[head], x[:, head].mean(0).numpy(), rtol=1e-12)
+
+
+def test_top_loadings_are_the_extreme_projections():
+    x = vectors(1, n=40)
+    moments = Moments(3, 5)
+    moments.add(x)
+    components = principal_components(moments, k=2)
+    top = TopLoadings(components, top=4)
+    texts = [slice(0, 15), slice(15, 40)]
+    for t, rows in enumerate(texts):
+        top.add(x[rows], t, torch.arange(rows.start, rows.stop) + 1)  # positions start at 1
+    got = top.arrays()
+    for head, c in [(0, 0), (2, 1)]:
+        direction = torch.from_numpy(components.directions[head, c])
+        loads = (x[:, head] - x[:, head].mean(0)) @ direction
+        order = loads.argsort(descending=True)
+        for end, picks in ((0, order[:4]), (1, order.flip(0)[:4])):
+            np.testing.assert_allclose(got["value"][head, c, end], loads[picks].numpy(), rtol=1e-9)
+            where = [(0 if p < 15 else 1, int(p) + 1) for p in picks]
+            found = list(zip(got["text"][head, c, end], got["position"][head, c, end], strict=True))
+            assert found == where
+
+
+def test_unfilled_places_are_empty():
+    moments = Moments(1, 2)
+    moments.add(torch.tensor([[[1.0, 0.0]], [[0.0, 1.0]], [[2.0, 2.0]]]))
+    top = TopLoadings(principal_components(moments, k=1), top=5)
+    top.add(torch.tensor([[[1.0, 0.0]], [[0.0, 1.0]]]), 0, torch.tensor([1, 2]))
+    got = top.arrays()
+    assert np.isnan(got["value"][0, 0, :, 2:]).all() and (got["text"][0, 0, :, 2:] == -1).all()
+    assert np.isfinite(got["value"][0, 0, :, :2]).all()
+
+
+def test_fewer_than_two_vectors_give_no_variance():
+    moments = Moments(2, 3)
+    moments.add(torch.ones(1, 2, 3))
+    found = principal_components(moments)
+    assert (found.variance == 0).all() and (found.share == 0).all()
