@@ -6,6 +6,8 @@ The package follows the head-finder page's two halves, with what both share besi
   induction, top examples, corpora;
 - :mod:`models.heads.pruning` -- pruning heads: the loss, ablation, importance over a corpus,
   the prune plan and the exported checkpoint;
+- :mod:`models.heads.atlas` -- the head atlas: every head's quantities on one corpus, the
+  head cards, their export;
 - :mod:`models.heads.names` -- the vocabulary: score and ranking names, column headers and help;
 - :mod:`models.heads.cost` -- what the work costs before it runs (seconds, peak bytes, units);
 - :mod:`models.heads.table` -- the per-head table of both halves, its CSV and the prune list;

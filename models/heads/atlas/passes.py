@@ -1,0 +1,127 @@
+"""The atlas's two passes over the corpus, each reading what it needs inside the model's hooks.
+
+Nothing per token outlives its layer: the first pass folds every layer's pattern into the heads'
+peaks (:mod:`models.heads.atlas.peaks`) and its q, k, v and output vectors into running moments
+(:mod:`models.heads.atlas.lowrank`); the second, once the principal components are known, folds
+the same vectors into each component's top-loading tokens. Position 0 is left out of both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from jaxtyping import Float
+
+from models.heads.atlas.lowrank import SPACES, Components, Moments, Space, TopLoadings
+from models.heads.atlas.peaks import Peaks
+from models.model.forward import k_hook, pattern_hook, q_hook, run_with_hooks, v_hook, z_hook
+from models.model.loading import LoadedModel
+from models.model.weights import output_projection
+from models.progress import Progress
+from models.shapes import TokenIds
+
+SPACE_HOOKS: dict[Space, Callable[[int], str]] = {
+    "query": q_hook,
+    "key": k_hook,
+    "value": v_hook,
+    "output": z_hook,
+}
+Fold = Callable[[Space, int, Float[torch.Tensor, "pos head d"]], None]
+
+
+def output_basis(model: LoadedModel, layer: int) -> Float[torch.Tensor, "head_index d_head d_head"]:
+    """``U S`` of each head's ``W_O = U S V^T``: ``z U S`` has the lengths and angles of
+    ``z W_O`` in ``d_head`` numbers."""
+    w_o, _ = output_projection(model, layer)
+    u, s, _ = torch.linalg.svd(w_o, full_matrices=False)
+    return u * s[:, None, :]
+
+
+def space_heads(model: LoadedModel, space: Space) -> int:
+    """How many heads a space has per layer: key/value heads for ``key`` and ``value``."""
+    facts = model.facts
+    return facts.n_kv_heads if space in ("key", "value") else facts.n_heads
+
+
+def _vector_hooks(model: LoadedModel, fold: Fold) -> list[tuple[str, Callable]]:
+    bases = {layer: output_basis(model, layer) for layer in range(model.facts.n_layers)}
+
+    def hook_for(space: Space, layer: int) -> Callable:
+        def hook(act: torch.Tensor, hook=None) -> None:
+            x = act[0, 1:].detach().to("cpu", torch.float64)  # pos head d, position 0 left out
+            if space == "output":
+                x = torch.einsum("phd,hde->phe", x, bases[layer])
+            fold(space, layer, x)
+
+        return hook
+
+    return [
+        (SPACE_HOOKS[space](layer), hook_for(space, layer))
+        for layer in range(model.facts.n_layers)
+        for space in SPACES
+    ]
+
+
+def _each_text(
+    model: LoadedModel,
+    encoded: Sequence[TokenIds],
+    hooks_of: Callable[[int], list[tuple[str, Callable]]],
+    progress: Progress,
+    what: str,
+) -> None:
+    sizes = [int(ids.shape[1]) for ids in encoded]
+    total, done = max(sum(sizes), 1), 0
+    for t, ids in enumerate(encoded):
+        progress(done / total, f"{what}: text {t + 1} of {len(encoded)} ({sizes[t]} tokens)")
+        if sizes[t] > 1:
+            run_with_hooks(model, ids, hooks_of(t), return_type=None)
+        done += sizes[t]
+
+
+def first_pass(
+    model: LoadedModel, encoded: Sequence[TokenIds], progress: Progress
+) -> tuple[Peaks, dict[Space, list[Moments]]]:
+    """Every head's peak on every text, and the moments of its four spaces (one list entry
+    per layer)."""
+    facts = model.facts
+    peaks = Peaks.empty(len(encoded), facts.n_layers, facts.n_heads)
+    moments = {
+        space: [Moments(space_heads(model, space), facts.d_head) for _ in range(facts.n_layers)]
+        for space in SPACES
+    }
+    vectors = _vector_hooks(model, lambda space, layer, x: moments[space][layer].add(x))
+
+    def hooks_of(text: int) -> list[tuple[str, Callable]]:
+        def peak_hook(layer: int) -> Callable:
+            return lambda pattern, hook=None: peaks.record(text, layer, pattern[0].detach().cpu())
+
+        patterns = [(pattern_hook(layer), peak_hook(layer)) for layer in range(facts.n_layers)]
+        return patterns + vectors
+
+    _each_text(model, encoded, hooks_of, progress, "peaks and moments")
+    return peaks, moments
+
+
+def second_pass(
+    model: LoadedModel,
+    encoded: Sequence[TokenIds],
+    components: dict[Space, list[Components]],
+    progress: Progress,
+) -> dict[Space, list[TopLoadings]]:
+    """The tokens loading most on each component (one list entry per layer)."""
+    tops = {space: [TopLoadings(c) for c in per_layer] for space, per_layer in components.items()}
+    current = {"text": 0}
+
+    def fold(space: Space, layer: int, x: torch.Tensor) -> None:
+        positions = torch.arange(1, x.shape[0] + 1)
+        tops[space][layer].add(x, current["text"], positions)
+
+    vectors = _vector_hooks(model, fold)
+
+    def hooks_of(text: int) -> list[tuple[str, Callable]]:
+        current["text"] = text
+        return vectors
+
+    _each_text(model, encoded, hooks_of, progress, "tokens on each component")
+    return tops
