@@ -18,24 +18,7 @@ from models.heads.finding.induction import measure_repeated
 from models.heads.table import Thresholds, corpus_flag_grids
 from models.model.forward import tokenize
 from models.progress import Cancelled
-
-TEXTS = (
-    "def add(a, b):\n    return a + b\n\n\nprint(add(1, 2), add(3, 4))\n",
-    "import os\nfor name in os.listdir('.'):\n    print(name)\n",
-    "total = 0\nfor i in range(10):\n    total = total + i\nprint(total)\n",
-    "class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.y = y\n",
-)
-REPEATED = (10, 2, 0)
-
-
-@pytest.fixture(scope="module")
-def corpus():
-    return Corpus("tiny", TEXTS, "four short Python snippets")
-
-
-@pytest.fixture(scope="module")
-def atlas(bundled, corpus):
-    return compute_atlas(bundled, corpus, repeated=REPEATED)
+from tests.heads.atlas.tiny import REPEATED, TEXTS
 
 
 def cached(model, text: str, name: str) -> torch.Tensor:
