@@ -4,6 +4,7 @@
                                  [--ablation] [--prune-list FILE.json] --out FILE.csv
     python -m models.heads MODEL --prune K --export DIR [--corpus FILE] [--tokens N]
     python -m models.heads MODEL --prune-groups R --export DIR [--corpus FILE] [--tokens N]
+    python -m models.heads atlas MODEL --out DIR [--corpus FILE] [--texts N] [--tokens N]
 
 MODEL is ``bundled``, ``minilm``, ``smollm2``, a Hugging Face name or a local directory.
 Induction is measured on repeated random tokens; the other scores on TEXT (the bundled sample
@@ -16,8 +17,10 @@ with passages separated by blank lines, or ``.jsonl`` with one ``{"text": ...}``
 default the model's bundled corpus, cut to ``--tokens`` tokens), prunes the K least important,
 writes a Hugging Face checkpoint to DIR and prints the loss, parameter count and forward time
 before and after. ``--prune-groups R`` instead removes, in every layer, the R key/value groups
-whose heads matter least (Llama-style models). Progress goes to stderr; a failure prints one
-line and exits non-zero.
+whose heads matter least (Llama-style models). ``atlas`` writes the head atlas (every head's
+quantities with their uncertainty, and its card) as CSV and JSON to DIR; see
+:mod:`models.heads.atlas.command`. Progress goes to stderr; a failure prints one line and exits
+non-zero.
 """
 
 from __future__ import annotations
@@ -226,8 +229,13 @@ def fail(err: BaseException) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit code."""
+    """Run the command line (``atlas`` first: the atlas command line); return the exit code."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["atlas"]:
+        from models.heads.atlas.command import main as atlas_main
+
+        return atlas_main(argv[1:])
     args = parse_args(argv)
     from models.errors import UserError
     from models.heads.table import prune_list_json, table_csv

@@ -7,5 +7,7 @@
   that load most on each;
 - :mod:`models.heads.atlas.passes` -- the passes over the corpus that read them in the hooks;
 - :mod:`models.heads.atlas.compute` -- the whole atlas in one priced, cancellable function;
-- :mod:`models.heads.atlas.card` -- one head's card read off the atlas.
+- :mod:`models.heads.atlas.card` -- one head's card read off the atlas;
+- :mod:`models.heads.atlas.export` -- the atlas and its cards as CSV and JSON (``schemas/``);
+- :mod:`models.heads.atlas.command` -- ``python -m models.heads atlas MODEL --out DIR``.
 """
