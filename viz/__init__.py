@@ -9,6 +9,7 @@
 - :mod:`viz.html_export` -- a view as one self-contained HTML file (no network);
 - :mod:`viz.compare_figures` -- two prompts: divergence grid and A − B heatmap;
 - :mod:`viz.heads_figures` -- the head finder's pruning curve;
+- :mod:`viz.atlas_figures` -- the atlas scatter: every head on any two quantities;
 - :mod:`viz.circuits_figures` -- patching, attribution, paths and weight circuits;
 - :mod:`viz.circuit_graph` -- the circuit graph: heads by layer, edges above a threshold;
 - :mod:`viz.why_figures` -- why here: the pairs matrix, each side's parts, RoPE bands, removed

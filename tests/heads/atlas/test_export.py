@@ -121,3 +121,18 @@ def test_the_command_line_refuses_a_file_as_directory(tmp_path, capsys):
 def test_write_atlas_returns_what_it_wrote(atlas, tmp_path):
     written = write_atlas(atlas, tmp_path / "out")
     assert all(p.is_file() for p in written) and len(written) == 4 + 12
+
+
+def test_the_scatter_of_the_real_atlas_shows_its_table(atlas):
+    from viz.atlas_figures import atlas_scatter
+
+    frame = atlas_table(atlas)
+    fig = atlas_scatter(frame, "entropy", "previous_token", colour="ov_copying", size="activation")
+    trace = fig.data[0]
+    np.testing.assert_array_equal(trace.x, frame["entropy"])
+    np.testing.assert_array_equal(trace.y, frame["previous_token"])
+    np.testing.assert_array_equal(trace.error_y.array, frame["previous_token_se"])
+    np.testing.assert_array_equal(trace.marker.color, frame["ov_copying"])
+    flagged = [row[0] for row, symbol in zip(trace.customdata, trace.marker.symbol, strict=True)]
+    marked = {h for h, s in zip(flagged, trace.marker.symbol, strict=True) if s == "diamond"}
+    assert marked == {str(h) for h in frame["L.H"][frame["flags"] != ""]}
