@@ -12,9 +12,10 @@ sink), and keeps
 The spaces: ``query`` and ``key`` are ``hook_q`` and ``hook_k`` before any rotary rotation
 (what a token asks for and offers by its content, not its position); ``value`` is ``hook_v``;
 ``output`` is the head's output ``z W_O`` written in an orthonormal basis of W_O's row space
-(``z U S`` for ``W_O = U S V^T``), an isometric image with the same components and loadings
-kept in ``d_head`` numbers. In a model whose query heads share key/value heads (GQA, MQA), a
-query head's key and value spaces are those of its shared head.
+(``z U S`` for ``W_O = U S V^T``), an isometric image with the same variances and loadings
+kept in ``d_head`` numbers (its directions are in that basis, not the residual stream's). In
+a model whose query heads share key/value heads (GQA, MQA), a query head's key and value
+spaces are those of its shared head.
 
 Covariances are accumulated text by text in float64 (count, sum, sum of outer products), so
 nothing per token is kept between texts; the loadings need the components, hence a second pass.

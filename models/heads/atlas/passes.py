@@ -31,11 +31,12 @@ Fold = Callable[[Space, int, Float[torch.Tensor, "pos head d"]], None]
 
 
 def output_basis(model: LoadedModel, layer: int) -> Float[torch.Tensor, "head_index d_head d_head"]:
-    """``U S`` of each head's ``W_O = U S V^T``: ``z U S`` has the lengths and angles of
-    ``z W_O`` in ``d_head`` numbers."""
+    """``T`` with ``T T^T = W_O W_O^T`` for each head (``U sqrt(lambda)`` from the eigenvectors
+    of that ``d_head x d_head`` Gram matrix, which is ``U S`` of ``W_O = U S V^T``): ``z T`` has
+    the lengths and angles of ``z W_O`` in ``d_head`` numbers."""
     w_o, _ = output_projection(model, layer)
-    u, s, _ = torch.linalg.svd(w_o, full_matrices=False)
-    return u * s[:, None, :]
+    values, vectors = torch.linalg.eigh(w_o @ w_o.transpose(1, 2))
+    return vectors * values.clamp(min=0.0).sqrt()[:, None, :]
 
 
 def space_heads(model: LoadedModel, space: Space) -> int:

@@ -81,3 +81,20 @@ def test_fewer_than_two_vectors_give_no_variance():
     moments.add(torch.ones(1, 2, 3))
     found = principal_components(moments)
     assert (found.variance == 0).all() and (found.share == 0).all()
+
+
+def test_the_output_basis_keeps_lengths_and_angles(bundled):
+    from models.heads.atlas.passes import output_basis
+
+    basis = output_basis(bundled, 1)  # head d_head d_head
+    w_o = bundled.bridge.blocks[1].attn.W_O.detach().double()  # head d_head d_model
+    z = torch.randn(7, 4, bundled.facts.d_head, dtype=torch.float64)
+    small = torch.einsum("phd,hde->hpe", z, basis)
+    full = torch.einsum("phd,hdm->hpm", z, w_o)
+    # the same Gram matrix of the seven outputs, head by head
+    np.testing.assert_allclose(
+        (small @ small.transpose(1, 2)).numpy(),
+        (full @ full.transpose(1, 2)).numpy(),
+        rtol=1e-9,
+        atol=1e-9,
+    )
