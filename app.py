@@ -15,6 +15,7 @@ st.set_page_config(page_title="Attention Atlas", page_icon=str(PAGE_ICON), layou
 PAGES = [
     st.Page("pages/explorer.py", title="Explorer", icon=":material/grid_view:", default=True),
     st.Page("pages/heads.py", title="Head finder", icon=":material/manage_search:"),
+    st.Page("pages/atlas.py", title="Head atlas", icon=":material/scatter_plot:"),
     st.Page("pages/circuits.py", title="Circuits", icon=":material/account_tree:"),
     st.Page("pages/generate.py", title="Generate", icon=":material/edit_note:"),
     st.Page("pages/scaling.py", title="Scaling sweep", icon=":material/thermostat:"),

@@ -105,6 +105,22 @@ class Heads(StrEnum):
         return f"heads_example_head_{score}"
 
 
+class HeadAtlas(StrEnum):
+    TEXTS = "headatlas_texts"
+    MAX_TOKENS = "headatlas_max_tokens"
+    VIEW = "headatlas_view"  # the page's AtlasView
+    X = "headatlas_x"
+    Y = "headatlas_y"
+    COLOUR = "headatlas_colour"
+    SIZE = "headatlas_size"
+    MAP = "headatlas_map"
+    SECOND = "headatlas_second"
+    SECOND_MAP = "headatlas_second_map"
+    URL = "headatlas_url"
+    DOWNLOAD_CSV = "headatlas_download_csv"
+    DOWNLOAD_ZIP = "headatlas_download_zip"
+
+
 class Circuits(StrEnum):
     PRESET = "circuits_preset"
     CLEAN = "circuits_clean"

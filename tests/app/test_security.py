@@ -193,6 +193,7 @@ def test_every_placement_is_checked_against_free_memory():
 PAGES = [
     "pages/explorer.py",
     "pages/heads.py",
+    "pages/atlas.py",
     "pages/circuits.py",
     "pages/scaling.py",
     "pages/kernel.py",

@@ -33,6 +33,7 @@ from models.generate.generation import Generation
 from models.generate.settings import GenerationSettings
 from models.generate.sweep import EvictionResult, EvictionSettings
 from models.head import Head
+from models.heads.atlas.compute import Atlas
 from models.heads.finding.corpus import Corpus
 from models.heads.finding.corpus_scores import CorpusScores
 from models.heads.finding.induction import RepeatedScores
@@ -129,6 +130,18 @@ class CorpusKey(JobKey[Corpus]):
 @dataclass(frozen=True)
 class CorpusScoresKey(JobKey[CorpusScores]):
     """Every head's scores over a corpus (``corpus`` is the corpus's content key)."""
+
+    persist = True
+
+    spec: AllowedSpec
+    corpus: str
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class AtlasKey(JobKey[Atlas]):
+    """Every head of a model measured on a corpus, for the atlas and its cards (``corpus`` is
+    the corpus's content key)."""
 
     persist = True
 

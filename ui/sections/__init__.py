@@ -13,6 +13,8 @@
 - :mod:`ui.sections.explorer_export` -- the explorer's view as one self-contained HTML file;
 - :mod:`ui.sections.heads` -- head finder: corpus, scores, grids, table, top examples;
 - :mod:`ui.sections.prune` -- head finder: importance, pruning curve, export;
+- :mod:`ui.sections.atlas` -- head atlas: corpus, the kept atlas, axes, map, second model;
+- :mod:`ui.sections.atlas_card` -- head atlas: the selected head's card;
 - :mod:`ui.sections.circuits` -- the circuit task, activation patching, logit attribution;
 - :mod:`ui.sections.circuits_session` -- the Circuits page's state in the session, its tabs;
 - :mod:`ui.sections.circuits_atp` -- attribution patching (AtP, AtP*) of every head, the table;

@@ -1,5 +1,6 @@
 """Each page's state as one frozen value with pure transitions (no Streamlit here).
 
+- :mod:`ui.state.atlas` -- :class:`AtlasView`: the atlas scatter's axes and the open card;
 - :mod:`ui.state.circuits` -- :class:`CircuitsState`: the task, the open tab, what each looks at;
 - :mod:`ui.state.explorer` -- :class:`ExplorerView`: head, query token, windows, options;
 - :mod:`ui.state.generate` -- :class:`GenerateState`: settings, requests, step, head;

@@ -19,7 +19,9 @@ in the CSV files is guarded against spreadsheet formulas.
 
 from __future__ import annotations
 
+import io
 import json
+import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -274,21 +276,34 @@ def _dump(document: dict[str, Any]) -> str:
     return json.dumps(document, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
 
 
-def write_atlas(atlas: Atlas, directory: Path) -> list[Path]:
-    """Write every file of the module docstring into ``directory`` (made if missing); return
-    the paths written."""
-    directory = Path(directory)
-    (directory / "cards").mkdir(parents=True, exist_ok=True)
+def atlas_files(atlas: Atlas) -> dict[str, str]:
+    """Every file of the module docstring: relative path -> text."""
     cards = [head_card(atlas, head) for head in _heads(atlas)]
-    texts = {
+    return {
         "atlas.csv": _csv(atlas_table(atlas)),
         "samples.csv": _csv(samples_table(atlas, cards), ("query_token", "key_token")),
         "components.csv": components_csv(cards),
         "atlas.json": _dump(atlas_json(atlas)),
         **{f"cards/{card_name(c.head)}": _dump(card_json(atlas, c)) for c in cards},
     }
+
+
+def atlas_zip(atlas: Atlas) -> bytes:
+    """:func:`atlas_files` as one zip archive (for a download)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, text in atlas_files(atlas).items():
+            archive.writestr(name, text)
+    return buffer.getvalue()
+
+
+def write_atlas(atlas: Atlas, directory: Path) -> list[Path]:
+    """Write every file of the module docstring into ``directory`` (made if missing); return
+    the paths written."""
+    directory = Path(directory)
+    (directory / "cards").mkdir(parents=True, exist_ok=True)
     written = []
-    for name, text in texts.items():
+    for name, text in atlas_files(atlas).items():
         path = directory / name
         path.write_text(text, encoding="utf-8")
         written.append(path)

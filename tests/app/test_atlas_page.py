@@ -1,0 +1,72 @@
+"""AppTest: the Head atlas page on the bundled model, a few short texts."""
+
+import base64
+
+import numpy as np
+import plotly.io
+from streamlit.testing.v1 import AppTest
+
+from models.head import Head
+from tests.app.helpers import APP, operator_settings, texts
+from ui.keys import HeadAtlas
+from ui.state.atlas import AtlasView
+
+PAGE = "pages/atlas.py"
+
+
+def numbers(value) -> np.ndarray:
+    """A figure's array as the browser gets it (plotly sends numpy arrays base64-encoded)."""
+    if isinstance(value, dict):
+        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+    return np.asarray(value)
+
+
+def open_atlas(**query) -> AppTest:
+    operator_settings()
+    at = AppTest.from_file(APP, default_timeout=600)
+    at.query_params["model"] = "bundled"
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.session_state[HeadAtlas.TEXTS] = 4
+    at.session_state[HeadAtlas.MAX_TOKENS] = 48
+    at.run()
+    at.switch_page(PAGE)
+    at.run()
+    return at
+
+
+def test_the_map_takes_its_axes_and_head_from_the_link(bundled):
+    at = open_atlas(ax="distance", ay="sink", ac="", layer="2", head="1")
+    assert not at.exception
+    view = at.session_state[HeadAtlas.VIEW]
+    assert view == AtlasView("distance", "sink", None, None, Head(2, 1))
+    said = texts(at)
+    assert "Head 2.1" in said and "corpus scores over 4 texts" in said
+    figure = plotly.io.from_json(at.get("plotly_chart")[0].proto.spec)
+    assert figure.layout.xaxis.title.text == "Distance back (tokens)"
+    points = figure.data[0]
+    assert len(numbers(points.x)) == 12 and points.customdata[9][0] == "2.1"
+    widths = numbers(points.marker.line.width)
+    assert widths[9] > widths[0]  # the open head is ringed
+    cards = at.dataframe
+    quantities = cards[0].value["Quantity"].tolist()
+    assert "Entropy" in quantities and "OV copying" in quantities
+    samples = cards[1].value
+    assert samples["Open"].str.contains("layer=2").all() and len(samples) == 4
+    labels = {el.proto.label for el in at.get("download_button")}
+    assert "Download the atlas (CSV)" in labels
+
+
+def test_changing_an_axis_keeps_the_head(bundled):
+    at = open_atlas(layer="1", head="3")
+    at.selectbox(key=HeadAtlas.X).set_value("activation").run()
+    assert not at.exception
+    view = at.session_state[HeadAtlas.VIEW]
+    assert view.x == "activation" and view.head == Head(1, 3)
+
+
+def test_no_card_until_a_head_is_picked(bundled):
+    at = open_atlas(ax="nonsense")
+    assert not at.exception
+    said = texts(at)
+    assert "Click a head on the map" in said and "ax='nonsense'" in said

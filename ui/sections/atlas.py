@@ -1,0 +1,202 @@
+"""Head atlas: the corpus, the atlas as a kept job, the axes from the link, the scatter, a
+second model beside the first, and the downloads."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+import streamlit as st
+
+from models.head import Head
+from models.heads.atlas.compute import Atlas, atlas_estimate, compute_atlas
+from models.heads.atlas.export import atlas_table, atlas_zip
+from models.heads.atlas.metrics import METRIC_NAMES, METRICS
+from models.heads.finding.corpus import Corpus
+from models.heads.table import table_csv
+from models.model.forward import tokenize
+from models.model.loading import LoadedModel
+from models.model.spec import ModelSpec
+from ui import session
+from ui.keys import HeadAtlas
+from ui.runtime import server
+from ui.runtime.job_keys import AtlasKey
+from ui.runtime.policy import admit
+from ui.sections.heads import bundled_corpus, clamp_start, cost_of
+from ui.state.atlas import AtlasView, axis_label, clamp, from_query, select, to_query, with_axes
+from ui.text import md
+from ui.widgets import components, job_view
+from viz.atlas_figures import atlas_scatter, shared_ranges
+from viz.view_state import ViewState
+
+OPTIONAL = (None, *METRIC_NAMES)
+
+
+def corpus_choice(model: LoadedModel) -> tuple[Corpus | None, int]:
+    """The model's bundled corpus cut to the visitor's number of texts and tokens."""
+    corpus = bundled_corpus(model)
+    if corpus is job_view.MISSING:
+        return None, 0
+    left, right = st.columns(2)
+    clamp_start(HeadAtlas.TEXTS, min(len(corpus.texts), 24), 1, len(corpus.texts))
+    clamp_start(HeadAtlas.MAX_TOKENS, min(model.facts.n_ctx, 256), 8, model.facts.n_ctx)
+    count = left.number_input("Texts", 1, len(corpus.texts), key=HeadAtlas.TEXTS)
+    cap = right.number_input(
+        "Tokens per text, at most", 8, model.facts.n_ctx, key=HeadAtlas.MAX_TOKENS
+    )
+    corpus = corpus.head(int(count))
+    st.caption(f"Corpus: {md(corpus.source)}. Using {len(corpus.texts)} of them.")
+    return corpus, int(cap)
+
+
+def measure(model: LoadedModel, corpus: Corpus, cap: int) -> Any:
+    """The model's atlas on ``corpus`` as a kept job (:data:`job_view.MISSING` while it runs)."""
+    sizes = [int(tokenize(model, text, cap)[0].shape[1]) for text in corpus.texts]
+    return job_view.run_job(
+        AtlasKey(session.model_spec(model), corpus.key, cap),
+        f"Measuring every head of {md(model.facts.name)} on {len(sizes)} texts "
+        f"({sum(sizes):,} tokens): scores, weights, peaks and principal components",
+        lambda progress: compute_atlas(model, corpus, cap, progress=progress),
+        cost=cost_of(atlas_estimate(model, sizes), "atlas"),
+    )
+
+
+def current_view(atlas: Atlas) -> AtlasView:
+    """The page's view: from the link the first time, then as the visitor changes it."""
+    if HeadAtlas.VIEW not in st.session_state:
+        view, notes = from_query(st.query_params.to_dict())
+        for note in notes:
+            st.caption(md(note))
+        st.session_state[HeadAtlas.VIEW] = view
+    view, notes = clamp(st.session_state[HeadAtlas.VIEW], atlas.facts.n_layers, atlas.facts.n_heads)
+    for note in notes:
+        st.caption(md(note))
+    st.session_state[HeadAtlas.VIEW] = view
+    return view
+
+
+def _axes_changed() -> None:
+    ss = st.session_state
+    ss[HeadAtlas.VIEW] = with_axes(
+        ss[HeadAtlas.VIEW],
+        ss[HeadAtlas.X],
+        ss[HeadAtlas.Y],
+        ss[HeadAtlas.COLOUR],
+        ss[HeadAtlas.SIZE],
+    )
+
+
+def axes(view: AtlasView) -> None:
+    """Four pickers: x, y, colour and size (the view's values)."""
+    pickers = [
+        (HeadAtlas.X, "x", METRIC_NAMES, view.x),
+        (HeadAtlas.Y, "y", METRIC_NAMES, view.y),
+        (HeadAtlas.COLOUR, "Colour", OPTIONAL, view.colour),
+        (HeadAtlas.SIZE, "Size", OPTIONAL, view.size),
+    ]
+    for column, (key, label, options, value) in zip(st.columns(4), pickers, strict=True):
+        st.session_state[key] = value
+        column.selectbox(label, options, format_func=axis_label, key=key, on_change=_axes_changed)
+
+
+def _labels() -> dict[str, str]:
+    return {name: axis_label(name) for name in METRICS}
+
+
+def scatter(atlas: Atlas, view: AtlasView, key: str, ranges: Any = None) -> None:
+    """The atlas scatter; a click on a head opens its card."""
+    x, y, colour, size = view.columns()
+    fig = atlas_scatter(
+        atlas_table(atlas),
+        x,
+        y,
+        colour,
+        size,
+        labels=_labels(),
+        title=f"{atlas.facts.name}: {atlas.facts.n_total_heads} heads on {atlas.corpus}",
+        ranges=ranges,
+        selected=str(view.head) if view.head else None,
+    )
+    st.plotly_chart(
+        fig,
+        key=key,
+        on_select=lambda: _picked(key),
+        selection_mode="points",
+        width="stretch",
+    )
+
+
+def _picked(key: str) -> None:
+    """The map's selection callback: a clicked head opens its card."""
+    event = st.session_state.get(key)
+    points = (event or {}).get("selection", {}).get("points", [])
+    for point in points:
+        if point.get("customdata") is not None:
+            view = st.session_state[HeadAtlas.VIEW]
+            st.session_state[HeadAtlas.VIEW] = select(view, Head.parse(point["customdata"][0]))
+            return
+
+
+def second_model(first: LoadedModel, corpus: Corpus, cap: int) -> Any:
+    """Another model's atlas on the same corpus, or None (no name, refused, or still running)."""
+    name = st.text_input(
+        "Compare with another model (its atlas on the same texts, drawn on the same axes)",
+        key=HeadAtlas.SECOND,
+        placeholder="smollm2, minilm, a Hugging Face name or a local directory",
+    ).strip()
+    if not name:
+        return None
+    settings = server.current().settings
+    allowed = admit(ModelSpec(name, device=first.spec.device, dtype=first.spec.dtype), settings)
+    model = session.load(allowed)
+    if model is None:
+        return None
+    sizes = [int(tokenize(model, text, cap)[0].shape[1]) for text in corpus.texts]
+    found = job_view.run_job(
+        AtlasKey(allowed, corpus.key, cap),
+        f"Measuring every head of {md(model.facts.name)} on the same {len(sizes)} texts",
+        lambda progress: compute_atlas(model, corpus, cap, progress=progress),
+        cost=cost_of(atlas_estimate(model, sizes), "atlas"),
+    )
+    return None if found is job_view.MISSING else found
+
+
+def side_by_side(first: Atlas, second: Atlas, view: AtlasView) -> None:
+    """Both atlases on the same axes, so a head that moved shows where it went."""
+    tables = [atlas_table(first), atlas_table(second)]
+    ranges = shared_ranges(tables, view.x, view.y)
+    left, right = st.columns(2)
+    with left:
+        scatter(first, view, HeadAtlas.MAP, ranges)
+    with right:
+        scatter(second, view, HeadAtlas.SECOND_MAP, ranges)
+
+
+def link(view: AtlasView) -> None:
+    """The page's link (model, axes, selected head) in the address bar and on the page."""
+    head = view.head or Head(0, 0)
+    query = session.link_query(ViewState(layer=head.layer, head=head.index))
+    query.update(to_query(view))
+    if view.head is None:
+        query.pop("layer", None)
+        query.pop("head", None)
+    components.sync_url(query, key=HeadAtlas.URL)
+    st.markdown(f"[Link to this view]({'./atlas?' + urlencode(query)})")
+
+
+def downloads(atlas: Atlas) -> None:
+    left, right = st.columns(2)
+    left.download_button(
+        "Download the atlas (CSV)",
+        table_csv(atlas_table(atlas)),
+        file_name="atlas.csv",
+        mime="text/csv",
+        key=HeadAtlas.DOWNLOAD_CSV,
+    )
+    right.download_button(
+        "Download the atlas and every card (CSV + JSON, zip)",
+        atlas_zip(atlas),
+        file_name="atlas.zip",
+        mime="application/zip",
+        key=HeadAtlas.DOWNLOAD_ZIP,
+    )
