@@ -185,17 +185,19 @@ def link(view: AtlasView) -> None:
 
 
 def downloads(atlas: Atlas) -> None:
+    """The table as CSV, and every file of the atlas (cards included) as a zip; both made
+    only when asked for (a model of a few thousand heads has as many cards)."""
     left, right = st.columns(2)
     left.download_button(
         "Download the atlas (CSV)",
-        table_csv(atlas_table(atlas)),
+        lambda: table_csv(atlas_table(atlas)),
         file_name="atlas.csv",
         mime="text/csv",
         key=HeadAtlas.DOWNLOAD_CSV,
     )
     right.download_button(
         "Download the atlas and every card (CSV + JSON, zip)",
-        atlas_zip(atlas),
+        lambda: atlas_zip(atlas),
         file_name="atlas.zip",
         mime="application/zip",
         key=HeadAtlas.DOWNLOAD_ZIP,
