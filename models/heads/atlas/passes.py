@@ -31,12 +31,21 @@ Fold = Callable[[Space, int, Float[torch.Tensor, "pos head d"]], None]
 
 
 def output_basis(model: LoadedModel, layer: int) -> Float[torch.Tensor, "head_index d_head d_head"]:
-    """``T`` with ``T T^T = W_O W_O^T`` for each head (``U sqrt(lambda)`` from the eigenvectors
-    of that ``d_head x d_head`` Gram matrix, which is ``U S`` of ``W_O = U S V^T``): ``z T`` has
-    the lengths and angles of ``z W_O`` in ``d_head`` numbers."""
+    """``T`` with ``T T^T = W_O W_O^T`` for each head: ``z T`` has the lengths and angles of
+    ``z W_O`` in ``d_head`` numbers.
+
+    The Cholesky factor of that ``d_head x d_head`` Gram matrix is the fast path; a head whose
+    Gram matrix is singular (a W_O of lower rank, such as a zeroed head) falls back to
+    ``U sqrt(lambda)`` from its eigenvectors, which any positive semi-definite matrix has.
+    """
     w_o, _ = output_projection(model, layer)
-    values, vectors = torch.linalg.eigh(w_o @ w_o.transpose(1, 2))
-    return vectors * values.clamp(min=0.0).sqrt()[:, None, :]
+    gram = w_o @ w_o.transpose(1, 2)
+    factor, info = torch.linalg.cholesky_ex(gram)
+    failed = info > 0
+    if failed.any():
+        values, vectors = torch.linalg.eigh(gram[failed])
+        factor[failed] = vectors * values.clamp(min=0.0).sqrt()[:, None, :]
+    return factor
 
 
 def space_heads(model: LoadedModel, space: Space) -> int:

@@ -98,3 +98,18 @@ def test_the_output_basis_keeps_lengths_and_angles(bundled):
         rtol=1e-9,
         atol=1e-9,
     )
+
+
+def test_a_zeroed_head_falls_back_to_the_eigenvectors(bundled, monkeypatch):
+    from models.heads.atlas import passes
+
+    w_o = bundled.bridge.blocks[1].attn.W_O.detach().double().clone()
+    w_o[2] = 0.0  # head 1.2 writes nothing: its Gram matrix is singular
+    w_o[3, :30] = 0.0  # head 1.3: rank 2 of 32
+    monkeypatch.setattr(passes, "output_projection", lambda model, layer: (w_o, None))
+    basis = passes.output_basis(bundled, 1)
+    gram = w_o @ w_o.transpose(1, 2)
+    np.testing.assert_allclose(
+        (basis @ basis.transpose(1, 2)).numpy(), gram.numpy(), rtol=1e-9, atol=1e-9
+    )
+    assert torch.isfinite(basis).all() and (basis[2] == 0).all()
