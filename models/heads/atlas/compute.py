@@ -26,7 +26,7 @@ from jaxtyping import Float
 from models.circuits.cost import LAYER_OVERHEAD_S, weights_cost
 from models.circuits.task import CircuitsUnavailable
 from models.circuits.weight_circuits import weight_scores
-from models.heads.atlas.lowrank import SPACES, LowRank, Moments, Space, principal_components
+from models.heads.atlas.lowrank import SPACES, LowRank, Moments, Space, layer_components
 from models.heads.atlas.lowrank import stack_layers as stack
 from models.heads.atlas.metrics import (
     METRIC_NAMES,
@@ -152,7 +152,7 @@ def _weights(model: LoadedModel, progress: Progress) -> tuple[dict[MetricName, n
 def _lowrank(
     model: LoadedModel, encoded: Sequence, moments: dict[Space, list[Moments]], progress: Progress
 ) -> dict[Space, LowRank]:
-    components = {s: [principal_components(m) for m in moments[s]] for s in SPACES}
+    components = {s: layer_components(moments[s]) for s in SPACES}
     tops = second_pass(model, encoded, components, progress)
     shared = model.facts.n_kv_heads < model.facts.n_heads
     return {s: stack(components[s], tops[s], shared and s in ("key", "value")) for s in SPACES}

@@ -90,23 +90,27 @@ class Components:
 def principal_components(moments: Moments, k: int = N_COMPONENTS) -> Components:
     """The ``k`` leading eigenvectors of each head's covariance, signed so that the largest
     coordinate is positive."""
-    cov = moments.covariance()
-    values, vectors = torch.linalg.eigh(cov)  # ascending
-    k = min(k, cov.shape[-1])
+    return layer_components([moments], k)[0]
+
+
+def layer_components(moments: list[Moments], k: int = N_COMPONENTS) -> list[Components]:
+    """:func:`principal_components` of several layers' moments in one batched
+    eigen-decomposition (one call for the whole model, not one per layer)."""
+    covs = [m.covariance() for m in moments]
+    heads = [c.shape[0] for c in covs]
+    values, vectors = torch.linalg.eigh(torch.cat(covs))  # ascending
+    k = min(k, covs[0].shape[-1])
     values = values.flip(-1)[:, :k].clamp(min=0.0)
     vectors = vectors.flip(-1)[:, :, :k].transpose(1, 2)  # head component d
     biggest = vectors.abs().argmax(dim=-1, keepdim=True)
     sign = torch.sign(torch.gather(vectors, -1, biggest))
     vectors = vectors * torch.where(sign == 0, 1.0, sign)
-    total = torch.diagonal(cov, dim1=-2, dim2=-1).sum(-1, keepdim=True)
+    total = torch.cat([torch.diagonal(c, dim1=-2, dim2=-1).sum(-1, keepdim=True) for c in covs])
     share = torch.where(total > 0, values / total.clamp(min=1e-300), 0.0)
-    return Components(
-        mean=moments.mean().numpy(),
-        directions=vectors.numpy(),
-        variance=values.numpy(),
-        share=share.numpy(),
-        n_tokens=moments.n,
-    )
+    parts = zip(moments, vectors.split(heads), values.split(heads), share.split(heads), strict=True)
+    return [
+        Components(m.mean().numpy(), d.numpy(), v.numpy(), s.numpy(), m.n) for m, d, v, s in parts
+    ]
 
 
 class TopLoadings:

@@ -113,3 +113,19 @@ def test_a_zeroed_head_falls_back_to_the_eigenvectors(bundled, monkeypatch):
         (basis @ basis.transpose(1, 2)).numpy(), gram.numpy(), rtol=1e-9, atol=1e-9
     )
     assert torch.isfinite(basis).all() and (basis[2] == 0).all()
+
+
+def test_layers_in_one_batch_give_each_layers_own_components():
+    from models.heads.atlas.lowrank import layer_components
+
+    layers = []
+    for seed in (2, 3):
+        moments = Moments(3, 5)
+        moments.add(vectors(seed))
+        layers.append(moments)
+    together = layer_components(layers, k=3)
+    for moments, found in zip(layers, together, strict=True):
+        alone = principal_components(moments, k=3)
+        np.testing.assert_allclose(found.variance, alone.variance, rtol=1e-12)
+        np.testing.assert_allclose(found.directions, alone.directions, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(found.share, alone.share, rtol=1e-12)
