@@ -22,7 +22,7 @@ from ui.keys import HeadAtlas
 from ui.runtime import server
 from ui.runtime.job_keys import AtlasKey
 from ui.runtime.policy import admit
-from ui.sections.heads import bundled_corpus, clamp_start, cost_of
+from ui.sections.heads import bundled_corpus, clamp_start
 from ui.state.atlas import AtlasView, axis_label, clamp, from_query, select, to_query, with_axes
 from ui.text import md
 from ui.widgets import components, job_view
@@ -57,7 +57,7 @@ def measure(model: LoadedModel, corpus: Corpus, cap: int) -> Any:
         f"Measuring every head of {md(model.facts.name)} on {len(sizes)} texts "
         f"({sum(sizes):,} tokens): scores, weights, peaks and principal components",
         lambda progress: compute_atlas(model, corpus, cap, progress=progress),
-        cost=cost_of(atlas_estimate(model, sizes), "atlas"),
+        cost=atlas_estimate(model, sizes),
     )
 
 
@@ -156,7 +156,7 @@ def second_model(first: LoadedModel, corpus: Corpus, cap: int) -> Any:
         AtlasKey(allowed, corpus.key, cap),
         f"Measuring every head of {md(model.facts.name)} on the same {len(sizes)} texts",
         lambda progress: compute_atlas(model, corpus, cap, progress=progress),
-        cost=cost_of(atlas_estimate(model, sizes), "atlas"),
+        cost=atlas_estimate(model, sizes),
     )
     return None if found is job_view.MISSING else found
 

@@ -72,7 +72,9 @@ def run(args: argparse.Namespace) -> list[Path]:
     repeated = (args.seq_len, args.batch, args.seed)
     cost = atlas_estimate(model, sizes, repeated)
     say(f"corpus: {corpus.source}; {len(sizes)} texts, {sum(sizes):,} tokens")
-    say(f"about {cost.seconds:,.0f} s (a first guess), at most {cost.peak_bytes / 2**20:,.0f} MiB")
+    say(
+        f"about {cost.seconds():,.0f} s (a first guess), at most {cost.peak_bytes / 2**20:,.0f} MiB"
+    )
     importance = None
     if args.ablation:
         try:

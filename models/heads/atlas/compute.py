@@ -23,9 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 from jaxtyping import Float
 
-from models.circuits.cost import LAYER_OVERHEAD_S, weights_cost
+from models.circuits.cost import weights_cost
 from models.circuits.task import CircuitsUnavailable
 from models.circuits.weight_circuits import weight_scores
+from models.cost import Cost, device_of
 from models.heads.atlas.lowrank import SPACES, LowRank, Moments, Space, layer_components
 from models.heads.atlas.lowrank import stack_layers as stack
 from models.heads.atlas.metrics import (
@@ -38,7 +39,7 @@ from models.heads.atlas.metrics import (
 )
 from models.heads.atlas.passes import first_pass, second_pass
 from models.heads.atlas.peaks import Peaks
-from models.heads.cost import FLOPS, Estimate, d_vocab, forward_peak_bytes, forward_seconds
+from models.heads.cost import forward_peak_bytes
 from models.heads.finding.corpus import Corpus
 from models.heads.finding.corpus_scores import CorpusScores, score_corpus, score_estimate
 from models.heads.finding.induction import (
@@ -66,6 +67,10 @@ CORPUS_SCORES: tuple[MetricName, ...] = (
     "distance",
 )
 # share of the progress bar each step fills
+# Fixed seconds per layer of each extra pass over a text: the hooks read every head's peaks,
+# moments and top-loading tokens in Python (SmolLM2, 24 texts of about 160 tokens: 0.77 s a
+# layer on two cores shared with other work, about a fifth of that on quiet ones).
+PASS_LAYER_S = {"cpu": 0.15, "cuda": 0.01}
 STEPS = {"repeated": 0.1, "corpus": 0.35, "weights": 0.1, "first": 0.25, "second": 0.2}
 
 
@@ -254,23 +259,28 @@ def atlas_estimate(
     model: LoadedModel,
     sizes: Sequence[int],
     repeated: tuple[int, int, int] = (DEFAULT_SEQ_LEN, DEFAULT_BATCH, DEFAULT_SEED),
-) -> Estimate:
-    """Seconds and peak bytes of :func:`compute_atlas` on texts of ``sizes`` tokens (each
-    already cut), before it runs: the steps' own estimates, two more forward passes per text,
-    and the moments and their d x d products per token."""
-    facts, device = model.facts, model.spec.device
+) -> Cost:
+    """The cost of :func:`compute_atlas` on texts of ``sizes`` tokens (each already cut),
+    before it runs: the steps' own estimates, two more forward passes per text with the hooks
+    that read peaks and moments (:data:`PASS_LAYER_S` a layer, fixed), and the moments' d x d
+    products per token."""
+    facts, device = model.facts, device_of(model.spec.device)
     seq_len, batch, _ = repeated
-    rep, corpus = repeated_estimate(model, seq_len, batch), score_estimate(model, sizes)
-    weights = weights_cost(model, composition=False)
-    vectors = 2 * (facts.n_heads + facts.n_kv_heads) * facts.n_layers * facts.d_head**2
-    overhead = LAYER_OVERHEAD_S.get(device, LAYER_OVERHEAD_S["cpu"]) * facts.n_layers
-    passes = sum(2 * (forward_seconds(facts, device, n) + overhead) for n in sizes)
-    passes += 2 * 2 * vectors * sum(sizes) / FLOPS.get(device, FLOPS["cpu"])
-    n_max = max(sizes, default=1)
-    pass_peak = forward_peak_bytes(facts, d_vocab(model), n_max) + moments_bytes(facts)
-    held = 8 * len(sizes) * facts.n_total_heads * 20  # peaks, kept rows, per-text scores
-    return Estimate(
-        seconds=rep.seconds + corpus.seconds + weights.seconds + passes,
-        peak_bytes=max(rep.peak_bytes, corpus.peak_bytes, int(weights.peak_bytes), pass_peak)
-        + held,
+    steps = (
+        repeated_estimate(model, seq_len, batch)
+        .then(score_estimate(model, sizes))
+        .then(weights_cost(model, composition=False).cost)
     )
+    vectors = 2 * (facts.n_heads + facts.n_kv_heads) * facts.n_layers * facts.d_head**2
+    flops = sum(2 * facts.forward_flops(n) + 2 * 2 * vectors * n for n in sizes)
+    n_max = max(sizes, default=1)
+    pass_peak = forward_peak_bytes(facts, facts.d_vocab, n_max) + moments_bytes(facts)
+    held = 8 * len(sizes) * facts.n_total_heads * 20  # peaks, kept rows, per-text scores
+    passes = Cost(
+        flops=flops,
+        peak_bytes=pass_peak,
+        overhead_s=2 * len(sizes) * facts.n_layers * PASS_LAYER_S[device],
+        device=device,
+    )
+    total = steps.then(passes)
+    return Cost(total.flops, total.peak_bytes + held, total.overhead_s, device)

@@ -138,7 +138,7 @@ def test_a_linear_attention_layer_says_what_does_not_apply(atlas):
 def test_the_estimate_and_cancelling(bundled, corpus):
     sizes = [int(tokenize(bundled, t)[0].shape[1]) for t in TEXTS]
     small, large = atlas_estimate(bundled, sizes[:1]), atlas_estimate(bundled, sizes)
-    assert 0 < small.seconds < large.seconds
+    assert 0 < small.seconds() < large.seconds()
     assert large.peak_bytes > moments_bytes(bundled.facts) > 0
 
     def stop(fraction: float, text: str) -> None:
