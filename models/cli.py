@@ -34,7 +34,10 @@ def add_model(parser: argparse.ArgumentParser, help: str = MODEL_HELP) -> None:
     parser.add_argument("model", help=help)
 
 
-def speaker(name: str) -> Callable[[str], None]:
+Say = Callable[[str], None]  # a command's progress line, printed on stderr
+
+
+def speaker(name: str) -> Say:
     """A function printing progress lines on stderr as ``[name] text``."""
 
     def say(text: str) -> None:

@@ -14,9 +14,8 @@ never a guess from below.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
-Device = Literal["cpu", "cuda"]
+from models.model.spec import Device
 
 # Sustained FLOP/s assumed before anything is measured: two busy CPU cores, one GPU.
 ASSUMED_FLOPS: dict[Device, float] = {"cpu": 4e10, "cuda": 2e12}

@@ -23,11 +23,11 @@ from typing import Any, Literal
 from models.capture.words import Words
 from models.model.tokens import byte_decoder, is_byte_level, show_whitespace
 
-Family = Literal["byte_level", "sentencepiece", "wordpiece"]
+WordMarks = Literal["byte_level", "sentencepiece", "wordpiece"]
 SPLIT_CHAR = "\x80"  # stands for part of a character cut between byte-level pieces
 
 
-def family(tokenizer: Any, pieces: Sequence[str] = ()) -> Family:
+def family(tokenizer: Any, pieces: Sequence[str] = ()) -> WordMarks:
     """Which piece marks a tokenizer uses: from its backend model, else from the pieces."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if type(getattr(backend, "model", None)).__name__ == "WordPiece" or any(
@@ -39,7 +39,7 @@ def family(tokenizer: Any, pieces: Sequence[str] = ()) -> Family:
     return "sentencepiece" if any("▁" in p for p in pieces) else "byte_level"
 
 
-def piece_text(piece: str, kind: Family, first: bool = False) -> str:
+def piece_text(piece: str, kind: WordMarks, first: bool = False) -> str:
     """The text a piece stands for, with a leading space where its marks say so."""
     if kind == "wordpiece":
         return piece[2:] if piece.startswith("##") else ("" if first else " ") + piece
@@ -170,7 +170,7 @@ def text_label(text: str) -> str:
     return show_whitespace(text.strip() or text)
 
 
-def joined_text(pieces: Sequence[str], kind: Family) -> str:
+def joined_text(pieces: Sequence[str], kind: WordMarks) -> str:
     """The text of consecutive pieces (byte-level bytes decoded together)."""
     decoder = byte_decoder()
     raw = "".join(pieces)

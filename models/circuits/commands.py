@@ -8,7 +8,6 @@ was not computed.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -21,11 +20,11 @@ from models.circuits.paths import PathResult, path_patching
 from models.circuits.table import FLOAT_FORMAT
 from models.circuits.task import CircuitTask, Setup, TaskError, prepare
 from models.circuits.weight_circuits import WeightScores, weight_scores
+from models.cli import Say
 from models.head import Head, all_heads
 from models.model.loading import LoadedModel, load
 from models.model.spec import ModelSpec
 
-Say = Callable[[str], None]
 ATP_COLUMNS = [
     "L.H",
     "layer",

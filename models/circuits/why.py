@@ -67,7 +67,7 @@ def part_words(name: str) -> str:
 
 
 @dataclass(frozen=True)
-class Pair:
+class PartPair:
     """One (query-side part, key-side part) pair and its share of the logit."""
 
     query_part: str
@@ -138,18 +138,18 @@ class WhySplit:
         """``key_part``: each key-side part's share (the pairs' column sums)."""
         return self.pairs.sum(axis=0)
 
-    def rows(self) -> list[Pair]:
+    def rows(self) -> list[PartPair]:
         """Every pair in order (query part, then key part), ALiBi's part last."""
         out = [
-            Pair(a, b, float(self.pairs[i, j]))
+            PartPair(a, b, float(self.pairs[i, j]))
             for i, a in enumerate(self.query_parts)
             for j, b in enumerate(self.key_parts)
         ]
         if self.position_bias is not None:
-            out.append(Pair(ALIBI, ALIBI, self.position_bias))
+            out.append(PartPair(ALIBI, ALIBI, self.position_bias))
         return out
 
-    def top_pairs(self, k: int = 5) -> list[Pair]:
+    def top_pairs(self, k: int = 5) -> list[PartPair]:
         """The ``k`` pairs with the largest ``|share|``."""
         return sorted(self.rows(), key=lambda pair: -abs(pair.value))[:k]
 

@@ -10,7 +10,6 @@ Every cell is a part name, a band number or a number: nothing a spreadsheet woul
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -19,12 +18,12 @@ from models.circuits.task import TaskError
 from models.circuits.why import WhySplit, split
 from models.circuits.why_bands import BandSplit, band_split
 from models.circuits.why_keep import WhyUnavailable, keep, keep_cost
+from models.cli import Say
 from models.head import Head
 from models.model.forward import tokenize
 from models.model.loading import load
 from models.model.spec import ModelSpec
 
-Say = Callable[[str], None]
 COLUMNS = ["query_part", "key_part", "score"]
 BAND_COLUMNS = ["query_part", "key_part", "band", "score"]
 FLOAT_FORMAT = "%.9g"

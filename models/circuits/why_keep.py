@@ -16,7 +16,7 @@ from jaxtyping import Float
 from models.circuits.cost import FLOAT, LAYER_OVERHEAD_S, PassPlan
 from models.circuits.head_weights import pre_norm
 from models.circuits.why_parts import StreamParts, layout, stream_parts
-from models.circuits.why_sides import ScoreTerms, Side, read_side, score_terms
+from models.circuits.why_sides import ScoreSide, ScoreTerms, read_side, score_terms
 from models.cost import Cost, device_of
 from models.errors import UserError
 from models.head import Head
@@ -62,8 +62,8 @@ class KeptHead:
     token_ids: tuple[int, ...]
     tokens: tuple[str, ...]
     stream: StreamParts
-    query: Side
-    key: Side
+    query: ScoreSide
+    key: ScoreSide
     terms: ScoreTerms
     q: Float[torch.Tensor, "pos d_head"]
     k: Float[torch.Tensor, "pos d_head"]

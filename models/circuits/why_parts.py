@@ -29,7 +29,7 @@ from models.model.norms import Norm, block_norm, embedding_norm
 from models.model.stream import StreamActs
 from models.model.weights import output_projection
 
-Positions = torch.Tensor | slice
+PositionIndex = torch.Tensor | slice
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class PartGroup:
     scale: torch.Tensor | None = None
 
     def values(
-        self, positions: Positions, dtype: torch.dtype = torch.float64
+        self, positions: PositionIndex, dtype: torch.dtype = torch.float64
     ) -> Float[torch.Tensor, "pos group d_out"]:
         """The parts at ``positions`` (an index tensor or a slice of the prompt)."""
         source = self.source if self.source.shape[0] == 1 else self.source[positions]
@@ -108,11 +108,11 @@ class StreamParts:
     def names(self) -> tuple[str, ...]:
         return tuple(name for group in self.groups for name in group.names)
 
-    def values(self, positions: Positions) -> Float[torch.Tensor, "pos part d_model"]:
+    def values(self, positions: PositionIndex) -> Float[torch.Tensor, "pos part d_model"]:
         """Every part at ``positions`` (float64)."""
         return stack_groups([group.values(positions) for group in self.groups])
 
-    def part(self, name: str, positions: Positions) -> Float[torch.Tensor, "pos d_model"]:
+    def part(self, name: str, positions: PositionIndex) -> Float[torch.Tensor, "pos d_model"]:
         """Part ``name`` at ``positions`` (float64; a bias repeated at each position).
 
         Raises:

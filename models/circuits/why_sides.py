@@ -20,7 +20,7 @@ from jaxtyping import Bool, Float
 from models.circuits.head_weights import projection
 from models.circuits.why_parts import (
     PartGroup,
-    Positions,
+    PositionIndex,
     StreamParts,
     stack_groups,
     through_norm,
@@ -36,7 +36,7 @@ _PROJECTION: dict[str, Literal["q", "k", "v"]] = {"query": "q", "key": "k", "val
 
 
 @dataclass(frozen=True)
-class Side:
+class ScoreSide:
     """The query of one head (or the key it reads) at every position, as named parts.
 
     Attributes:
@@ -55,7 +55,7 @@ class Side:
         return tuple(name for group in self.groups for name in group.names)
 
     def at(
-        self, positions: Positions, dtype: torch.dtype = torch.float64
+        self, positions: PositionIndex, dtype: torch.dtype = torch.float64
     ) -> Float[torch.Tensor, "pos part d_head"]:
         """Every part at ``positions``, rotated as the softmax sees it."""
         out = stack_groups([group.values(positions, dtype) for group in self.groups])
@@ -73,7 +73,7 @@ def read_side(
     kind: Reads,
     reading: Norm | None,
     rope: tuple[torch.Tensor, torch.Tensor] | None = None,
-) -> Side:
+) -> ScoreSide:
     """Head ``head``'s query (or key, or value) as parts of ``stream``.
 
     Args:
@@ -108,9 +108,9 @@ def read_side(
         divisor = after.divisor(read @ weight + bias)
         groups = [group.then(torch.diag(after.weight), divisor) for group in groups]
     if rope is None or which == "v":
-        return Side(kind=kind, groups=tuple(groups))
+        return ScoreSide(kind=kind, groups=tuple(groups))
     cos, sin = rope
-    return Side(
+    return ScoreSide(
         kind=kind, groups=tuple(groups), cos=cos.to(torch.float64), sin=sin.to(torch.float64)
     )
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from models.circuits.why import CellError, Pair, part_head, part_words, split
+from models.circuits.why import CellError, PartPair, part_head, part_words, split
 from models.circuits.why_keep import keep, keep_cost
 from models.head import Head
 from tests.circuits.why_reference import Reference
@@ -102,7 +102,7 @@ def test_part_words_and_heads():
     assert part_words("1.2") == "head 1.2's output" and part_head("1.2") == Head(1, 2)
     assert part_words("mlp.3") == "MLP 3's output" and part_head("mlp.3") is None
     assert part_words("b_ln1.2") == "the bias of layer 2's first norm"
-    pair = Pair("embed", "1.2", 1.94)
+    pair = PartPair("embed", "1.2", 1.94)
     assert pair.words() == "head 1.2's output at the key × the token embedding at the query: +1.94"
 
 
