@@ -69,6 +69,11 @@ class Explorer(StrEnum):
     EXPORT = "explorer_export"
     TOKENS_B = "explorer_tokens_b"
     JUMP_DIFFERENCE = "explorer_jump_difference"
+    WHY_KEY = "explorer_why_key"  # the key position the Why here? panel explains
+    WHY_ASKED = "explorer_why_asked"  # the Head the visitor asked Why here? for
+    WHY_START = "explorer_why_start"
+    WHY_OPEN = "explorer_why_open"  # prefix of the buttons opening a part's head
+    WHY_PAIR = "explorer_why_pair"
 
 
 class Heads(StrEnum):

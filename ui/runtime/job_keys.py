@@ -28,6 +28,8 @@ from models.circuits.head_weights import Projection
 from models.circuits.patching import Baseline
 from models.circuits.paths import MLPMode, PathResult
 from models.circuits.task import CircuitTask
+from models.circuits.why_effects import PartEffect
+from models.circuits.why_keep import KeptHead
 from models.classroom.real import LayerActivations
 from models.generate.generation import Generation
 from models.generate.settings import GenerationSettings
@@ -136,6 +138,23 @@ class CorpusScoresKey(JobKey[CorpusScores]):
     spec: AllowedSpec
     corpus: str
     max_tokens: int
+
+
+@dataclass(frozen=True)
+class WhyKey(JobKey[KeptHead]):
+    """One head's queries and keys kept as parts on a run's tokens, for "why here"."""
+
+    run: RunKey
+    head: Head
+
+
+@dataclass(frozen=True)
+class WhyEffectsKey(JobKey[tuple[PartEffect, ...]]):
+    """What removing a cell's top parts does, with the norm scales free."""
+
+    why: WhyKey
+    query: int
+    key: int
 
 
 @dataclass(frozen=True)

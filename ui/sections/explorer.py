@@ -32,6 +32,7 @@ from ui.sections import explorer_detail as detail
 from ui.sections import explorer_export as export
 from ui.sections import explorer_results as results
 from ui.sections import explorer_strip as strip
+from ui.sections import explorer_why as why
 from ui.sections.explorer_session import current_view, save, seed, strongest, update, view_query
 from ui.state import explorer as state
 from ui.state.explorer import ExplorerView, RunShape, unit_of
@@ -278,8 +279,15 @@ def single(view: ExplorerView, run: AttentionRun, key: RunKey, words: Words | No
     with right:
         st.subheader(f"Head {view.head}")
         detail.controls(view, run, key, weighting is not None)
-    shown = detail.detail(view, run, key, weighting, words)
+    if words is None:
+        shown = detail.detail(view, run, key, weighting, on_cell=why.click_handler(key))
+    else:
+        shown = detail.detail(view, run, key, weighting, words)
     strip.strip(current_view(), run, key, weighting, words)
+    if words is None:
+        why.why_panel(current_view(), run, key, shown.rows, shown.cols)
+    else:
+        st.caption("Why here? splits a score between two tokens: turn the word view off to use it.")
     export.button(
         current_view(),
         key,

@@ -3,6 +3,7 @@ options, the detail heatmap (tokens, or words in the word view) and its download
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -141,6 +142,7 @@ class Shown:
     rows: range
     cols: range
     names: list[str]
+    keys: list[int]  # the unit of each column drawn, pinned sinks first
 
 
 def detail_heatmap(
@@ -173,7 +175,7 @@ def detail_heatmap(
         value_name=word,
     )
     names = list(words.labels) if words is not None else list(run.tokens)
-    return Shown(drawn, pattern[:, len(pins) :], rows, cols, names)
+    return Shown(drawn, pattern[:, len(pins) :], rows, cols, names, pins + list(cols))
 
 
 def window_caption(view: ExplorerView, shape: RunShape, words: Words | None) -> str:
@@ -208,9 +210,15 @@ def controls(view: ExplorerView, run: AttentionRun, key: RunKey, weighted: bool)
 
 
 def detail(
-    view: ExplorerView, run: AttentionRun, key: RunKey, weighting: Any, words: Words | None = None
+    view: ExplorerView,
+    run: AttentionRun,
+    key: RunKey,
+    weighting: Any,
+    words: Words | None = None,
+    on_cell: Callable[[Shown], Callable[[], None]] | None = None,
 ) -> Shown:
-    """The detail heatmap of the selected head (the page's full width) and its downloads."""
+    """The detail heatmap of the selected head (the page's full width) and its downloads;
+    ``on_cell(shown)`` gives the callback a click on a cell calls (None: cells do not click)."""
     shape = shape_of(run, key)
     if shape.long:
         st.caption(window_caption(view, shape, words))
@@ -222,6 +230,7 @@ def detail(
         label=f"Head {view.head}: {shown.heatmap.value_name}s of queries "
         f"{shown.rows.start}–{shown.rows.stop - 1} over keys {shown.cols.start}–"
         f"{shown.cols.stop - 1}",
+        on_click=None if on_cell is None else on_cell(shown),
     )
     downloads(view, run, key, shown, weighting is not None, words is not None)
     return shown
