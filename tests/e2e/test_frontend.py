@@ -17,8 +17,11 @@ from urllib.parse import quote
 
 import numpy as np
 import pytest
+import torch
 
 from models.capture.run import capture
+from models.model.spec import BUNDLED_DIR
+from tests.circuits.conftest import reference
 from tests.e2e.conftest import HEATMAP, settle
 from ui.widgets.components import shaded
 from ui.widgets.frontend_code import source
@@ -244,3 +247,20 @@ def test_the_explorers_heatmap_reads_out_the_captured_weights(page, app_url, bun
     for r in range(run.n_tokens):
         for c in range(run.n_tokens):
             assert_reads(readout(page, r, c), weights[r, c], labels[r], labels[c])
+
+
+def test_a_click_on_the_explorers_heatmap_explains_that_cell(page, app_url, bundled):
+    """The running app: a click on cell (query 5, key 2) of head 1.2 opens Why here? on that
+    cell, with the model's own logit of it."""
+    page.goto(f"{app_url}/?model=bundled&prompt={quote(PROMPT)}&layer=1&head=2")
+    page.wait_for_selector(HEATMAP, timeout=180_000)
+    settle(page)
+    page.mouse.click(*cell_point(page, 5, 2))
+    settle(page)
+    page.get_by_text("Score (before the softmax)").wait_for(timeout=180_000)
+    said = page.inner_text('[data-testid="stExpander"]')
+    assert "Query 5" in said
+    ref = reference(BUNDLED_DIR, "gpt2")
+    logit = float(ref.raw(ref.run(torch.tensor([capture(bundled, PROMPT).token_ids])), 1, 2)[5, 2])
+    found = re.search(r"Score \(before the softmax\): ([-+]\d+\.\d+)", said)
+    assert found and abs(float(found.group(1)) - logit) <= 1e-4 + 1e-5 * abs(logit)
