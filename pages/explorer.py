@@ -8,7 +8,8 @@ from ui.sections import explorer
 session.page_title("Explorer")
 st.caption(
     "What am I looking at: each head of each layer decides how much every token (a row, "
-    "the query) reads from every earlier token (a column, the key). Bright cells are "
+    "the query) reads from every token it can see (a column, the key: the earlier ones in "
+    "a causal model, all of them in an encoder such as MiniLM). Bright cells are "
     "where it looks. Pick a head from the grid, then a token below to see where it looks."
 )
 model, run = session.model_and_run()

@@ -19,7 +19,7 @@ PANELS = (
     ("norm_entropy", "Normalised entropy H / log(n allowed)"),
     ("max_weight", "Mean max weight"),
     ("eff_keys", "Effective keys exp(H)"),
-    ("jacobian", "Softmax Jacobian ‖diag(p) − ppᵀ‖_F"),
+    ("jacobian", "Softmax Jacobian: Frobenius norm of diag(p) − ppᵀ"),
 )
 OWN, PICKED, HEAD, MEAN, BAND = "#e4572e", "#555555", "#1f77b4", "#2a9d8f", "rgba(42,157,143,0.18)"
 

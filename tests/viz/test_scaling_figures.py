@@ -65,3 +65,11 @@ def test_synthetic_figures_show_measured_values():
     np.testing.assert_allclose(var.data[0].y, [16, 32])
     top = figs.max_weight_figure(panel)
     np.testing.assert_allclose(top.data[2].y, 1 / 8)
+
+
+def test_panel_titles_hold_no_markup_plotly_would_print_literally():
+    stats = small_sweep()
+    fig = figs.saturation_figure(stats, stats.factors, x_title="c", own_x=1.0)
+    titles = {a.text for a in fig.layout.annotations}
+    assert {title for _, title in figs.PANELS} <= titles
+    assert not [t for t in titles if "_" in t or "^" in t]
