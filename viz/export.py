@@ -26,7 +26,8 @@ def pattern_csv(
     per key.
 
     The first column and the header carry ``(i) token`` labels; ``rows`` and ``cols`` give the
-    absolute positions a window holds (by default it starts at 0).
+    absolute positions a window holds (by default it starts at 0). NaN cells (keys the query
+    cannot see: see :func:`viz.heatmap.masked`) are written empty, not as a weight of 0.
     """
     rows = range(pattern.shape[0]) if rows is None else rows
     cols = range(pattern.shape[1]) if cols is None else cols
@@ -35,5 +36,5 @@ def pattern_csv(
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["query \\ key"] + [label[c] for c in cols])
     for r, row in zip(rows, pattern, strict=True):
-        writer.writerow([label[r]] + [f"{w:.6g}" for w in row])
+        writer.writerow([label[r]] + ["" if np.isnan(w) else f"{w:.6g}" for w in row])
     return buf.getvalue()

@@ -51,6 +51,19 @@ def test_pattern_csv_round_trip_and_formula_safety():
     assert list(csv.reader(io.StringIO(text)))[1][0] == "(0) -1"
 
 
+def test_a_window_csv_keeps_pinned_columns_and_leaves_masked_cells_empty():
+    from viz.heatmap import masked
+
+    pattern = np.arange(1, 7, dtype=np.float64).reshape(3, 2, order="F") / 10  # rows 2-4
+    keys = [0, 3]  # key 0 pinned before the window's key 3
+    shown = masked(pattern, causal=True, row0=2, cols=keys)
+    rows = list(csv.reader(io.StringIO(pattern_csv(shown, list("abcde"), range(2, 5), keys))))
+    assert rows[0] == ["query \\ key", "(0) a", "(3) d"]
+    assert rows[1] == ["(2) c", "0.1", ""]  # query 2 cannot see key 3: empty, not 0
+    assert rows[2] == ["(3) d", "0.2", "0.5"]
+    assert rows[3] == ["(4) e", "0.3", "0.6"]
+
+
 def test_spreadsheet_prefix():
     from viz.export import spreadsheet_safe
 

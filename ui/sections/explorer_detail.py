@@ -30,7 +30,7 @@ from ui.state.explorer import WINDOW, ExplorerView, RunShape, unit_of, unit_rang
 from ui.widgets import components
 from ui.widgets.canvas_heatmap import canvas_heatmap
 from viz.export import pattern_csv
-from viz.heatmap import HeatmapData, canvas_data, heatmap_data
+from viz.heatmap import HeatmapData, canvas_data, heatmap_data, masked
 
 SCALES: dict[state.ColourScale, str] = {"sqrt": "Square root", "linear": "Linear", "log": "Log"}
 RANGES: dict[state.ColourRange, str] = {"unit": "0 to 1", "view": "This view's largest weight"}
@@ -138,7 +138,7 @@ class Shown:
     """The detail heatmap and what it was drawn from (rows and columns in units)."""
 
     heatmap: HeatmapData
-    window: np.ndarray
+    window: np.ndarray  # the weights drawn, pinned columns first, NaN where masked
     rows: range
     cols: range
     names: list[str]
@@ -175,7 +175,9 @@ def detail_heatmap(
         value_name=word,
     )
     names = list(words.labels) if words is not None else list(run.tokens)
-    return Shown(drawn, pattern[:, len(pins) :], rows, cols, names, pins + list(cols))
+    keys = pins + list(cols)
+    window = masked(pattern, run.facts.causal, rows.start, keys)
+    return Shown(drawn, window, rows, cols, names, keys)
 
 
 def window_caption(view: ExplorerView, shape: RunShape, words: Words | None) -> str:
@@ -259,10 +261,11 @@ def whole_csv(key: RunKey, head: Head, words: bool = False) -> str:
     if run is None:
         return "The prompt's patterns are no longer held by the server; open the view again.\n"
     pattern = run.pattern(head.layer, head.index)
+    causal = run.facts.causal
     if not words:
-        return pattern_csv(pattern, run.tokens)
+        return pattern_csv(masked(pattern, causal), run.tokens)
     found = results.words_of(key)
-    return pattern_csv(merge_pattern(pattern, found), found.labels)
+    return pattern_csv(masked(merge_pattern(pattern, found), causal), found.labels)
 
 
 def downloads(
@@ -276,8 +279,9 @@ def downloads(
     window = shown.window
     row.download_button(
         "Window shown (CSV)",
-        lambda: pattern_csv(window, shown.names, rows, cols),  # built when pressed
-        help=f"The {kind}weights shown, with their labels.",
+        lambda: pattern_csv(window, shown.names, rows, shown.keys),  # built when pressed
+        help=f"The {kind}weights shown (pinned sink columns first, as drawn), with their "
+        "labels; cells the query cannot see are left empty.",
         file_name=f"pattern_L{head.layer}_H{head.index}_"
         f"q{unit}{rows.start}-{rows.stop - 1}_"
         f"k{unit}{cols.start}-{cols.stop - 1}.csv",
