@@ -268,7 +268,7 @@ def export(model: LoadedModel, measured: Measured, order: list[Head]) -> None:
     )
     spec = replace(model.spec, dtype=dtype)
     key = PruneKey(measured.key, tuple(sorted(heads)), dtype)
-    estimate, disk = export_estimate(model, measured.tasks)
+    estimate, disk = export_estimate(model, measured.tasks, dtype)
     st.button(
         f"Build the pruned checkpoint ({len(heads)} head{'s' if len(heads) != 1 else ''},"
         f" {dtype}, about {disk / 1024**2:,.0f} MB on disk)",

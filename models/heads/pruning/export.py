@@ -119,8 +119,23 @@ def checkpoint_bytes(n_params: int, dtype: str) -> int:
     return n_params * DTYPE_BYTES.get(dtype, 4) + TOKENIZER_BYTES
 
 
-def export_estimate(model: LoadedModel, tasks: Sequence[LossTask]) -> tuple[Cost, int]:
-    """The cost and the disk bytes of :func:`prune_and_export`, before it runs.
+def tokenizer_bytes(source: str) -> int:
+    """Bytes of the tokenizer files in the model's folder (what an export copies beside the
+    weights); :data:`TOKENIZER_BYTES` when the model was not read from a folder."""
+    folder = Path(source) if source else None
+    if folder is None or not folder.is_dir():
+        return TOKENIZER_BYTES
+    names = ("tokenizer", "vocab", "merges", "special_tokens_map", "added_tokens")
+    return sum(
+        f.stat().st_size for f in folder.iterdir() if f.is_file() and f.name.startswith(names)
+    )
+
+
+def export_estimate(
+    model: LoadedModel, tasks: Sequence[LossTask], dtype: str | None = None
+) -> tuple[Cost, int]:
+    """The cost and the disk bytes of :func:`prune_and_export` writing a ``dtype`` checkpoint
+    (default: the model's own), before it runs.
 
     Memory: two plain copies of the weights at once (the original and the pruned one, then the
     one read back) and one forward pass. Time: loading, writing and reading back, plus the
@@ -131,14 +146,17 @@ def export_estimate(model: LoadedModel, tasks: Sequence[LossTask]) -> tuple[Cost
     """
     facts = model.facts
     weights = checkpoint_bytes(facts.n_params, model.spec.dtype)
+    written = facts.n_params * DTYPE_BYTES.get(dtype or model.spec.dtype, 4) + tokenizer_bytes(
+        model.source
+    )
     passes = sum(facts.forward_flops(int(t.ids.shape[1])) for t in tasks)
     cost = Cost(
         flops=(2 * TIMING_ROUNDS + 6) * passes,
-        peak_bytes=2 * weights,
-        overhead_s=5.0 + 3 * weights / DISK_BYTES_PER_S,
+        peak_bytes=weights + written,
+        overhead_s=5.0 + (weights + 2 * written) / DISK_BYTES_PER_S,
         device=device_of(model.spec.device),
     )
-    return cost, 2 * weights
+    return cost, 2 * written
 
 
 def write_checkpoint(spec: ModelSpec, pruned: Any, directory: Path, plan: PrunePlan) -> None:

@@ -5,12 +5,14 @@ import json
 import os
 import threading
 import zipfile
+from dataclasses import replace
 
 import pytest
 
 from models.disk_budget import DiskSpaceError
 from models.heads.pruning.export import (
     checkpoint_bytes,
+    export_estimate,
     export_name,
     prune_and_export,
     zip_directory,
@@ -108,3 +110,16 @@ def test_zip_is_served_again_and_counts_against_the_budget(exported):
     with pytest.raises(DiskSpaceError, match="more than the"):
         zip_directory(directory, budget_bytes=1000)
     assert not archive.exists()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_disk_estimate_is_of_the_dtype_written(bundled, tasks, tmp_path, dtype):
+    """The export button's "about N MB on disk" (the checkpoint and its zip) against the bytes
+    really written, for each dtype the page offers."""
+    spec = replace(bundled.spec, dtype=dtype)
+    report = prune_and_export(spec, HEADS, tmp_path, tasks, budget_bytes=None)
+    directory = tmp_path / report.name
+    checkpoint = sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())
+    written = checkpoint + zip_directory(directory, budget_bytes=None).stat().st_size
+    _, estimate = export_estimate(bundled, tasks, dtype)
+    assert 0.5 <= estimate / written <= 2.0, (estimate, written)
