@@ -30,6 +30,8 @@ def test_copying_task_puts_the_induction_head_on_top(bundled):
     expected = head_effects(bundled, setup, base)
     got = table.sort_values(["layer", "head"])["patch_effect"].to_numpy()
     np.testing.assert_allclose(got, expected.ravel(), atol=1e-5)
+    sizes = np.abs(table["patch_effect"].to_numpy())  # strongest first, helping or hurting
+    assert (np.diff(sizes) <= 1e-12).all()
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Clean LD"] == f"{base.ld_clean:.3f}"
     link = table["open"].iloc[0]

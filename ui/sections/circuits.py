@@ -325,7 +325,8 @@ def head_table(model: LoadedModel, task: CircuitTask, base: Baseline, effects: A
         for layer, h in zip(table["layer"], table["head"], strict=True)
     ]
     if effects is not None:
-        table = table.sort_values("patch_effect", ascending=False, kind="stable")
+        # strongest first either way: a head that hurts the task matters as much as one that helps
+        table = table.sort_values("patch_effect", key=np.abs, ascending=False, kind="stable")
         shown = ["L.H", "open", "patch_effect", "dla"]
     else:  # patching has not run: strongest direct effect first, no empty column
         table = table.sort_values("dla", key=np.abs, ascending=False, kind="stable")
