@@ -27,9 +27,10 @@ import plotly
 import plotly.graph_objects as go
 from jaxtyping import Float
 
+from models.capture.spans import Direction
 from models.errors import UserError
 from viz.heatmap import HeatmapData
-from viz.token_view import Direction, legend_html, token_spans
+from viz.token_view import legend_html, token_spans
 
 PROMPT_CHARS = 1_200
 MAX_HEATMAP_CELLS = 320 * 320

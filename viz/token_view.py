@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from typing import Literal
 
 import numpy as np
 
-Direction = Literal["from", "to"]
+from models.capture.spans import Direction
+
 VERBS: dict[Direction, str] = {"from": "attention from the selected token", "to": "attention to it"}
 
 

@@ -21,13 +21,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from models.capture.spans import Direction
+from models.capture.views import Scope
 from models.capture.words import Words
 from models.head import Head
+from viz.heatmap import ColourScale
 
 WINDOW = 160
-Scope = Literal["head", "layer", "all"]
-Direction = Literal["from", "to"]
-ColourScale = Literal["sqrt", "linear", "log"]
 ColourRange = Literal["unit", "view"]
 Mode = Literal["single", "compare"]
 # The key a query attends to most (besides key 0) for a head: supplied by the page from the run.

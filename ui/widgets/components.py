@@ -13,8 +13,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import streamlit as st
 
+from models.capture.spans import Direction
 from ui.widgets.frontend_code import component
-from viz.token_view import VERBS, Direction
+from viz.token_view import VERBS
 
 _head_grid = component("atlas_head_grid", "head_grid")
 _token_strip = component("atlas_token_strip", "token_strip")
