@@ -24,10 +24,10 @@ if tabs[1].open:
         classroom.real_model()
 if tabs[2].open:
     with tabs[2]:
-        classroom_topics.head_sharing(session.loaded_facts())
+        classroom_topics.head_sharing(session.load_facts())
 if tabs[3].open:
     with tabs[3]:
-        classroom_topics.cost_calculator(session.loaded_facts())
+        classroom_topics.cost_calculator(session.load_facts())
 if tabs[4].open:
     with tabs[4]:
         classroom_topics.position_section()

@@ -14,7 +14,7 @@ st.caption(
 )
 model, run = session.model_and_run()
 if run is not None:
-    key = session.shown_run()
+    key = session.shown_run_key()
     precision = explorer.intro(run)
     explorer.sink_hint(run, key)
     explorer.full_run()

@@ -221,9 +221,10 @@ def _choose_bundled() -> None:
     st.session_state[Sidebar.SOURCE] = "bundled"
 
 
-def loaded_facts() -> ModelFacts | None:
-    """The shape of the sidebar's model if it loads without waiting (no prompt is run), through
-    the same door as every page; None (and no message) otherwise."""
+def load_facts() -> ModelFacts | None:
+    """Load the sidebar's model through the same door as every page (no prompt is run) and
+    return its shape; None (and no message) when it is refused, fails or must be converted
+    first."""
     runtime = server.current()
     spec = model_choice().spec(runtime.settings.allow_remote_code)
     try:
@@ -235,7 +236,7 @@ def loaded_facts() -> ModelFacts | None:
         return None
 
 
-def model_spec(model: LoadedModel) -> AllowedSpec:
+def allowed_spec(model: LoadedModel) -> AllowedSpec:
     """The allowed spec ``model`` was loaded from (what keys its results)."""
     good = st.session_state.get(Session.GOOD_MODEL)
     if isinstance(good, AllowedSpec) and good.spec == model.spec:
@@ -250,7 +251,7 @@ def model_spec(model: LoadedModel) -> AllowedSpec:
 
 
 def run_key(model: LoadedModel, prompt: str) -> RunKey:
-    return RunKey(model_spec(model), prompt, server.current().settings.max_tokens)
+    return RunKey(allowed_spec(model), prompt, server.current().settings.max_tokens)
 
 
 def capture_work(model: LoadedModel, key: RunKey) -> Any:
@@ -318,7 +319,7 @@ def active_run(model: LoadedModel) -> AttentionRun | None:
     return run
 
 
-def shown_run() -> RunKey:
+def shown_run_key() -> RunKey:
     """The key of the run :func:`active_run` showed last (the previous prompt's while a new one
     is being read)."""
     return st.session_state[Session.LAST_RUN]

@@ -162,7 +162,7 @@ def task(model: LoadedModel, state: CircuitsState) -> Ready | UserError | None:
 
 
 def circuit_key(model: LoadedModel, task: CircuitTask) -> CircuitKey:
-    return CircuitKey(session.model_spec(model), task)
+    return CircuitKey(session.allowed_spec(model), task)
 
 
 def baseline_metrics(base: Baseline) -> None:

@@ -42,7 +42,7 @@ def preset_tasks(model: LoadedModel) -> dict[str, CircuitTask]:
     """The model's ready-made tasks (none for an encoder, or when none can be drawn)."""
     if not model.facts.causal:
         return {}
-    spec = session.model_spec(model)
+    spec = session.allowed_spec(model)
     try:
         return server.current().derived.get_or_compute(PresetsKey(spec), lambda: presets(model))
     except UserError as err:
@@ -54,7 +54,7 @@ def current_state(model: LoadedModel) -> CircuitsState:
     """The session's state for ``model`` (a new model starts from its first preset)."""
     found = st.session_state.get(Circuits.STATE)
     state = found if isinstance(found, CircuitsState) else CircuitsState()
-    spec = session.model_spec(model)
+    spec = session.allowed_spec(model)
     if state.model != spec:
         state = cs.for_model(state, spec, preset_tasks(model))
         save(state)
@@ -113,7 +113,7 @@ def path_key(ready: Ready, request: PathRequest) -> PathKey:
 
 
 def weights_key(model: LoadedModel) -> WeightsKey:
-    return WeightsKey(session.model_spec(model))
+    return WeightsKey(session.allowed_spec(model))
 
 
 def finished(key: Any) -> Any | None:

@@ -188,7 +188,7 @@ def finder_keys(model: LoadedModel) -> tuple[Any, RepeatedKey, CorpusScoresKey |
     corpus = heads.bundled_corpus(model)
     n_ctx = model.facts.n_ctx
     span = min(FINDER_SPAN, max(2, min(500, (n_ctx - 2) // 2)))
-    spec = session.model_spec(model)
+    spec = session.allowed_spec(model)
     rep = RepeatedKey(spec, span, FINDER_BATCH, FINDER_SEED)
     if corpus is job_view.MISSING:
         return None, rep, None, span

@@ -213,7 +213,7 @@ def layer_activations(
     """One layer's q, k, v, scores, pattern and z on the prompt's first tokens, as a job
     (:data:`ui.widgets.job_view.MISSING` while it runs)."""
     facts = model.facts
-    key = LayerKey(session.model_spec(model), prompt, layer, MAX_TOKENS)
+    key = LayerKey(session.allowed_spec(model), prompt, layer, MAX_TOKENS)
     return job_view.run_job(
         key,
         f"Reading layer {layer}'s q, k and v from the model",

@@ -56,7 +56,7 @@ def has_template(model: LoadedModel) -> bool:
 
 
 def request_key(model: LoadedModel, request: Request) -> GenerationKey:
-    return GenerationKey(session.model_spec(model), request.prompt, request.settings)
+    return GenerationKey(session.allowed_spec(model), request.prompt, request.settings)
 
 
 # --- settings -----------------------------------------------------------------------------------
@@ -128,7 +128,7 @@ def settings_form(model: LoadedModel) -> None:
         **live,
     )
     templated(model, ss[Generate.CHAT])
-    spec = session.model_spec(model)
+    spec = session.allowed_spec(model)
     b = st.container(horizontal=True)
     b.button(
         "Generate",
@@ -183,7 +183,7 @@ def generation(model: LoadedModel) -> tuple[GenerationKey, Generation] | None:
         except UserError as err:
             session.show_error(err)
         return None
-    spec = session.model_spec(model)
+    spec = session.allowed_spec(model)
     if state.pending:
         state = gs.ask(state, session.current_prompt(), has_template(model), spec)
         save(state)

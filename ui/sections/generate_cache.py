@@ -265,7 +265,7 @@ def cost_and_run(model: LoadedModel, text: str, n: int, settings: EvictionSettin
     if problems:
         st.warning(md(" ".join(problems)))
     cost = estimate(model, n, settings)
-    key = EvictionKey(session.model_spec(model), text, settings)
+    key = EvictionKey(session.allowed_spec(model), text, settings)
     seconds = job_view.expected_seconds(key, cost)
     runs = len(settings.policies) * len(settings.budgets)
     st.caption(
@@ -278,13 +278,13 @@ def cost_and_run(model: LoadedModel, text: str, n: int, settings: EvictionSettin
         key=Generate.EVICT_RUN,
         type="primary",
         on_click=_on_run,
-        args=(text, n, session.model_spec(model)),
+        args=(text, n, session.allowed_spec(model)),
         disabled=bool(problems),
     )
 
 
 def eviction_result(model: LoadedModel, sweep: gs.SweepRequest) -> None:
-    key = EvictionKey(session.model_spec(model), sweep.text, sweep.settings)
+    key = EvictionKey(session.allowed_spec(model), sweep.text, sweep.settings)
     n = int(tokenize(model, sweep.text, sweep.settings.max_tokens)[0].shape[1])
     cost = estimate(model, n, sweep.settings)
     found = job_view.run_job(

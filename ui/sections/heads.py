@@ -55,7 +55,7 @@ def bundled_corpus(model: LoadedModel) -> Any:
     """The model's bundled corpus (the bundled model's held-out split reads the standard
     library once: a few seconds), as a light job."""
     return job_view.run_job(
-        CorpusKey(session.model_spec(model)),
+        CorpusKey(session.allowed_spec(model)),
         "Reading the bundled corpus",
         lambda progress: default_corpus(model),
         cost=Cost(overhead_s=CORPUS_READ_S),
@@ -155,7 +155,7 @@ def measure(
     model: LoadedModel, corpus: Corpus, cap: int, seq_len: int, batch: int, seed: int
 ) -> tuple[Any, Any]:
     """Repeated-token scores and corpus scores, each a job with its estimate."""
-    spec = session.model_spec(model)
+    spec = session.allowed_spec(model)
     rep = job_view.run_job(
         RepeatedKey(spec, seq_len, batch, seed),
         f"Scoring every head on {batch} sequences of repeated random tokens",

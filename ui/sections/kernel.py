@@ -68,7 +68,7 @@ def dtype_choice() -> KernelDType:
 def report(model: LoadedModel, prompt: str, dtype: KernelDType) -> Any:
     """The kernel against the model on every head, as a job."""
     facts = model.facts
-    key = KernelKey(session.model_spec(model), prompt, dtype, MAX_TOKENS)
+    key = KernelKey(session.allowed_spec(model), prompt, dtype, MAX_TOKENS)
     return job_view.run_job(
         key,
         "Running the kernel on every layer",

@@ -107,7 +107,7 @@ def measure(model: LoadedModel, corpus: Corpus, cap: int) -> Measured | None:
     sizes = [int(t.ids.shape[1]) for t in tasks]
     methods = tuple(sorted({"gradient"} | ({str(ranking)} & {"zero", "mean"})))
     estimate = imp_.importance_estimate(model, sizes, methods)
-    key = ImportanceKey(session.model_spec(model), corpus.key, int(budget), cap, methods)
+    key = ImportanceKey(session.allowed_spec(model), corpus.key, int(budget), cap, methods)
     seconds = job_view.expected_seconds(key, estimate)
     texts = "text" if len(tasks) == 1 else "texts"
     _start(Heads.ABLATE, not big)

@@ -88,7 +88,7 @@ def controls(facts: ModelFacts) -> tuple[Head, np.ndarray, np.ndarray, str, floa
 
 def logits(model: LoadedModel, prompt: str) -> tuple[LogitsKey, Any]:
     """Every head's logits on the prompt's first tokens, as a job."""
-    key = LogitsKey(session.model_spec(model), prompt, MAX_TOKENS)
+    key = LogitsKey(session.allowed_spec(model), prompt, MAX_TOKENS)
     facts = model.facts
     found = job_view.run_job(
         key,

@@ -38,7 +38,7 @@ GraphSource = Literal["estimates", "paths", "weights"]
 GRAPH_SOURCES: tuple[GraphSource, ...] = get_args(GraphSource)
 INPUTS: tuple[Projection, ...] = get_args(Projection)
 MLP_MODES: tuple[MLPMode, ...] = get_args(MLPMode)
-Job = Literal["atp", "weights", "data"]
+CostlyWork = Literal["atp", "weights", "data"]  # what waits to be asked for when slow
 EMPTY = CircuitTask("", "", "", "")
 
 
@@ -112,7 +112,7 @@ class CircuitsState:
     composition_receiver: Head | None = None
     weight_score: str = "copying"
     twin: str = "copying_induction"
-    asked: frozenset[Job] = frozenset()
+    asked: frozenset[CostlyWork] = frozenset()
 
 
 # --- the task -----------------------------------------------------------------------------------
@@ -170,12 +170,12 @@ def put_space_back(state: CircuitsState, field: Literal["answer", "wrong"]) -> C
 # --- what runs ------------------------------------------------------------------------------------
 
 
-def should_run(state: CircuitsState, job: Job, seconds: float) -> bool:
+def should_run(state: CircuitsState, job: CostlyWork, seconds: float) -> bool:
     """Whether ``job`` runs now: asked for, or expected to take at most :data:`AUTO_S` s."""
     return job in state.asked or seconds <= AUTO_S
 
 
-def ask(state: CircuitsState, job: Job) -> CircuitsState:
+def ask(state: CircuitsState, job: CostlyWork) -> CircuitsState:
     return replace(state, asked=state.asked | {job})
 
 
