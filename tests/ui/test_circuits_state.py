@@ -12,6 +12,7 @@ from models.circuits.task import CircuitTask
 from models.cost import Cost
 from models.head import Head
 from ui.state import circuits as cs
+from ui.state import circuits_derived as derived
 from ui.state.circuits import OWN, AtPOptions, CircuitsState, PathRequest
 
 IOI = CircuitTask("When Mary and John went", "When Mary and John came", " Mary", " John")
@@ -48,7 +49,7 @@ def test_own_prompts_survive_a_new_model_and_an_encoder_has_no_preset():
 def test_a_preset_fills_the_task_and_own_keeps_it():
     state = cs.choose_preset(CircuitsState(preset="Names (IOI)", task=IOI), "Copying", TASKS)
     assert (state.preset, state.task) == ("Copying", COPY)
-    mine = cs.choose_preset(cs.edit_task(state, clean="mine"), OWN, TASKS)
+    mine = cs.choose_preset(cs.edit_task(state, "clean", "mine"), OWN, TASKS)
     assert mine.preset == OWN and mine.task.clean == "mine"
     assert cs.choose_preset(state, "no such preset", TASKS).preset == OWN
 
@@ -56,10 +57,10 @@ def test_a_preset_fills_the_task_and_own_keeps_it():
 def test_a_new_task_forgets_what_was_asked_for_the_old_one_but_the_weights():
     state = CircuitsState(task=IOI, asked=frozenset({"atp", "weights", "data"}), threshold=0.3)
     state = cs.ask_path(state, PathRequest(Head(2, 1), "k"))
-    edited = cs.edit_task(state, answer=" John ")
+    edited = cs.edit_task(state, "answer", " John ")
     assert edited.task.answer == " John " and edited.asked == {"weights"}
     assert edited.paths == () and edited.path is None and edited.threshold is None
-    assert cs.edit_task(state, answer=IOI.answer) is state  # the same text: nothing forgotten
+    assert cs.edit_task(state, "answer", IOI.answer) is state  # the same text: nothing forgotten
 
 
 def test_putting_the_space_back():
@@ -85,21 +86,21 @@ def test_edge_estimates_are_on_when_cheap_unless_chosen():
     chosen = replace(state, edges_on=True, edges_mode="direct")
     assert cs.atp_options(chosen, 60.0).edges == "direct"
     assert cs.atp_options(replace(state, edges_on=False), 1.0).edges is None
-    assert cs.set_atp(state, grad_drop=True).atp == AtPOptions(grad_drop=True)
+    assert cs.set_grad_drop(state, True).atp == AtPOptions(grad_drop=True)
 
 
 def test_extra_cost_is_the_difference():
     base = PassPlan(2.0, 1.0, Cost(overhead_s=1.2, peak_bytes=30 * 2**20))
     more = PassPlan(2.0, 15.5, Cost(overhead_s=7.2, peak_bytes=69 * 2**20))
-    assert cs.extra_cost(more, base) == "+14.5 backward passes, about +6 s, +39 MB"
-    assert cs.extra_cost(base, base) == "under +0.1 s"
+    assert derived.extra_cost(more, base) == "+14.5 backward passes, about +6 s, +39 MB"
+    assert derived.extra_cost(base, base) == "under +0.1 s"
     one_more = PassPlan(3.0, 1.0, Cost(overhead_s=1.5))
-    assert cs.extra_cost(one_more, base) == "+1 forward pass, about +0.3 s"
+    assert derived.extra_cost(one_more, base) == "+1 forward pass, about +0.3 s"
 
 
 def test_the_default_receiver_is_the_largest_dla_above_layer_0():
     dla = np.array([[9.0, 0.0], [0.5, -3.0], [0.1, 2.0]])
-    assert cs.default_receiver(dla) == Head(2, 1)
+    assert derived.default_receiver(dla) == Head(2, 1)
     state = CircuitsState()
     assert cs.shown_path(state, dla) == PathRequest(Head(2, 1))
     moved = cs.choose_path(state, PathRequest(Head(0, 5), "v"), 3, 2)
@@ -130,9 +131,9 @@ def test_the_graph_source_falls_back_to_what_is_available():
 
 def test_the_default_threshold_shows_about_twenty_edges():
     weights = [(-1) ** i * (i + 1) / 100 for i in range(50)]
-    threshold = cs.default_threshold(weights)
-    assert sum(abs(w) >= threshold for w in weights) == cs.TOP_EDGES
-    assert cs.default_threshold([0.5, -0.2]) == 0.2 and cs.default_threshold([]) == 0.0
+    threshold = derived.default_threshold(weights)
+    assert sum(abs(w) >= threshold for w in weights) == derived.TOP_EDGES
+    assert derived.default_threshold([0.5, -0.2]) == 0.2 and derived.default_threshold([]) == 0.0
     state = CircuitsState(threshold=9.0)
     assert cs.shown_threshold(state, [0.5, -0.7]) == 0.7  # clamped to the largest
     assert cs.shown_threshold(CircuitsState(), [0.5, -0.7]) == 0.5
@@ -151,14 +152,14 @@ def test_composition_edges_keep_the_strongest_pairs_of_each_kind():
     q[0, 2], q[0, 3], q[1, 2] = 0.9, 0.1, 0.4
     k = np.where(np.isnan(q), np.nan, 0.05)
     pairs = Composition(n_heads=2, q=q, k=k, v=k)
-    graph = cs.composition_graph(pairs, 2, ["q", "v"], keep=2)
+    graph = derived.composition_graph(pairs, 2, ["q", "v"], keep=2)
     assert [(str(e.sender), str(e.receiver), e.input, e.weight) for e in graph.edges] == [
         ("0.0", "1.0", "q", 0.9),
         ("0.1", "1.0", "q", 0.4),
         ("0.0", "1.0", "v", 0.05),
         ("0.0", "1.1", "v", 0.05),
     ]
-    assert cs.default_composition_receiver(pairs, "q") == Head(1, 0)
+    assert derived.default_composition_receiver(pairs, "q") == Head(1, 0)
 
 
 def test_endings_name_where_the_strongest_edges_end_against_dla():
@@ -168,11 +169,43 @@ def test_endings_name_where_the_strongest_edges_end_against_dla():
         Edge(Head(0, 1), Head(1, 0), "k", -0.5),
         Edge(Head(1, 1), Head(2, 0), "v", 0.2),
     ]
-    said = cs.endings(edges, dla, n_edges=3, n_top=2)
+    said = derived.endings(edges, dla, n_edges=3, n_top=2)
     assert said == (
         "The 3 strongest edges end at 1.0 (DLA rank 1, 2 edges), 2.0 (DLA rank 4, "
         "1 edge); 1 of the 2 heads direct logit attribution ranks highest receive "
         "one."
     )
-    assert cs.dla_ranks(dla)[Head(1, 1)] == 2
-    assert cs.endings([], dla) == "No edge is above the threshold."
+    assert derived.dla_ranks(dla)[Head(1, 1)] == 2
+    assert derived.endings([], dla) == "No edge is above the threshold."
+
+
+def test_each_choice_has_its_own_typed_transition_and_changes_only_its_field():
+    state = CircuitsState(task=IOI, threshold=0.5, composition_receiver=Head(2, 1))
+    changed = {
+        "tab": cs.choose_tab(state, "atp"),
+        "exact": cs.set_exact(state, False),
+        "position_head": cs.choose_position_head(state, Head(1, 2)),
+        "edges_on": cs.set_edges(state, True),
+        "edges_mode": cs.choose_edges_mode(state, "direct"),
+        "node": cs.choose_node(state, "k"),
+        "atp_head": cs.choose_atp_head(state, Head(0, 3)),
+        "graph_head": cs.choose_graph_head(state, Head(2, 2)),
+        "weight_score": cs.choose_weight_score(state, "qk_previous"),
+        "twin": cs.choose_twin(state, "prev_previous"),
+    }
+    for field, new in changed.items():
+        diff = {f for f in vars(state) if getattr(new, f) != getattr(state, f)}
+        assert diff == {field}, field
+    assert cs.set_verify_top(state, 5).atp == AtPOptions(verify_top=5)
+    assert cs.set_verify_top(state, -2).atp.verify_top == 0
+    assert cs.set_qk_fix(state, False).atp == AtPOptions(qk_fix=False)
+    assert cs.set_threshold(state, 0.25).threshold == 0.25
+
+
+def test_new_graph_inputs_or_composition_kind_reset_what_depends_on_them():
+    state = CircuitsState(threshold=0.5, composition_receiver=Head(2, 1))
+    inputs = cs.choose_graph_inputs(state, ["v", "q"])
+    assert inputs.graph_inputs == ("q", "v") and inputs.threshold is None
+    kind = cs.choose_composition(state, "k")
+    assert kind.composition == "k" and kind.composition_receiver is None
+    assert cs.choose_composition_receiver(kind, Head(1, 1)).composition_receiver == Head(1, 1)

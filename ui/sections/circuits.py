@@ -61,24 +61,24 @@ def task_inputs(model: LoadedModel, state: CircuitsState) -> CircuitTask:
     top[1].text_input(
         "Answer token (the clean prompt's next token)",
         help=TOKEN_HELP,
-        **bound(Circuits.ANSWER, task.answer, lambda s, text: cs.edit_task(s, answer=text)),
+        **bound(Circuits.ANSWER, task.answer, lambda s, text: cs.edit_task(s, "answer", text)),
     )
     top[2].text_input(
         "Wrong token (compared with it)",
         help=TOKEN_HELP,
-        **bound(Circuits.WRONG, task.wrong, lambda s, text: cs.edit_task(s, wrong=text)),
+        **bound(Circuits.WRONG, task.wrong, lambda s, text: cs.edit_task(s, "wrong", text)),
     )
     left, right = st.columns(2)
     left.text_area(
         "Clean prompt",
         height=90,
-        **bound(Circuits.CLEAN, task.clean, lambda s, text: cs.edit_task(s, clean=text)),
+        **bound(Circuits.CLEAN, task.clean, lambda s, text: cs.edit_task(s, "clean", text)),
     )
     right.text_area(
         "Corrupted prompt (same number of tokens)",
         height=90,
         **bound(
-            Circuits.CORRUPTED, task.corrupted, lambda s, text: cs.edit_task(s, corrupted=text)
+            Circuits.CORRUPTED, task.corrupted, lambda s, text: cs.edit_task(s, "corrupted", text)
         ),
     )
     space_check(model, task)
@@ -189,9 +189,7 @@ def exact_cost_text(model: LoadedModel, base: Baseline) -> str:
 def exact_toggle(model: LoadedModel, state: CircuitsState, label: str, key: str) -> bool:
     """The switch for exact patching of every head (one choice, shown wherever it is asked)."""
     n = model.facts.n_total_heads
-    return st.toggle(
-        label, **bound(key, cs.exact_on(state, n), lambda s, on: cs.edit(s, exact=bool(on)))
-    )
+    return st.toggle(label, **bound(key, cs.exact_on(state, n), cs.set_exact))
 
 
 def measured_cost(model: LoadedModel, ready: Ready, n_runs: int) -> Cost:
@@ -242,7 +240,7 @@ def positions(model: LoadedModel, ready: Ready, state: CircuitsState, effects: A
         "Head",
         heads,
         format_func=str,
-        **bound(Circuits.HEAD, head, lambda s, h: cs.edit(s, position_head=h)),
+        **bound(Circuits.HEAD, head, cs.choose_position_head),
     )
     setup, base = ready.setup, ready.base
     n = setup.n_tokens

@@ -26,6 +26,7 @@ from ui import session
 from ui.keys import Circuits
 from ui.sections.circuits_session import Ready, apply, atp_key, bound
 from ui.state import circuits as cs
+from ui.state import circuits_derived as derived
 from ui.state.circuits import AtPOptions, CircuitsState
 from ui.widgets import job_view
 from viz.circuits_figures import head_grid, position_bars
@@ -64,21 +65,20 @@ def options_form(model: LoadedModel, ready: Ready, state: CircuitsState) -> None
         "QK fix",
         help="For q and k, recompute the attention pattern exactly with the "
         "patched q or k and linearise only after it (AtP*): a saturated softmax has a "
-        f"near-zero gradient however far a patch moves it. Costs {cs.extra_cost(with_qk, plain)}.",
-        **bound(Circuits.QK_FIX, state.atp.qk_fix, lambda s, on: cs.set_atp(s, qk_fix=bool(on))),
+        "near-zero gradient however far a patch moves it. Costs "
+        f"{derived.extra_cost(with_qk, plain)}.",
+        **bound(Circuits.QK_FIX, state.atp.qk_fix, cs.set_qk_fix),
     )
-    c[0].caption(f"QK fix: {cs.extra_cost(with_qk, plain)}")
+    c[0].caption(f"QK fix: {derived.extra_cost(with_qk, plain)}")
     dropped = atp_cost(model, n, qk_fix=state.atp.qk_fix, grad_drop=True)
     c[1].toggle(
         "GradDrop",
         help="Repeat the backward pass once per layer with that layer's "
         "gradient path dropped, and combine (AtP*): exposes effects that cancel along "
         "different paths.",
-        **bound(
-            Circuits.GRAD_DROP, state.atp.grad_drop, lambda s, on: cs.set_atp(s, grad_drop=bool(on))
-        ),
+        **bound(Circuits.GRAD_DROP, state.atp.grad_drop, cs.set_grad_drop),
     )
-    c[1].caption(f"GradDrop: {cs.extra_cost(dropped, base)}")
+    c[1].caption(f"GradDrop: {derived.extra_cost(dropped, base)}")
     c[2].number_input(
         "Check the top heads exactly",
         0,
@@ -86,13 +86,11 @@ def options_form(model: LoadedModel, ready: Ready, state: CircuitsState) -> None
         help="Patch the heads AtP* ranks highest exactly after the estimate: "
         "where first-order estimates miss, they miss on the heads that "
         "matter.",
-        **bound(
-            Circuits.VERIFY_TOP, state.atp.verify_top, lambda s, k: cs.set_atp(s, verify_top=int(k))
-        ),
+        **bound(Circuits.VERIFY_TOP, state.atp.verify_top, cs.set_verify_top),
     )
     top = max(state.atp.verify_top, 1)
     checked = atp_cost(model, n, qk_fix=state.atp.qk_fix, verify_top=top)
-    c[2].caption(f"Checking the top {top}: {cs.extra_cost(checked, base)}")
+    c[2].caption(f"Checking the top {top}: {derived.extra_cost(checked, base)}")
 
 
 def run(model: LoadedModel, ready: Ready, state: CircuitsState) -> AtPFindings | None:
@@ -149,7 +147,7 @@ def heatmaps(result: AtPResult, state: CircuitsState) -> None:
         cs.NODES,
         horizontal=True,
         format_func=NODE_LABELS.__getitem__,
-        **bound(Circuits.NODE, state.node, lambda s, n: cs.edit(s, node=n)),
+        **bound(Circuits.NODE, state.node, cs.choose_node),
     )
     plain, star = getattr(result, node), getattr(result, f"{node}_star")
     shared = node in ("k", "v")
@@ -195,7 +193,7 @@ def positions(ready: Ready, result: AtPResult, state: CircuitsState) -> None:
         "Head, position by position (strongest |AtP*| first by default)",
         heads,
         format_func=str,
-        **bound(Circuits.ATP_HEAD, head, lambda s, h: cs.edit(s, atp_head=h)),
+        **bound(Circuits.ATP_HEAD, head, cs.choose_atp_head),
     )
     setup = ready.setup
     differs = [a != b for a, b in zip(setup.tokens, setup.corrupted_tokens, strict=True)]

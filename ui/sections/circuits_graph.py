@@ -20,6 +20,7 @@ from ui.keys import Circuits
 from ui.sections import circuits_atp, circuits_weights
 from ui.sections.circuits_session import Ready, apply, bound, finished, path_key, weights_key
 from ui.state import circuits as cs
+from ui.state import circuits_derived as derived
 from ui.state.circuits import CircuitsState, GraphSource
 from viz.circuit_graph import MAX_EDGES, circuit_graph_figure
 
@@ -45,14 +46,14 @@ def edges_form(model: LoadedModel, ready: Ready, state: CircuitsState) -> None:
         help="Every sender into every later head's "
         "q, k and v: the sender's clean output moved into the receiver's input "
         "exactly, only the step from there to LD linearised.",
-        **bound(Circuits.EDGES, on, lambda s, v: cs.edit(s, edges_on=bool(v))),
+        **bound(Circuits.EDGES, on, cs.set_edges),
     )
     c[1].radio(
         "Edge estimates",
         cs.MLP_MODES,
         horizontal=True,
         format_func=lambda m: f"{MODE_LABELS[m]}: {costs[m].describe()}",
-        **bound(Circuits.EDGES_MODE, state.edges_mode, lambda s, v: cs.edit(s, edges_mode=v)),
+        **bound(Circuits.EDGES_MODE, state.edges_mode, cs.choose_edges_mode),
     )
 
 
@@ -93,7 +94,7 @@ def graphs(
     if weights is None and state.graph_source == "weights":
         weights = circuits_weights.weights(model, state)
     out["weights"] = (
-        cs.composition_graph(weights.composition, facts.n_layers, state.graph_inputs)
+        derived.composition_graph(weights.composition, facts.n_layers, state.graph_inputs)
         if weights is not None
         else "the weights are not read yet"
     )
@@ -142,7 +143,7 @@ def node_picker(
         "Head in the graph (or click a node)",
         nodes,
         format_func=str,
-        **bound(Circuits.GRAPH_NODE, head, lambda s, h: cs.edit(s, graph_head=h)),
+        **bound(Circuits.GRAPH_NODE, head, cs.choose_graph_head),
     )
     ins = [e for e in shown if e.receiver == head]
     outs = [e for e in shown if e.sender == head]
@@ -175,7 +176,7 @@ def draw(
             **bound(
                 Circuits.THRESHOLD,
                 float(min(threshold, top)),
-                lambda s, v: cs.edit(s, threshold=float(v)),
+                cs.set_threshold,
             ),
         )
     shown = graph.above(threshold).edges[:MAX_EDGES]
@@ -202,7 +203,7 @@ def draw(
     prompt = ready.task.clean if ready is not None else None
     node_picker(shown, state, prompt, list(all_heads(facts.n_layers, facts.n_heads)))
     if ready is not None and source != "weights":
-        st.info(cs.endings(shown, ready.base.attribution.heads))
+        st.info(derived.endings(shown, ready.base.attribution.heads))
     with st.expander(f"The {len(shown)} edges shown"):
         st.dataframe(
             edge_table(shown, prompt),
@@ -241,7 +242,7 @@ def section(model: LoadedModel, ready: Ready | None, state: CircuitsState) -> No
         **bound(
             Circuits.GRAPH_INPUTS,
             list(state.graph_inputs),
-            lambda s, v: cs.edit(s, graph_inputs=tuple(v), threshold=None),
+            cs.choose_graph_inputs,
         ),
     )
     graph = found[source]

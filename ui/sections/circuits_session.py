@@ -97,7 +97,7 @@ def tabs(state: CircuitsState) -> dict[cs.Tab, Any]:
         labels,
         key=Circuits.TAB,
         on_change=_from_widget,
-        args=(Circuits.TAB, lambda s, label: cs.edit(s, tab=by_label[label])),
+        args=(Circuits.TAB, lambda s, label: cs.choose_tab(s, by_label[label])),
     )
     return dict(zip(TAB_LABELS, made, strict=True))
 

@@ -33,6 +33,7 @@ from ui.runtime.job_keys import CorpusScoresKey, RepeatedKey
 from ui.sections import heads
 from ui.sections.circuits_session import apply, bound, finished, weights_key
 from ui.state import circuits as cs
+from ui.state import circuits_derived as derived
 from ui.state.circuits import CircuitsState
 from ui.widgets import job_view
 from viz.circuits_figures import head_grid, weight_score_grid, weight_vs_data
@@ -83,7 +84,7 @@ def per_head(found: WeightFindings, state: CircuitsState) -> None:
         "Per-head score",
         list(SCORES),
         format_func=SCORES.__getitem__,
-        **bound(Circuits.WEIGHT_SCORE, state.weight_score, lambda s, v: cs.edit(s, weight_score=v)),
+        **bound(Circuits.WEIGHT_SCORE, state.weight_score, cs.choose_weight_score),
     )
     basis = (
         "the token basis, W_E W_V W_O W_U (tied embeddings)"
@@ -142,20 +143,18 @@ def composition_view(model: LoadedModel, found: WeightFindings, state: CircuitsS
         **bound(
             Circuits.COMPOSITION,
             state.composition,
-            lambda s, v: cs.edit(s, composition=v, composition_receiver=None),
+            cs.choose_composition,
         ),
     )
     receivers = [pairs.head(i) for i in range(facts.n_heads, facts.n_layers * facts.n_heads)]
     receiver = state.composition_receiver
     if receiver not in receivers:
-        receiver = cs.default_composition_receiver(pairs, kind)
+        receiver = derived.default_composition_receiver(pairs, kind)
     receiver = c[1].selectbox(
         "Receiver",
         receivers,
         format_func=str,
-        **bound(
-            Circuits.COMPOSITION_RECEIVER, receiver, lambda s, v: cs.edit(s, composition_receiver=v)
-        ),
+        **bound(Circuits.COMPOSITION_RECEIVER, receiver, cs.choose_composition_receiver),
     )
     column = getattr(pairs, kind)[:, receiver.layer * facts.n_heads + receiver.index]
     grid = column.reshape(facts.n_layers, facts.n_heads)
@@ -243,7 +242,7 @@ def twins(model: LoadedModel, found: WeightFindings, state: CircuitsState) -> No
         "Pair",
         list(TWINS),
         format_func=lambda p: f"{SCORES[TWINS[p][0]]} vs {TWINS[p][2]}",
-        **bound(Circuits.TWIN, state.twin, lambda s, v: cs.edit(s, twin=v)),
+        **bound(Circuits.TWIN, state.twin, cs.choose_twin),
     )
     weight_name, data_name, data_label = TWINS[pair]
     weight, measured = getattr(found.scores, weight_name), data_values[data_name]

@@ -12,23 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 import numpy as np
 
-from models.circuits.composition import Composition
-from models.circuits.cost import PassPlan
-from models.circuits.graph import CircuitGraph, Edge
 from models.circuits.head_weights import Projection
 from models.circuits.paths import MLPMode
 from models.circuits.task import CircuitTask
 from models.head import Head
+from ui.state.circuits_derived import default_receiver, default_threshold
 
 OWN = "Your own prompts"
 AUTO_S = 15.0  # work estimated to take at most this long runs without being asked
 MAX_PATHS = 16  # path patching requests remembered (the graph draws the finished ones)
-TOP_EDGES = 20  # the default threshold shows about this many edges
-KEPT_PAIRS = 400  # composition edges kept per kind before the threshold
 
 Tab = Literal["patching", "atp", "paths", "weights"]
 TABS: tuple[Tab, ...] = get_args(Tab)
@@ -38,6 +34,8 @@ GraphSource = Literal["estimates", "paths", "weights"]
 GRAPH_SOURCES: tuple[GraphSource, ...] = get_args(GraphSource)
 INPUTS: tuple[Projection, ...] = get_args(Projection)
 MLP_MODES: tuple[MLPMode, ...] = get_args(MLPMode)
+TaskField = Literal["clean", "corrupted", "answer", "wrong"]
+TASK_FIELDS: tuple[TaskField, ...] = get_args(TaskField)
 CostlyWork = Literal["atp", "weights", "data"]  # what waits to be asked for when slow
 EMPTY = CircuitTask("", "", "", "")
 
@@ -82,7 +80,7 @@ class CircuitsState:
         paths: path patching asked for, oldest first (the graph draws the finished ones).
         graph_source: where the graph's edges come from (None: the best available).
         graph_inputs: which receiver inputs the graph draws.
-        threshold: the graph's smallest |weight| (None: about :data:`TOP_EDGES` edges).
+        threshold: the graph's smallest |weight| (None: about twenty edges).
         graph_head: the node picked in the graph.
         composition: the composition kind the weights section shows.
         composition_receiver: its receiver (None: the most composed-into head).
@@ -156,15 +154,19 @@ def choose_preset(
     return _task_changed(replace(state, preset=name), tasks[name])
 
 
-def edit_task(state: CircuitsState, **fields: str) -> CircuitsState:
-    """New text in one of the task's inputs (``clean``, ``corrupted``, ``answer``, ``wrong``)."""
-    return _task_changed(state, replace(state.task, **fields))
+def edit_task(state: CircuitsState, field: TaskField, text: str) -> CircuitsState:
+    """New text in one of the task's inputs."""
+    return _task_changed(state, replace(state.task, **{field: str(text)}))
 
 
 def put_space_back(state: CircuitsState, field: Literal["answer", "wrong"]) -> CircuitsState:
     """The answer or wrong token with a leading space (the word as the model writes it)."""
     text = getattr(state.task, field)
-    return edit_task(state, **{field: " " + text.lstrip()})
+    return edit_task(state, field, " " + text.lstrip())
+
+
+def choose_tab(state: CircuitsState, tab: Tab) -> CircuitsState:
+    return replace(state, tab=tab)
 
 
 # --- what runs ------------------------------------------------------------------------------------
@@ -191,38 +193,49 @@ def atp_options(state: CircuitsState, edges_s: float) -> AtPOptions:
     return replace(state.atp, edges=state.edges_mode if on else None)
 
 
-def set_atp(state: CircuitsState, **changes: Any) -> CircuitsState:
-    return replace(state, atp=replace(state.atp, **changes))
+def set_exact(state: CircuitsState, on: bool) -> CircuitsState:
+    """Patch every head exactly (on), or estimate only (off)."""
+    return replace(state, exact=bool(on))
 
 
-def extra_cost(more: PassPlan, base: PassPlan) -> str:
-    """What ``more`` costs beyond ``base``: ``+14.5 backward passes, about +6 s, +38 MB``."""
-    parts = []
-    for name, diff in (
-        ("forward", more.forward_passes - base.forward_passes),
-        ("backward", more.backward_passes - base.backward_passes),
-    ):
-        if diff > 0:
-            parts.append(f"+{diff:.3g} {name} pass{'' if diff == 1 else 'es'}")
-    seconds = more.seconds - base.seconds
-    parts.append(f"about +{seconds:.2g} s" if seconds >= 0.05 else "under +0.1 s")
-    extra_mb = (more.peak_bytes - base.peak_bytes) / 2**20
-    if extra_mb >= 1:
-        parts.append(f"+{extra_mb:.0f} MB")
-    return ", ".join(parts)
+def choose_position_head(state: CircuitsState, head: Head) -> CircuitsState:
+    """The head patched position by position."""
+    return replace(state, position_head=head)
+
+
+def set_qk_fix(state: CircuitsState, on: bool) -> CircuitsState:
+    return replace(state, atp=replace(state.atp, qk_fix=bool(on)))
+
+
+def set_grad_drop(state: CircuitsState, on: bool) -> CircuitsState:
+    return replace(state, atp=replace(state.atp, grad_drop=bool(on)))
+
+
+def set_verify_top(state: CircuitsState, n_heads: int) -> CircuitsState:
+    """How many of the top heads exact patching checks (0: none)."""
+    return replace(state, atp=replace(state.atp, verify_top=max(int(n_heads), 0)))
+
+
+def set_edges(state: CircuitsState, on: bool) -> CircuitsState:
+    """Estimate every edge too (on) or not (off)."""
+    return replace(state, edges_on=bool(on))
+
+
+def choose_edges_mode(state: CircuitsState, mode: MLPMode) -> CircuitsState:
+    return replace(state, edges_mode=mode)
+
+
+def choose_node(state: CircuitsState, node: Node) -> CircuitsState:
+    """Which AtP* estimate the heatmap shows."""
+    return replace(state, node=node)
+
+
+def choose_atp_head(state: CircuitsState, head: Head) -> CircuitsState:
+    """The head whose per-position estimate is shown."""
+    return replace(state, atp_head=head)
 
 
 # --- path patching and the graph --------------------------------------------------------------
-
-
-def default_receiver(dla: np.ndarray) -> Head:
-    """The head (above layer 0) whose direct effect on LD is largest: where a circuit ends."""
-    later = np.asarray(dla, dtype=np.float64).copy()
-    later[0] = -np.inf
-    if later.shape[0] < 2 or not np.isfinite(later).any():
-        return Head(min(1, later.shape[0] - 1), 0)
-    layer, index = np.unravel_index(int(np.nanargmax(later)), later.shape)
-    return Head(int(layer), int(index))
 
 
 def shown_path(state: CircuitsState, dla: np.ndarray) -> PathRequest:
@@ -262,20 +275,28 @@ def shown_source(state: CircuitsState, available: Sequence[GraphSource]) -> Grap
     return available[0] if available else None
 
 
-def default_threshold(weights: Sequence[float], shown: int = TOP_EDGES) -> float:
-    """A threshold that shows about ``shown`` edges: the ``shown``-th largest ``|weight|``."""
-    sizes = sorted((abs(float(w)) for w in weights if np.isfinite(w) and w != 0), reverse=True)
-    if not sizes:
-        return 0.0
-    return sizes[min(shown, len(sizes)) - 1]
-
-
 def shown_threshold(state: CircuitsState, weights: Sequence[float]) -> float:
     """The chosen threshold within ``[0, max |weight|]``, else :func:`default_threshold`."""
     top = max((abs(float(w)) for w in weights), default=0.0)
     if state.threshold is None:
         return default_threshold(weights)
     return min(max(state.threshold, 0.0), top)
+
+
+def set_threshold(state: CircuitsState, threshold: float) -> CircuitsState:
+    """The graph's smallest |weight|."""
+    return replace(state, threshold=float(threshold))
+
+
+def choose_graph_inputs(state: CircuitsState, inputs: Sequence[Projection]) -> CircuitsState:
+    """Which receiver inputs the graph draws (in q, k, v order); a new default threshold."""
+    chosen = tuple(kind for kind in INPUTS if kind in inputs)
+    return replace(state, graph_inputs=chosen, threshold=None)
+
+
+def choose_graph_head(state: CircuitsState, head: Head) -> CircuitsState:
+    """The node looked at below the graph."""
+    return replace(state, graph_head=head)
 
 
 def pick_node(state: CircuitsState, label: object, n_layers: int, n_heads: int) -> CircuitsState:
@@ -287,71 +308,23 @@ def pick_node(state: CircuitsState, label: object, n_layers: int, n_heads: int) 
     return replace(state, graph_head=head) if head.fits(n_layers, n_heads) else state
 
 
-def composition_graph(
-    composition: Composition, n_layers: int, kinds: Sequence[Projection], keep: int = KEPT_PAIRS
-) -> CircuitGraph:
-    """Composition scores as graph edges: the ``keep`` strongest pairs of each kind."""
-    edges = []
-    for kind in kinds:
-        scores = getattr(composition, kind)
-        flat = np.where(np.isfinite(scores), scores, -np.inf).ravel()
-        top = np.argsort(-flat, kind="stable")[:keep]
-        n = scores.shape[1]
-        edges += [
-            Edge(composition.head(int(i) // n), composition.head(int(i) % n), kind, float(flat[i]))
-            for i in top
-            if np.isfinite(flat[i])
-        ]
-    edges.sort(key=lambda e: (-abs(e.weight), e.receiver, e.sender, e.input))
-    return CircuitGraph(
-        n_layers, composition.n_heads, tuple(edges), None, "composition scores (weights)"
-    )
-
-
-def dla_ranks(dla: np.ndarray) -> dict[Head, int]:
-    """Each head's rank by ``|DLA|`` (1: the largest direct effect on LD)."""
-    values = np.abs(np.nan_to_num(np.asarray(dla, dtype=np.float64)))
-    order = np.argsort(-values, axis=None, kind="stable")
-    n_heads = values.shape[1]
-    return {Head(int(i) // n_heads, int(i) % n_heads): rank + 1 for rank, i in enumerate(order)}
-
-
-def endings(edges: Sequence[Edge], dla: np.ndarray, n_edges: int = 10, n_top: int = 5) -> str:
-    """Where the ``n_edges`` strongest edges end, against direct logit attribution's ranking:
-    ``The 10 strongest edges end at 23.3 (DLA rank 1, 6 edges), …; 2 of the 5 heads DLA ranks
-    highest receive one.``"""
-    strongest = list(edges[:n_edges])
-    if not strongest:
-        return "No edge is above the threshold."
-    ranks = dla_ranks(dla)
-    counts: dict[Head, int] = {}
-    for edge in strongest:
-        counts[edge.receiver] = counts.get(edge.receiver, 0) + 1
-    ends = sorted(counts, key=lambda h: (ranks.get(h, 10**9), h))
-    said = ", ".join(
-        f"{h} (DLA rank {ranks.get(h, '?')}, {counts[h]} edge{'s' if counts[h] != 1 else ''})"
-        for h in ends
-    )
-    top = {h for h, rank in ranks.items() if rank <= n_top}
-    hit = len(top & set(counts))
-    return (
-        f"The {len(strongest)} strongest edges end at {said}; {hit} of the {n_top} heads "
-        f"direct logit attribution ranks highest receive one."
-    )
-
-
 # --- the weights ------------------------------------------------------------------------------
 
 
-def default_composition_receiver(composition: Composition, kind: Projection) -> Head:
-    """The head the strongest ``kind`` composition goes into."""
-    scores = getattr(composition, kind)
-    if not np.isfinite(scores).any():
-        return composition.head(0)
-    flat = int(np.nanargmax(np.where(np.isfinite(scores), scores, -np.inf)))
-    return composition.head(flat % scores.shape[1])
+def choose_weight_score(state: CircuitsState, score: str) -> CircuitsState:
+    """The per-head weight score shown."""
+    return replace(state, weight_score=str(score))
 
 
-def edit(state: CircuitsState, **changes: object) -> CircuitsState:
-    """Any other choice (tab, node, heads, kinds): replaced as given."""
-    return replace(state, **changes)  # type: ignore[arg-type]
+def choose_composition(state: CircuitsState, kind: Projection) -> CircuitsState:
+    """The composition kind shown; its receiver goes back to the most composed-into head."""
+    return replace(state, composition=kind, composition_receiver=None)
+
+
+def choose_composition_receiver(state: CircuitsState, head: Head) -> CircuitsState:
+    return replace(state, composition_receiver=head)
+
+
+def choose_twin(state: CircuitsState, twin: str) -> CircuitsState:
+    """The weight score against data pair shown."""
+    return replace(state, twin=str(twin))
