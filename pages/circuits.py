@@ -6,7 +6,7 @@ import streamlit as st
 
 from ui import session
 from ui.sections import circuits, circuits_atp, circuits_graph, circuits_paths, circuits_weights
-from ui.sections.circuits_session import current_state, tabs
+from ui.sections.circuits_session import current_state, sync_link, tabs
 
 session.page_title("Circuits")
 st.caption(
@@ -37,3 +37,4 @@ with tab["paths"]:
 with tab["weights"]:
     if tab["weights"].open:
         circuits_weights.section(model, state)
+sync_link()  # the address bar opens this task and these choices

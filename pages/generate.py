@@ -33,3 +33,4 @@ st.caption(
     "that keeping four of them (attention sinks) beside the window repairs it (5.60)."
 )
 generate_cache.eviction_section(model)
+generate.sync_link()  # the address bar opens these settings (and this generation)

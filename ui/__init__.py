@@ -2,6 +2,8 @@
 
 - :mod:`ui.session` -- where Streamlit meets the core: this session's model (through the
   operator's policy) and run, links, and the one error renderer;
+- :mod:`ui.links` -- every page's link: the query string read into, and written from, the
+  page's state value;
 - :mod:`ui.keys` -- every session-state key, a class per page;
 - :mod:`ui.text` -- visitor text made safe for Streamlit's markdown;
 - :mod:`ui.serve` -- starts the web server (``make run``, ``make serve-class``);

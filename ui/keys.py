@@ -46,7 +46,6 @@ class Explorer(StrEnum):
     DIRECTION = "explorer_dir"
     SCALE = "explorer_scale"
     RANGE = "explorer_norm"
-    SKIP_FIRST = "explorer_skip0"
     PIN = "explorer_pin"
     WEIGHTED = "explorer_vw"
     GRID_SHOWN = "explorer_grid_shown"
@@ -163,6 +162,7 @@ class Circuits(StrEnum):
     COMPOSITION_RECEIVER = "circuits_composition_receiver"
     TWIN = "circuits_twin"
     RUN_DATA = "circuits_run_data"
+    URL = "circuits_url"
 
 
 class Scaling(StrEnum):
@@ -254,6 +254,7 @@ class Generate(StrEnum):
     SERIES_FIGURE = "generate_series_fig"
     SINK_GRID = "generate_sink_grid"
     URL = "generate_url"
+    STEP_URL = "generate_step_url"
     KV_FIGURE = "generate_kv_fig"
     KV_TABLE = "generate_kv_table"
     EVICT_SOURCE = "generate_evict_source"

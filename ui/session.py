@@ -9,7 +9,6 @@ there is nothing to show. Every failure meant for the user is a
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 from urllib.parse import urlencode
 
@@ -25,17 +24,17 @@ from models.model.facts import ModelFacts
 from models.model.forward import tokenize
 from models.model.loading import LoadedModel
 from models.progress import Progress
+from ui import links
 from ui.keys import Session, Sidebar
 from ui.runtime import server
 from ui.runtime.job_keys import ConvertKey, RunKey
 from ui.runtime.policy import AllowedSpec, admit
 from ui.sections.examples import default_prompt
-from ui.state.sidebar import ModelChoice, source_of
+from ui.state.explorer import ExplorerView
+from ui.state.sidebar import DEFAULT_CHOICE, ModelChoice, choice_from_link
 from ui.text import md
 from ui.widgets import job_view
-from viz.view_state import ViewState, from_query, to_query
 
-MAX_LINK_PROMPT = 2000
 DISK_SHARES = 2  # converted checkpoints and pruned exports each get half of ATLAS_DISK_MB
 
 
@@ -73,36 +72,38 @@ def show_error(err: UserError) -> None:
 
 
 def seed_from_link() -> None:
-    """Seed the sidebar from the URL once per session."""
+    """Read the URL once per session: the sidebar's widgets start from its model, dtype and
+    prompt (the defaults of :class:`ui.state.sidebar.ModelChoice` where it names none), and each
+    page takes its own state from it on its first visit."""
     if Session.LINK in st.session_state:
         return
-    link, notes = from_query(st.query_params.to_dict())
+    link = links.parse(st.query_params.to_dict(), server.current().prompts.load)
     st.session_state[Session.LINK] = link
-    st.session_state[Session.LINK_NOTES] = notes
-    source, name = source_of(link.model or "bundled")
-    st.session_state[Sidebar.SOURCE] = source
-    if name:
-        st.session_state[Sidebar.NAME] = name
-    prompt = link.prompt
-    if prompt is None and link.prompt_id is not None:
-        prompt = server.current().prompts.load(link.prompt_id)
-        if prompt is None:
-            notes.append(
-                f"This link points to a stored prompt (id {link.prompt_id[:16]}) that "
-                "this server does not hold: it may come from another server or have "
-                "expired. The default example is shown instead; paste the text into "
-                "the sidebar to see it."
-            )
-    st.session_state[Sidebar.PROMPT] = prompt if prompt is not None else default_prompt(source)
+    st.session_state[Session.LINK_NOTES] = list(link.notes.get("sidebar", ()))
+    choice = choice_from_link(link.shared.model, link.shared.dtype)
+    ss = st.session_state
+    ss[Sidebar.SOURCE], ss[Sidebar.NAME], ss[Sidebar.DTYPE] = (
+        choice.source,
+        choice.name,
+        choice.dtype,
+    )
+    ss[Sidebar.DEVICE], ss[Sidebar.PLACEMENT] = choice.device, choice.placement
+    ss[Sidebar.TRUST] = choice.trust
+    prompt = link.shared.prompt
+    ss[Sidebar.PROMPT] = prompt if prompt is not None else default_prompt(choice.source)
 
 
-def link_state() -> ViewState:
-    """The view the page was opened with (layer/head/token from the URL)."""
-    return st.session_state.get(Session.LINK, ViewState())
+def opened_with() -> links.Link:
+    """What the URL the session was opened with asked for (every page's state)."""
+    found = st.session_state.get(Session.LINK)
+    return found if isinstance(found, links.Link) else links.Link()
 
 
-def link_notes() -> list[str]:
-    return st.session_state.get(Session.LINK_NOTES, [])
+def link_notes(page: links.Page) -> list[str]:
+    """What the opening link asked for that ``page`` could not show; the sidebar's part is told
+    once, on the first page that asks."""
+    shared = st.session_state.pop(Session.LINK_NOTES, [])
+    return [*shared, *opened_with().notes.get(page, ())]
 
 
 def current_prompt() -> str:
@@ -110,15 +111,15 @@ def current_prompt() -> str:
 
 
 def model_choice() -> ModelChoice:
-    """The sidebar's model widgets as one value."""
-    ss = st.session_state
+    """The sidebar's model widgets as one value (their defaults: ``ModelChoice()``'s)."""
+    ss, default = st.session_state, DEFAULT_CHOICE
     return ModelChoice(
-        source=ss.get(Sidebar.SOURCE, "bundled"),
-        name=ss.get(Sidebar.NAME) or "",
-        device=ss.get(Sidebar.DEVICE, "cpu"),
-        dtype=ss.get(Sidebar.DTYPE, "float32"),
-        placement=ss.get(Sidebar.PLACEMENT, "one"),
-        trust=bool(ss.get(Sidebar.TRUST, False)),
+        source=ss.get(Sidebar.SOURCE, default.source),
+        name=ss.get(Sidebar.NAME) or default.name,
+        device=ss.get(Sidebar.DEVICE, default.device),
+        dtype=ss.get(Sidebar.DTYPE, default.dtype),
+        placement=ss.get(Sidebar.PLACEMENT, default.placement),
+        trust=bool(ss.get(Sidebar.TRUST, default.trust)),
     )
 
 
@@ -334,25 +335,28 @@ def model_and_run() -> tuple[LoadedModel | None, AttentionRun | None]:
 # --- links -----------------------------------------------------------------------------------
 
 
-def link_query(view: ViewState, prompt: str | None = None) -> dict[str, str]:
-    """Query parameters of ``view`` for the current model and ``prompt`` (the sidebar's by
-    default). A prompt over :data:`MAX_LINK_PROMPT` characters is stored on the server and the
-    link carries its id."""
+def page_query(
+    state: links.PageState, prompt: str | None = None, limit: int = links.MAX_LINK_TEXT
+) -> dict[str, str]:
+    """The query string that opens ``state``'s page as it is, on the model that loaded last, the
+    sidebar's dtype and ``prompt`` (the sidebar's by default); see :func:`ui.links.query`."""
     good = st.session_state.get(Session.GOOD_MODEL)
-    prompt = current_prompt() if prompt is None else prompt
-    short = len(prompt) <= MAX_LINK_PROMPT
-    pid = None
-    if not short and prompt.strip():
-        pid = server.current().prompts.save(prompt, job_view.session_id())
-    return to_query(
-        replace(
-            view, model=good.name if good else None, prompt=prompt if short else None, prompt_id=pid
-        )
+    shared = links.Shared(
+        model=good.name if isinstance(good, AllowedSpec) else None,
+        dtype=model_choice().dtype,
+        prompt=current_prompt() if prompt is None else prompt,
     )
+    sid = job_view.session_id()
+    return links.query(shared, state, lambda text: server.current().prompts.save(text, sid), limit)
+
+
+def page_url(state: links.PageState, prompt: str | None = None) -> str:
+    """Relative URL that opens ``state``'s page as it is (see :func:`page_query`)."""
+    path = links.PAGE_PATHS[links.page_of(state)]
+    return f"./{path}?" + urlencode(page_query(state, prompt))
 
 
 def explorer_link(head: Head, token: int | None = None, prompt: str | None = None) -> str:
-    """Relative URL that opens the explorer on ``head`` for the current model and ``prompt``
-    (the sidebar's by default)."""
-    view = ViewState(layer=head.layer, head=head.index, token=token)
-    return "./?" + urlencode(link_query(view, prompt))
+    """Relative URL that opens the explorer on ``head`` (and query ``token``) for the current
+    model and ``prompt`` (the sidebar's by default)."""
+    return page_url(ExplorerView(head=head, token=token), prompt)

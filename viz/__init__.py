@@ -4,7 +4,6 @@
   per-head score grids;
 - :mod:`viz.thumbnails` -- head pictures and overviews as PNG;
 - :mod:`viz.token_view` -- the prompt as escaped, shaded token spans;
-- :mod:`viz.view_state` -- what a link opens: model, prompt, layer, head, token;
 - :mod:`viz.export` -- CSV with spreadsheet-formula guards;
 - :mod:`viz.html_export` -- a view as one self-contained HTML file (no network);
 - :mod:`viz.compare_figures` -- two prompts: divergence grid and A − B heatmap;

@@ -4,10 +4,12 @@ import base64
 import json
 import re
 from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
+from ui import links
 from ui.runtime import server
 from ui.runtime.settings import Settings
 
@@ -122,3 +124,10 @@ def strip_weights(at: AppTest, which: int = 0) -> np.ndarray:
     browser decodes them (NaN: masked)."""
     shaded = component_data_all(at, "atlas_token_strip")[which]["shaded"]
     return np.frombuffer(base64.b64decode(shaded["weights"]), "<f4").astype(np.float64)
+
+
+def opened(query: dict[str, str] | str) -> links.Link:
+    """What a link opens (a query dict, or a URL), its stored prompts read from this server."""
+    if isinstance(query, str):
+        query = dict(parse_qsl(urlsplit(query).query, keep_blank_values=True))
+    return links.parse(query, server.current().prompts.load)

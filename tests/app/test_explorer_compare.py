@@ -8,7 +8,6 @@ captured token pattern.
 import json
 import re
 from dataclasses import replace
-from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
 import pytest
@@ -18,11 +17,18 @@ from models.capture.rollout import rollout_weights
 from models.capture.run import capture
 from models.capture.spans import SPAN_RULE
 from models.capture.words import WORD_RULE
-from tests.app.helpers import component_data, detail_heatmap, open_app, strip_weights, texts
+from models.head import Head
+from tests.app.helpers import (
+    component_data,
+    detail_heatmap,
+    open_app,
+    opened,
+    strip_weights,
+    texts,
+)
 from ui.keys import Explorer, Session
 from ui.state import explorer as state
 from viz.compare_figures import DIVERGENCE_FLOOR, divergence_text
-from viz.view_state import from_query
 
 A = "the cat sat on the mat because it was warm"
 B = "the dog sat on the mat because it was warm"
@@ -75,19 +81,23 @@ def test_the_link_carries_the_mode_and_both_prompts():
     view = at.session_state[Session.EXPLORER]
     assert (view.mode, view.prompt_b, view.head.layer, view.head.index) == ("compare", B, 2, 1)
     synced = component_data(at, "atlas_url_sync")["query"]
-    parsed, notes = from_query(synced)
-    assert (
-        parsed.mode,
-        parsed.prompt,
-        parsed.prompt_b,
-        parsed.layer,
-        parsed.head,
-        parsed.token,
-    ) == ("compare", A, B, 2, 1, 4) and notes == []
+    parsed = opened(synced)
+    view = parsed.explorer
+    assert (parsed.shared.prompt, view.mode, view.prompt_b, view.head, view.token) == (
+        A,
+        "compare",
+        B,
+        Head(2, 1),
+        4,
+    ) and not any(parsed.notes.values())
     row = at.dataframe[0].value.iloc[0]
-    linked, _ = from_query(dict(parse_qsl(urlsplit(row["link"]).query)))
-    assert (linked.mode, linked.prompt, linked.prompt_b) == ("compare", A, B)
-    assert f"{linked.layer}.{linked.head}" == row["L.H"]
+    linked = opened(row["link"])
+    assert (linked.explorer.mode, linked.shared.prompt, linked.explorer.prompt_b) == (
+        "compare",
+        A,
+        B,
+    )
+    assert str(linked.explorer.head) == row["L.H"]
 
 
 def test_prompts_of_different_lengths_state_what_is_unaligned():
@@ -265,13 +275,13 @@ def test_the_circuits_page_links_its_pair_into_compare_mode(bundled):
     found = [m.value for m in at.markdown if "Compare these two prompts" in str(m.value)]
     assert len(found) == 1
     url = re.search(r"\((\./\?[^)]*)\)", found[0]).group(1)
-    linked, notes = from_query(dict(parse_qsl(urlsplit(url).query)))
-    assert (linked.mode, linked.prompt, linked.prompt_b, linked.model) == (
-        "compare",
-        task.clean,
-        task.corrupted,
-        "bundled",
-    ) and notes == []
+    linked = opened(url)
+    assert (
+        linked.explorer.mode,
+        linked.shared.prompt,
+        linked.explorer.prompt_b,
+        linked.shared.model,
+    ) == ("compare", task.clean, task.corrupted, "bundled") and not any(linked.notes.values())
 
 
 @pytest.mark.parametrize("mode", ["single", "compare"])

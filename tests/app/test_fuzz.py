@@ -7,20 +7,23 @@ from hypothesis import strategies as st
 from models.capture.run import capture
 from models.errors import PromptError
 from tests.app.helpers import open_app
-from viz.view_state import clamp, from_query
+from ui import links
+from ui.state.explorer import RunShape, clamp
 
 query_values = st.one_of(st.text(max_size=12), st.integers(-(10**6), 10**6).map(str))
-optional_keys = dict.fromkeys(("layer", "head", "token"), query_values)
+LINK_KEYS = ("layer", "head", "token", "span", "scale", "range", "by", "dir", "weighted", "dtype")
+optional_keys = dict.fromkeys(LINK_KEYS, query_values)
 queries = st.fixed_dictionaries({}, optional=optional_keys)
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow])
 @given(queries, st.integers(1, 48), st.integers(1, 32), st.integers(1, 600))
 def test_any_query_string_parses_into_range(query, n_layers, n_heads, n_tokens):
-    view, _ = from_query(query)
-    fixed, _ = clamp(view, n_layers, n_heads, n_tokens)
-    assert 0 <= fixed.layer < n_layers and 0 <= fixed.head < n_heads
+    view = links.parse(query, {}.get).explorer
+    fixed, _ = clamp(view, RunShape(n_layers, n_heads, n_tokens))
+    assert 0 <= fixed.head.layer < n_layers and 0 <= fixed.head.index < n_heads
     assert fixed.token is None or 0 <= fixed.token < n_tokens
+    assert fixed.span is None or 0 <= fixed.span[0] < fixed.span[1] <= n_tokens
 
 
 @settings(

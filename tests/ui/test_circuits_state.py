@@ -209,3 +209,16 @@ def test_new_graph_inputs_or_composition_kind_reset_what_depends_on_them():
     kind = cs.choose_composition(state, "k")
     assert kind.composition == "k" and kind.composition_receiver is None
     assert cs.choose_composition_receiver(kind, Head(1, 1)).composition_receiver == Head(1, 1)
+
+
+def test_a_link_s_choices_stay_when_the_model_is_first_known():
+    linked = CircuitsState(preset="Copying", task=COPY, tab="atp", node="k", threshold=0.2)
+    state = cs.for_model(linked, "m1", TASKS)
+    assert state == replace(linked, model="m1")
+    edited = cs.for_model(replace(linked, task=replace(COPY, answer=" d")), "m1", TASKS)
+    assert edited.preset == OWN and edited.task.answer == " d"
+    named = cs.for_model(CircuitsState(preset="Copying"), "m1", TASKS)
+    assert named.task == COPY
+    fresh = cs.for_model(CircuitsState(), "m1", TASKS)
+    assert (fresh.preset, fresh.task) == ("Names (IOI)", IOI)
+    assert cs.for_model(CircuitsState(preset="gone"), "m1", TASKS).preset == "Names (IOI)"

@@ -3,9 +3,7 @@
 from dataclasses import replace
 
 import numpy as np
-import pytest
 
-from models.generate.settings import MAX_NEW_TOKENS, GenerationSettings
 from models.head import Head
 from ui.state import generate as gs
 from ui.state.generate import GenerateState, Request
@@ -60,68 +58,6 @@ def test_the_shown_head_is_chosen_or_the_one_that_looks_least_at_position_0():
     assert gs.shown_head(replace(GenerateState(), head=Head(0, 1)), sink) == Head(0, 1)
     assert gs.shown_head(replace(GenerateState(), head=Head(9, 9)), sink) == Head(2, 1)
     assert gs.choose_head(GenerateState(), Head(7, -1), 3, 2).head == Head(2, 0)
-
-
-@pytest.mark.parametrize(
-    "settings",
-    [
-        GenerationSettings(max_new_tokens=32, chat=True),
-        GenerationSettings(
-            max_new_tokens=7, decoding="sample", temperature=0.8, top_k=50, top_p=0.95, seed=123456
-        ),
-        GenerationSettings(max_new_tokens=1, decoding="sample", temperature=0.25, seed=0),
-    ],
-)
-def test_link_params_round_trip(settings):
-    parsed, notes = gs.parse_link(gs.link_params(settings))
-    assert not notes
-    assert gs.effective(parsed, True) == gs.effective(settings, True)
-
-
-def test_link_params_spell_the_settings_as_the_core_does():
-    sampled = GenerationSettings(
-        max_new_tokens=40, decoding="sample", temperature=0.8, top_k=50, top_p=0.95, seed=7
-    )
-    assert dict(gs.link_params(sampled)) == {
-        "n": "40",
-        "chat": "0",
-        "decoding": "sample",
-        "temp": "0.8",
-        "top_k": "50",
-        "top_p": "0.95",
-        "seed": "7",
-    }
-
-
-def test_garbage_in_a_link_becomes_notes_and_numbers_fit_the_widgets():
-    link = (
-        ("n", "99999"),
-        ("decoding", "sample"),
-        ("temp", "x"),
-        ("top_k", "-3"),
-        ("top_p", "7"),
-        ("seed", "7"),
-    )
-    settings, notes = gs.parse_link(link)
-    assert settings.max_new_tokens == MAX_NEW_TOKENS and settings.sampling
-    assert settings.seed == 7 and settings.temperature == 1.0 and settings.top_k is None
-    assert settings.top_p == 1.0 and len(notes) == 4
-    assert any("99999" in n for n in notes) and any("temp='x'" in n for n in notes)
-
-
-def test_a_zero_temperature_in_a_link_is_kept_for_the_page_to_refuse():
-    settings, notes = gs.parse_link((("decoding", "sample"), ("temp", "0")))
-    assert not notes and settings.temperature == 0.0 and settings.seed == 0
-    assert settings.problems()  # the page says why, in the generation's own words
-
-
-def test_a_link_with_settings_asks_for_a_generation_once_the_model_is_known():
-    link = (("n", "6"), ("chat", "0"), ("decoding", "sample"), ("temp", "0.9"), ("seed", "3"))
-    state, notes = gs.from_link(link, layer=1, head=2)
-    assert state.pending and state.head == Head(1, 2) and not notes
-    assert state.settings.max_new_tokens == 6 and not state.settings.chat
-    plain, _ = gs.from_link(None, 0, 0)
-    assert not plain.pending and plain.head is None and plain.request is None
 
 
 def test_suggested_budgets_are_powers_of_two_below_the_length():

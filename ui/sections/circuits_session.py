@@ -19,6 +19,8 @@ from ui.runtime import server
 from ui.runtime.job_keys import AttributionKey, CircuitKey, PathKey, PresetsKey, WeightsKey
 from ui.state import circuits as cs
 from ui.state.circuits import AtPOptions, CircuitsState, PathRequest
+from ui.text import md
+from ui.widgets import components
 
 TAB_LABELS: dict[cs.Tab, str] = {
     "patching": "Patching and direct attribution",
@@ -52,8 +54,7 @@ def preset_tasks(model: LoadedModel) -> dict[str, CircuitTask]:
 
 def current_state(model: LoadedModel) -> CircuitsState:
     """The session's state for ``model`` (a new model starts from its first preset)."""
-    found = st.session_state.get(Circuits.STATE)
-    state = found if isinstance(found, CircuitsState) else CircuitsState()
+    state = stored()
     spec = session.allowed_spec(model)
     if state.model != spec:
         state = cs.for_model(state, spec, preset_tasks(model))
@@ -62,8 +63,15 @@ def current_state(model: LoadedModel) -> CircuitsState:
 
 
 def stored() -> CircuitsState:
+    """The session's state, or the one its link asked for (its notes shown once)."""
     found = st.session_state.get(Circuits.STATE)
-    return found if isinstance(found, CircuitsState) else CircuitsState()
+    if isinstance(found, CircuitsState):
+        return found
+    for note in session.link_notes("circuits"):
+        st.info(md(note))
+    state = session.opened_with().circuits
+    save(state)
+    return state
 
 
 def save(state: CircuitsState) -> None:
@@ -100,6 +108,13 @@ def tabs(state: CircuitsState) -> dict[cs.Tab, Any]:
         args=(Circuits.TAB, lambda s, label: cs.choose_tab(s, by_label[label])),
     )
     return dict(zip(TAB_LABELS, made, strict=True))
+
+
+def sync_link() -> None:
+    """The page's state in the address bar, so a copied link opens this task and these
+    choices."""
+    state = stored()
+    components.sync_url(session.page_query(state, prompt=None), key=Circuits.URL)
 
 
 def atp_key(ready: Ready, options: AtPOptions) -> AttributionKey:

@@ -33,7 +33,7 @@ from ui.sections import explorer_export as export
 from ui.sections import explorer_results as results
 from ui.sections import explorer_strip as strip
 from ui.sections import explorer_why as why
-from ui.sections.explorer_session import current_view, save, seed, strongest, update, view_query
+from ui.sections.explorer_session import current_view, save, seed, strongest, update
 from ui.state import explorer as state
 from ui.state.explorer import ExplorerView, RunShape, unit_of
 from ui.text import md
@@ -343,4 +343,4 @@ def explorer_view(key: RunKey) -> None:
         compare(view, run, key, words)
     else:
         single(view, run, key, words)
-    components.sync_url(view_query(current_view(), key.prompt))
+    components.sync_url(session.page_query(current_view(), key.prompt))

@@ -38,7 +38,7 @@ from ui.keys import Explorer
 from ui.runtime import server
 from ui.runtime.job_keys import CompareKey, RunKey
 from ui.sections import explorer_results as results
-from ui.sections.explorer_session import current_view, save, strongest, update, view_query
+from ui.sections.explorer_session import current_view, save, strongest, update
 from ui.state import explorer as state
 from ui.text import md
 from ui.widgets import components, job_view
@@ -261,7 +261,7 @@ def table(
     view: state.ExplorerView, comparison: Comparison, run_key: RunKey, key: CompareKey
 ) -> None:
     ranking = comparison.ranking()
-    base = view_query(view, run_key.prompt, TABLE_LINK_CHARS)  # long prompts stored once
+    base = session.page_query(view, run_key.prompt, TABLE_LINK_CHARS)  # long prompts stored once
     links = [
         "./?" + urlencode({**base, "layer": str(layer), "head": str(index)})
         for layer, index in zip(ranking["layer"], ranking["index"], strict=True)

@@ -244,7 +244,7 @@ def head_view(view: ExplorerView, pair: Pair, mean: float, compare: CompareKey) 
     with left:
         st.markdown("**A − B**")
         st.plotly_chart(found.difference, width="stretch", key=Explorer.HEATMAP_DIFF)
-        range_note = " without key 0" if view.skip_first and view.colour_range == "view" else ""
+        range_note = " without key 0" if view.skip_first else ""
         st.caption(
             f"Red where A attends more, blue where B does, white where they agree; the "
             f"colours run from −{found.top:.3g} to +{found.top:.3g} (the largest "

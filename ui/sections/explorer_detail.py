@@ -33,7 +33,11 @@ from viz.export import pattern_csv
 from viz.heatmap import HeatmapData, canvas_data, heatmap_data, masked
 
 SCALES: dict[state.ColourScale, str] = {"sqrt": "Square root", "linear": "Linear", "log": "Log"}
-RANGES: dict[state.ColourRange, str] = {"unit": "0 to 1", "view": "This view's largest weight"}
+RANGES: dict[state.ColourRange, str] = {
+    "unit": "0 to 1",
+    "view": "This view's largest weight",
+    "rest": "Its largest weight beyond key 0",
+}
 WHOLE_CSV_TOKENS = 1024  # a whole pattern up to 1,024² cells (~10 MB of CSV); windows beyond
 
 
@@ -44,7 +48,6 @@ def on_colour() -> None:
             view,
             scale=ss.get(Explorer.SCALE, view.scale),
             colour_range=ss.get(Explorer.RANGE, view.colour_range),
-            skip_first=bool(ss.get(Explorer.SKIP_FIRST, view.skip_first)),
             pin_sinks=bool(ss.get(Explorer.PIN, view.pin_sinks)),
         )
     )
@@ -68,7 +71,7 @@ def on_jump(key: RunKey) -> None:
 def colour_options(view: ExplorerView, long: bool) -> None:
     ss = st.session_state
     ss[Explorer.SCALE], ss[Explorer.RANGE] = view.scale, view.colour_range
-    ss[Explorer.SKIP_FIRST], ss[Explorer.PIN] = view.skip_first, view.pin_sinks
+    ss[Explorer.PIN] = view.pin_sinks
     c = st.columns(2)
     c[0].selectbox(
         "Colour scale",
@@ -83,12 +86,6 @@ def colour_options(view: ExplorerView, long: bool) -> None:
         list(RANGES),
         key=Explorer.RANGE,
         format_func=RANGES.__getitem__,
-        on_change=on_colour,
-    )
-    st.checkbox(
-        "Range without key 0",
-        key=Explorer.SKIP_FIRST,
-        disabled=view.colour_range == "unit",
         on_change=on_colour,
         help="Most heads park weight on the first token (a sink); leaving it out of "
         "the colour range lets the rest of the pattern use the whole range.",

@@ -20,6 +20,7 @@ import streamlit as st
 
 from models.capture.compare import align_runs
 from models.capture.words import WORD_RULE
+from ui import session
 from ui.keys import Explorer
 from ui.runtime import server
 from ui.runtime.job_keys import RolloutKey, RunKey
@@ -27,7 +28,6 @@ from ui.sections import explorer_compare_detail as compare_detail
 from ui.sections import explorer_detail as detail
 from ui.sections import explorer_results as results
 from ui.sections import explorer_strip as strip
-from ui.sections.explorer_session import view_query
 from ui.state import explorer as state
 from ui.state.explorer import ExplorerView, unit_of
 from viz.heatmap import HeatmapData, heatmap_figure
@@ -151,7 +151,7 @@ def button(
 ) -> None:
     """The download button, its size stated from what is on the page (``heatmap``: the
     detail heatmap's data, or the A − B figure in compare mode)."""
-    request = Request(view, key, weighted, absolute(view_query(view, key.prompt)))
+    request = Request(view, key, weighted, absolute(session.page_query(view, key.prompt)))
     grid = results.grid_pictures(key, weighted, n_heads)
     cells, labels = heatmap_extent(heatmap)
     size = export_size(grid, cells, labels, names, caption(request, model))

@@ -26,7 +26,7 @@ from ui.runtime.jobs import Partial
 from ui.state import generate as gs
 from ui.state.generate import GenerateState, Request
 from ui.text import md
-from ui.widgets import job_view
+from ui.widgets import components, job_view
 
 DECODING_LABELS = {"greedy": "Greedy (most likely token)", "sample": "Sampled"}
 
@@ -39,9 +39,8 @@ def current_state() -> GenerateState:
     found = st.session_state.get(Generate.STATE)
     if isinstance(found, GenerateState):
         return found
-    link = session.link_state()
-    state, notes = gs.from_link(link.gen, link.layer, link.head)
-    for note in notes:
+    state = session.opened_with().generate
+    for note in session.link_notes("generate"):
         st.info(md(note))
     save(state)
     return state
@@ -57,6 +56,15 @@ def has_template(model: LoadedModel) -> bool:
 
 def request_key(model: LoadedModel, request: Request) -> GenerationKey:
     return GenerationKey(session.allowed_spec(model), request.prompt, request.settings)
+
+
+def sync_link(key: str = Generate.URL) -> None:
+    """The page's state in the address bar: the settings, and for a generation shown, its
+    prompt, step and head (opening the link writes the same text again). ``key``: the step
+    scrubber, a fragment, keeps its own."""
+    state = current_state()
+    prompt = state.request.prompt if state.request is not None else None
+    components.sync_url(session.page_query(state, prompt=prompt), key=key)
 
 
 # --- settings -----------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ the result store (rows are rebuilt for the step shown, never kept for every step
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -21,14 +21,13 @@ from ui import session
 from ui.keys import Generate
 from ui.runtime import server
 from ui.runtime.job_keys import GenerationKey
-from ui.sections.generate import current_state, save
+from ui.sections.generate import current_state, save, sync_link
 from ui.state import generate as gs
 from ui.text import md
 from ui.widgets import components
 from viz.generate_figures import step_grid_figure, step_series_figure
 from viz.generate_steps import output_spans, step_rows_figure, token_stats_figure
 from viz.token_view import legend_html
-from viz.view_state import ViewState
 
 STOPS = {"eos": "the model ended its text", "length": "the limit of new tokens was reached"}
 
@@ -220,11 +219,10 @@ def links(gen: Generation, step: int, head: Head) -> None:
             "The written text tokenizes a little differently when read back, so the "
             "explorer's positions may differ from these by a token or two."
         )
-    view = ViewState(layer=head.layer, head=head.index, gen=gs.link_params(gen.settings))
-    query_params = session.link_query(view, prompt=gen.prompt)
-    components.sync_url(query_params, key=Generate.URL)
+    shown = replace(current_state(), settings=gen.settings, pending=True, step=step, head=head)
+    sync_link(Generate.STEP_URL)
     st.markdown(
-        f"[Link to this generation]({'./generate?' + urlencode(query_params)}) "
+        f"[Link to this generation]({session.page_url(shown, prompt=gen.prompt)}) "
         "(model, prompt, settings and seed: it writes the same text again)"
     )
 

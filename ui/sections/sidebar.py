@@ -19,12 +19,12 @@ from ui.keys import Sidebar
 from ui.runtime import server
 from ui.sections.examples import examples_for
 from ui.state.sidebar import (
+    DTYPES,
     PLACEMENT_LABELS,
     PLACEMENTS,
     SOURCE_LABELS,
     SOURCES,
     TYPED,
-    Source,
     dtype_note,
     half_type,
 )
@@ -40,13 +40,9 @@ def devices() -> list[str]:
     return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
 
 
-def _source() -> Source:
-    return st.session_state.get(Sidebar.SOURCE, "bundled")
-
-
 def _use_example() -> None:
     choice = st.session_state.get(Sidebar.EXAMPLE)
-    examples = examples_for(_source())
+    examples = examples_for(session.model_choice().source)
     if choice in examples:
         st.session_state[Sidebar.PROMPT] = examples[choice]
 
@@ -68,8 +64,8 @@ def hardware(half: str, device: str) -> tuple[LowPrecision, dict[str, float] | N
 
 def dtype_caption() -> None:
     """Whether the low-precision type is native here (the fast choice) or slower than float32."""
-    ss = st.session_state
-    dtype, device = ss.get(Sidebar.DTYPE, "float32"), ss.get(Sidebar.DEVICE, "cpu")
+    choice = session.model_choice()
+    dtype, device = choice.dtype, choice.device
     half = half_type(dtype)
     support, rates = hardware(half, device)
     st.caption(dtype_note(dtype, support, rates))
@@ -102,7 +98,7 @@ def sidebar(pages: list[Any]) -> None:
             )
         cols = st.columns(2)
         cols[0].selectbox("Device", devices(), key=Sidebar.DEVICE)
-        cols[1].selectbox("Dtype", ["float32", "bfloat16", "float16"], key=Sidebar.DTYPE)
+        cols[1].selectbox("Dtype", DTYPES, key=Sidebar.DTYPE)
         dtype_caption()
         st.selectbox(
             "Placement",
@@ -116,7 +112,6 @@ def sidebar(pages: list[Any]) -> None:
             st.checkbox(
                 "Trust remote code",
                 key=Sidebar.TRUST,
-                value=False,
                 help="Runs Python code from the model's repository on this server. The "
                 "operator allowed it (ATLAS_ALLOW_REMOTE_CODE); tick it only for "
                 "repositories you trust.",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal, get_args
+from typing import ClassVar, Literal, get_args
 
 import numpy as np
 
@@ -87,7 +87,12 @@ class CircuitsState:
         weight_score: the per-head weight score shown.
         twin: the weight score against data pair shown.
         asked: costly work the visitor asked for.
+
+    Its link carries every field but the model it was made for, the path patching asked for and
+    the costly work asked for: a link shows the same choices and runs only what is cheap.
     """
+
+    IN_SESSION: ClassVar[frozenset[str]] = frozenset({"model", "paths", "asked"})
 
     model: object = None
     preset: str = ""
@@ -123,11 +128,24 @@ def for_model(
     first preset, or with the visitor's own prompts kept when those are chosen."""
     if state.model == model and state.model is not None:
         return state
+    if state.model is None:  # a new session, or a link: its choices stay
+        return replace(_fit_preset(state, tasks), model=model)
     fresh = CircuitsState(model=model, tab=state.tab)
     if state.preset == OWN or not tasks:
         return replace(fresh, preset=OWN, task=state.task)
     name = next(iter(tasks))
     return replace(fresh, preset=name, task=tasks[name])
+
+
+def _fit_preset(state: CircuitsState, tasks: Mapping[str, CircuitTask]) -> CircuitsState:
+    """A preset that exists with its own task; a task edited or with no preset is the
+    visitor's own; no task at all opens the first preset."""
+    if state.preset in tasks and state.task in (EMPTY, tasks[state.preset]):
+        return replace(state, task=tasks[state.preset])
+    if state.task != EMPTY or state.preset == OWN or not tasks:
+        return replace(state, preset=OWN)
+    name = next(iter(tasks))
+    return replace(state, preset=name, task=tasks[name])
 
 
 def _task_changed(state: CircuitsState, task: CircuitTask) -> CircuitsState:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import ClassVar, Literal
 
 from models.capture.spans import Direction
 from models.capture.views import Scope
@@ -28,7 +28,9 @@ from models.head import Head
 from viz.heatmap import ColourScale
 
 WINDOW = 160
-ColourRange = Literal["unit", "view"]
+# The colour range: 0 to 1, or this view's largest weight, with or without key 0 (a sink
+# holding most of every row would otherwise leave the rest of the pattern pale).
+ColourRange = Literal["unit", "view", "rest"]
 Mode = Literal["single", "compare"]
 # The key a query attends to most (besides key 0) for a head: supplied by the page from the run.
 Strongest = Callable[[Head, int], int]
@@ -56,8 +58,14 @@ class RunShape:
 
 @dataclass(frozen=True)
 class ExplorerView:
-    """What the explorer shows (see the module docstring)."""
+    """What the explorer shows (see the module docstring).
 
+    Its link carries every field but where the detail window stands (``row0``, ``col0``: a link
+    opens it on the selected token and where that token attends) and which run it was fitted
+    to (``run_id``).
+    """
+
+    IN_SESSION: ClassVar[frozenset[str]] = frozenset({"row0", "col0", "run_id"})
     head: Head = Head(0, 0)  # noqa: RUF009 - a Head is immutable
     token: int | None = None
     row0: int = 0
@@ -67,7 +75,6 @@ class ExplorerView:
     direction: Direction = "from"
     scale: ColourScale = "sqrt"
     colour_range: ColourRange = "unit"
-    skip_first: bool = False
     pin_sinks: bool = True
     weighted: bool = False
     mode: Mode = "single"
@@ -75,6 +82,11 @@ class ExplorerView:
     words: bool = False
     span: tuple[int, int] | None = None  # token positions [start, stop) selected in the strip
     rollout: bool = False
+
+    @property
+    def skip_first(self) -> bool:
+        """Whether key 0 is left out of the colour range."""
+        return self.colour_range == "rest"
 
     @property
     def query(self) -> int:

@@ -4,15 +4,13 @@
 experiment's settings and pasted text), what they asked to run (:class:`Request`,
 :class:`SweepRequest`: a run starts only when asked, or when a link asks for it) and what they
 look at (the step and the head). Widgets only display it; their callbacks replace it through the
-transitions below. A link carries the generation's settings as the core writes them
-(:func:`link_params`, :func:`parse_link`): garbage in it becomes a note, never an exception. No
-Streamlit here.
+transitions below. No Streamlit here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Literal, get_args
+from typing import Any, ClassVar, Literal, get_args
 
 import numpy as np
 
@@ -73,7 +71,13 @@ class GenerateState:
         step: the step looked at; None follows the newest.
         head: the head looked at; None until a generation picks one.
         eviction: the experiment's settings; ``sweep`` the run asked for.
+
+    Its link carries every field but the runs themselves: a link to a shown generation sets
+    ``pending``, so opening it writes the same text again; the eviction experiment waits to be
+    asked.
     """
+
+    IN_SESSION: ClassVar[frozenset[str]] = frozenset({"request", "sweep"})
 
     settings: GenerationSettings = DEFAULT_SETTINGS
     request: Request | None = None
@@ -178,9 +182,7 @@ def ask_sweep(state: GenerateState, text: str, n_tokens: int) -> GenerateState:
     return replace(state, sweep=SweepRequest(text, eviction_settings(state.eviction, n_tokens)))
 
 
-# --- links ------------------------------------------------------------------------------------
-
-LinkParams = tuple[tuple[str, str], ...]
+# --- the widgets' ranges -------------------------------------------------------------------
 
 # Each number's range on the page (a widget cannot show a value outside its range).
 _RANGES: dict[str, tuple[float, float]] = {
@@ -192,17 +194,12 @@ _RANGES: dict[str, tuple[float, float]] = {
 }
 
 
-def link_params(settings: GenerationSettings) -> LinkParams:
-    """The settings as a link carries them (:meth:`GenerationSettings.to_params`)."""
-    return tuple(settings.to_params().items())
-
-
-def parse_link(params: LinkParams) -> tuple[GenerationSettings, list[str]]:
-    """Settings from a link's parameters; unreadable values are noted and numbers brought into
-    the page's ranges with a note (the page still refuses what cannot run, such as a
-    temperature of 0 with sampling, in the generation's own words). A sampled link without a
-    seed uses seed 0, so the page and its link agree on the text."""
-    settings, notes = GenerationSettings.from_params(dict(params))
+def fit_settings(settings: GenerationSettings) -> tuple[GenerationSettings, list[str]]:
+    """Settings a link asked for, with numbers brought into the page's ranges (a note for each)
+    and no top-k or seed written as 0 and a seed always set, so the page and its link agree on
+    the text. What cannot run, such as a temperature of 0 with sampling, is kept for the page
+    to refuse in the generation's own words."""
+    notes: list[str] = []
     fixed: dict[str, Any] = {}
     for name, (low, high) in _RANGES.items():
         value = getattr(settings, name)
@@ -215,13 +212,3 @@ def parse_link(params: LinkParams) -> tuple[GenerationSettings, list[str]]:
         )
     settings = replace(settings, **fixed)
     return replace(settings, top_k=settings.top_k or None, seed=settings.seed or 0), notes
-
-
-def from_link(gen: LinkParams | None, layer: int, head: int) -> tuple[GenerateState, list[str]]:
-    """The state a link opens: its settings, a generation pending when it carries them, and its
-    head (clamped once the model is known)."""
-    chosen = Head(layer, head) if (layer, head) != (0, 0) else None
-    if not gen:
-        return GenerateState(head=chosen), []
-    settings, notes = parse_link(gen)
-    return GenerateState(settings=settings, pending=True, head=chosen), notes

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
 from models.model.hardware import LowPrecision
@@ -12,6 +12,7 @@ from models.model.spec import BUNDLED, MINILM, SMOLLM2, DType, ModelSpec
 Source = Literal["bundled", "smollm2", "minilm", "hub", "local", "gguf"]
 Placement = Literal["one", "auto", "balanced", "sequential"]
 SOURCES: tuple[Source, ...] = get_args(Source)
+DTYPES: tuple[DType, ...] = ("float32", "bfloat16", "float16")  # as the sidebar lists them
 PLACEMENTS: tuple[Placement, ...] = get_args(Placement)
 NAMED: tuple[Source, ...] = ("bundled", "smollm2", "minilm")
 assert NAMED == (BUNDLED, SMOLLM2, MINILM)  # the named models' spec names are their sources
@@ -61,6 +62,16 @@ class ModelChoice:
             trust_remote_code=trust,
             device_map=None if self.placement == "one" else self.placement,
         )
+
+
+DEFAULT_CHOICE = ModelChoice()  # what the sidebar shows when no link says otherwise
+
+
+def choice_from_link(model: str | None, dtype: DType) -> ModelChoice:
+    """The sidebar's choice a link opens: its model and dtype, the rest as by default (a link
+    never switches on remote code, and the device and placement are the server's own)."""
+    source, name = source_of(model or DEFAULT_CHOICE.source)
+    return replace(DEFAULT_CHOICE, source=source, name=name, dtype=dtype)
 
 
 def source_of(model: str) -> tuple[Source, str]:
