@@ -26,19 +26,26 @@ from models.circuits.task import CircuitTask
 from models.generate.policies import Policy
 from models.generate.settings import GenerationSettings
 from models.head import Head
+from models.heads.atlas.metrics import METRIC_NAMES, MetricName
 from models.model.forward import MAX_PROMPT_CHARS
 from models.model.spec import DType
 from ui.state import circuits as cs
 from ui.state import explorer as ex
 from ui.state import generate as gs
+from ui.state.atlas import AtlasView
 from ui.state.circuits import CircuitsState, PathRequest
 from ui.state.explorer import ExplorerView
 from ui.state.generate import EvictionChoice, GenerateState
 from ui.state.sidebar import DTYPES, NAMED
 
 MAX_LINK_TEXT = 2000  # longer texts travel as the ids the server keeps them under
-Page = Literal["explorer", "generate", "circuits"]
-PAGE_PATHS: dict[Page, str] = {"explorer": "", "generate": "generate", "circuits": "circuits"}
+Page = Literal["explorer", "generate", "circuits", "atlas"]
+PAGE_PATHS: dict[Page, str] = {
+    "explorer": "",
+    "generate": "generate",
+    "circuits": "circuits",
+    "atlas": "atlas",
+}
 
 SCALES: tuple[ex.ColourScale, ...] = ("sqrt", "linear", "log")
 RANGES: tuple[ex.ColourRange, ...] = get_args(ex.ColourRange)
@@ -49,7 +56,7 @@ _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 Lookup = Callable[[str], str | None]  # a stored text by its id (None: not held here)
 Keep = Callable[[str], str]  # store a text, return its id
 T = TypeVar("T", bound=str)
-PageState = ExplorerView | GenerateState | CircuitsState
+PageState = ExplorerView | GenerateState | CircuitsState | AtlasView
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,7 @@ class Link:
     explorer: ExplorerView = field(default_factory=ExplorerView)
     generate: GenerateState = field(default_factory=GenerateState)
     circuits: CircuitsState = field(default_factory=CircuitsState)
+    atlas: AtlasView = field(default_factory=AtlasView)
     notes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
@@ -313,9 +321,41 @@ def _threshold(read: Reader) -> float | None:
     return value
 
 
+def _optional_metric(read: Reader, key: str, default: MetricName | None) -> MetricName | None:
+    """An atlas quantity by name, or none where the link leaves it empty."""
+    if key in read.params and not str(read.params[key]).strip():
+        return None
+    return read.choice(key, METRIC_NAMES, default) if default else _named(read, key)
+
+
+def _named(read: Reader, key: str) -> MetricName | None:
+    """A quantity by name with no default (None: not in the link or not a quantity)."""
+    if key not in read.params:
+        return None
+    raw = str(read.params[key]).strip().lower()
+    found = next((name for name in METRIC_NAMES if name == raw), None)
+    if found is None:
+        read._bad(key, f"it is one of {', '.join(METRIC_NAMES)}")
+    return found
+
+
+def _atlas(read: Reader) -> AtlasView:
+    """The atlas's axes (``colour`` and ``size`` may be empty) and the open card's head, given
+    as ``layer`` and ``head`` like the explorer's so a link opens the same head on either page."""
+    x = read.choice("ax", METRIC_NAMES, AtlasView.x)
+    y = read.choice("ay", METRIC_NAMES, AtlasView.y)
+    colour = _optional_metric(read, "ac", AtlasView.colour)
+    size = _optional_metric(read, "as", AtlasView.size)
+    head = None
+    if read.has("layer") and read.has("head"):
+        layer, index = read.whole("layer", None, 0), read.whole("head", None, 0)
+        head = None if layer is None or index is None else Head(layer, index)
+    return AtlasView(x, y, colour, size, head)
+
+
 def parse(params: Mapping[str, str], stored: Lookup) -> Link:
     """The view a query string asks for (see the module docstring)."""
-    sidebar, explorer, generate, circuits = (Reader(params, stored) for _ in range(4))
+    sidebar, explorer, generate, circuits, atlas = (Reader(params, stored) for _ in range(5))
     shared = Shared(
         model=str(params.get("model") or "") or None,
         dtype=sidebar.choice("dtype", DTYPES, "float32"),
@@ -326,11 +366,13 @@ def parse(params: Mapping[str, str], stored: Lookup) -> Link:
         explorer=_explorer(explorer),
         generate=_generate(generate),
         circuits=_circuits(circuits),
+        atlas=_atlas(atlas),
         notes={
             "sidebar": tuple(sidebar.notes),
             "explorer": tuple(explorer.notes),
             "generate": tuple(generate.notes),
             "circuits": tuple(circuits.notes),
+            "atlas": tuple(atlas.notes),
         },
     )
 
@@ -415,11 +457,19 @@ def _write_circuits(w: Writer, state: CircuitsState) -> None:
     w.put(compto=_head(state.composition_receiver), wscore=state.weight_score, twin=state.twin)
 
 
+def _write_atlas(w: Writer, view: AtlasView) -> None:
+    w.put(ax=view.x, ay=view.y, ac=view.colour or "", **{"as": view.size or ""})
+    if view.head is not None:
+        w.put(layer=str(view.head.layer), head=str(view.head.index))
+
+
 def page_of(state: PageState) -> Page:
     if isinstance(state, ExplorerView):
         return "explorer"
     if isinstance(state, GenerateState):
         return "generate"
+    if isinstance(state, AtlasView):
+        return "atlas"
     return "circuits"
 
 
@@ -438,6 +488,8 @@ def query(
         _write_explorer(w, state)
     elif isinstance(state, GenerateState):
         _write_generate(w, state)
+    elif isinstance(state, AtlasView):
+        _write_atlas(w, state)
     else:
         _write_circuits(w, state)
     return w.out

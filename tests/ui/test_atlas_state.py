@@ -1,40 +1,8 @@
-"""The Atlas page's state: links parse, clamp and round-trip; bad input becomes notes."""
+"""The Atlas page's state: a head the model lacks is dropped, transitions keep the rest (its
+link is tested with every page's, in test_links)."""
 
 from models.head import Head
-from ui.state.atlas import AtlasView, axis_label, clamp, from_query, select, to_query, with_axes
-
-
-def test_a_link_round_trips():
-    view = AtlasView("distance", "sink", None, "activation", Head(3, 1))
-    query = to_query(view)
-    assert query == {
-        "ax": "distance",
-        "ay": "sink",
-        "ac": "",
-        "as": "activation",
-        "layer": "3",
-        "head": "1",
-    }
-    assert from_query(query) == (view, [])
-
-
-def test_an_empty_link_gives_the_defaults():
-    view, notes = from_query({})
-    assert view == AtlasView() and notes == []
-    assert (view.x, view.y, view.colour, view.size, view.head) == (
-        "entropy",
-        "previous_token",
-        "induction",
-        None,
-        None,
-    )
-
-
-def test_garbage_becomes_notes():
-    view, notes = from_query({"ax": "<script>", "ay": "", "ac": "nope", "layer": "x", "head": "1"})
-    assert view.x == "entropy" and view.y == "previous_token" and view.colour == "induction"
-    assert view.head is None and len(notes) == 4
-    assert "ax='<script>'" in notes[0]
+from ui.state.atlas import AtlasView, axis_label, clamp, select, with_axes
 
 
 def test_a_head_outside_the_model_is_dropped():

@@ -14,6 +14,7 @@ from models.head import Head
 from ui import links
 from ui.links import Shared
 from ui.state import generate as gs
+from ui.state.atlas import AtlasView
 from ui.state.circuits import OWN, AtPOptions, CircuitsState, PathRequest
 from ui.state.explorer import ExplorerView
 from ui.state.generate import EvictionChoice, GenerateState
@@ -94,7 +95,8 @@ CIRCUITS = CircuitsState(
     weight_score="qk_previous",
     twin="prev_previous",
 )
-EVERY_PAGE = [EXPLORER, GENERATE, CIRCUITS]
+ATLAS = AtlasView(x="distance", y="sink", colour=None, size="activation", head=Head(3, 1))
+EVERY_PAGE = [EXPLORER, GENERATE, CIRCUITS, ATLAS]
 
 
 def through_a_url(shared: Shared, state, store: Store, limit: int = links.MAX_LINK_TEXT):
@@ -125,7 +127,7 @@ def test_long_texts_travel_as_stored_ids(state):
         state = replace(state, prompt_b=LONG + "B")
     elif isinstance(state, CircuitsState):
         state = replace(state, task=replace(state.task, clean=LONG, corrupted=LONG + "x"))
-    else:
+    elif isinstance(state, GenerateState):
         state = replace(state, eviction=replace(state.eviction, pasted=LONG))
     query = links.query(shared, state, store.keep)
     assert "prompt" not in query and "pid" in query
@@ -158,6 +160,32 @@ def test_the_explorer_link_keys_are_the_documented_ones():
     )
 
 
+def test_the_atlas_link_keys_and_its_empty_axes():
+    query = links.query(Shared(), ATLAS, Store().keep)
+    assert {k: query[k] for k in ("ax", "ay", "ac", "as", "layer", "head")} == {
+        "ax": "distance",
+        "ay": "sink",
+        "ac": "",
+        "as": "activation",
+        "layer": "3",
+        "head": "1",
+    }
+    plain = links.query(Shared(), AtlasView(), Store().keep)
+    assert "layer" not in plain and "head" not in plain and plain["as"] == ""
+    assert links.parse(plain, {}.get).atlas == AtlasView()
+    assert links.parse({}, {}.get).atlas == AtlasView(
+        "entropy", "previous_token", "induction", None, None
+    )
+    assert links.PAGE_PATHS[links.page_of(ATLAS)] == "atlas"
+
+
+def test_a_head_needs_both_its_layer_and_index_on_the_atlas():
+    assert links.parse({"layer": "2"}, {}.get).atlas.head is None
+    found = links.parse({"layer": "x", "head": "1", "ac": "nope"}, {}.get)
+    assert found.atlas.head is None and found.atlas.colour == "induction"
+    assert len(found.notes["atlas"]) == 2 and "ac='nope'" in found.notes["atlas"][0]
+
+
 def test_a_stored_text_the_server_lacks_is_a_note():
     found = links.parse({"pid": "0123456789abcdef", "mode": "compare", "bid": "ff"}, {}.get)
     assert found.shared.prompt is None and found.explorer.prompt_b == ""
@@ -183,6 +211,8 @@ GARBAGE = {
     "receiver": "-1.2",
     "threshold": "nan",
     "inputs": "q,z",
+    "ax": "<script>",
+    "as": "nope",
 }
 
 
@@ -193,6 +223,7 @@ def test_garbage_becomes_the_default_with_a_note_for_each_value():
     assert found.circuits.tab == "patching" and found.circuits.threshold is None
     assert found.circuits.path is None and found.circuits.graph_inputs == ("q",)
     assert found.generate.settings == GenerateState().settings
+    assert found.atlas == AtlasView()
     noted = " ".join(" ".join(n) for n in found.notes.values())
     for key in GARBAGE:
         assert f"{key}=" in noted, key

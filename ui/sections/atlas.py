@@ -4,7 +4,6 @@ second model beside the first, and the downloads."""
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
 
 import streamlit as st
 
@@ -23,11 +22,10 @@ from ui.runtime import server
 from ui.runtime.job_keys import AtlasKey
 from ui.runtime.policy import admit
 from ui.sections.heads import bundled_corpus, clamp_start
-from ui.state.atlas import AtlasView, axis_label, clamp, from_query, select, to_query, with_axes
+from ui.state.atlas import AtlasView, axis_label, clamp, select, with_axes
 from ui.text import md
 from ui.widgets import components, job_view
 from viz.atlas_figures import atlas_scatter, shared_ranges
-from viz.view_state import ViewState
 
 OPTIONAL = (None, *METRIC_NAMES)
 
@@ -53,7 +51,7 @@ def measure(model: LoadedModel, corpus: Corpus, cap: int) -> Any:
     """The model's atlas on ``corpus`` as a kept job (:data:`job_view.MISSING` while it runs)."""
     sizes = [int(tokenize(model, text, cap)[0].shape[1]) for text in corpus.texts]
     return job_view.run_job(
-        AtlasKey(session.model_spec(model), corpus.key, cap),
+        AtlasKey(session.allowed_spec(model), corpus.key, cap),
         f"Measuring every head of {md(model.facts.name)} on {len(sizes)} texts "
         f"({sum(sizes):,} tokens): scores, weights, peaks and principal components",
         lambda progress: compute_atlas(model, corpus, cap, progress=progress),
@@ -64,10 +62,9 @@ def measure(model: LoadedModel, corpus: Corpus, cap: int) -> Any:
 def current_view(atlas: Atlas) -> AtlasView:
     """The page's view: from the link the first time, then as the visitor changes it."""
     if HeadAtlas.VIEW not in st.session_state:
-        view, notes = from_query(st.query_params.to_dict())
-        for note in notes:
+        for note in session.link_notes("atlas"):
             st.caption(md(note))
-        st.session_state[HeadAtlas.VIEW] = view
+        st.session_state[HeadAtlas.VIEW] = session.opened_with().atlas
     view, notes = clamp(st.session_state[HeadAtlas.VIEW], atlas.facts.n_layers, atlas.facts.n_heads)
     for note in notes:
         st.caption(md(note))
@@ -174,14 +171,8 @@ def side_by_side(first: Atlas, second: Atlas, view: AtlasView) -> None:
 
 def link(view: AtlasView) -> None:
     """The page's link (model, axes, selected head) in the address bar and on the page."""
-    head = view.head or Head(0, 0)
-    query = session.link_query(ViewState(layer=head.layer, head=head.index))
-    query.update(to_query(view))
-    if view.head is None:
-        query.pop("layer", None)
-        query.pop("head", None)
-    components.sync_url(query, key=HeadAtlas.URL)
-    st.markdown(f"[Link to this view]({'./atlas?' + urlencode(query)})")
+    components.sync_url(session.page_query(view), key=HeadAtlas.URL)
+    st.markdown(f"[Link to this view]({session.page_url(view)})")
 
 
 def downloads(atlas: Atlas) -> None:
