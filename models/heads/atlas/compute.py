@@ -31,11 +31,11 @@ from models.heads.atlas.lowrank import SPACES, LowRank, Moments, Space, layer_co
 from models.heads.atlas.lowrank import stack_layers as stack
 from models.heads.atlas.metrics import (
     METRIC_NAMES,
-    LayerAttention,
+    LayerMechanism,
     Measure,
     MetricName,
     applies_grid,
-    layer_attention,
+    layer_mechanisms,
 )
 from models.heads.atlas.passes import first_pass, second_pass
 from models.heads.atlas.peaks import Peaks
@@ -100,7 +100,7 @@ class Atlas:
     measures: dict[MetricName, Measure]
     flags: dict[str, np.ndarray]
     thresholds: Thresholds
-    layers: tuple[LayerAttention, ...]
+    layers: tuple[LayerMechanism, ...]
     peaks: Peaks
     lowrank: dict[Space, LowRank]
     notes: tuple[str, ...]
@@ -115,19 +115,19 @@ class Atlas:
 
 
 def _measure(
-    values: np.ndarray, se: np.ndarray | None, name: MetricName, layers: list[LayerAttention]
+    values: np.ndarray, se: np.ndarray | None, name: MetricName, layers: list[LayerMechanism]
 ) -> Measure:
     applies = applies_grid(name, layers, values.shape[-1])
     return Measure(np.asarray(values, dtype=np.float64), se, applies)
 
 
-def _from_spread(values: Spread, name: MetricName, layers: list[LayerAttention]) -> Measure:
+def _from_spread(values: Spread, name: MetricName, layers: list[LayerMechanism]) -> Measure:
     return _measure(values.mean, values.se, name, layers)
 
 
 def assemble_measures(
     facts: ModelFacts,
-    layers: list[LayerAttention],
+    layers: list[LayerMechanism],
     spreads: dict[MetricName, Spread],
     exact: dict[MetricName, np.ndarray],
 ) -> dict[MetricName, Measure]:
@@ -185,7 +185,7 @@ def compute_atlas(
         dla: direct logit attribution per head on a circuits prompt, if measured.
         progress: ``progress(fraction, text)``; may raise to stop.
     """
-    facts, layers = model.facts, layer_attention(model)
+    facts, layers = model.facts, layer_mechanisms(model)
     thresholds = thresholds or Thresholds()
     seq_len, batch, seed = repeated
     at = np.cumsum([0.0, *STEPS.values()])

@@ -14,7 +14,7 @@ A head ranks among the heads where the quantity applies and was measured, larges
 Some quantities do not apply to some heads: a linear-attention layer (Gated DeltaNet) has no
 softmax pattern, so no pattern score means anything there; a head with a learned sink (gpt-oss)
 returns rows that sum to less than 1, so its entropy and distance are not those of a
-distribution. :func:`layer_attention` reads both from the loaded model; the card says so per
+distribution. :func:`layer_mechanisms` reads both from the loaded model; the card says so per
 quantity rather than show a number.
 """
 
@@ -46,7 +46,7 @@ MetricName = Literal[
     "head_index",
 ]
 METRIC_NAMES: tuple[MetricName, ...] = get_args(MetricName)
-Source = Literal["corpus", "repeated", "weights", "prompt", "ablation", "position"]
+MetricSource = Literal["corpus", "repeated", "weights", "prompt", "ablation", "position"]
 LayerKind = Literal["softmax", "linear"]
 
 
@@ -66,7 +66,7 @@ class MetricInfo:
 
     label: str
     unit: str
-    source: Source
+    source: MetricSource
     help: str
     pattern: bool = False
     distribution: bool = False
@@ -173,7 +173,7 @@ METRICS: dict[MetricName, MetricInfo] = {
     "head_index": MetricInfo("Head index", "", "position", "The head within its layer."),
 }
 
-UNCERTAINTY: dict[Source, str] = {
+UNCERTAINTY: dict[MetricSource, str] = {
     "corpus": "± standard error of the mean over the corpus texts (± 2 SE ≈ 95 %)",
     "repeated": "± standard error of the mean over the random sequences (± 2 SE ≈ 95 %)",
     "ablation": "± standard error of the mean over the corpus texts (± 2 SE ≈ 95 %)",
@@ -209,14 +209,14 @@ class Measure:
 
 
 @dataclass(frozen=True)
-class LayerAttention:
+class LayerMechanism:
     """What one layer's attention computes, as far as the atlas cares."""
 
     kind: LayerKind = "softmax"
     learned_sink: bool = False
 
 
-def attention_from(config: Any, parameter_names: list[str], n_layers: int) -> list[LayerAttention]:
+def attention_from(config: Any, parameter_names: list[str], n_layers: int) -> list[LayerMechanism]:
     """Each layer's kind from a Hugging Face config's ``layer_types`` (an entry naming linear
     attention) and learned sinks from the parameter names (``layers.{l}. ... .sinks``)."""
     types = getattr(config, "layer_types", None) or []
@@ -226,7 +226,7 @@ def attention_from(config: Any, parameter_names: list[str], n_layers: int) -> li
         if (m := re.search(r"layers\.(\d+)\..*sinks$", name))
     }
     return [
-        LayerAttention(
+        LayerMechanism(
             kind="linear" if layer < len(types) and "linear" in str(types[layer]) else "softmax",
             learned_sink=layer in with_sinks,
         )
@@ -234,14 +234,14 @@ def attention_from(config: Any, parameter_names: list[str], n_layers: int) -> li
     ]
 
 
-def layer_attention(model: Any) -> list[LayerAttention]:
+def layer_mechanisms(model: Any) -> list[LayerMechanism]:
     """:func:`attention_from` on a loaded model's own Hugging Face module."""
     original = getattr(model.bridge, "original_model", None)
     names = [name for name, _ in original.named_parameters()] if original is not None else []
     return attention_from(getattr(original, "config", None), names, model.facts.n_layers)
 
 
-def not_applicable(metric: MetricName, layer: LayerAttention) -> str | None:
+def not_applicable(metric: MetricName, layer: LayerMechanism) -> str | None:
     """Why ``metric`` does not apply to a head of ``layer``, or None when it does."""
     info = METRICS[metric]
     if info.pattern and layer.kind == "linear":
@@ -252,7 +252,7 @@ def not_applicable(metric: MetricName, layer: LayerAttention) -> str | None:
 
 
 def applies_grid(
-    metric: MetricName, layers: list[LayerAttention], n_heads: int
+    metric: MetricName, layers: list[LayerMechanism], n_heads: int
 ) -> Bool[np.ndarray, "layer head_index"]:
     """``layer head_index``: where ``metric`` applies."""
     rows = [not_applicable(metric, layer) is None for layer in layers]

@@ -11,7 +11,7 @@ from models.capture.run import capture
 from models.head import Head
 from models.heads.atlas.card import head_card
 from models.heads.atlas.compute import atlas_estimate, compute_atlas, moments_bytes
-from models.heads.atlas.metrics import METRIC_NAMES, LayerAttention
+from models.heads.atlas.metrics import METRIC_NAMES, LayerMechanism
 from models.heads.finding.corpus import Corpus
 from models.heads.finding.corpus_scores import score_corpus
 from models.heads.finding.induction import measure_repeated
@@ -124,7 +124,7 @@ def test_the_card_of_a_previous_token_head(atlas):
 
 
 def test_a_linear_attention_layer_says_what_does_not_apply(atlas):
-    layers = (LayerAttention(), LayerAttention(kind="linear"), LayerAttention(learned_sink=True))
+    layers = (LayerMechanism(), LayerMechanism(kind="linear"), LayerMechanism(learned_sink=True))
     changed = dataclasses.replace(atlas, layers=layers)
     card = head_card(changed, Head(1, 2))
     assert card.metric("previous_token").status == "not_applicable"

@@ -8,7 +8,7 @@ from models.heads.atlas.metrics import (
     METRIC_NAMES,
     METRICS,
     UNCERTAINTY,
-    LayerAttention,
+    LayerMechanism,
     Measure,
     applies_grid,
     attention_from,
@@ -37,15 +37,15 @@ def test_layer_kinds_and_learned_sinks_from_the_config():
     layers = attention_from(config, names, 3)
     assert [layer.kind for layer in layers] == ["linear", "softmax", "linear"]
     assert [layer.learned_sink for layer in layers] == [False, True, False]
-    assert attention_from(None, [], 2) == [LayerAttention(), LayerAttention()]
+    assert attention_from(None, [], 2) == [LayerMechanism(), LayerMechanism()]
 
 
 def test_what_applies_where():
-    linear, sink = LayerAttention(kind="linear"), LayerAttention(learned_sink=True)
+    linear, sink = LayerMechanism(kind="linear"), LayerMechanism(learned_sink=True)
     assert not_applicable("previous_token", linear) and not_applicable("qk_previous", linear)
     assert not_applicable("ov_copying", linear) is None
     assert not_applicable("zero_ablation", linear) is None
     assert not_applicable("entropy", sink) and not_applicable("distance", sink)
     assert not_applicable("sink", sink) is None
-    grid = applies_grid("entropy", [LayerAttention(), linear, sink], 2)
+    grid = applies_grid("entropy", [LayerMechanism(), linear, sink], 2)
     assert grid.tolist() == [[True, True], [False, False], [False, False]]
