@@ -1,9 +1,12 @@
 """The sidebar's dtype note follows what the hardware reports, with ratios from the rates."""
 
+from typing import get_args
+
 import pytest
 
 from models.model.hardware import LowPrecision
-from ui.state.sidebar import FAST_RATIO, dtype_note, half_type, source_of
+from models.model.spec import ModelSpec, SourceKind
+from ui.state.sidebar import FAST_RATIO, SOURCES, dtype_note, half_type, source_of
 
 NATIVE = LowPrecision("bfloat16", "cpu", True, "AVX512-BF16")
 EMULATED = LowPrecision("bfloat16", "cpu", False, "no bfloat16 instructions")
@@ -53,3 +56,10 @@ def test_float16_and_gpu_words():
 def test_named_sources_open_as_themselves():
     assert source_of("smollm2") == ("smollm2", "")
     assert source_of("gpt2") == ("hub", "gpt2")
+
+
+def test_the_sidebar_offers_every_kind_of_model_source_once():
+    assert sorted(SOURCES) == sorted(get_args(SourceKind)) and len(set(SOURCES)) == len(SOURCES)
+    typed = {"hub": "gpt2", "local": "./my-model", "gguf": "tiny.gguf"}
+    for source, name in typed.items():
+        assert source_of(name) == (source, name) and ModelSpec(name).kind == source

@@ -7,17 +7,16 @@ from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
 from models.model.hardware import LowPrecision
-from models.model.spec import BUNDLED, MINILM, SMOLLM2, DType, ModelSpec
+from models.model.spec import BUNDLED, MINILM, SMOLLM2, Device, DType, ModelSpec, SourceKind
 
-Source = Literal["bundled", "smollm2", "minilm", "hub", "local", "gguf"]
 Placement = Literal["one", "auto", "balanced", "sequential"]
-SOURCES: tuple[Source, ...] = get_args(Source)
+SOURCES: tuple[SourceKind, ...] = ("bundled", "smollm2", "minilm", "hub", "local", "gguf")
 DTYPES: tuple[DType, ...] = ("float32", "bfloat16", "float16")  # as the sidebar lists them
 PLACEMENTS: tuple[Placement, ...] = get_args(Placement)
-NAMED: tuple[Source, ...] = ("bundled", "smollm2", "minilm")
+NAMED: tuple[SourceKind, ...] = ("bundled", "smollm2", "minilm")
 assert NAMED == (BUNDLED, SMOLLM2, MINILM)  # the named models' spec names are their sources
 FAST_RATIO = 1.2  # a measured matmul rate this many times float32's makes a type the fast one
-SOURCE_LABELS: dict[Source, str] = {
+SOURCE_LABELS: dict[SourceKind, str] = {
     "bundled": "Bundled GPT-2 (offline)",
     "smollm2": "SmolLM2-135M (offline)",
     "minilm": "all-MiniLM-L6-v2 (encoder)",
@@ -25,7 +24,7 @@ SOURCE_LABELS: dict[Source, str] = {
     "local": "Local directory",
     "gguf": "GGUF file",
 }
-TYPED: dict[Source, tuple[str, str]] = {
+TYPED: dict[SourceKind, tuple[str, str]] = {
     "hub": ("Hugging Face name", "gpt2, EleutherAI/pythia-70m"),
     "local": ("Directory (Hugging Face format)", "/path/to/model"),
     "gguf": ("Path to a .gguf file", "/path/to/model.Q4_K_M.gguf"),
@@ -42,9 +41,9 @@ PLACEMENT_LABELS: dict[Placement, str] = {
 class ModelChoice:
     """What the sidebar's model widgets say."""
 
-    source: Source = "bundled"
+    source: SourceKind = "bundled"
     name: str = ""
-    device: Literal["cpu", "cuda"] = "cpu"
+    device: Device = "cpu"
     dtype: DType = "float32"
     placement: Placement = "one"
     trust: bool = False
@@ -74,7 +73,7 @@ def choice_from_link(model: str | None, dtype: DType) -> ModelChoice:
     return replace(DEFAULT_CHOICE, source=source, name=name, dtype=dtype)
 
 
-def source_of(model: str) -> tuple[Source, str]:
+def source_of(model: str) -> tuple[SourceKind, str]:
     """The sidebar source and typed name that open ``model`` (a link's ``model=`` value)."""
     if model in NAMED:
         return NAMED[NAMED.index(model)], ""
