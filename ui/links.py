@@ -54,7 +54,7 @@ DIRECTIONS: tuple[ex.Direction, ...] = ("from", "to")
 MODES: tuple[ex.Mode, ...] = get_args(ex.Mode)
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 Lookup = Callable[[str], str | None]  # a stored text by its id (None: not held here)
-Keep = Callable[[str], str]  # store a text, return its id
+SaveText = Callable[[str], str]  # store a text, return its id
 T = TypeVar("T", bound=str)
 PageState = ExplorerView | GenerateState | CircuitsState | AtlasView
 
@@ -391,7 +391,7 @@ def _on(value: bool) -> str:
 class Writer:
     """A query string being written; long texts go to the store through ``keep``."""
 
-    def __init__(self, keep: Keep, limit: int) -> None:
+    def __init__(self, keep: SaveText, limit: int) -> None:
         self.out: dict[str, str] = {}
         self.keep, self.limit = keep, limit
 
@@ -474,7 +474,7 @@ def page_of(state: PageState) -> Page:
 
 
 def query(
-    shared: Shared, state: PageState, keep: Keep, limit: int = MAX_LINK_TEXT
+    shared: Shared, state: PageState, keep: SaveText, limit: int = MAX_LINK_TEXT
 ) -> dict[str, str]:
     """The query string that opens ``state``'s page as it is, on ``shared``'s model, dtype and
     prompt. ``limit``: texts longer than this travel as stored ids (a table of many links

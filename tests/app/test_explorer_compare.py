@@ -298,7 +298,7 @@ def test_the_exported_file_is_the_size_stated_and_holds_the_view(mode):
     stated = float(re.search(r"\((\d+\.\d) MB\)", label).group(1))
     view = at.session_state[Session.EXPLORER]
     key = at.session_state[Session.LAST_RUN]
-    html = explorer_export.build(explorer_export.Request(view, key, False, "./?x=1"))
+    html = explorer_export.build(explorer_export.ExportRequest(view, key, False, "./?x=1"))
     assert abs(len(html.encode("utf-8")) / 1e6 - stated) <= 0.1
     assert html.startswith("<!DOCTYPE html>") and "Content-Security-Policy" in html
     assert "<dd>2.2 (layer 2, head 2)</dd>" in html and "Plotly.newPlot" in html

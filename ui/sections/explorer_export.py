@@ -39,7 +39,7 @@ PROMPT_B_CHARS = 1_200
 
 
 @dataclass(frozen=True)
-class Request:
+class ExportRequest:
     """Everything the file is built from (small values: keys, never runs)."""
 
     view: ExplorerView
@@ -48,7 +48,7 @@ class Request:
     link: str
 
 
-def settings(request: Request) -> dict[str, str]:
+def settings(request: ExportRequest) -> dict[str, str]:
     view, out = request.view, {}
     if view.mode == "compare":
         b = view.prompt_b
@@ -74,7 +74,7 @@ def settings(request: Request) -> dict[str, str]:
     return out
 
 
-def caption(request: Request, model: str) -> Caption:
+def caption(request: ExportRequest, model: str) -> Caption:
     view = request.view
     return Caption(
         model=model,
@@ -86,7 +86,7 @@ def caption(request: Request, model: str) -> Caption:
     )
 
 
-def figure_and_strip(request: Request) -> tuple[go.Figure, Strip] | None:
+def figure_and_strip(request: ExportRequest) -> tuple[go.Figure, Strip] | None:
     """The heatmap and the strip as the page shows them, rebuilt from the stores."""
     view, key = request.view, request.key
     run = server.current().results.get(key)
@@ -121,7 +121,7 @@ def figure_and_strip(request: Request) -> tuple[go.Figure, Strip] | None:
     return heatmap_figure(shown.heatmap), drawn
 
 
-def build(request: Request) -> str:
+def build(request: ExportRequest) -> str:
     """The file (called when the button is pressed)."""
     run = server.current().results.get(request.key)
     found = figure_and_strip(request)
@@ -151,7 +151,7 @@ def button(
 ) -> None:
     """The download button, its size stated from what is on the page (``heatmap``: the
     detail heatmap's data, or the A − B figure in compare mode)."""
-    request = Request(view, key, weighted, absolute(session.page_query(view, key.prompt)))
+    request = ExportRequest(view, key, weighted, absolute(session.page_query(view, key.prompt)))
     grid = results.grid_pictures(key, weighted, n_heads)
     cells, labels = heatmap_extent(heatmap)
     size = export_size(grid, cells, labels, names, caption(request, model))
