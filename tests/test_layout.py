@@ -313,3 +313,55 @@ def test_widget_and_session_keys_come_from_one_module():
         if path.name == "keys.py":
             continue
         assert literal_keys(path.read_text(encoding="utf-8")) == [], path
+
+
+# --- one name per idea ---------------------------------------------------------------------
+
+
+def _is_alias_value(value: ast.expr) -> bool:
+    """A value that makes a type: ``Literal[...]``, ``X[...]`` or ``A | B``."""
+    return isinstance(value, ast.Subscript) or (
+        isinstance(value, ast.BinOp) and isinstance(value.op, ast.BitOr)
+    )
+
+
+def type_names(source: str) -> list[str]:
+    """Public top-level types a module defines: classes, ``X: TypeAlias = ...`` and
+    ``Xy = Literal[...]`` (or any other subscript or union bound to a capitalised name)."""
+    names: list[str] = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ClassDef):
+            names.append(node.name)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            if ast.unparse(node.annotation).split(".")[-1] == "TypeAlias":
+                names.append(node.target.id)
+        elif isinstance(node, ast.Assign) and _is_alias_value(node.value):
+            names += [
+                t.id
+                for t in node.targets
+                if isinstance(t, ast.Name) and re.fullmatch(r"[A-Z][a-z]\w*", t.id)
+            ]
+    return [name for name in names if not name.startswith("_")]
+
+
+def test_the_name_checker_sees_every_kind_of_type():
+    source = (
+        "from typing import Literal, TypeAlias\n"
+        "class Pair: ...\n"
+        "Side = Literal['a', 'b']\n"
+        "Where: TypeAlias = int\n"
+        "Either = int | str\n"
+        "MAX_SIDE = 3\n"
+        "class _Hidden: ...\n"
+    )
+    assert type_names(source) == ["Pair", "Side", "Where", "Either"]
+
+
+def test_no_two_public_types_share_a_name():
+    """One word per idea: a class or type alias name means one thing in models, viz and ui."""
+    where: dict[str, list[str]] = {}
+    for path in python_files(*PACKAGES):
+        for name in type_names(path.read_text(encoding="utf-8")):
+            where.setdefault(name, []).append(path.relative_to(ROOT).as_posix())
+    shared = {name: paths for name, paths in where.items() if len(paths) > 1}
+    assert not shared, shared
