@@ -13,7 +13,7 @@ from enum import StrEnum
 class Session(StrEnum):
     """What a browser session remembers beyond one page (not widgets)."""
 
-    LINK = "atlas_link"  # the ViewState the session was opened with
+    LINK = "atlas_link"  # the ui.links.Link the session was opened with
     LINK_NOTES = "atlas_link_notes"
     GOOD_MODEL = "atlas_good"  # the last AllowedSpec that loaded
     FAILED_MODEL = "atlas_failed"  # (AllowedSpec, error) of the last failure
