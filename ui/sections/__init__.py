@@ -11,6 +11,7 @@
 - :mod:`ui.sections.explorer_compare_detail` -- compare mode: one head's A, B and A − B;
 - :mod:`ui.sections.explorer_difference` -- compare mode: where A and B differ, pooled;
 - :mod:`ui.sections.explorer_export` -- the explorer's view as one self-contained HTML file;
+- :mod:`ui.sections.explorer_why` -- the Why here? panel: the clicked cell's score split;
 - :mod:`ui.sections.heads` -- head finder: corpus, scores, grids, table, top examples;
 - :mod:`ui.sections.prune` -- head finder: importance, pruning curve, export;
 - :mod:`ui.sections.atlas` -- head atlas: corpus, the kept atlas, axes, map, second model;
