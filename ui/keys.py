@@ -71,8 +71,12 @@ class Explorer(StrEnum):
     WHY_KEY = "explorer_why_key"  # the key position the Why here? panel explains
     WHY_ASKED = "explorer_why_asked"  # the Head the visitor asked Why here? for
     WHY_START = "explorer_why_start"
-    WHY_OPEN = "explorer_why_open"  # prefix of the buttons opening a part's head
     WHY_PAIR = "explorer_why_pair"
+
+    @staticmethod
+    def why_open(head: str) -> str:
+        """The button of the Why here? panel that opens one part's head."""
+        return f"explorer_why_open_{head}"
 
 
 class Heads(StrEnum):

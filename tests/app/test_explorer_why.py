@@ -57,7 +57,7 @@ def test_why_here_shows_the_models_own_score_and_the_pairs_adding_up(expected):
 
 def test_a_part_head_opens_in_the_explorer():
     at = asked()
-    opened = [b for b in at.button if str(b.key).startswith(f"{Explorer.WHY_OPEN}_")]
+    opened = [b for b in at.button if str(b.key).startswith(Explorer.why_open(""))]
     assert opened, "no head among the shown parts of a layer-1 head"
     name = str(opened[0].key).rsplit("_", 1)[1]
     opened[0].click().run()

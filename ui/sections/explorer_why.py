@@ -191,7 +191,7 @@ def head_links(run_key: RunKey, heads: tuple[str, ...]) -> None:
         head = Head.parse(name)
         row.button(
             name,
-            key=f"{Explorer.WHY_OPEN}_{name}",
+            key=Explorer.why_open(name),
             on_click=on_open_head,
             args=(run_key, head),
         )
