@@ -4,7 +4,10 @@ Prompts of equal length align position by position, whatever the tokens: swappin
 another of the same length is the usual clean / corrupted pair. Prompts of different lengths
 align like a diff: on every block of tokens (or words) that the two have in common, in order.
 The common prefix and suffix are taken first, then :class:`difflib.SequenceMatcher` (no junk
-heuristic) finds the matching blocks of what lies between them. Inside a matching block position
+heuristic) finds the matching blocks of what lies between them. Its search weighs every pair of
+equal items of the two middles, so its cost is priced from their count (:func:`equal_pairs`, in
+linear time) and refused past :data:`MAX_EQUAL_PAIRS` (long middles made of few distinct tokens
+would take minutes). Inside a matching block position
 ``a_start + i`` of A stands for ``b_start + i`` of B; every other position is unaligned, stated
 as ranges of A and of B, and compared only as one "unaligned" bin of key positions (see
 :mod:`models.capture.compare`).
@@ -13,6 +16,7 @@ as ranges of A and of B, and compared only as one "unaligned" bin of key positio
 from __future__ import annotations
 
 import difflib
+from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -26,10 +30,19 @@ Side = Literal["a", "b"]
 SIDES: tuple[Side, Side] = ("a", "b")
 Match = tuple[int, int, int]  # (position in A, position in B, length)
 UNALIGNED_LABEL = "unaligned"
+# Measured: 0.7-1.8 microseconds per pair of equal items (2,000-8,000 tokens, 2-500 distinct)
+SECONDS_PER_PAIR = 2e-6
+MAX_EQUAL_PAIRS = 4_000_000  # about 8 s of lining up
 
 
 class NothingAligned(UserError):
     """Prompts of different lengths that have no token (or word) in common."""
+
+    level = "warning"
+
+
+class AlignmentTooCostly(UserError):
+    """Prompts whose differing middles would take too long to line up."""
 
     level = "warning"
 
@@ -204,9 +217,8 @@ def spans(gaps: Sequence[range], most: int = 6) -> str:
     return ", ".join(shown) + more
 
 
-def matching_blocks(a: Sequence[Hashable], b: Sequence[Hashable]) -> tuple[Match, ...]:
-    """The common prefix, the matching blocks between (``difflib``, no junk heuristic), the
-    common suffix; adjacent blocks merged."""
+def common_ends(a: Sequence[Hashable], b: Sequence[Hashable]) -> tuple[int, int]:
+    """Lengths of the common prefix and of the common suffix after it."""
     n_a, n_b = len(a), len(b)
     shortest = min(n_a, n_b)
     prefix = 0
@@ -215,6 +227,47 @@ def matching_blocks(a: Sequence[Hashable], b: Sequence[Hashable]) -> tuple[Match
     suffix = 0
     while suffix < shortest - prefix and a[n_a - 1 - suffix] == b[n_b - 1 - suffix]:
         suffix += 1
+    return prefix, suffix
+
+
+def equal_pairs(a: Sequence[Hashable], b: Sequence[Hashable]) -> int:
+    """Pairs ``(i, j)`` of equal items between the middles of ``a`` and ``b`` (what lies between
+    their common prefix and suffix): the work of the diff's search. 0 for equal lengths, which
+    align position by position."""
+    if len(a) == len(b):
+        return 0
+    prefix, suffix = common_ends(a, b)
+    in_b = Counter(b[prefix : len(b) - suffix])
+    return sum(in_b[item] for item in a[prefix : len(a) - suffix])
+
+
+def alignment_seconds(pairs: int) -> float:
+    """Seconds lining up takes for :func:`equal_pairs` ``pairs`` (measured rate)."""
+    return pairs * SECONDS_PER_PAIR
+
+
+def check_cost(pairs: int, unit: str = "tokens") -> None:
+    """Refuse an alignment whose search would weigh more than :data:`MAX_EQUAL_PAIRS` pairs.
+
+    Raises:
+        AlignmentTooCostly: with what to change.
+    """
+    if pairs <= MAX_EQUAL_PAIRS:
+        return
+    raise AlignmentTooCostly(
+        f"Prompts A and B differ in length over a long stretch that repeats few distinct "
+        f"{unit}: lining them up would weigh {pairs:,} pairs of equal {unit} (about "
+        f"{alignment_seconds(pairs):.0f} s); this server lines up at most {MAX_EQUAL_PAIRS:,}. "
+        "Make the prompts the same length (they then align position by position) or shorten "
+        "the part where they differ."
+    )
+
+
+def matching_blocks(a: Sequence[Hashable], b: Sequence[Hashable]) -> tuple[Match, ...]:
+    """The common prefix, the matching blocks between (``difflib``, no junk heuristic), the
+    common suffix; adjacent blocks merged."""
+    n_a, n_b = len(a), len(b)
+    prefix, suffix = common_ends(a, b)
     found = [(0, 0, prefix)]
     mid_a, mid_b = list(a[prefix : n_a - suffix]), list(b[prefix : n_b - suffix])
     if mid_a and mid_b:
@@ -232,15 +285,17 @@ def matching_blocks(a: Sequence[Hashable], b: Sequence[Hashable]) -> tuple[Match
     return tuple(merged)
 
 
-def align(a: Sequence[Hashable], b: Sequence[Hashable]) -> Alignment:
+def align(a: Sequence[Hashable], b: Sequence[Hashable], unit: str = "tokens") -> Alignment:
     """Line up two sequences of token ids (or words written as tuples of ids).
 
     Raises:
         NothingAligned: different lengths and no item in common.
+        AlignmentTooCostly: see :func:`check_cost`.
     """
     n_a, n_b = len(a), len(b)
     if n_a == n_b:
         return Alignment(n_a, n_b, ((0, 0, n_a),) if n_a else ())
+    check_cost(equal_pairs(a, b), unit)
     matches = matching_blocks(a, b)
     if not matches:
         raise NothingAligned(

@@ -7,7 +7,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.capture.alignment import Alignment, NothingAligned, align, aligned_labels, spans
+from models.capture import alignment
+from models.capture.alignment import (
+    SECONDS_PER_PAIR,
+    Alignment,
+    AlignmentTooCostly,
+    NothingAligned,
+    align,
+    aligned_labels,
+    alignment_seconds,
+    equal_pairs,
+    spans,
+)
 
 
 def pairs(al: Alignment) -> list[tuple[int, int]]:
@@ -127,3 +138,29 @@ def test_every_aligned_pair_holds_the_same_token_in_order(a, b):
     covered_a = {i for g in al.unaligned("a") for i in g} | {i for i, _ in found}
     assert covered_a == set(range(len(a))) and al.n_keys == len(found) + 1
     assert sum(al.bin_keys(np.ones(len(a)) / len(a), "a")) == pytest.approx(1.0)
+
+
+def test_equal_pairs_count_equal_items_between_the_common_ends_by_hand():
+    # common prefix [7], common suffix [9]; middles [1, 2, 1] and [2, 1, 1, 1, 2]:
+    # each of A's two 1s meets B's three (6 pairs), A's 2 meets B's two (2 pairs)
+    assert equal_pairs([7, 1, 2, 1, 9], [7, 2, 1, 1, 1, 2, 9]) == 8
+    assert equal_pairs([1, 2, 3], [4, 5, 6]) == 0  # equal lengths align by position: no search
+    assert equal_pairs([1, 2], [1, 2, 3]) == 0  # nothing between the common ends
+    assert alignment_seconds(10**6) == pytest.approx(10**6 * SECONDS_PER_PAIR)
+
+
+def test_an_alignment_over_the_limit_is_refused_before_it_starts(monkeypatch):
+    a, b = [0, 1] * 30, [1, 0] * 31  # 60 and 62 items of two kinds: 30*31*2 = 1,860 pairs
+    assert equal_pairs(a, b) == 1_860
+    monkeypatch.setattr(alignment, "MAX_EQUAL_PAIRS", 1_859)
+
+    def never(*_args):
+        raise AssertionError("the diff ran")
+
+    monkeypatch.setattr(alignment, "matching_blocks", never)
+    with pytest.raises(AlignmentTooCostly, match="1,860 pairs of equal words") as err:
+        align(a, b, "words")
+    assert "same length" in str(err.value) and err.value.level == "warning"
+    monkeypatch.setattr(alignment, "MAX_EQUAL_PAIRS", 1_860)
+    with pytest.raises(AssertionError, match="the diff ran"):  # at the limit it runs
+        align(a, b)
