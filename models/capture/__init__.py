@@ -14,8 +14,11 @@
   2020);
 - :mod:`models.capture.sinks` -- which key a run's heads sink into, measured;
 - :mod:`models.capture.alignment` -- which positions of prompt A stand for which of prompt B;
-- :mod:`models.capture.compare` -- every head's Jensen–Shannon divergence between two prompts,
-  the ranking table and the cost estimate;
+- :mod:`models.capture.compare` -- every head's Jensen–Shannon divergence between two prompts
+  and the ranking table;
+- :mod:`models.capture.compare_fused` -- that divergence from both runs' q, k and LSE at
+  matrix-product speed, a band of queries and a chunk of keys at a time;
+- :mod:`models.capture.compare_cost` -- what comparing two prompts will take, stated first;
 - :mod:`models.capture.difference` -- one head's A, B and A − B windows on aligned positions;
 - :mod:`models.capture.bands` -- bands of query rows of a layer, rebuilt fast and checked;
 - :mod:`models.capture.words` -- word-level attention (to a word: sum; from a word: mean);

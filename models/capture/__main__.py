@@ -59,7 +59,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def run(args: argparse.Namespace) -> Comparison:
     """Load, capture both prompts and return the :class:`Comparison`."""
-    from models.capture.compare import compare_cost, head_divergence
+    from models.capture.compare import head_divergence
+    from models.capture.compare_cost import compare_cost
     from models.capture.run import capture
     from models.capture.word_split import split_words
     from models.capture.words import Words
@@ -81,7 +82,9 @@ def run(args: argparse.Namespace) -> Comparison:
         ]
         say(f"words: A {split[0].n_words}, B {split[1].n_words} ({split[0].source})")
         words = list(split)
-    cost = compare_cost(model.facts, runs[0].n_tokens, runs[1].n_tokens, runs[0].factored)
+    factored = runs[0].factored and runs[1].factored
+    n_a, n_b = runs[0].n_tokens, runs[1].n_tokens
+    cost = compare_cost(model.facts, n_a, n_b, factored, words=args.words)
     say(f"{model.facts.n_total_heads} heads; about {cost.seconds():.0f} s")
     result = head_divergence(
         runs[0],

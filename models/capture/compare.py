@@ -7,9 +7,10 @@ the aligned key axis (aligned keys kept, all unaligned keys added into one bin, 
 still sum to 1) and compared with the Jensen–Shannon divergence in bits (0: the same row, 1: no
 key in common); a head's divergence is the mean over the aligned queries.
 
-Long prompts are compared a band of query rows at a time (one layer's heads, at most
-:data:`CHUNK_CELLS` weights per prompt in memory), reading rows from the run's store: a q/k/LSE
-store rebuilds them, never a whole ``n x n`` pattern for all heads at once.
+Runs that keep q, k and LSE (long prompts, low-precision models) are compared at matrix-product
+speed by :mod:`models.capture.compare_fused`; runs that hold whole patterns a band of query rows
+at a time (one layer's heads, at most :data:`CHUNK_CELLS` weights per prompt in memory). Rows
+that are the same in A and B by construction (:func:`identical_rows`) count 0 without being read.
 """
 
 from __future__ import annotations
@@ -24,24 +25,17 @@ import pandas as pd
 import torch
 from jaxtyping import Float
 
-from models.capture.alignment import Alignment, align
+from models.capture.alignment import Alignment, align, equal_pairs
 from models.capture.bands import layer_band
+from models.capture.compare_fused import fusable, fused_divergence, unit_starts
 from models.capture.words import Words, local_starts, merge_keys, merge_queries
-from models.cost import ASSUMED_FLOPS, Cost
 from models.head import Head
 from models.progress import Progress, quiet
 
 if TYPE_CHECKING:
     from models.capture.run import AttentionRun
-    from models.model.facts import ModelFacts
 
 CHUNK_CELLS = 1 << 21
-# Measured by benchmarks/compare_prompts.py (SmolLM2, 2,041 x 2,043 tokens, q/k/LSE store):
-# 98 CPU seconds, 134 MB above the runs; about 30 % binning and divergence, 70 % rebuilding.
-CELL_BYTES = 32  # per weight of one prompt's band, with its copies and the other prompt's band
-CELLS_PER_CPU_S = 3.7e7  # binning + divergence, per CPU second
-REBUILD_FLOPS_PER_CPU_S = 2.3e9  # rebuilding rows from q, k and LSE, per CPU second
-CORES = 1.5  # what 2 CPU cores give this mix of threaded torch and single-threaded NumPy
 LN2 = math.log(2.0)
 
 DIVERGENCE_RULE = (
@@ -51,7 +45,7 @@ DIVERGENCE_RULE = (
     "the two have in common. Rows are compared on the aligned keys: an aligned key keeps its "
     "weight, and the weights on all unaligned keys are added into one 'unaligned' bin, so both "
     "rows still sum to 1. Unaligned queries are not compared. In a causal model the rows before "
-    "the first difference see the same tokens in A and B, so they add (almost) nothing."
+    "the first difference see the same tokens in A and B: they are the same rows and count 0."
 )
 
 
@@ -139,10 +133,26 @@ def align_runs(
     words_a: Words | None = None,
     words_b: Words | None = None,
 ) -> Alignment:
-    """Align two runs on their tokens, or on their words when both ``Words`` are given."""
+    """Align two runs on their tokens, or on their words when both ``Words`` are given.
+
+    Raises:
+        NothingAligned, AlignmentTooCostly: see :func:`models.capture.alignment.align`.
+    """
     if (words_a is None) != (words_b is None):
         raise ValueError("give the words of both prompts, or of neither")
-    return align(unit_keys(run_a, words_a), unit_keys(run_b, words_b))
+    unit = "tokens" if words_a is None else "words"
+    return align(unit_keys(run_a, words_a), unit_keys(run_b, words_b), unit)
+
+
+def alignment_pairs(
+    run_a: AttentionRun,
+    run_b: AttentionRun,
+    words_a: Words | None = None,
+    words_b: Words | None = None,
+) -> int:
+    """What lining the runs up will weigh (:func:`models.capture.alignment.equal_pairs`),
+    counted in linear time."""
+    return equal_pairs(unit_keys(run_a, words_a), unit_keys(run_b, words_b))
 
 
 def unit_rows(
@@ -167,17 +177,17 @@ def unit_rows(
 
 
 def _chunks(
-    alignment: Alignment, words: Words | None, run: AttentionRun, n_heads: int
+    alignment: Alignment, words: Words | None, run: AttentionRun, n_heads: int, skip: int = 0
 ) -> Iterator[tuple[int, int, int]]:
-    """``(a_start, b_start, length)`` bands of aligned query units."""
+    """``(a_start, b_start, length)`` bands of aligned query units from aligned index ``skip``."""
     width = run.n_tokens * n_heads
     per_chunk = max(1, CHUNK_CELLS // width)
     if words is not None:  # about as many token rows as a token chunk
         per_chunk = max(1, int(per_chunk * words.n_words / max(1, words.n_tokens)))
-    for (_, a0, length), (_, b0, _) in zip(
+    for (at, a0, length), (_, b0, _) in zip(
         alignment.blocks("a"), alignment.blocks("b"), strict=True
     ):
-        for off in range(0, length, per_chunk):
+        for off in range(max(0, skip - at), length, per_chunk):
             yield a0 + off, b0 + off, min(per_chunk, length - off)
 
 
@@ -204,6 +214,39 @@ def band_divergence(
     return jsd_rows(rows[0], rows[1]).numpy()
 
 
+def identical_rows(
+    run_a: AttentionRun,
+    run_b: AttentionRun,
+    alignment: Alignment,
+    words_a: Words | None = None,
+    words_b: Words | None = None,
+) -> int:
+    """How many aligned queries, from the first, have the same rows in A and B by construction.
+
+    In a causal model a row depends only on the tokens up to its query: rows of the common start
+    (same tokens at the same positions, and in word space the same words) are the same row, of
+    divergence exactly 0. In a bidirectional model every row depends on every token: all rows
+    are the same when the prompts are, none otherwise.
+    """
+    ids_a, ids_b = run_a.token_ids, run_b.token_ids
+    same_words = words_a is None or words_b is None or words_a.starts == words_b.starts
+    if not run_a.facts.causal:
+        return alignment.n_aligned if ids_a == ids_b and same_words else 0
+    if not alignment.matches or alignment.matches[0][:2] != (0, 0):
+        return 0
+    common = 0
+    while common < min(len(ids_a), len(ids_b)) and ids_a[common] == ids_b[common]:
+        common += 1
+    first = alignment.matches[0][2]
+    if words_a is None or words_b is None:
+        return min(common, first)
+    starts_a, starts_b = words_a.starts, words_b.starts
+    unit = 0
+    while unit < first and starts_a[unit + 1] == starts_b[unit + 1] <= common:
+        unit += 1
+    return unit
+
+
 def head_divergence(
     run_a: AttentionRun,
     run_b: AttentionRun,
@@ -213,6 +256,10 @@ def head_divergence(
 ) -> Comparison:
     """Every head's divergence between two runs of the same model (see :data:`DIVERGENCE_RULE`).
 
+    The prompts are aligned here (the alignment is part of the result). Runs that keep q, k and
+    LSE are compared by :func:`models.capture.compare_fused.fused_divergence`, at matrix-product
+    speed; runs that hold their whole patterns, band by band from the stored rows.
+
     Args:
         run_a: prompt A's run.
         run_b: prompt B's run (same model).
@@ -220,42 +267,26 @@ def head_divergence(
         progress: called once per layer; may raise Cancelled.
 
     Returns:
-        A :class:`Comparison`; cost: :func:`compare_cost`.
+        A :class:`Comparison`; cost: :func:`models.capture.compare_cost.compare_cost`.
 
     Raises:
         NothingAligned: lengths differ and the prompts have no token (word) in common.
+        AlignmentTooCostly: lining the prompts up would take too long.
     """
     alignment = align_runs(run_a, run_b, words_a, words_b)
-    n_layers, n_heads = run_a.facts.n_layers, run_a.facts.n_heads
-    totals = np.zeros((n_layers, n_heads))
-    for layer in range(n_layers):
-        for band in _chunks(alignment, words_a, run_a, n_heads):
-            totals[layer] += band_divergence(
-                run_a, run_b, alignment, layer, band, words_a, words_b
-            ).sum(axis=-1)
-        progress((layer + 1) / n_layers, f"layer {layer + 1} of {n_layers}")
+    skip = identical_rows(run_a, run_b, alignment, words_a, words_b)
+    stores = fusable(run_a.store, run_b.store)
+    if stores is not None:
+        starts = (unit_starts(run_a.n_tokens, words_a), unit_starts(run_b.n_tokens, words_b))
+        words = words_a is not None
+        totals = fused_divergence(stores, alignment, starts, words, skip, progress)
+    else:
+        n_layers, n_heads = run_a.facts.n_layers, run_a.facts.n_heads
+        totals = np.zeros((n_layers, n_heads))
+        for layer in range(n_layers):
+            for band in _chunks(alignment, words_a, run_a, n_heads, skip):
+                totals[layer] += band_divergence(
+                    run_a, run_b, alignment, layer, band, words_a, words_b
+                ).sum(axis=-1)
+            progress((layer + 1) / n_layers, f"layer {layer + 1} of {n_layers}")
     return Comparison(alignment, totals / max(1, alignment.n_aligned), words_a is not None)
-
-
-def compare_cost(facts: ModelFacts, n_a: int, n_b: int, factored: bool) -> Cost:
-    """Cost of :func:`head_divergence` for prompts of ``n_a`` and ``n_b`` tokens.
-
-    Every aligned row of every head is read once per prompt, only up to its band's last key in
-    a causal model (rebuilt from q and k when ``factored``: ``2 d_head + 8`` operations per
-    weight), then binned and compared (about 12 operations per weight). Seconds are for 2 idle
-    CPU cores, from measured rates (a busy server takes longer); the peak is one band of rows
-    per prompt with its copies (SmolLM2 at 2,048 tokens: about a minute and 134 MB).
-    """
-    heads = facts.n_layers * facts.n_heads
-    longest = max(n_a, n_b, 1)
-    cells = heads * min(n_a, n_b) * (n_a + n_b) * (0.5 if facts.causal else 1.0)
-    rebuild = cells * (2 * facts.d_head + 8) if factored else 0.0
-    seconds = (cells / CELLS_PER_CPU_S + rebuild / REBUILD_FLOPS_PER_CPU_S) / CORES
-    rows = min(longest, max(1, CHUNK_CELLS // (facts.n_heads * longest)))
-    band = facts.n_heads * rows * longest
-    flops = float(rebuild + 12 * cells)
-    return Cost(
-        flops=flops,
-        peak_bytes=int(2 * band * CELL_BYTES),
-        overhead_s=max(0.0, seconds - flops / ASSUMED_FLOPS["cpu"]),  # NumPy, not matmuls
-    )

@@ -11,11 +11,11 @@ from transformers import GPT2LMHeadModel
 
 from models.capture.compare import (
     DIVERGENCE_RULE,
-    compare_cost,
     divergence_csv,
     head_divergence,
     jensen_shannon,
 )
+from models.capture.compare_cost import compare_cost
 from models.capture.difference import difference_window, query_divergence
 from models.capture.run import capture
 from models.capture.word_split import split_words
