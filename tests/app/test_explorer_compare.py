@@ -306,3 +306,39 @@ def test_the_exported_file_is_the_size_stated_and_holds_the_view(mode):
         assert "A − B" in html and "prompt B" in html and "the dog sat" in html
     else:
         assert "(2) cat" in html  # the word view's labels
+
+
+def test_the_compare_job_aligns_once_and_a_click_does_not_realign(monkeypatch):
+    from models.capture import alignment
+
+    calls = []
+    real = alignment.matching_blocks
+
+    def counted(a, b):
+        calls.append(len(a))
+        return real(a, b)
+
+    monkeypatch.setattr(alignment, "matching_blocks", counted)
+    b = "the cat sat very quietly on the soft mat because it was warm there"
+    at = open_app(model="bundled", prompt=A, mode="compare", b=b, layer=0, head=0)
+    assert not at.exception
+    assert len(calls) == 1  # in the compare job, kept with its result
+    said = texts(at)
+    assert "Alignment (tokens)" in said and "unaligned: A none; B " in said
+    at.selectbox(key=Explorer.HEAD).set_value(3).run()
+    at.selectbox(key=Explorer.LAYER).set_value(2).run()
+    assert not at.exception
+    assert len(calls) == 1  # layer and head changes read the stored alignment
+    assert "Head 2.3" in texts(at) and "unaligned: A none; B " in texts(at)
+
+
+def test_an_alignment_too_long_to_compute_is_a_message_not_a_job(monkeypatch):
+    from models.capture import alignment
+
+    monkeypatch.setattr(alignment, "MAX_EQUAL_PAIRS", 0)  # any search is too long
+    b = "the dog sat on the big mat because it was warm"  # "sat on the" in both middles
+    at = open_app(model="bundled", prompt=A, mode="compare", b=b)
+    assert not at.exception
+    said = texts(at)
+    assert "lining them up would weigh" in said and "Make the prompts the same length" in said
+    assert not at.dataframe  # no ranking was computed

@@ -18,15 +18,15 @@ import pandas as pd
 import streamlit as st
 from plotly.colors import sample_colorscale
 
-from models.capture.alignment import Alignment
+from models.capture.alignment import Alignment, check_cost
 from models.capture.compare import (
     DIVERGENCE_RULE,
     Comparison,
-    align_runs,
-    compare_cost,
+    alignment_pairs,
     divergence_csv,
     head_divergence,
 )
+from models.capture.compare_cost import compare_cost
 from models.capture.run import AttentionRun
 from models.capture.words import Words
 from models.errors import UserError
@@ -162,40 +162,49 @@ def megabytes(n: int) -> str:
     return "under 1 MB" if n < 2**20 else f"{n / 2**20:,.0f} MB"
 
 
-def divergence(key: CompareKey, run_a: AttentionRun, run_b: AttentionRun) -> Comparison | None:
-    """Every head's divergence: a job whose cost is stated first (long ones wait for a click)."""
+def divergence(
+    key: CompareKey,
+    run_a: AttentionRun,
+    run_b: AttentionRun,
+    words: tuple[Words | None, Words | None],
+) -> Comparison | None:
+    """Every head's divergence, the alignment with it: a job whose cost is stated first (long
+    ones wait for a click). Lining the prompts up is part of the job, done once; here only its
+    cost is counted (in linear time), and only before the job is known."""
     runtime, facts = server.current(), run_a.facts
-    cost = compare_cost(facts, run_a.n_tokens, run_b.n_tokens, run_a.factored or run_b.factored)
     known = runtime.pool.finished(key) is not None or runtime.pool.get(key) is not None
-    seconds = job_view.expected_seconds(key, cost)
-    if not known:
-        st.caption(
-            f"Comparing every head ({facts.n_layers * facts.n_heads} heads, "
-            f"{run_a.n_tokens:,} × {run_b.n_tokens:,} tokens) takes "
-            f"{about(seconds)} on this server and "
-            f"{megabytes(cost.peak_bytes)} of memory beyond the two runs."
-        )
-        asked = key in st.session_state.get(Explorer.COMPARE_REQUESTED, set())
-        if seconds > AUTO_START_S and not asked:
-            st.button(
-                "Compare every head",
-                key=Explorer.COMPARE_START,
-                type="primary",
-                on_click=request,
-                args=(key,),
-            )
-            return None
+    pairs = 0
     try:
-        found = job_view.run_job(
-            key,
-            "Comparing every head of prompts A and B",
-            compare_work(key),
-            cost=cost,
+        if not known:
+            pairs = alignment_pairs(run_a, run_b, *words)
+            check_cost(pairs, "words" if key.words else "tokens")
+        factored = run_a.factored and run_b.factored
+        cost = compare_cost(facts, run_a.n_tokens, run_b.n_tokens, factored, pairs, key.words)
+        if not known:
+            seconds = job_view.expected_seconds(key, cost)
+            st.caption(
+                f"Comparing every head ({facts.n_layers * facts.n_heads} heads, "
+                f"{run_a.n_tokens:,} × {run_b.n_tokens:,} tokens) takes "
+                f"{about(seconds)} on this server and "
+                f"{megabytes(cost.peak_bytes)} of memory beyond the two runs."
+            )
+            asked = key in st.session_state.get(Explorer.COMPARE_REQUESTED, set())
+            if seconds > AUTO_START_S and not asked:
+                st.button(
+                    "Compare every head",
+                    key=Explorer.COMPARE_START,
+                    type="primary",
+                    on_click=request,
+                    args=(key,),
+                )
+                return None
+        result = job_view.run_job(
+            key, "Comparing every head of prompts A and B", compare_work(key), cost=cost
         )
     except UserError as err:
         session.show_error(err)
         return None
-    return None if found is job_view.MISSING else found
+    return None if result is job_view.MISSING else result
 
 
 def on_grid_click(run_key: RunKey) -> None:
@@ -328,16 +337,11 @@ def prepare(
             f"{found_b.n_tokens:,} are compared."
         )
     words_b = results.words_of(key_b) if words_a is not None else None
-    try:
-        alignment = align_runs(run_a, found_b, words_a, words_b)
-    except UserError as err:
-        session.show_error(err)
+    key = CompareKey(key_a, key_b, words_a is not None)
+    comparison = divergence(key, run_a, found_b, (words_a, words_b))
+    if comparison is None:
         return None
     names_a = list(words_a.labels) if words_a is not None else list(run_a.tokens)
     names_b = list(words_b.labels) if words_b is not None else list(found_b.tokens)
-    alignment_statement(alignment, names_a, names_b, words_a is not None)
-    key = CompareKey(key_a, key_b, words_a is not None)
-    comparison = divergence(key, run_a, found_b)
-    if comparison is None:
-        return None
+    alignment_statement(comparison.alignment, names_a, names_b, words_a is not None)
     return found_b, key_b, words_b, comparison, key

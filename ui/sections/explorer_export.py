@@ -18,12 +18,11 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from models.capture.compare import align_runs
 from models.capture.words import WORD_RULE
 from ui import session
 from ui.keys import Explorer
 from ui.runtime import server
-from ui.runtime.job_keys import RolloutKey, RunKey
+from ui.runtime.job_keys import CompareKey, RolloutKey, RunKey
 from ui.sections import explorer_compare_detail as compare_detail
 from ui.sections import explorer_detail as detail
 from ui.sections import explorer_results as results
@@ -98,12 +97,11 @@ def figure_and_strip(request: ExportRequest) -> tuple[go.Figure, Strip] | None:
     if view.mode == "compare":
         key_b = replace(key, prompt=view.prompt_b)
         run_b = server.current().results.get(key_b)
-        if run_b is None:
+        comparison = server.current().pool.finished(CompareKey(key, key_b, view.words))
+        if run_b is None or comparison is None:
             return None
         words_b = results.words_of(key_b) if view.words else None
-        pair = compare_detail.Pair(
-            run, run_b, key, align_runs(run, run_b, words, words_b), words, words_b
-        )
+        pair = compare_detail.Pair(run, run_b, key, comparison.alignment, words, words_b)
         found = compare_detail.figures(view, pair)
         if found is None:
             return None
