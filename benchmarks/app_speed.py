@@ -33,6 +33,10 @@ measures, in the same process:
     python -m benchmarks.app_speed --model smollm2 --tokens 2048 --json --browser
     python -m benchmarks.app_speed --model smollm2 --tokens 8192 --json --repeats 1
     python -m benchmarks.app_speed --model smollm2 --peers 64,256,1024   # peers' payload only
+    python -m benchmarks.app_speed --model smollm2 --core --device cuda --json  # on a GPU
+
+``--device cuda`` runs the core measurement (the capture against the bare forward pass) on the
+GPU, with the GPU's matmul rates; the page itself runs on the CPU, so it needs ``--core``.
 
 The last line printed with ``--json`` is one JSON object with every number. Everything that
 depends on how the app is written (widget keys, page names, selectors, the prompt store) is in
@@ -57,6 +61,7 @@ os.environ.setdefault("ATLAS_JOB_WAIT_S", "3600")  # AppTest waits for the captu
 import numpy as np
 import torch
 
+from benchmarks.machine import describe
 from models.model.allocator import keep_freed_blocks
 from models.model.hardware import low_precision, matmul_rates
 from models.model.loading import load
@@ -399,24 +404,34 @@ def peers(model, ids: torch.Tensor) -> dict[str, float | str]:
 
 
 def bare_model(spec: ModelSpec):
-    """The checkpoint as plain transformers loads it, SDPA attention, the spec's dtype."""
+    """The checkpoint as plain transformers loads it, SDPA attention, the spec's dtype and
+    device."""
     from transformers import AutoModel, AutoModelForCausalLM
 
     path, dtype = spec.path_or_name, spec.torch_dtype
     try:
-        return AutoModelForCausalLM.from_pretrained(
-            path, attn_implementation="sdpa", dtype=dtype
-        ).eval()
+        hf = AutoModelForCausalLM.from_pretrained(path, attn_implementation="sdpa", dtype=dtype)
     except ValueError:
-        return AutoModel.from_pretrained(path, attn_implementation="sdpa", dtype=dtype).eval()
+        hf = AutoModel.from_pretrained(path, attn_implementation="sdpa", dtype=dtype)
+    return hf.to(spec.device).eval()
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def bare_forward(hf, ids: torch.Tensor, all_logits: bool = True) -> float:
-    """Seconds of one bare forward pass (logits for every position, or the last one only)."""
+    """Seconds of one bare forward pass (logits for every position, or the last one only), on
+    the model's device (a GPU's queue waited for at both ends)."""
     extra = {} if all_logits or not hasattr(hf, "generate") else {"logits_to_keep": 1}
+    device = next(hf.parameters()).device
+    ids = ids.to(device)
+    synchronize(device)
     start = time.perf_counter()
     with torch.no_grad():
         hf(ids, use_cache=False, **extra) if hasattr(hf, "generate") else hf(ids)
+    synchronize(device)
     return time.perf_counter() - start
 
 
@@ -587,8 +602,15 @@ def main() -> None:
         "--browser", action="store_true", help="also time clicks in Chromium against a real server"
     )
     parser.add_argument("--peers", help="only the peers' payload, at these token counts (a,b,c)")
+    parser.add_argument(
+        "--device", default="cpu", choices=["cpu", "cuda"], help="where the model runs (--core)"
+    )
     args = parser.parse_args()
-    spec = ModelSpec(args.model, dtype=args.dtype)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: this machine has no CUDA GPU")
+    if args.device == "cuda" and not args.core:
+        parser.error("--device cuda measures the capture alone: add --core")
+    spec = ModelSpec(args.model, dtype=args.dtype, device=args.device)
     if args.peers:
         model = load(spec)
         rows = [
@@ -601,13 +623,15 @@ def main() -> None:
         return
     keep_freed_blocks()  # as the app's server does: both sides of every ratio run with it
     threads = torch.get_num_threads()
-    support = low_precision("bfloat16")
+    support = low_precision("bfloat16", args.device)
+    machine = describe(rates=False)
+    gpu = f", GPU {torch.cuda.get_device_name()}" if args.device == "cuda" else ""
     print(
-        f"machine: {os.cpu_count()} CPUs, torch {torch.__version__} ({threads} threads), "
-        f"CUDA {'yes' if torch.cuda.is_available() else 'no'}, bfloat16 "
+        f"machine: {machine['cpu']} ({machine['cpu_kind']}), {os.cpu_count()} CPUs, torch "
+        f"{torch.__version__} ({threads} threads){gpu}, bfloat16 "
         f"{'native' if support.native else 'emulated'} ({support.how})"
     )
-    rates = matmul_rates()
+    rates = matmul_rates(device=args.device)
     model = load(spec)
     prompts = [prompt_of(model, args.tokens, salt) for salt in range(args.repeats)]
     ids = model.bridge.to_tokens(prompts[0])
@@ -621,6 +645,10 @@ def main() -> None:
     result = {
         "model": model.facts.name,
         "dtype": args.dtype,
+        "device": args.device,
+        "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
+        "cpu": machine["cpu"],
+        "cpu_kind": machine["cpu_kind"],
         "tokens": n,
         "threads": threads,
         "bfloat16_native": support.native,
