@@ -8,6 +8,11 @@ error against a float64 reference on one head. Without a GPU it runs a reduced f
 (tiled path vs SDPA vs naive, wall clock). Prints a table and writes a CSV; never asserts on time.
 
     python benchmarks/attention_kernel.py [--quick] [--csv PATH] [--threads N]
+        [--n 512,2048,16384] [--dtypes bfloat16,float16] [--json PATH]
+
+``--json`` also writes one summary per shape: the kernel's TFLOP/s as a ratio to the fastest
+SDPA backend timed in the same run, beside FlashAttention's published H100 figures for that
+shape where the FlashAttention-3 paper has them (:data:`PUBLISHED_H100`).
 
 On a GPU the first call per shape runs the Triton autotuner (36 configs, each compiled once per
 dtype / head dim / mask variant), so a full sweep spends minutes compiling before timing.
@@ -26,6 +31,26 @@ import torch
 from models.attention import AttentionOptions, attention, choose_backend, naive_attention
 
 ROOT = Path(__file__).resolve().parents[1]
+# FlashAttention-3 paper, H100 SXM5, forward, fp16/bf16, TFLOP/s, batch * n = 16k tokens and
+# heads * d_head = 2048 (as this sweep): (d_head, causal) -> n -> (FA2, Triton, cuDNN, FA3).
+PUBLISHED_H100 = {
+    (64, False): {
+        512: (282, 340, 335, 333),
+        2048: (318, 396, 395, 460),
+        16384: (324, 403, 413, 497),
+    },
+    (128, False): {
+        512: (309, 323, 497, 467),
+        2048: (362, 389, 617, 625),
+        16384: (370, 395, 595, 648),
+    },
+    (128, True): {
+        512: (191, 146, 315, 292),
+        2048: (298, 323, 484, 521),
+        16384: (335, 378, 539, 616),
+    },
+}
+PUBLISHED_NAMES = ("FA2", "Triton", "cuDNN", "FA3")
 
 DEFAULT_CSV = ROOT / "benchmarks" / "results" / "attention_kernel.csv"
 FIELDS = [
@@ -177,11 +202,12 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def sweep(cuda: bool, quick: bool):
-    """Yield ``(dtype, d_head, n, batch, heads, causal)`` for the GPU or the CPU sweep."""
+def sweep(cuda: bool, quick: bool, ns: tuple[int, ...] = (), dtypes: tuple[torch.dtype, ...] = ()):
+    """Yield ``(dtype, d_head, n, batch, heads, causal)`` for the GPU or the CPU sweep (``ns``
+    and ``dtypes`` replace the GPU sweep's own when given)."""
     if cuda:
-        dtypes = (torch.bfloat16,) if quick else (torch.float16, torch.bfloat16)
-        ns = (512, 2048) if quick else (512, 1024, 2048, 4096, 8192, 16384)
+        dtypes = dtypes or ((torch.bfloat16,) if quick else (torch.float16, torch.bfloat16))
+        ns = ns or ((512, 2048) if quick else (512, 1024, 2048, 4096, 8192, 16384))
         for dtype in dtypes:
             for d in (64, 128):
                 for n in ns:
@@ -223,6 +249,39 @@ def print_table(rows: list[dict]) -> None:
         )
 
 
+def shape_summaries(rows: list[dict]) -> list[dict]:
+    """Per shape: the kernel's and the fastest SDPA backend's TFLOP/s, their ratio, the
+    kernel's error, and the published H100 figures for that shape (None where the paper has
+    none)."""
+    shapes: dict[tuple, list[dict]] = {}
+    for r in rows:
+        shapes.setdefault((r["dtype"], r["d_head"], r["n"], r["causal"]), []).append(r)
+    out = []
+    for (dtype, d, n, causal), group in shapes.items():
+        kern = next(r for r in group if r["impl"] == "kernel")
+        best = next((r for r in group if r.get("fastest_sdpa")), None)
+        published = PUBLISHED_H100.get((d, causal), {}).get(n)
+        out.append(
+            {
+                "dtype": dtype,
+                "d_head": d,
+                "n": n,
+                "causal": causal,
+                "kernel_tflops": kern["tflops"],
+                "kernel_error_vs_fp64": kern["max_err_vs_fp64"],
+                "sdpa_backend": best["detail"] if best else None,
+                "sdpa_tflops": best["tflops"] if best else None,
+                "kernel_to_sdpa": kern["tflops"] / best["tflops"]
+                if best and kern["tflops"]
+                else None,
+                "published_h100_tflops": dict(zip(PUBLISHED_NAMES, published, strict=True))
+                if published
+                else None,
+            }
+        )
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few shapes, fewer repeats")
@@ -234,7 +293,12 @@ def main(argv: list[str] | None = None) -> None:
         help="CPU threads for torch (default: torch's own choice); on a busy "
         "machine 1 thread avoids OpenMP spin-wait noise",
     )
+    parser.add_argument("--n", help="sequence lengths of the GPU sweep, e.g. 512,2048,16384")
+    parser.add_argument("--dtypes", help="dtypes of the GPU sweep, e.g. bfloat16,float16")
+    parser.add_argument("--json", type=Path, help="also write the per-shape summary as JSON")
     args = parser.parse_args(argv)
+    ns = tuple(int(x) for x in args.n.split(",")) if args.n else ()
+    dtypes = tuple(getattr(torch, x) for x in args.dtypes.split(",")) if args.dtypes else ()
     if args.threads:
         torch.set_num_threads(args.threads)
     cuda = torch.cuda.is_available()
@@ -249,10 +313,12 @@ def main(argv: list[str] | None = None) -> None:
             "TFLOP/s = 4*b*h*n^2*d (halved when causal) / time; kernel = tiled PyTorch path"
         )
     rows = []
-    for dtype, d, n, batch, heads, causal in sweep(cuda, args.quick):
+    for dtype, d, n, batch, heads, causal in sweep(cuda, args.quick, ns, dtypes):
         rows += bench_shape(
             "cuda" if cuda else "cpu", dtype, d, n, batch, heads, causal, args.quick
         )
+        if args.json:  # shape by shape: a run stopped early keeps what it measured
+            write_json(args.json, rows, cuda)
     print_table(rows)
     args.csv.parent.mkdir(parents=True, exist_ok=True)
     with args.csv.open("w", newline="") as handle:
@@ -260,6 +326,35 @@ def main(argv: list[str] | None = None) -> None:
         writer.writeheader()
         writer.writerows(rows)
     print(f"wrote {len(rows)} rows to {args.csv}")
+    if args.json:
+        for shape in write_json(args.json, rows, cuda)["shapes"]:
+            ratio = shape["kernel_to_sdpa"]
+            print(
+                f"{shape['dtype']} d={shape['d_head']} n={shape['n']} causal={shape['causal']}: "
+                f"kernel / {shape['sdpa_backend']} = {'-' if ratio is None else f'{ratio:.2f}'}; "
+                f"published H100 {shape['published_h100_tflops']}"
+            )
+        print(f"wrote {args.json}")
+
+
+def write_json(path: Path, rows: list[dict], cuda: bool) -> dict:
+    """The device, versions and per-shape summaries so far, written to ``path``."""
+    import json
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        triton_version = version("triton")
+    except PackageNotFoundError:
+        triton_version = None
+    summary = {
+        "device": torch.cuda.get_device_name() if cuda else "cpu",
+        "torch": torch.__version__,
+        "triton": triton_version,
+        "shapes": shape_summaries(rows),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=1, default=str))
+    return summary
 
 
 if __name__ == "__main__":
