@@ -1,37 +1,54 @@
-"""How long comparing two long prompts takes, against its cost estimate; prints numbers, never
-fails on time.
+"""How long comparing two long prompts takes, from text to the ranked table, against one bare
+forward pass of that length; prints numbers, never fails on time.
 
-On SmolLM2 (or ``--model``), two ~2,048-token prompts from the English corpus that differ by one
-name (different token lengths: aligned like a diff) are captured (q/k/LSE store at this length),
-then every head's divergence is computed in token space and in word space. Reports the measured
-seconds, the estimate of :func:`models.capture.compare.compare_cost`, the extra memory measured
-(resident set sampled every 5 ms after ``malloc_trim``) against the estimated peak, the CPU
-seconds (all threads), and the top heads.
+On SmolLM2 (or ``--model``), in ``--dtype``, two ~2,048-token prompts from the English corpus
+that differ by one name (different token lengths: aligned like a diff). Each repeat measures, in
+one process and one after the other:
 
-    python -m benchmarks.compare_prompts [--model smollm2] [--tokens 2048]
+- ``forward_s``: a bare Hugging Face forward pass with SDPA attention over prompt A's tokens, in
+  the same dtype (the floor: the model itself, nothing of the app);
+- ``prompts_to_ranking_s``: what the page does from the two texts to the ranked per-head table:
+  both prompts captured (:func:`models.capture.run.capture`, as the page's capture jobs call
+  it), every head's divergence (:func:`models.capture.compare.head_divergence`: alignment and
+  fused divergence) and the ranking; with ``captures_s`` and ``compare_s`` its two parts;
+- the resident-memory peak above the start of that span (the two runs' stores included), and
+  of the divergence step alone against its estimate (sampled every 5 ms after ``malloc_trim``).
+
+Once, after the repeats: the same comparison in word space (``words_compare_s``, the word splits
+included). The process keeps freed blocks as the app's server does
+(:mod:`models.model.allocator`). The machine's CPU, its kind and its matmul rates are measured
+first (:mod:`benchmarks.machine`). The last line printed is one JSON object.
+
+    python -m benchmarks.compare_prompts [--model smollm2] [--tokens 2048] [--dtype bfloat16]
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import gc
 import json
 import os
+import statistics
 import threading
 import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch
-
-from models.capture.compare import compare_cost, head_divergence
+from benchmarks.app_speed import bare_forward, bare_model
+from benchmarks.machine import describe, line
+from models.capture.compare import alignment_pairs, head_divergence
+from models.capture.compare_cost import compare_cost
 from models.capture.run import capture
 from models.capture.word_split import split_words
+from models.model.allocator import keep_freed_blocks
+from models.model.forward import tokenize
 from models.model.loading import load
 from models.model.spec import ModelSpec
 
 CORPUS = Path(__file__).resolve().parents[1] / "models/heads/finding/corpora/english.txt"
+MB = 2**20
 
 
 class PeakRss:
@@ -58,6 +75,7 @@ class PeakRss:
     def __exit__(self, *exc) -> None:
         self.running = False
         self.thread.join()
+        self.peak = max(self.peak, self.rss())
 
     @property
     def extra(self) -> int:
@@ -71,54 +89,120 @@ def prompts(model, n_tokens: int) -> tuple[str, str]:
     return text, text.replace("Elias", "Bartholomew", 1)
 
 
-def timed(work):
-    """Wall seconds, CPU seconds of every thread, and the result."""
-    start, cpu = time.perf_counter(), time.process_time()
-    out = work()
-    return time.perf_counter() - start, time.process_time() - cpu, out
+def prompts_to_ranking(model, text_a: str, text_b: str) -> dict:
+    """Both captures, the divergence and the ranked table, timed, with their memory peaks."""
+    gc.collect()
+    with PeakRss() as whole:
+        start = time.perf_counter()
+        run_a, run_b = capture(model, text_a), capture(model, text_b)
+        captured = time.perf_counter()
+        with PeakRss() as step:
+            result = head_divergence(run_a, run_b)
+            table = result.ranking()
+        done = time.perf_counter()
+    return {
+        "prompts_to_ranking_s": done - start,
+        "captures_s": captured - start,
+        "compare_s": done - captured,
+        "peak_mb": whole.extra / MB,
+        "compare_peak_mb": step.extra / MB,
+        "runs": (run_a, run_b),
+        "result": result,
+        "table": table,
+    }
+
+
+def median(rows: list[dict], key: str) -> float:
+    return statistics.median(row[key] for row in rows)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--tokens", type=int, default=2048)
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-words", action="store_true", help="skip the word-space compare")
     args = parser.parse_args()
-    model = load(ModelSpec(args.model))
+    keep_freed_blocks()  # as the app's server does: both sides of the ratio run with it
+    machine = describe(dtypes=tuple(dict.fromkeys(("float32", args.dtype))))
+    spec = ModelSpec(args.model, dtype=args.dtype)
+    model = load(spec)
     text_a, text_b = prompts(model, args.tokens)
-    capture_s, _, run_a = timed(lambda: capture(model, text_a))
-    run_b = capture(model, text_b)
-    est = compare_cost(model.facts, run_a.n_tokens, run_b.n_tokens, run_a.factored)
-    with PeakRss() as memory:
-        seconds, compare_cpu, result = timed(lambda: head_divergence(run_a, run_b))
-    words_a = split_words(model.tokenizer, text_a, run_a.token_ids, run_a.tokens)
-    words_b = split_words(model.tokenizer, text_b, run_b.token_ids, run_b.tokens)
-    word_s, _, word_result = timed(lambda: head_divergence(run_a, run_b, words_a, words_b))
-    top = result.ranking().head(5)
-    row = {
+    hf = bare_model(spec)
+    ids, _ = tokenize(model, text_a)
+    bare_forward(hf, ids)  # warm-up of both (first passes pick their kernels)
+    capture(model, text_a)
+    rows, forward = [], []
+    print(f"machine: {line(machine)}", flush=True)
+    for repeat in range(args.repeats):  # interleaved, so both see the same load on the machine
+        for row in rows:  # only the last repeat's runs are kept
+            row.pop("runs", None)
+        forward.append(bare_forward(hf, ids))
+        rows.append(prompts_to_ranking(model, text_a, text_b))
+        print(
+            f"repeat {repeat + 1}: forward {forward[-1]:.2f} s, prompts to ranking "
+            f"{rows[-1]['prompts_to_ranking_s']:.2f} s (captures {rows[-1]['captures_s']:.2f} "
+            f"s, compare {rows[-1]['compare_s']:.2f} s)",
+            flush=True,
+        )
+    last = rows[-1]
+    run_a, run_b = last["runs"]
+    result = last["result"]
+    factored = run_a.factored and run_b.factored
+    pairs = alignment_pairs(run_a, run_b)
+    estimate = compare_cost(model.facts, run_a.n_tokens, run_b.n_tokens, factored, pairs)
+    word_s = None
+    if not args.no_words:
+        start = time.perf_counter()
+        words = [
+            split_words(model.tokenizer, run.prompt, run.token_ids, run.tokens)
+            for run in (run_a, run_b)
+        ]
+        word_result = head_divergence(run_a, run_b, *words)
+        word_s = time.perf_counter() - start
+    top = last["table"].head(5)
+    total, floor = median(rows, "prompts_to_ranking_s"), statistics.median(forward)
+    report = {
         "model": args.model,
+        "dtype": args.dtype,
         "tokens_a": run_a.n_tokens,
         "tokens_b": run_b.n_tokens,
-        "factored": run_a.factored,
+        "machine": machine,
+        "forward_s": floor,
+        "prompts_to_ranking_s": total,
+        "ratio_to_forward": total / floor,
+        "captures_s": median(rows, "captures_s"),
+        "compare_s": median(rows, "compare_s"),
+        "compare_estimate_s": estimate.seconds(),
+        "peak_mb": max(row["peak_mb"] for row in rows),
+        "compare_peak_mb": max(row["compare_peak_mb"] for row in rows),
+        "compare_estimate_peak_mb": estimate.peak_bytes / MB,
+        "path": run_a.path,
         "alignment": result.alignment.describe(),
-        "capture_s": capture_s,
-        "compare_cpu_s": compare_cpu,
-        "compare_s": seconds,
-        "estimate_s": est.seconds(),
-        "ratio_measured_to_estimate": seconds / est.seconds,
-        "estimate_flops": est.flops,
-        "extra_rss_bytes": memory.extra,
-        "estimate_peak_bytes": est.peak_bytes,
         "words_compare_s": word_s,
-        "words": [words_a.n_words, words_b.n_words],
-        "word_alignment": word_result.alignment.describe(),
+        "word_alignment": None if args.no_words else word_result.alignment.describe("words"),
         "top_heads": [
-            [h, round(float(v), 4)] for h, v in zip(top["head"], top["divergence"], strict=True)
+            [h, round(float(v), 5)] for h, v in zip(top["head"], top["divergence"], strict=True)
         ],
-        "threads": torch.get_num_threads(),
+        "repeats": {
+            "forward_s": forward,
+            **{
+                key: [row[key] for row in rows]
+                for key in ("prompts_to_ranking_s", "captures_s", "compare_s")
+            },
+        },
     }
-    for key, value in row.items():
-        print(f"{key}: {value}")
-    print(json.dumps(row))
+    print(
+        f"{args.model}, {run_a.n_tokens:,} and {run_b.n_tokens:,} tokens, {args.dtype}: "
+        f"bare forward {floor:.2f} s; prompts to ranking {total:.2f} s = "
+        f"{total / floor:.2f}x (captures {report['captures_s']:.2f} s, compare "
+        f"{report['compare_s']:.2f} s, estimated {estimate.seconds():.2f} s)"
+    )
+    for key, value in report.items():
+        if key not in ("machine", "repeats"):
+            print(f"  {key}: {value}")
+    print(json.dumps(report))
 
 
 if __name__ == "__main__":
