@@ -7,6 +7,7 @@
 - :mod:`ui.runtime.jobs` -- the job pool: costs checked, fair queue, progress, cancel;
 - :mod:`ui.runtime.job_keys` -- every kind of costly work as a key type;
 - :mod:`ui.runtime.kept_results` -- finished results that took a while, kept on disk;
+- :mod:`ui.runtime.result_codec` -- a result as arrays and JSON, read back by its type;
 - :mod:`ui.runtime.janitor` -- drops what nobody used lately and frees its memory;
 - :mod:`ui.runtime.prompt_store` -- long prompts kept for ``pid=`` links;
 - :mod:`ui.runtime.server` -- the one :class:`Runtime`, started from ``app.py``.
