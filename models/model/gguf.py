@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from models.errors import ModelLoadError
-from models.model.gguf_header import GgufHeader, HeaderError, read_header
+from models.model.gguf_header import GgufHeader, HeaderError, described_weights, read_header
 from models.model.load_lock import LOAD_LOCK
 from models.progress import Progress, quiet
 
@@ -87,20 +87,66 @@ def header(path: Path) -> GgufHeader:
 
     Every count and length in the header is checked against the bytes left in the file before
     anything is read or allocated for it (see :mod:`models.model.gguf_header`), so a small file
-    that declares a huge array is refused at once.
+    that declares a huge array is refused at once; so is a file whose metadata describes a
+    bigger model than its tensors hold (:func:`check_described`).
 
     Raises:
-        ModelLoadError: not a readable GGUF file (truncated, corrupt, another format).
+        ModelLoadError: not a readable GGUF file (truncated, corrupt, another format), or one
+            whose metadata and tensors disagree.
     """
     key = _file_key(path)
     if key not in _headers:
         try:
-            _headers[key] = read_header(path)
+            found = read_header(path)
         except HeaderError as err:
             raise ModelLoadError(
                 f"{path.name} is not a readable GGUF file ({err}). It may be truncated or corrupt."
             ) from err
+        check_described(path.name, found)
+        _headers[key] = found
     return _headers[key]
+
+
+def required_sizes(architecture: str) -> tuple[str, ...]:
+    """The metadata sizes transformers reads for ``architecture`` and would otherwise fill in
+    with its own defaults (a 4,096-wide, 32-block model for Llama): the file must state them."""
+    from transformers.integrations.ggml import GGUF_CONFIG_MAPPING
+
+    mapped = GGUF_CONFIG_MAPPING.get(architecture)
+    reads_ff = isinstance(mapped, dict) and "feed_forward_length" in mapped
+    return ("block_count", "embedding_length") + (("feed_forward_length",) if reads_ff else ())
+
+
+def _weights(n: int) -> str:
+    return f"{n / 1e6:,.1f} M weights" if n >= 100_000 else f"{n:,} weights"
+
+
+def check_described(name: str, found: GgufHeader) -> None:
+    """Refuse a file whose metadata describes a model its tensors do not hold.
+
+    transformers builds the model the metadata describes and fills every weight the file lacks
+    with random numbers, so a 10 kB file that claims a 400 M-weight model would be converted
+    into gigabytes. The metadata must state the model's sizes, and the tensors must hold at
+    least the weights those sizes imply (:func:`models.model.gguf_header.described_weights`).
+
+    Raises:
+        ModelLoadError: a size is missing, or the tensors hold fewer weights than described.
+    """
+    if not readable(found.architecture):
+        return  # never converted: :func:`convert` names the architecture
+    missing = [s for s in required_sizes(found.architecture) if found.size(s) is None]
+    if missing:
+        raise ModelLoadError(
+            f"{name} does not state its model's size ({', '.join(missing)} missing from its "
+            "metadata), so it is not converted."
+        )
+    described = described_weights(found)
+    if found.n_elements < described:
+        raise ModelLoadError(
+            f"{name} describes a model of at least {_weights(described)} in its metadata, but "
+            f"its tensors hold only {_weights(found.n_elements)}; converting it would make up "
+            "the rest, so it is not converted."
+        )
 
 
 def check_conversion_fits(path: Path, free_memory: int, free_disk: int) -> None:
@@ -133,6 +179,12 @@ def supported_architectures() -> list[str]:
     return [a for a in GGUF_SUPPORTED_ARCHITECTURES if a not in ("general", "tokenizer")]
 
 
+def readable(architecture: str) -> bool:
+    """Whether transformers reads models of ``architecture`` from GGUF."""
+    known = supported_architectures()
+    return architecture in known or any(name in architecture for name in known)
+
+
 def converted_root(cache: Path) -> Path:
     """The folder of ``cache`` that holds converted checkpoints (one folder per GGUF file)."""
     return cache / "converted"
@@ -160,7 +212,7 @@ def convert(path: Path, progress: Progress = quiet, cache: Path = DEFAULT_CACHE)
         return out
     arch = header(path).architecture
     known = supported_architectures()
-    if arch not in known and not any(name in arch for name in known):
+    if not readable(arch):
         raise ModelLoadError(
             f"{path.name} holds a '{arch}' model, which transformers cannot read from GGUF "
             f"(it reads: {', '.join(known)})."
