@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar, Literal
 
 Level = Literal["info", "warning", "error"]
+_PATH = re.compile(r"(?<![\w.:/-])(?:~|\.{1,2})?(?:/[^\s/'\"`,;:()\[\]]+)+/?")
 
 
 class UserError(Exception):
@@ -26,3 +28,15 @@ class PromptError(UserError, ValueError):
     """The prompt cannot be run (empty, oversized, too few tokens)."""
 
     level = "info"
+
+
+def without_paths(text: str, named: dict[str, str] | None = None) -> str:
+    """``text`` (a library's error message) with no server path in it, so a page may show it.
+
+    Each path in ``named`` is replaced by the name the visitor knows it by; any other absolute
+    path by ``…/`` and its last part (the file a reader complained about still shows).
+    """
+    for path, name in sorted((named or {}).items(), key=lambda item: -len(item[0])):
+        if path:
+            text = text.replace(path, name)
+    return _PATH.sub(lambda m: "…/" + m.group(0).rstrip("/").rsplit("/", 1)[-1], text)

@@ -20,7 +20,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from models.errors import ModelLoadError
+from models.errors import ModelLoadError, without_paths
 from models.model.gguf_header import GgufHeader, HeaderError, described_weights, read_header
 from models.model.load_lock import LOAD_LOCK
 from models.progress import Progress, quiet
@@ -234,9 +234,10 @@ def convert(path: Path, progress: Progress = quiet, cache: Path = DEFAULT_CACHE)
                 quantization_config=GgufConfig(dequantize=True),
             )
         except Exception as err:
+            text = str(err).splitlines()[0] if str(err).strip() else type(err).__name__
             raise ModelLoadError(
                 f"transformers could not read {path.name} ({arch}): "
-                f"{str(err).splitlines()[0][:200] if str(err) else err!r}"
+                f"{without_paths(text, {str(path.parent): '…'})[:200]}"
             ) from err
         progress(0.9, "writing the checkpoint to the cache")
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from models.errors import ModelLoadError
+from models.errors import ModelLoadError, without_paths
 from models.model.facts import ModelFacts, facts_from_bridge
 from models.model.gguf import DEFAULT_CACHE, check_conversion_fits, convert, is_converted
 from models.model.load_lock import LOAD_LOCK
@@ -129,11 +129,18 @@ def _check_source(spec: ModelSpec, source: str) -> None:
     if spec.kind in ("local", "bundled", "minilm"):
         path = Path(source)
         if not path.is_dir():
-            raise ModelLoadError(f"No directory at {path}.")
+            raise ModelLoadError(f"No directory named {spec.label}.")
         if not (path / "config.json").is_file():
             raise ModelLoadError(
-                f"{path} is not a Hugging Face model directory: it has no config.json."
+                f"{spec.label} is not a Hugging Face model directory: it has no config.json."
             )
+
+
+def said(err: BaseException, spec: ModelSpec, source: str) -> str:
+    """The first line of a library's error about ``spec``, at most 200 characters, naming the
+    model by its label and no server path (the source directory, the caches)."""
+    text = str(err).splitlines()[0] if str(err).strip() else type(err).__name__
+    return without_paths(text, {source: spec.label})[:200]
 
 
 HUB_HOST = ("huggingface.co", 443)
@@ -196,7 +203,9 @@ def _read_config(spec: ModelSpec, source: str) -> Any:
                 f"{spec.label} needs its own modelling code from its repository. Turn on "
                 "'Trust remote code' only if you trust that repository."
             ) from err
-        raise ModelLoadError(f"{spec.label}: unreadable configuration ({err}).") from err
+        raise ModelLoadError(
+            f"{spec.label}: unreadable configuration ({said(err, spec, source)})."
+        ) from err
     except (OSError, json.JSONDecodeError) as err:
         if spec.kind == "hub":
             raise ModelLoadError(
@@ -204,7 +213,9 @@ def _read_config(spec: ModelSpec, source: str) -> Any:
                 "Hugging Face cache, and the hub did not provide it (unknown name, gated "
                 "model, or no network)."
             ) from err
-        raise ModelLoadError(f"{spec.label}: unreadable configuration ({err}).") from err
+        raise ModelLoadError(
+            f"{spec.label}: unreadable configuration ({said(err, spec, source)})."
+        ) from err
 
 
 def _boot(spec: ModelSpec, source: str) -> Any:
@@ -224,7 +235,7 @@ def _boot(spec: ModelSpec, source: str) -> Any:
     except ModelLoadError:
         raise
     except Exception as err:
-        text = str(err).splitlines()[0] if str(err) else type(err).__name__
+        text = said(err, spec, source)
         if "not supported" in text.lower() or "unsupported" in text.lower():
             raise ModelLoadError(f"TransformerLens cannot load {spec.label}: {text}") from err
         raise ModelLoadError(f"Could not load {spec.label}: {text}") from err

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -43,6 +43,9 @@ class ModelSpec:
         trust_remote_code: run the repository's own modelling code; off unless the user opts in.
         device_map: accelerate placement (``"auto"``, ``"balanced"``...) for models larger than
             one device; ``None`` keeps the whole model on ``device``.
+        shown: how a local directory or GGUF file is named to a visitor (the server's policy
+            sets it: the path inside the allowed folder), so that ``name`` may be the resolved
+            path without any message printing it; not part of the spec's identity.
     """
 
     name: str = BUNDLED
@@ -50,6 +53,7 @@ class ModelSpec:
     dtype: DType = "float32"
     trust_remote_code: bool = False
     device_map: str | None = None
+    shown: str | None = field(default=None, compare=False)
 
     @property
     def kind(self) -> SourceKind:
@@ -104,12 +108,17 @@ class ModelSpec:
         return self.name.strip()
 
     @property
+    def public_name(self) -> str:
+        """The name as a visitor may read it: ``shown`` when set, else ``name``."""
+        return self.shown if self.shown is not None else self.name.strip()
+
+    @property
     def label(self) -> str:
         return {
             "bundled": "bundled model",
             "minilm": "all-MiniLM-L6-v2",
             "smollm2": "SmolLM2-135M-Instruct",
-        }.get(self.kind, self.name.strip())
+        }.get(self.kind, self.public_name)
 
     @property
     def torch_dtype(self) -> torch.dtype:

@@ -79,12 +79,13 @@ MODEL_CASES = {
         "nobody/no-model-by-this-name",
         "Could not find 'nobody/no-model-by-this-name'",
     ),
-    "missing directory": ("local", "missing", "No directory at"),
+    "missing directory": ("local", "missing", "No directory named missing."),
     "outside the operator's folders": ("local", "/etc", "loads local models only from the folders"),
     "not a model": ("local", "not_model", "has no config.json"),
     "corrupt safetensors": ("local", "corrupt", "Could not load"),
     "too large for memory": ("local", "huge", "GiB is free"),
     "unsupported architecture": ("local", "alien", "unreadable configuration"),
+    "over-long path part in an allowed folder": ("local", "long", "at most 255 characters"),
 }
 
 
@@ -92,7 +93,7 @@ MODEL_CASES = {
 def test_model_cases_keep_the_previous_model(case, tmp_path, monkeypatch):
     monkeypatch.setenv("ATLAS_MODEL_ROOTS", str(tmp_path))  # the operator allows tmp_path
     source, name, expected = MODEL_CASES[case]
-    dirs = {**bad_dirs(tmp_path), "missing": tmp_path / "missing"}
+    dirs = {**bad_dirs(tmp_path), "missing": tmp_path / "missing", "long": tmp_path / ("a" * 300)}
     name = str(dirs[name]) if name in dirs else name
     at = open_app(model="bundled", prompt="still working")
     switch_model(at, source, name)

@@ -11,7 +11,11 @@ tab or future feature can load a model the operator's policy did not let through
 - a local directory or GGUF file must lie, once every link is followed, inside the operator's
   folders (``ATLAS_MODEL_ROOTS``), and so must every file inside such a directory; only regular
   files are read. Any other path gets the same message whether or not it exists, so the page
-  never tells which server paths exist.
+  never tells which server paths exist; a path with a part too long for any file system gets
+  one message wherever it points, before anything looks at the disk;
+- an admitted path is named to the visitor by where it lies inside its allowed folder
+  (``ModelSpec.shown``), never by the server path it resolves to, and a link names it as the
+  visitor wrote it.
 
 No Streamlit here.
 """
@@ -30,6 +34,11 @@ from ui.runtime.settings import Settings
 
 HUB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9._-]{1,96})?$")
 MAX_FILES = 4096  # files a model directory may hold; more is not a model checkpoint
+NAME_MAX, PATH_MAX = 255, 4095  # bytes of one part of a path, and of a whole path (Linux)
+TOO_LONG = (
+    f"A path may have at most {NAME_MAX} characters between two slashes and {PATH_MAX:,} in "
+    "all; that one is longer. Type a shorter path."
+)
 OUTSIDE = (
     "This server loads local models only from the folders its operator allows, and that "
     "path is not in one of them. Choose a bundled model or a Hugging Face name, or ask "
@@ -47,6 +56,7 @@ class AllowedSpec:
 
     spec: ModelSpec
     seal: object = field(default=None, repr=False, compare=False)
+    typed: str | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.seal is not _SEAL:
@@ -58,7 +68,9 @@ class AllowedSpec:
 
     @property
     def name(self) -> str:
-        return self.spec.name
+        """The model's name as the visitor wrote it (what a link carries), never a resolved
+        server path."""
+        return self.typed if self.typed is not None else self.spec.name
 
 
 def admit(spec: ModelSpec, settings: Settings) -> AllowedSpec:
@@ -81,13 +93,33 @@ def admit(spec: ModelSpec, settings: Settings) -> AllowedSpec:
                 "digits, '-', '_' and '.', at most 96 characters each)."
             )
         return AllowedSpec(replace(spec, name=name), _SEAL)
+    if _too_long(name):
+        raise ModelLoadError(TOO_LONG)
     roots = settings.roots()
     resolved = _inside_roots(name, roots)
     if kind == "gguf":
         _regular_file(resolved)
     else:
         _safe_directory(resolved, roots)
-    return AllowedSpec(replace(spec, name=str(resolved)), _SEAL)
+    shown = _shown(resolved, roots)
+    return AllowedSpec(replace(spec, name=str(resolved), shown=shown), _SEAL, typed=name)
+
+
+def _too_long(name: str) -> bool:
+    """Whether a part of the path, or the whole of it, is longer than a file system allows
+    (the answer does not depend on the disk)."""
+    raw = os.fsencode(name)
+    return len(raw) > PATH_MAX or any(len(part) > NAME_MAX for part in raw.split(b"/"))
+
+
+def _shown(path: Path, roots: tuple[Path, ...]) -> str:
+    """``path`` as a visitor may read it: where it lies inside its allowed folder."""
+    for root in roots:
+        if path == root:
+            return root.name or "."
+        if root in path.parents:
+            return path.relative_to(root).as_posix()
+    return path.name
 
 
 def _inside(path: Path, roots: tuple[Path, ...]) -> bool:
@@ -112,7 +144,7 @@ def _inside_roots(name: str, roots: tuple[Path, ...]) -> Path:
 def _regular_file(path: Path) -> None:
     try:
         mode = os.stat(path).st_mode
-    except OSError:
+    except (OSError, ValueError):
         raise ModelLoadError(f"No GGUF file named {path.name} in the allowed folders.") from None
     if not stat.S_ISREG(mode):
         raise ModelLoadError(f"{path.name} is not a regular file, so it is not read.")
@@ -123,8 +155,11 @@ def _safe_directory(path: Path, roots: tuple[Path, ...]) -> None:
 
     A missing directory passes here: the loader names it (it is inside an allowed folder).
     """
-    if not path.is_dir():
-        return
+    try:
+        if not path.is_dir():
+            return
+    except (OSError, ValueError):
+        return  # unreadable here: the loader says there is no such directory
     seen = 0
     for folder, dirs, files in os.walk(path, followlinks=False):
         for entry in dirs + files:

@@ -181,7 +181,7 @@ def write_checkpoint(spec: ModelSpec, pruned: Any, directory: Path, plan: PruneP
         (partial / "pruning.json").write_text(
             json.dumps(
                 {
-                    "source": spec.name,
+                    "source": spec.public_name,
                     "heads": [str(h) for h in plan.heads],
                     "removed_groups": {str(layer): list(g) for layer, g in plan.removed.items()},
                     "masked": [str(h) for h in plan.masked],
