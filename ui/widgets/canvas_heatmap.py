@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
+from ui.widgets.components import mounted
 from ui.widgets.frontend_code import source
 
 _JS = source("heatmap.js")
@@ -36,6 +37,7 @@ def canvas_heatmap(
     ``clicked_value(key)`` from :mod:`ui.widgets.components`: ``{query, key}``, its row and
     column in the window drawn. Without it, a click does nothing (no rerun).
     """
+    mounted(key, "heatmap")
     _heatmap(
         data={**data, "file_name": file_name, "label": label, "clickable": on_click is not None},
         key=key,

@@ -14,6 +14,7 @@ import numpy as np
 import streamlit as st
 
 from models.capture.spans import Direction
+from ui.widgets.component_messages import checked
 from ui.widgets.frontend_code import component
 from viz.token_view import VERBS
 
@@ -21,14 +22,23 @@ _head_grid = component("atlas_head_grid", "head_grid")
 _token_strip = component("atlas_token_strip", "token_strip")
 _url_sync = component("atlas_url_sync", "url_sync", css=False)
 _overview = component("atlas_overview", "overview")
+_mounted: dict[str, str] = {}  # widget key -> the component mounted under it
+
+
+def mounted(key: str, component_name: str) -> None:
+    """Note that ``component_name`` is drawn under ``key`` (what its messages are checked as)."""
+    _mounted[key] = component_name
 
 
 def clicked_value(key: str, name: str = "clicked"):
-    """The trigger value ``name`` a component mounted under ``key`` sent, if any."""
+    """The trigger value ``name`` the component mounted under ``key`` sent, in the shape that
+    component sends it (:mod:`ui.widgets.component_messages`); None if there is none, or if
+    what arrived is not such a value."""
     value = st.session_state.get(key)
     if value is None:
         return None
-    return value.get(name) if hasattr(value, "get") else getattr(value, name, None)
+    raw = value.get(name) if hasattr(value, "get") else getattr(value, name, None)
+    return checked(_mounted.get(key), name, raw)
 
 
 def head_grid(
@@ -49,6 +59,7 @@ def head_grid(
     (``data-kind``). The selected head is outlined at once in the browser and scrolled into
     view. A grid drawn afresh without pictures calls ``on_missing`` (then reruns), which must
     make the next run send them."""
+    mounted(key, "head_grid")
     _head_grid(
         data={
             "cells": cells,
@@ -77,6 +88,7 @@ def overview(
     """One head's whole pattern with the detail window outlined; a click centres the window
     there, a drag picks the query and key ranges (read back with ``clicked_value(key, "picked")``:
     ``{q0, q1, k0, k1}`` in positions)."""
+    mounted(key, "overview")
     _overview(
         data={
             "src": src,
@@ -121,6 +133,7 @@ def token_strip(
     exclusive; read back with ``clicked_value(key, "span")``). ``span`` outlines a selection.
     """
     drawn = {"html": content} if isinstance(content, str) else {"shaded": content}
+    mounted(key, "token_strip")
     _token_strip(
         data={**drawn, "span": list(span) if span else None, "anchor": anchor},
         key=key,
