@@ -31,5 +31,6 @@ from ui import session  # noqa: E402 - imports torch: after the navigation is in
 from ui.sections.sidebar import sidebar  # noqa: E402
 
 session.start()
-sidebar(PAGES)
-navigation.run()
+with session.guarded():  # whatever escapes a page is logged, and shown as one line
+    sidebar(PAGES)
+    navigation.run()

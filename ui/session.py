@@ -4,12 +4,18 @@ Every page gets its model through :func:`active_model`, which takes the sidebar'
 the operator's policy (:func:`ui.runtime.policy.admit`) before the model store will load it, and
 its patterns through :func:`active_run`. Both show their own message and return ``None`` when
 there is nothing to show. Every failure meant for the user is a
-:class:`models.errors.UserError`; :func:`show_error` is the one place that renders it.
+:class:`models.errors.UserError`; :func:`show_error` is the one place that renders it. Anything
+else that escapes a page or a fragment (:func:`guarded`) is logged with its traceback for the
+operator and shown to the visitor as one line, never as Streamlit's exception box.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, ParamSpec
 from urllib.parse import urlencode
 
 import streamlit as st
@@ -35,6 +41,12 @@ from ui.state.sidebar import DEFAULT_CHOICE, ModelChoice, choice_from_link
 from ui.text import md
 from ui.widgets import job_view
 
+UNEXPECTED = (
+    "Something went wrong on the server while drawing this part of the page; the details are "
+    "in the server's log for its operator. Change a setting, or reload the page, to go on."
+)
+log = logging.getLogger(__name__)
+P = ParamSpec("P")
 DISK_SHARES = 2  # converted checkpoints and pruned exports each get half of ATLAS_DISK_MB
 
 
@@ -66,6 +78,40 @@ def page_title(title: str) -> None:
 def show_error(err: UserError) -> None:
     """Render a failure meant for the user, at its own level; the one place that does."""
     {"info": st.info, "warning": st.warning, "error": st.error}[err.level](md(err))
+
+
+def show_failure(err: Exception) -> None:
+    """Any failure that reached the top of a page: a :class:`UserError` as its message; anything
+    else logged with its traceback for the operator, and one line for the visitor."""
+    if isinstance(err, UserError):
+        show_error(err)
+        return
+    log.error("a page failed: %s", type(err).__name__, exc_info=err)
+    st.error(UNEXPECTED)
+
+
+@contextmanager
+def guarded() -> Iterator[None]:
+    """Run a page (or a fragment) so that nothing it raises reaches Streamlit's exception box.
+
+    Streamlit's own rerun and stop signals are not exceptions of this kind (``BaseException``)
+    and pass through.
+    """
+    try:
+        yield
+    except Exception as err:  # noqa: BLE001 - the last line of defence: shown, logged
+        show_failure(err)
+
+
+def guard(draw: Callable[P, None]) -> Callable[P, None]:
+    """``draw`` run under :func:`guarded` (for a fragment, which reruns on its own)."""
+
+    @functools.wraps(draw)
+    def guarded_draw(*args: P.args, **kwargs: P.kwargs) -> None:
+        with guarded():
+            draw(*args, **kwargs)
+
+    return guarded_draw
 
 
 # --- what the session was opened with -------------------------------------------------------

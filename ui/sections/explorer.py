@@ -325,6 +325,7 @@ def compare(view: ExplorerView, run: AttentionRun, key: RunKey, words: Words | N
 
 
 @st.fragment
+@session.guard
 def explorer_view(key: RunKey) -> None:
     """The whole interactive view; reruns alone on every click.
 

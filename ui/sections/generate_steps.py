@@ -228,6 +228,7 @@ def links(gen: Generation, step: int, head: Head) -> None:
 
 
 @st.fragment
+@session.guard
 def generation_view(model: LoadedModel, key: GenerationKey) -> None:
     """The finished generation of ``key``, with the step scrubber."""
     gen = server.current().results.get(key)
