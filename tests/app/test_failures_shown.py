@@ -1,16 +1,26 @@
 """Nothing a visitor does reaches Streamlit's exception box: a failure the page did not expect
-is logged with its traceback for the operator and shown as one line."""
+is logged with its traceback for the operator and shown as one line; a refusal meant for the
+visitor (a job over the operator's limits) is its message, with what would fit."""
 
 from __future__ import annotations
 
 import logging
+import re
+import time
 
 import pytest
 
+from models.circuits.cost import edges_cost
 from models.errors import UserError
+from models.model.spec import ModelSpec
 from tests.app.helpers import open_app, texts
 from ui import session
-from ui.sections import explorer, explorer_results
+from ui.keys import Circuits
+from ui.runtime import server
+from ui.runtime.policy import admit
+from ui.runtime.settings import Settings
+from ui.sections import circuits_atp, explorer, explorer_results
+from ui.state import circuits as cs
 
 
 def boom(*_args, **_kwargs):
@@ -43,3 +53,36 @@ def test_a_message_meant_for_the_visitor_that_escapes_is_shown_as_it_is(monkeypa
     assert not at.exception and [e.value for e in at.error] == [
         "This view needs a smaller prompt\\."
     ]
+
+
+@pytest.mark.slow
+def test_attribution_patching_of_a_4000_character_prompt_says_what_fits():
+    """SmolLM2, clean and corrupted prompts of about 4,000 characters (1,053 tokens): AtP with
+    the QK fix would need about 11 GB, over the 4 GiB one job may use. The tab says so, and how
+    many tokens would fit, instead of showing the exception box."""
+    at = open_app(model="smollm2")
+    at.switch_page("pages/circuits.py").run()
+    words = ("the cat sat on the mat and " * 200)[:4000]
+    state = cs.edit_task(
+        at.session_state[Circuits.STATE],
+        clean=words + " When Mary and John went to the store, John gave a drink to",
+        corrupted=words + " When Mary and John went to the store, Mary gave a drink to",
+    )
+    at.session_state[Circuits.STATE] = cs.ask(cs.edit(state, tab="atp"), "atp")
+    at.run()
+    for _ in range(60):  # the clean and corrupted runs go first, as a job
+        if not any("Waiting for the clean" in i.value for i in at.info):
+            break
+        time.sleep(5)
+        at.run()
+    assert not at.exception
+    said = next(e.value for e in at.error if "would need about" in e.value)
+    assert said.startswith("Attribution patching of every head would need about")
+    fits = int(re.search(r"At most ([\d,]+) tokens", said).group(1).replace(",", ""))
+    model = server.current().models.get(admit(ModelSpec("smollm2"), Settings()))
+    edges_s = edges_cost(model, fits, True, "recomputed").seconds
+    options = cs.atp_options(at.session_state[Circuits.STATE], edges_s)
+    limit = server.current().settings.job_bytes
+    assert circuits_atp.total_cost(model, fits, options).peak_bytes <= limit
+    assert circuits_atp.total_cost(model, fits + 1, options).peak_bytes > limit
+    assert 100 < fits < 1053

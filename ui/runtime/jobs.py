@@ -51,6 +51,10 @@ class RefusedError(UserError):
     """The server will not run a request: too large for its limits, or too many waiting."""
 
 
+class OverLimitError(RefusedError):
+    """The request's estimate exceeds the operator's limit on one job's memory or time."""
+
+
 class Throughput:
     """How fast this machine does each kind of job, so estimates come from it as it is now.
 
@@ -242,19 +246,19 @@ class JobPool:
         """Refuse, with a message, work larger than the operator allows one job to be.
 
         Raises:
-            RefusedError: the estimate exceeds ``job_mb`` of memory or ``job_max_s`` of time.
+            OverLimitError: the estimate exceeds ``job_mb`` of memory or ``job_max_s`` of time.
         """
         if cost is None:
             return
         if cost.peak_bytes > self.settings.job_bytes:
-            raise RefusedError(
+            raise OverLimitError(
                 f"{label} would need about {cost.peak_bytes / GIB:.1f} GiB of memory; this "
                 f"server lets one request use at most {self.settings.job_bytes / GIB:.1f} GiB. "
                 "Use a shorter text, fewer texts or a smaller batch."
             )
         seconds = self.throughput.seconds(kind_of(key), cost) if key is not None else cost.seconds()
         if seconds > self.settings.job_max_s:
-            raise RefusedError(
+            raise OverLimitError(
                 f"{label} would take about {seconds / 60:.0f} min on this server, which runs "
                 f"requests of at most {self.settings.job_max_s / 60:.0f} min. Use a shorter "
                 "text, fewer texts or fewer heads."

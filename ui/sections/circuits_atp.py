@@ -20,6 +20,7 @@ from models.circuits import (
 )
 from models.circuits.cost import PassPlan, atp_cost, edges_cost
 from models.circuits.findings import AtPFindings, attribution_findings
+from models.errors import UserError
 from models.head import Head
 from models.model.loading import LoadedModel
 from ui import session
@@ -113,20 +114,29 @@ def run(model: LoadedModel, ready: Ready, state: CircuitsState) -> AtPFindings |
             args=(cs.ask, "atp"),
         )
         return None
-    found = job_view.run_job(
-        atp_key(ready, options),
-        "Attribution patching of every head",
-        lambda p: attribution_findings(
-            model,
-            ready.setup,
-            qk_fix=options.qk_fix,
-            grad_drop=options.grad_drop,
-            verify_top=options.verify_top,
-            edges=options.edges,
-            progress=p,
-        ),
-        cost=cost.cost,
-    )
+    try:
+        found = job_view.run_job(
+            atp_key(ready, options),
+            "Attribution patching of every head",
+            lambda p: attribution_findings(
+                model,
+                ready.setup,
+                qk_fix=options.qk_fix,
+                grad_drop=options.grad_drop,
+                verify_top=options.verify_top,
+                edges=options.edges,
+                progress=p,
+            ),
+            cost=cost.cost,
+            scale=job_view.Scale(
+                lambda n: total_cost(model, n, options).cost,
+                ready.setup.n_tokens,
+                "tokens in each prompt with these options",
+            ),
+        )
+    except UserError as err:
+        session.show_error(err)
+        return None
     return None if found is job_view.MISSING else found
 
 

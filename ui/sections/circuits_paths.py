@@ -13,6 +13,7 @@ import streamlit as st
 
 from models.circuits import PathResult, path_patching
 from models.circuits.cost import path_cost
+from models.errors import UserError
 from models.head import Head
 from models.model.loading import LoadedModel
 from ui import session
@@ -161,14 +162,23 @@ def section(model: LoadedModel, ready: Ready, state: CircuitsState) -> PathResul
             args=(cs.ask_path, request),
         )
         return None
-    found = job_view.run_job(
-        path_key(ready, request),
-        f"Path patching into {request.receiver} {request.input}",
-        lambda p: path_patching(
-            model, ready.setup, request.receiver, request.input, mlps=request.mlps, progress=p
-        ),
-        cost=cost.cost,
-    )
+    try:
+        found = job_view.run_job(
+            path_key(ready, request),
+            f"Path patching into {request.receiver} {request.input}",
+            lambda p: path_patching(
+                model, ready.setup, request.receiver, request.input, mlps=request.mlps, progress=p
+            ),
+            cost=cost.cost,
+            scale=job_view.Scale(
+                lambda n: path_cost(model, n, request.receiver.layer).cost,
+                ready.setup.n_tokens,
+                "tokens in each prompt for this receiver",
+            ),
+        )
+    except UserError as err:
+        session.show_error(err)
+        return None
     if found is job_view.MISSING:
         return None
     show(ready, found)

@@ -22,6 +22,7 @@ from models.circuits import (
 )
 from models.circuits.cost import weights_cost
 from models.circuits.findings import WeightFindings, weight_findings
+from models.errors import UserError
 from models.heads.finding.corpus_scores import score_estimate
 from models.heads.finding.induction import repeated_estimate
 from models.heads.table import repeated_spread
@@ -68,12 +69,16 @@ def weights(model: LoadedModel, state: CircuitsState) -> Any:
             args=(cs.ask, "weights"),
         )
         return None
-    found = job_view.run_job(
-        key,
-        "Reading every head's weights",
-        lambda p: weight_findings(model, p),
-        cost=cost.cost,
-    )
+    try:
+        found = job_view.run_job(
+            key,
+            "Reading every head's weights",
+            lambda p: weight_findings(model, p),
+            cost=cost.cost,
+        )
+    except UserError as err:
+        session.show_error(err)
+        return None
     return None if found is job_view.MISSING else found
 
 

@@ -11,8 +11,10 @@ what it has produced so far, escaped, refreshed with the progress.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import CancelledError
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Final, Literal, TypeVar
 
@@ -23,7 +25,7 @@ from models.cost import Cost
 from models.progress import Cancelled
 from ui.keys import Session
 from ui.runtime import server
-from ui.runtime.jobs import Job, Partial, Work
+from ui.runtime.jobs import Job, OverLimitError, Partial, Work
 from ui.runtime.store import JobKey
 from ui.text import md
 
@@ -78,6 +80,50 @@ def cancelled(key: JobKey[Any]) -> bool:
     return key in st.session_state.get(Session.CANCELLED, set())
 
 
+@dataclass(frozen=True)
+class Scale:
+    """How a job's cost grows with one size of its input, so that a refusal can say how much
+    would fit: ``cost_at(n)`` is the cost at size ``n`` (growing with ``n``), ``asked`` the
+    size asked for, ``unit`` what the size counts (``"tokens"``)."""
+
+    cost_at: Callable[[int], Cost]
+    asked: int
+    unit: str
+
+
+def most_that_fits(key: JobKey[Any], scale: Scale) -> int:
+    """The largest size below ``scale.asked`` whose cost the operator's limits allow for a job
+    of ``key``'s kind (0 when not even 1 fits)."""
+    pool = server.current().pool
+
+    def fits(n: int) -> bool:
+        try:
+            pool.check("", scale.cost_at(n), key)
+        except OverLimitError:
+            return False
+        return True
+
+    low, high = 0, max(scale.asked - 1, 0)  # low fits (or is 0), high + 1 does not
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def refused_with_room(err: OverLimitError, key: JobKey[Any], scale: Scale) -> OverLimitError:
+    """``err`` with how much would fit this server appended."""
+    n = most_that_fits(key, scale)
+    fit = (
+        f"At most {n:,} {scale.unit} fit this server's limits."
+        if n
+        else f"Not even one of these {scale.unit} fits this server's limits."
+    )
+    return OverLimitError(f"{err} {fit}")
+
+
 def _button_key(prefix: str, key: JobKey[Any]) -> str:
     return f"{prefix}_{abs(hash(key))}"
 
@@ -91,6 +137,7 @@ def run_job(
     wait_s: float | None = None,
     partial: Partial | None = None,
     background: str | None = None,
+    scale: Scale | None = None,
 ) -> R | Pending:
     """The result of ``work`` for ``key`` (the type ``key`` declares), or :data:`MISSING` while
     it is still running. ``cost`` is what it will take, checked against the operator's limits
@@ -103,6 +150,7 @@ def run_job(
     ``partial``: where ``work`` writes what it has so far; the progress panel shows it.
     ``background``: the page does not wait for this work (a caption the view can do without):
     while it runs this line is shown, and the page is drawn again once it has finished.
+    ``scale``: how the cost grows with the input; a refusal then says how much would fit.
     """
     runtime, sid = server.current(), session_id()
     found = runtime.pool.finished(key)
@@ -116,7 +164,12 @@ def run_job(
             cancelled.discard(key)
             st.rerun()
         return MISSING
-    job = runtime.pool.submit(key, label, work, waiter=sid, cost=cost, partial=partial)
+    try:
+        job = runtime.pool.submit(key, label, work, waiter=sid, cost=cost, partial=partial)
+    except OverLimitError as err:
+        if scale is None:
+            raise
+        raise refused_with_room(err, key, scale) from None
     wait = runtime.settings.job_wait_s if wait_s is None else wait_s
     try:
         if background is not None and job.future is not None and not job.future.done():
