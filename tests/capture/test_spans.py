@@ -2,10 +2,13 @@
 
 import numpy as np
 import pytest
+import torch
 
+from models.capture import spans
 from models.capture.run import capture
-from models.capture.spans import SPAN_RULE, span_weights
+from models.capture.spans import SPAN_RULE, span_cost, span_weights
 from models.capture.views import scoped_weights
+from models.capture.weighted import value_norms, value_weighting
 from models.capture.word_split import split_words
 from models.capture.words import merge_pattern
 
@@ -73,3 +76,36 @@ def test_word_span_is_the_merged_pattern(bundled, runs):
 def test_an_empty_span_is_refused(runs):
     with pytest.raises(ValueError):
         span_weights(runs[0], "head", 0, 0, slice(4, 4), "from")
+
+
+@pytest.mark.parametrize("factored", [False, True], ids=["dense", "factored"])
+def test_a_span_read_in_blocks_of_rows_is_the_whole_read_at_once(
+    bundled, runs, monkeypatch, factored
+):
+    """Blocks of one or two rows (every layer, head and weighting path) against the whole
+    stack averaged in plain NumPy: the blocks bound memory, not the answer."""
+    dense, run = runs[0], runs[int(factored)]
+    stack = dense.patterns.astype(np.float64)
+    n_cols = dense.n_tokens
+    monkeypatch.setattr(spans, "CHUNK_BYTES", 4 * dense.facts.n_heads * n_cols * 2)
+    got = span_weights(run, "all", 0, 0, slice(2, 11), "from")
+    np.testing.assert_allclose(got[:11], stack[:, :, 2:11].mean(axis=(0, 1, 2))[:11], atol=1e-6)
+    got = span_weights(run, "layer", 1, 0, slice(0, n_cols), "to")
+    np.testing.assert_allclose(got, stack[1].sum(axis=-1).mean(axis=0), atol=1e-6)
+    weighting = value_weighting(dense, value_norms(bundled, torch.tensor([dense.token_ids])), 8)
+    got = span_weights(run, "head", 2, 1, slice(4, 9), "from", weighting=weighting)
+    scaled = stack[2, 1] * weighting.scale(2, 1, slice(None), slice(None))
+    np.testing.assert_allclose(got[:9], scaled[4:9].mean(axis=0)[:9], atol=1e-6)
+
+
+def test_a_span_over_every_head_is_priced_by_what_it_reads(bundled):
+    """Flops count each weight read once per head in scope (a rebuilt weight costs its q.k);
+    the memory is one block of rows, whatever the length."""
+    facts = bundled.facts
+    one = span_cost(facts, 100, 10, "head", False, False)
+    every = span_cost(facts, 100, 10, "all", False, False)
+    assert every.flops == pytest.approx(one.flops * facts.n_layers * facts.n_heads)
+    rebuilt = span_cost(facts, 100, 10, "head", True, False)
+    assert rebuilt.flops == pytest.approx(100 * 10 * (2 * facts.d_head + 8 + 1))
+    long = span_cost(facts, 100_000, 100_000, "all", True, False)
+    assert long.peak_bytes <= 10 * spans.CHUNK_BYTES + 4 * 100_000 * 8
