@@ -17,16 +17,19 @@ from models.capture.rollout import rollout_weights
 from models.capture.run import capture
 from models.capture.spans import SPAN_RULE
 from models.capture.words import WORD_RULE
+from models.cost import Cost
 from models.head import Head
 from tests.app.helpers import (
     component_data,
     detail_heatmap,
     open_app,
     opened,
+    shown,
     strip_weights,
     texts,
 )
 from ui.keys import Explorer, Session
+from ui.sections import explorer_strip as strip
 from ui.state import explorer as state
 from viz.compare_figures import DIVERGENCE_FLOOR, divergence_text
 
@@ -214,6 +217,34 @@ def test_a_span_colours_the_strip_by_the_mean_of_its_rows(bundled):
     shown = strip_weights(at)
     assert np.isnan(shown[:2]).all()  # these queries come before the span
     np.testing.assert_allclose(shown[2:], pattern[2:, 2:5].sum(axis=1), atol=1e-6)
+
+
+def test_a_span_is_priced_first_and_refused_over_the_limits(bundled, monkeypatch):
+    """A span over every head of a long prompt reads the whole of every pattern (on SmolLM2 at
+    3,921 tokens it once held the page for 458 s): it is a job, priced before it starts, and
+    refused with its reason when the estimate is over the operator's limits."""
+
+    def cost(_facts, _n_tokens, n_span, *_rest):
+        return Cost(peak_bytes=n_span * 2**30)  # the operator's 4 GiB hold a span of 4
+
+    monkeypatch.setattr(strip, "span_cost", cost)
+    prompt = "one two three four five six"
+    at = open_app(model="bundled", prompt=prompt, layer=2, head=0)
+    n = capture(bundled, prompt).n_tokens
+    view = at.session_state[Session.EXPLORER]
+    shape = state.RunShape(3, 4, n, view.run_id)
+    at.session_state[Session.EXPLORER] = replace(
+        state.choose_span(view, 0, n, shape, lambda h, t: 0), scope="all"
+    )
+    at.run()
+    assert not at.exception
+    said = [shown(e.value) for e in at.error]
+    assert said == [
+        f"Attention over the selected span would need about {n}.0 GiB of memory; this server "
+        "lets one request use at most 4.0 GiB. Use a shorter text, fewer texts or a smaller "
+        "batch. At most 4 tokens in the span fit this server's limits."
+    ]
+    assert np.isnan(strip_weights(at)).all()  # nothing computed in the page instead
 
 
 def test_rollout_colours_the_strip(bundled):

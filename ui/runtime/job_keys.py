@@ -21,6 +21,7 @@ from models.capture.precision import PatternDifference
 from models.capture.run import AttentionRun
 from models.capture.sinks import SinkSummary
 from models.capture.spans import Direction
+from models.capture.views import Scope
 from models.capture.weighted import ValueWeighting
 from models.capture.words import Words
 from models.circuits.findings import AtPFindings, WeightFindings
@@ -314,6 +315,20 @@ class RolloutKey(JobKey[np.ndarray]):
     span: tuple[int, int]
     direction: Direction
     words: bool
+
+
+@dataclass(frozen=True)
+class SpanKey(JobKey[np.ndarray]):
+    """Attention from (or to) a span of a run's tokens, or of its words, over one head, its
+    layer or every head; value-weighted or not."""
+
+    run: RunKey
+    scope: Scope
+    head: Head
+    span: tuple[int, int]
+    direction: Direction
+    words: bool
+    weighted: bool
 
 
 @dataclass(frozen=True)

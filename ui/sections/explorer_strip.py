@@ -16,15 +16,16 @@ import streamlit as st
 
 from models.capture.rollout import ROLLOUT_RULE, check_rollout, rollout_cost, rollout_weights
 from models.capture.run import AttentionRun
-from models.capture.spans import SPAN_RULE, span_weights
+from models.capture.spans import SPAN_RULE, span_cost, span_weights
 from models.capture.views import scoped_weights
 from models.capture.words import Words
+from models.cost import Cost
 from models.errors import UserError
 from models.progress import Progress
 from ui import session
 from ui.keys import Explorer
 from ui.runtime import server
-from ui.runtime.job_keys import RolloutKey, RunKey
+from ui.runtime.job_keys import RolloutKey, RunKey, SpanKey, WeightingKey
 from ui.sections import explorer_results as results
 from ui.sections.explorer_session import current_view, save, strongest, update
 from ui.state import explorer as state
@@ -91,7 +92,8 @@ def selected_units(view: ExplorerView, words: Words | None) -> slice:
 def attention_weights(
     view: ExplorerView, run: AttentionRun, weighting: Any, words: Words | None
 ) -> np.ndarray:
-    """One weight per unit: attention from (or to) the selection, in the chosen scope."""
+    """One weight per unit: attention from (or to) the selection, in the chosen scope (in the
+    page: for one token, or words of one head; a span goes through :func:`span_job`)."""
     head = view.head
     if words is None and view.span is None:
         return scoped_weights(
@@ -107,6 +109,62 @@ def attention_weights(
         words,
         weighting,
     )
+
+
+def span_work(key: SpanKey) -> Any:
+    def work(_progress: Progress) -> np.ndarray:
+        run = server.current().results.get(key.run)
+        weighting = server.current().results.get(WeightingKey(key.run)) if key.weighted else None
+        if run is None or (key.weighted and weighting is None):
+            raise LookupError("the run is no longer stored")
+        words = results.words_of(key.run) if key.words else None
+        units = unit_range(range(*key.span), words)
+        head = key.head
+        return span_weights(
+            run,
+            key.scope,
+            head.layer,
+            head.index,
+            slice(units.start, units.stop),
+            key.direction,
+            words,
+            weighting,
+        )
+
+    return work
+
+
+def span_key(view: ExplorerView, key: RunKey, weighted: bool, words: bool) -> SpanKey:
+    """The job that colours the strip for ``view``'s span."""
+    return SpanKey(
+        key, view.scope, view.head, state.selection(view), view.direction, words, weighted
+    )
+
+
+def span_job(
+    view: ExplorerView, run: AttentionRun, key: RunKey, weighted: bool, words: Words | None
+) -> np.ndarray | None:
+    """The strip's weights for a selected span, as a job priced before it starts (a span over
+    a long prompt, over every head, reads the whole of every pattern), or None (refused with
+    the reason, or running)."""
+    skey = span_key(view, key, weighted, words is not None)
+
+    def cost_at(n_span: int) -> Cost:
+        return span_cost(run.facts, run.n_tokens, n_span, view.scope, run.factored, weighted)
+
+    n_span = skey.span[1] - skey.span[0]
+    try:
+        found = job_view.run_job(
+            skey,
+            "Attention over the selected span",
+            span_work(skey),
+            cost=cost_at(n_span),
+            scale=job_view.Scale(cost_at, n_span, "tokens in the span"),
+        )
+    except UserError as err:
+        session.show_error(err)
+        return None
+    return None if found is job_view.MISSING else found
 
 
 def rollout_work(key: RolloutKey) -> Any:
@@ -194,8 +252,14 @@ def strip(
     st.subheader("Words" if words is not None else "Tokens")
     rolled = rollout(view, run, key, words) if view.rollout else None
     legend = options(view, view.rollout, rolled is not None)
-    weights = rolled if rolled is not None else attention_weights(view, run, weighting, words)
     names = list(words.labels) if words is not None else list(run.tokens)
+    if rolled is not None:
+        weights = rolled
+    elif view.span is not None:
+        spanned = span_job(view, run, key, weighting is not None, words)
+        weights = spanned if spanned is not None else np.full(len(names), np.nan)
+    else:
+        weights = attention_weights(view, run, weighting, words)
     with legend:
         st.html(legend_html(weights))
         st.caption(f"{selection_text(view, names, words)} {HOW}")
