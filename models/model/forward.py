@@ -89,6 +89,23 @@ def sin_hook(layer: int) -> str:
     return _attn(layer, "hook_sin")
 
 
+def q_gate_hook(layer: int) -> str:
+    """``batch pos gate_width``: a gated layer's output-gate logits (before the sigmoid)."""
+    return _attn(layer, "hook_q_gate")
+
+
+LinearHook = Literal[
+    "hook_q", "hook_k", "hook_v", "hook_beta", "hook_log_decay", "hook_recurrence_out"
+]
+
+
+def linear_hook(layer: int, name: LinearHook) -> str:
+    """A linear-attention (Gated DeltaNet) layer's hooks: ``hook_q``/``hook_k`` ``batch pos
+    k_head d_k`` after the convolution, ``hook_v`` and ``hook_recurrence_out`` ``batch pos
+    v_head d_v``, ``hook_beta`` and ``hook_log_decay`` ``batch pos v_head``."""
+    return f"blocks.{layer}.linear_attn.{name}"
+
+
 def attn_out_hook(layer: int) -> str:
     """``batch pos d_model``: the attention block's output added to the residual (bias included)."""
     return f"blocks.{layer}.hook_attn_out"
@@ -175,6 +192,12 @@ def model_device(model: LoadedModel) -> str:
     return str(model.bridge.cfg.device or "cpu")
 
 
+def no_cache(model: LoadedModel) -> dict[str, Any]:
+    """``use_cache=False`` for a decoder: one whole pass needs no key/value cache, and
+    linear-attention layers fire their inner hooks (q, k, decay, beta) only without one."""
+    return {"use_cache": False} if model.facts.causal else {}
+
+
 @contextmanager
 def released_patterns(bridge: Any) -> Iterator[None]:
     """Drop each attention module's copy of its pattern as soon as the module returns.
@@ -214,7 +237,7 @@ def run_hooks(
     wanted = set(hook_names)
     with model.lock, torch.no_grad(), released_patterns(model.bridge):
         _, cache = model.bridge.run_with_cache(
-            ids.to(model_device(model)), names_filter=lambda n: n in wanted
+            ids.to(model_device(model)), names_filter=lambda n: n in wanted, **no_cache(model)
         )
         return {name: cache[name].detach().to("cpu", dtype) for name in wanted}
 
@@ -238,7 +261,10 @@ def run_with_hooks(
     """
     with model.lock, torch.set_grad_enabled(grad), released_patterns(model.bridge):
         return model.bridge.run_with_hooks(
-            ids.to(model_device(model)), fwd_hooks=list(fwd_hooks), return_type=return_type
+            ids.to(model_device(model)),
+            fwd_hooks=list(fwd_hooks),
+            return_type=return_type,
+            **no_cache(model),
         )
 
 
