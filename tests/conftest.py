@@ -25,7 +25,15 @@ settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True
 settings.register_profile("dev", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
-MODEL_FIXTURES = {"bundled", "minilm", "any_model", "smollm2", "bundled_bf16", "smollm2_bf16"}
+MODEL_FIXTURES = {
+    "bundled",
+    "minilm",
+    "any_model",
+    "smollm2",
+    "bundled_bf16",
+    "smollm2_bf16",
+    "tiny_variants",
+}
 SLOW_MODELS = {"smollm2", "smollm2_bf16"}  # a real 135M-parameter model: every test of it is slow
 
 
@@ -85,3 +93,31 @@ def bundled_bf16():
 def smollm2_bf16():
     """SmolLM2-135M-Instruct loaded in bfloat16 (from the same converted checkpoint)."""
     return load(ModelSpec("smollm2", dtype="bfloat16"))
+
+
+# --- tiny random checkpoints of the attention variants (tests/attention/tiny_variants.py) ----
+
+
+class TinyVariants:
+    """The variant checkpoints, saved once per session; each loaded on first use."""
+
+    def __init__(self, folder):
+        from tests.attention.tiny_variants import build_variants
+
+        self.folder = folder
+        self.paths = build_variants(folder)
+        self.loaded: dict = {}
+
+    def path(self, name: str):
+        return self.paths[name]
+
+    def model(self, name: str):
+        if name not in self.loaded:
+            self.loaded[name] = load(ModelSpec(str(self.paths[name])))
+        return self.loaded[name]
+
+
+@pytest.fixture(scope="session")
+def tiny_variants(tmp_path_factory):
+    """gpt-oss, Gemma 2/3, Qwen3, Qwen3-Next, DeepSeek-V3 and DiffLlama, tiny and random."""
+    return TinyVariants(tmp_path_factory.mktemp("tiny_variants"))

@@ -6,6 +6,8 @@
 - :mod:`models.model.tokens` -- token labels a person can read;
 - :mod:`models.model.softmax_terms` -- what the softmax adds from the configuration: each
   layer's scale, sliding windows, ALiBi slopes, the RoPE rotation;
+- :mod:`models.model.variants` -- what each attention layer computes (sinks, windows and
+  soft-caps, gates, linear layers, latent attention), one module per variant;
 - :mod:`models.model.weights` -- output projections, unembedding and final norm for attribution;
 - :mod:`models.model.norms` -- the norms on the way into an attention score (LayerNorm or
   RMSNorm, checked on a probe), the embedding norm, QK-norm and the logit soft-cap;
