@@ -218,6 +218,26 @@ def _read_config(spec: ModelSpec, source: str) -> Any:
         ) from err
 
 
+NO_ADAPTER = "Could not determine supported architecture"
+
+
+def no_adapter_message(spec: ModelSpec, source: str) -> str:
+    """One line for a model TransformerLens has no adapter for: its architecture by name (and
+    what its attention computes when that is why), never the list of every supported one."""
+    from models.model.variants.differential import what_it_computes
+
+    try:
+        config = _read_config(spec, source)
+    except ModelLoadError:
+        config = None
+    arch = (getattr(config, "architectures", None) or [getattr(config, "model_type", None)])[0]
+    name = arch or spec.label
+    return (
+        f"TransformerLens has no adapter for {name}{what_it_computes(config)}, so the app "
+        f"cannot read the attention of {spec.label}."
+    )
+
+
 def _boot(spec: ModelSpec, source: str) -> Any:
     from transformer_lens.model_bridge import TransformerBridge
 
@@ -236,6 +256,8 @@ def _boot(spec: ModelSpec, source: str) -> Any:
         raise
     except Exception as err:
         text = said(err, spec, source)
+        if text.startswith(NO_ADAPTER):
+            raise ModelLoadError(no_adapter_message(spec, source)) from err
         if "not supported" in text.lower() or "unsupported" in text.lower():
             raise ModelLoadError(f"TransformerLens cannot load {spec.label}: {text}") from err
         raise ModelLoadError(f"Could not load {spec.label}: {text}") from err

@@ -16,6 +16,7 @@ from transformers import AutoModelForCausalLM
 from transformers.models.deepseek_v3 import modeling_deepseek_v3
 from transformers.models.qwen3_next import modeling_qwen3_next
 
+from models.errors import ModelLoadError
 from models.model.forward import (
     k_hook,
     linear_hook,
@@ -27,6 +28,8 @@ from models.model.forward import (
     scores_hook,
     tokenize,
 )
+from models.model.loading import load
+from models.model.spec import ModelSpec
 from models.model.variants import all_plain, layer_variants
 from models.model.variants.gates import mean_gate
 from models.model.variants.latent import split_scores
@@ -253,3 +256,15 @@ def test_latent_scores_split_into_content_and_rope_exactly(tiny_variants):
     acts = run_hooks(model, ids, [q_hook(0), k_hook(0)])  # what the app splits
     torch.testing.assert_close(acts[q_hook(0)][0], q, atol=TOL, rtol=0)
     torch.testing.assert_close(acts[k_hook(0)][0], k, atol=TOL, rtol=0)
+
+
+# --- differential attention ------------------------------------------------------------------
+
+
+def test_differential_attention_is_refused_in_one_line_naming_it(tiny_variants):
+    with pytest.raises(ModelLoadError) as err:
+        load(ModelSpec(str(tiny_variants.path("diffllama"))))
+    text = str(err.value)
+    assert "\n" not in text and len(text) < 300
+    assert "DiffLlamaForCausalLM" in text and "differential attention" in text
+    assert "Available architectures" not in text and "GPT2LMHeadModel" not in text
