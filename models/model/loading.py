@@ -222,20 +222,13 @@ NO_ADAPTER = "Could not determine supported architecture"
 
 
 def no_adapter_message(spec: ModelSpec, source: str) -> str:
-    """One line for a model TransformerLens has no adapter for: its architecture by name (and
-    what its attention computes when that is why), never the list of every supported one."""
-    from models.model.variants.differential import what_it_computes
+    """One line for a model TransformerLens has no adapter for (see :func:`no_adapter`)."""
+    from models.model.variants.differential import no_adapter
 
     try:
-        config = _read_config(spec, source)
+        return no_adapter(_read_config(spec, source), spec.label)
     except ModelLoadError:
-        config = None
-    arch = (getattr(config, "architectures", None) or [getattr(config, "model_type", None)])[0]
-    name = arch or spec.label
-    return (
-        f"TransformerLens has no adapter for {name}{what_it_computes(config)}, so the app "
-        f"cannot read the attention of {spec.label}."
-    )
+        return no_adapter(None, spec.label)
 
 
 def _boot(spec: ModelSpec, source: str) -> Any:

@@ -20,3 +20,13 @@ def what_it_computes(config: Any) -> str:
     if is_differential(config):
         return " (differential attention: two softmax maps, one subtracted from the other)"
     return ""
+
+
+def no_adapter(config: Any, label: str) -> str:
+    """The refusal of a model TransformerLens has no adapter for: its architecture by name and,
+    when that is why, what its attention computes; never the list of every supported one."""
+    arch = (getattr(config, "architectures", None) or [getattr(config, "model_type", None)])[0]
+    return (
+        f"TransformerLens has no adapter for {arch or label}{what_it_computes(config)}, so the "
+        f"app cannot read the attention of {label}."
+    )
