@@ -8,13 +8,15 @@
   layer's scale, sliding windows, ALiBi slopes, the RoPE rotation;
 - :mod:`models.model.variants` -- what each attention layer computes (sinks, windows and
   soft-caps, gates, linear layers, latent attention), one module per variant;
+- :mod:`models.model.parity` -- the load-time comparison of the bridge's logits with
+  transformers';
 - :mod:`models.model.weights` -- output projections, unembedding and final norm for attribution;
 - :mod:`models.model.norms` -- the norms on the way into an attention score (LayerNorm or
   RMSNorm, checked on a probe), the embedding norm, QK-norm and the logit soft-cap;
 - :mod:`models.model.hardware` -- what the processor does natively (bfloat16) and how fast;
 - :mod:`models.model.allocator` -- freed blocks kept for the next pass (glibc thresholds);
 
-Three ways to run a model, each documented in its module:
+Four ways to run a model, each documented in its module:
 
 - :mod:`models.model.forward` -- through the bridge with hooks: the only module that spells
   hook names; tokenisation and forward passes under the model's lock;
@@ -23,6 +25,8 @@ Three ways to run a model, each documented in its module:
   (one pass), and that layer's queries and keys from other inputs (a resumed pass);
 - :mod:`models.model.plain` -- the same weights as plain Hugging Face modules with fused SDPA,
   showing each layer's q, k, v and row log-sum-exp to a callback (long prompts);
+- :mod:`models.model.eager` -- the same weights through transformers' own eager attention: the
+  reference each capture's fidelity and the bridge's logits are checked against;
 
 Files and locks:
 

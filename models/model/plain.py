@@ -27,7 +27,7 @@ import inspect
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -269,24 +269,30 @@ def run_plain_float32(model: LoadedModel, ids: torch.Tensor, on_layer: OnLayer) 
 
 
 def attention_view(
-    model: LoadedModel, implementation: str, attention: Callable[..., Any]
+    model: LoadedModel,
+    implementation: str,
+    attention: Callable[..., Any],
+    mask: Literal["sdpa", "eager"] = "sdpa",
 ) -> torch.nn.Module:
     """A bridge-free view like :func:`plain_model` whose attention layers call ``attention``.
 
     ``attention`` is registered once under ``implementation`` as a transformers
     ``AttentionInterface`` entry (same signature as SDPA's: module, query, key, value, mask,
-    keyword arguments; returns output and weights). The view is built once per name and shares
-    every parameter with the loaded model.
+    keyword arguments; returns output and weights). ``mask`` says which masks it takes: SDPA's
+    (boolean, True = may attend) or eager attention's (additive floats). The view is built once
+    per name and shares every parameter with the loaded model.
     """
     from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask, sdpa_mask
 
     key = f"view:{implementation}"
     if key not in model.memo:
         with _register_lock:
             if implementation not in AttentionInterface._global_mapping:
                 AttentionInterface.register(implementation, attention)
-                AttentionMaskInterface.register(implementation, sdpa_mask)
+                AttentionMaskInterface.register(
+                    implementation, eager_mask if mask == "eager" else sdpa_mask
+                )
         original = model.bridge.original_model
         config = copy.deepcopy(original.config)
         config._attn_implementation = implementation
