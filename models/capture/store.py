@@ -108,6 +108,7 @@ class SdpaCheck:
         lse_error: largest ``|kept LSE - float32 LSE|`` on the sampled rows (the kernel's own
             statistics against a float32 recomputation; 0 when computed here).
         rows: the sampled query rows.
+        relative: ``||sum_j w_j v_j - SDPA output|| / ||SDPA output||`` over those rows.
     """
 
     dtype: str
@@ -115,6 +116,7 @@ class SdpaCheck:
     ratio: float
     lse_error: float
     rows: tuple[int, ...]
+    relative: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,7 @@ class FactoredPatterns:
             (products in the model's low-precision dtype, within the bound
             :func:`models.capture.overview.layer_overview` states).
         check: how well the kept arrays reproduced the fused kernel (streaming capture only).
+        layer_errors: each layer's relative error in that check (streaming capture only).
     """
 
     q: np.ndarray
@@ -152,6 +155,7 @@ class FactoredPatterns:
     overview_factor: int = 1
     overview_arithmetic: str = "float32"
     check: SdpaCheck | None = None
+    layer_errors: tuple[float, ...] | None = None
 
     @property
     def nbytes(self) -> int:

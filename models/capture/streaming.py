@@ -82,6 +82,7 @@ class LayerSummary:
             dtype="float32", error=0.0, ratio=0.0, lse_error=0.0, rows=tuple(sample_rows(n_tokens))
         )
         self.unsupported: str | None = None
+        self.relative = [0.0] * self.n_layers
         self.progress = progress
 
     def _allocate(self, q: torch.Tensor, k: torch.Tensor) -> None:
@@ -133,7 +134,7 @@ class LayerSummary:
         )
         torch.from_numpy(a["pooled"][layer]).copy_(pooled)
         self.seen[layer], self.scales[layer], self.causal = True, att.scale, att.causal
-        self.dtype = query.dtype
+        self.dtype, self.relative[layer] = query.dtype, check.relative
         if check.ratio >= self.worst.ratio:
             self.worst = check
         self.progress((layer + 1) / self.n_layers, f"layer {layer + 1} of {self.n_layers}")
@@ -169,6 +170,7 @@ class LayerSummary:
             overview_factor=overview_factor(self.n),
             overview_arithmetic=self.arithmetic if self.dtype != torch.float32 else "float32",
             check=self.worst,
+            layer_errors=tuple(self.relative),
         )
 
 
@@ -278,12 +280,14 @@ def check_rows(
     error = (got - want).abs()
     ratio = error / allowed_error(want, spread, dtype)
     lse_error = (torch.logsumexp(scores, dim=-1) - lse[:, rows]).abs()
+    size = float(torch.linalg.vector_norm(want))
     return SdpaCheck(
         dtype=str(dtype).removeprefix("torch."),
         error=float(error.max()),
         ratio=float(ratio.max()),
         lse_error=float(lse_error.max()),
         rows=tuple(int(r) for r in rows),
+        relative=float(torch.linalg.vector_norm(got - want)) / size if size > 0 else 0.0,
     )
 
 
