@@ -6,6 +6,12 @@
   filling the same factored store;
 - :mod:`models.capture.streaming` -- the long-prompt capture through the model's own fused
   attention, in its own dtype, with float32 statistics and a dtype-aware self-check;
+- :mod:`models.capture.variant_pass` -- the capture of a model whose layers are not all plain
+  softmax (sinks, windows, soft-caps, gates, linear layers, latent attention);
+- :mod:`models.capture.extras` -- what such a run holds beside its patterns: sink weights,
+  gates, mixing matrices, latent queries and keys;
+- :mod:`models.capture.fidelity` -- how closely the patterns shown reproduce each layer's own
+  output, measured on sampled rows of every path;
 - :mod:`models.capture.overview` -- max-pooled pictures of whole patterns straight from q and
   k: every head's thumbnail in that pass, the shown head's overview when it is shown;
 - :mod:`models.capture.precision` -- a low-precision run's measured difference from float32;
@@ -25,7 +31,10 @@
 - :mod:`models.capture.word_split` -- which tokens form a word, for each tokenizer family;
 - :mod:`models.capture.spans` -- attention from and to a selected span of tokens or words;
 - :mod:`models.capture.rollout` -- attention rollout (Abnar & Zuidema 2020) and its refusal;
-- :mod:`models.capture.__main__` -- ``python -m models.capture compare``: one CSV row per head.
+- :mod:`models.capture.patterns_file` -- a run's patterns, sinks, gates and mixing matrices as
+  one ``.npz`` file;
+- :mod:`models.capture.__main__` -- ``python -m models.capture compare``: one CSV row per head;
+  ``python -m models.capture patterns``: the ``.npz`` file.
 """
 
 from models.capture.run import AttentionRun, capture

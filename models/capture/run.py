@@ -12,25 +12,32 @@ from typing import Literal
 
 import numpy as np
 
+from models.capture.extras import RunExtras
+from models.capture.fidelity import Fidelity, linear_layer_error, measure, sample_rows, tolerance
 from models.capture.hooked import capture_hooked
 from models.capture.overview import Arithmetic
 from models.capture.store import (
     DensePatterns,
     FactoredPatterns,
     PatternStore,
+    SdpaCheck,
     iter_layers,
     read_only,
 )
 from models.capture.streaming import stream
+from models.capture.variant_pass import capture_reference, capture_variants
+from models.model.eager import run_eager
 from models.model.facts import DENSE_LIMIT_BYTES, ModelFacts
 from models.model.forward import every_layer, pattern_hook, run_hooks, tokenize
 from models.model.loading import LoadedModel
 from models.model.spec import ModelSpec
 from models.model.tokens import readable_tokens
+from models.model.variants import LayerKind, all_plain, layer_variants
 from models.progress import Progress, part, quiet
 from models.shapes import HeadPattern, LayerPatterns, PatternStack, TokenIds
 
-CapturePath = Literal["dense", "fused", "hooks", "shortened"]
+FIDELITY_PREFIX = 512
+CapturePath = Literal["dense", "fused", "hooks", "shortened", "transformers"]
 
 
 @dataclass(frozen=True)
@@ -48,9 +55,15 @@ class AttentionRun:
         spec: the model the run was captured on.
         path: how the patterns were read: ``dense`` (every pattern through the bridge's hooks),
             ``fused`` (one pass through the model's own fused attention, in its own dtype),
-            ``hooks`` (q and k through the bridge's hooks) or ``shortened`` (a dense capture of
-            the first tokens only, when nothing else could read this model).
+            ``hooks`` (q and k through the bridge's hooks), ``shortened`` (a dense capture of
+            the first tokens only, when nothing else could read this model) or
+            ``transformers`` (every pattern from transformers' own eager pass, when the
+            bridge's logits disagree with it).
         fallback: why the fused pass was not used, when a long prompt fell back (for the page).
+        extras: what the run holds beside softmax patterns (sinks, gates, linear layers'
+            mixing matrices, latent queries and keys), for a model whose layers are not all
+            plain softmax; None otherwise.
+        fidelity: how closely the patterns reproduce each layer's own output, measured.
     """
 
     prompt: str
@@ -63,6 +76,8 @@ class AttentionRun:
     spec: ModelSpec | None = None
     path: CapturePath = "dense"
     fallback: str | None = None
+    extras: RunExtras | None = None
+    fidelity: Fidelity | None = None
 
     @property
     def dtype(self) -> str:
@@ -75,8 +90,17 @@ class AttentionRun:
 
     @property
     def nbytes(self) -> int:
-        """Memory the stored patterns (or q, k, LSE and thumbnails) take."""
-        return self.store.nbytes
+        """Memory the stored patterns (or q, k, LSE and thumbnails) and extras take."""
+        return self.store.nbytes + (self.extras.nbytes if self.extras is not None else 0)
+
+    def kind(self, layer: int) -> LayerKind:
+        """What layer ``layer`` computes: ``softmax``, ``sliding`` or ``linear``."""
+        return "softmax" if self.extras is None else self.extras.kind(layer)
+
+    def softmax_layers(self) -> list[int]:
+        """The layers with a softmax pattern (every layer but linear-attention ones)."""
+        n = self.facts.n_layers
+        return list(range(n)) if self.extras is None else self.extras.softmax_layers()
 
     @property
     def truncated(self) -> bool:
@@ -163,6 +187,9 @@ def capture(
         PromptError: for an empty or oversized prompt.
     """
     ids, n_full = tokenize(model, prompt, max_tokens)
+    disagrees = model.parity is not None and not model.parity.agrees
+    if disagrees or not all_plain(layer_variants(model)):
+        return _variant_run(model, prompt, ids, n_full, dense_limit, reference=disagrees)
     store: PatternStore | None = None
     path: CapturePath = "dense"
     fallback = None
@@ -180,6 +207,24 @@ def capture(
             ids = ids[:, :fits]
     if store is None:
         store = capture_dense(model, ids)
+    if isinstance(store, FactoredPatterns) and store.layer_errors is not None:
+        fidelity = fused_fidelity(model, store.layer_errors, store.check)
+    else:
+        fidelity = eager_fidelity(model, ids, store)
+    return _run(model, prompt, ids, n_full, store, path, fallback, None, fidelity)
+
+
+def _run(
+    model: LoadedModel,
+    prompt: str,
+    ids: TokenIds,
+    n_full: int,
+    store: PatternStore,
+    path: CapturePath,
+    fallback: str | None,
+    extras: RunExtras | None,
+    fidelity: Fidelity | None,
+) -> AttentionRun:
     id_list = [int(i) for i in ids[0]]
     special = set(getattr(model.tokenizer, "all_special_ids", []) or [])
     return AttentionRun(
@@ -193,4 +238,83 @@ def capture(
         spec=model.spec,
         path=path,
         fallback=fallback,
+        extras=extras,
+        fidelity=fidelity,
     )
+
+
+def fused_fidelity(
+    model: LoadedModel, errors: tuple[float, ...], check: SdpaCheck | None
+) -> Fidelity:
+    """The fused pass's own check, per layer, as a :class:`Fidelity`."""
+    return Fidelity(
+        errors=tuple(errors),
+        rows=check.rows if check is not None else (),
+        tolerance=tolerance(model.spec.dtype),
+        reference="the model's own fused attention output (before its output projection)",
+        architecture=model.facts.architecture,
+    )
+
+
+def eager_fidelity(
+    model: LoadedModel,
+    ids: TokenIds,
+    store: PatternStore,
+    extras: RunExtras | None = None,
+    linear: dict[int, float] | None = None,
+) -> Fidelity:
+    """The fidelity of ``store``'s patterns against transformers' own eager pass.
+
+    A decoder is measured on rows of its first :data:`FIDELITY_PREFIX` tokens (what a causal
+    model computes there does not depend on later tokens), so the eager pass stays small on a
+    long prompt; an encoder on the whole prompt.
+    """
+    n = int(ids.shape[1])
+    limit = min(n, FIDELITY_PREFIX) if model.facts.causal else n
+    rows = sample_rows(limit)
+    _, reference = run_eager(model, ids[:, :limit])
+    kinds = extras.layers if extras is not None else None
+
+    def shown(layer: int) -> np.ndarray | None:
+        if kinds is not None and not kinds[layer].softmax:
+            return None
+        return store.layer_window(layer, rows, slice(0, limit))
+
+    return measure(
+        model.facts.n_layers,
+        rows,
+        shown,
+        reference,
+        extras.gates if extras is not None else {},
+        linear or {},
+        model.spec.dtype,
+        model.facts.architecture,
+    )
+
+
+def _variant_run(
+    model: LoadedModel,
+    prompt: str,
+    ids: TokenIds,
+    n_full: int,
+    dense_limit: int,
+    reference: bool = False,
+) -> AttentionRun:
+    """A model whose layers are not all plain softmax (or whose bridge disagrees with
+    transformers: ``reference``), read whole; a prompt whose patterns outgrow ``dense_limit``
+    is cut to what fits, and the run says so."""
+    fits = max(1, int((dense_limit / model.facts.pattern_bytes(1)) ** 0.5))
+    path: CapturePath = "transformers" if reference else "dense"
+    fallback = None
+    if ids.shape[1] > fits:
+        path, ids = "shortened", ids[:, :fits]
+        fallback = f"this model's layers are read whole, and only {fits:,} tokens fit"
+    found = (capture_reference if reference else capture_variants)(model, ids)
+    rows = sample_rows(int(ids.shape[1]))
+    linear = {
+        layer: linear_layer_error(found.extras.mixing[layer], v, out, rows)
+        for layer, (v, out) in found.linear_io.items()
+    }
+    fidelity = eager_fidelity(model, ids, found.store, found.extras, linear)
+    extras = None if all_plain(found.extras.layers) else found.extras
+    return _run(model, prompt, ids, n_full, found.store, path, fallback, extras, fidelity)

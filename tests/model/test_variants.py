@@ -12,9 +12,7 @@ from unittest import mock
 import numpy as np
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
 from transformers.models.deepseek_v3 import modeling_deepseek_v3
-from transformers.models.qwen3_next import modeling_qwen3_next
 
 from models.errors import ModelLoadError
 from models.model.forward import (
@@ -38,17 +36,14 @@ from models.model.variants.linear import l2norm, mixing_matrix
 from models.model.variants.sinks import full_row_entropy, sink_weights, with_sink_column
 from models.model.variants.windows import capped, edge_weight, window_edge
 from tests.attention.tiny_variants import PROMPT, WINDOW
+from tests.model.variant_reference import (
+    delta_rule_inside_transformers,
+    eager,
+    hf_attentions,
+    hf_gate,
+)
 
 TOL = 1e-5
-
-
-def eager(path):
-    return AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager").eval()
-
-
-def hf_attentions(path, ids):
-    with torch.no_grad():
-        return eager(path)(ids, output_attentions=True).attentions
 
 
 def prompt_ids(model):
@@ -157,16 +152,8 @@ def test_softcap_turns_the_raw_logits_into_the_models_own(tiny_variants):
 def test_gate_is_the_models_sigmoid_gate(tiny_variants):
     model = tiny_variants.model("qwen3_next")
     ids = prompt_ids(model)
-    hf = eager(tiny_variants.path("qwen3_next"))
-    attn = hf.model.layers[1].self_attn
-    seen = {}
-    handle = attn.q_proj.register_forward_hook(lambda _m, _a, out: seen.setdefault("q", out))
-    with torch.no_grad():
-        hf(ids)
-    handle.remove()
-    n, heads = ids.shape[1], model.facts.n_heads
-    gate = seen["q"][0].view(n, heads, 2 * attn.head_dim).chunk(2, dim=-1)[1]
-    want = torch.sigmoid(gate).mean(-1).transpose(0, 1)  # head query
+    heads = model.facts.n_heads
+    want = hf_gate(tiny_variants.path("qwen3_next"), ids, 1, heads)  # head query
     logits = run_hooks(model, ids, [q_gate_hook(1)])[q_gate_hook(1)][0]
     got = mean_gate(logits, heads)
     torch.testing.assert_close(got, want, atol=TOL, rtol=0)
@@ -174,23 +161,6 @@ def test_gate_is_the_models_sigmoid_gate(tiny_variants):
 
 
 # --- linear attention ------------------------------------------------------------------------
-
-
-def delta_rule_inside_transformers(path, ids):
-    """q, k, v, g, beta and the output of transformers' delta rule, as the model's own forward
-    pass called it (layer 0 of the tiny Qwen3-Next)."""
-    real = modeling_qwen3_next.torch_chunk_gated_delta_rule
-    calls = []
-
-    def record(query, key, value, g, beta, **kwargs):
-        out = real(query, key, value, g=g, beta=beta, **kwargs)
-        calls.append((query, key, value, g, beta, out[0]))
-        return out
-
-    patched = mock.patch.object(modeling_qwen3_next, "torch_chunk_gated_delta_rule", record)
-    with patched, torch.no_grad():
-        eager(path)(ids)
-    return [x[0] for x in calls[0]]
 
 
 def test_mixing_matrix_times_v_is_the_delta_rule_output(tiny_variants):

@@ -1,0 +1,80 @@
+"""What a run holds beside its softmax patterns when its layers are not all plain softmax.
+
+Per layer, only where the layer has it: each row's weight on the learned sink (and each head's
+sink logit), each head's output gate at each query, the mixing matrix of a linear-attention
+layer, and the queries and keys of a latent-attention layer (for the split of its scores). A
+linear layer has no softmax pattern: its place in the pattern store holds zeros that no view
+reads (every view asks :meth:`RunExtras.kind` first).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from jaxtyping import Float
+
+from models.model.variants import LayerKind, LayerVariant
+from models.model.variants.latent import split_scores
+
+
+@dataclass(frozen=True)
+class RunExtras:
+    """The variant data of one run (NumPy arrays, read-only, no model).
+
+    Attributes:
+        layers: what each layer computes.
+        sinks: layer -> ``head_index query_pos`` each row's weight on the learned sink.
+        sink_logits: layer -> ``head_index`` the learned sink logits.
+        gates: layer -> ``head_index query_pos d_head`` the output gate ``sigmoid(g)``.
+        mixing: layer -> ``v_head query_pos key_pos`` a linear layer's mixing matrix.
+        latent_qk: layer -> ``(q, k)``, each ``head_index pos d_qk``, of a latent layer.
+        scales: layer -> the logit scale of a latent layer.
+    """
+
+    layers: tuple[LayerVariant, ...]
+    sinks: dict[int, np.ndarray] = field(default_factory=dict)
+    sink_logits: dict[int, np.ndarray] = field(default_factory=dict)
+    gates: dict[int, np.ndarray] = field(default_factory=dict)
+    mixing: dict[int, np.ndarray] = field(default_factory=dict)
+    latent_qk: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    scales: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def nbytes(self) -> int:
+        arrays = [*self.sinks.values(), *self.gates.values(), *self.mixing.values()]
+        arrays += [a for pair in self.latent_qk.values() for a in pair]
+        return int(sum(a.nbytes for a in arrays))
+
+    def kind(self, layer: int) -> LayerKind:
+        return self.layers[layer].kind
+
+    def softmax_layers(self) -> list[int]:
+        """The layers with a softmax pattern (every layer but linear-attention ones)."""
+        return [i for i, layer in enumerate(self.layers) if layer.softmax]
+
+    def sink(self, layer: int, head: int, rows: slice) -> Float[np.ndarray, " row"] | None:
+        """Each row's weight on head ``layer.head``'s learned sink, or None when it has none."""
+        found = self.sinks.get(layer)
+        return None if found is None else found[head, rows]
+
+    def mean_gate(self, layer: int) -> Float[np.ndarray, "head_index query_pos"] | None:
+        """Each head's gate at each query: ``sigmoid(g)`` averaged over its dimensions."""
+        found = self.gates.get(layer)
+        return None if found is None else found.mean(axis=-1)
+
+    def latent_split(
+        self, layer: int, head: int
+    ) -> tuple[Float[np.ndarray, "query_pos key_pos"], Float[np.ndarray, "query_pos key_pos"]]:
+        """Content and RoPE parts of every score of one latent-attention head."""
+        q, k = self.latent_qk[layer]
+        latent = self.layers[layer].latent
+        assert latent is not None
+        content, rope = split_scores(
+            torch.from_numpy(np.array(q[head : head + 1])),
+            torch.from_numpy(np.array(k[head : head + 1])),
+            latent.nope_dim,
+            self.scales[layer],
+        )
+        return content[0].numpy(), rope[0].numpy()

@@ -1,0 +1,51 @@
+"""Independent references for the variant tests: transformers' own computations, read from
+inside its forward pass (eager attention, the delta rule, the gate projection)."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import torch
+from transformers import AutoModelForCausalLM
+from transformers.models.qwen3_next import modeling_qwen3_next
+
+
+def eager(path):
+    return AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager").eval()
+
+
+def hf_attentions(path, ids):
+    """Hugging Face eager weights of every layer (None for a layer with no softmax)."""
+    with torch.no_grad():
+        return eager(path)(ids, output_attentions=True).attentions
+
+
+def delta_rule_inside_transformers(path, ids, layer: int = 0):
+    """q, k, v, g, beta and the output of transformers' delta rule, as the model's own forward
+    pass called it for its ``layer``-th linear-attention layer (first sequence)."""
+    real = modeling_qwen3_next.torch_chunk_gated_delta_rule
+    calls = []
+
+    def record(query, key, value, g, beta, **kwargs):
+        out = real(query, key, value, g=g, beta=beta, **kwargs)
+        calls.append((query, key, value, g, beta, out[0]))
+        return out
+
+    patched = mock.patch.object(modeling_qwen3_next, "torch_chunk_gated_delta_rule", record)
+    with patched, torch.no_grad():
+        eager(path)(ids)
+    return [x[0] for x in calls[layer]]
+
+
+def hf_gate(path, ids, layer: int, n_heads: int):
+    """``head_index query_pos`` mean of ``sigmoid(gate)`` from the model's own q projection."""
+    hf = eager(path)
+    attn = hf.model.layers[layer].self_attn
+    seen = {}
+    handle = attn.q_proj.register_forward_hook(lambda _m, _a, out: seen.setdefault("q", out))
+    with torch.no_grad():
+        hf(ids)
+    handle.remove()
+    n = ids.shape[1]
+    gate = seen["q"][0].view(n, n_heads, 2 * attn.head_dim).chunk(2, dim=-1)[1]
+    return torch.sigmoid(gate).mean(-1).transpose(0, 1)
