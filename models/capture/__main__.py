@@ -1,12 +1,17 @@
-"""Command line: compare two prompts head by head and write one CSV row per head.
+"""Command lines: compare two prompts head by head; write one prompt's patterns to a file.
 
     python -m models.capture compare MODEL --a TEXT --b TEXT --out FILE.csv [--words]
+    python -m models.capture patterns MODEL --prompt TEXT --out FILE.npz
 
 MODEL is ``bundled``, ``smollm2``, a Hugging Face name, a local directory or a .gguf file. The
 CSV has ``layer,head,divergence`` (mean Jensen–Shannon divergence in bits over aligned queries;
 see :data:`models.capture.compare.DIVERGENCE_RULE`); ``--words`` merges sub-word tokens into
-words first. How the prompts were aligned and the largest divergences go to stderr. A failure
-prints one line and exits non-zero.
+words first. How the prompts were aligned and the largest divergences go to stderr.
+
+``patterns`` writes every layer's patterns, and the sinks, gates and mixing matrices of models
+that have them, as :mod:`models.capture.patterns_file` describes; the layers' kinds and the
+measured fidelity go to stderr, and a run above the fidelity tolerance writes nothing. A
+failure prints one line and exits non-zero.
 """
 
 from __future__ import annotations
@@ -51,10 +56,23 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     compare.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     compare.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
     compare.add_argument("--out", type=Path, required=True, help="CSV file to write")
+    patterns = sub.add_parser(
+        "patterns", help="every layer's patterns (and sinks, gates, mixing matrices) as .npz"
+    )
+    add_model(patterns)
+    patterns.add_argument("--prompt", required=True, help="the text to read")
+    patterns.add_argument("--max-tokens", type=positive, help="cut the prompt to this many tokens")
+    patterns.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    patterns.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
+    patterns.add_argument("--out", type=Path, required=True, help=".npz file to write")
     args = p.parse_args(argv)
     if not args.out.parent.is_dir():
         p.error(f"--out: no directory {args.out.parent}")
     return args
+
+
+def one_line(err: BaseException) -> str:
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
 
 
 def run(args: argparse.Namespace) -> Comparison:
@@ -102,20 +120,53 @@ def run(args: argparse.Namespace) -> Comparison:
     return result
 
 
+def write_patterns(args: argparse.Namespace) -> None:
+    """Load, capture the prompt and write its patterns (see ``patterns_file``).
+
+    Raises:
+        UserError: the model, the prompt, or a run whose patterns fail the fidelity check.
+    """
+    from models.capture.patterns_file import write_patterns as write
+    from models.capture.run import capture
+    from models.errors import UserError
+    from models.model.loading import load
+    from models.model.spec import ModelSpec
+
+    model = load(
+        ModelSpec(name=args.model, device=args.device, dtype=args.dtype),
+        progress=lambda _f, text: say(text),
+    )
+    if model.parity is not None and not model.parity.agrees:
+        say(model.parity.text())
+    run = capture(model, args.prompt, args.max_tokens)
+    kinds = [run.kind(layer) for layer in range(run.facts.n_layers)]
+    say(f"{run.n_tokens} tokens; layers: " + ", ".join(f"{i} {k}" for i, k in enumerate(kinds)))
+    if run.fidelity is not None:
+        refusal = run.fidelity.refusal()
+        if refusal:
+            raise UserError(refusal)
+        say(run.fidelity.text())
+    say(f"wrote {write(run, args.out)} arrays to {args.out}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args = parse_args(argv)
     from models.capture.compare import divergence_csv
     from models.errors import UserError
 
+    if args.command == "patterns":
+        try:
+            write_patterns(args)
+        except (UserError, OSError) as err:
+            print(f"error: {one_line(err)}", file=sys.stderr)
+            return 1
+        return 0
     try:
         result = run(args)
         args.out.write_text(divergence_csv(result.divergence), encoding="utf-8")
     except (UserError, OSError) as err:
-        print(
-            f"error: {str(err).splitlines()[0] if str(err) else type(err).__name__}",
-            file=sys.stderr,
-        )
+        print(f"error: {one_line(err)}", file=sys.stderr)
         return 1
     say(f"wrote {result.divergence.size} heads to {args.out}")
     return 0
