@@ -130,14 +130,16 @@ def write_patterns(args: argparse.Namespace) -> None:
     from models.capture.run import capture
     from models.errors import UserError
     from models.model.loading import load
+    from models.model.parity import parity_of
     from models.model.spec import ModelSpec
 
     model = load(
         ModelSpec(name=args.model, device=args.device, dtype=args.dtype),
         progress=lambda _f, text: say(text),
     )
-    if model.parity is not None and not model.parity.agrees:
-        say(model.parity.text())
+    parity = parity_of(model)
+    if parity is not None and not parity.agrees:
+        say(parity.text())
     run = capture(model, args.prompt, args.max_tokens)
     kinds = [run.kind(layer) for layer in range(run.facts.n_layers)]
     say(f"{run.n_tokens} tokens; layers: " + ", ".join(f"{i} {k}" for i, k in enumerate(kinds)))

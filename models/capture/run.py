@@ -30,6 +30,7 @@ from models.model.eager import run_eager
 from models.model.facts import DENSE_LIMIT_BYTES, ModelFacts
 from models.model.forward import every_layer, pattern_hook, run_hooks, tokenize
 from models.model.loading import LoadedModel
+from models.model.parity import parity_of
 from models.model.spec import ModelSpec
 from models.model.tokens import readable_tokens
 from models.model.variants import LayerKind, all_plain, layer_variants
@@ -187,7 +188,8 @@ def capture(
         PromptError: for an empty or oversized prompt.
     """
     ids, n_full = tokenize(model, prompt, max_tokens)
-    disagrees = model.parity is not None and not model.parity.agrees
+    parity = parity_of(model)
+    disagrees = parity is not None and not parity.agrees
     if disagrees or not all_plain(layer_variants(model)):
         return _variant_run(model, prompt, ids, n_full, dense_limit, reference=disagrees)
     store: PatternStore | None = None

@@ -8,7 +8,7 @@
   layer's scale, sliding windows, ALiBi slopes, the RoPE rotation;
 - :mod:`models.model.variants` -- what each attention layer computes (sinks, windows and
   soft-caps, gates, linear layers, latent attention), one module per variant;
-- :mod:`models.model.parity` -- the load-time comparison of the bridge's logits with
+- :mod:`models.model.parity` -- the once-per-model comparison of the bridge's logits with
   transformers';
 - :mod:`models.model.weights` -- output projections, unembedding and final norm for attribution;
 - :mod:`models.model.norms` -- the norms on the way into an attention score (LayerNorm or

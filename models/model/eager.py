@@ -9,7 +9,7 @@ Linear-attention layers run untouched. The view shares every parameter with the 
 (:func:`models.model.plain.attention_view`) and takes no lock (it adds no hooks to the bridge).
 
 Two uses: the fidelity of a capture (do the patterns shown, times these values, through the
-output projection, give this output?) and the load-time comparison of the bridge's logits
+output projection, give this output?) and the once-per-model comparison of the bridge's logits
 with transformers'.
 """
 

@@ -14,7 +14,7 @@ import shutil
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -24,9 +24,6 @@ from models.model.gguf import DEFAULT_CACHE, check_conversion_fits, convert, is_
 from models.model.load_lock import LOAD_LOCK
 from models.model.spec import ModelSpec
 from models.progress import Progress, part, quiet
-
-if TYPE_CHECKING:
-    from models.model.parity import Parity
 
 GIB = 1024**3
 __all__ = ["LoadedModel", "ModelLoadError", "load"]
@@ -40,8 +37,6 @@ class LoadedModel:
     hooks added by one run must never be seen by another. ``memo`` keeps facts probed once
     (see :func:`models.model.forward.qk_source`). ``source`` is the directory or hub name the
     weights were read from (for code that reads the checkpoint again, such as an export).
-    ``parity`` is the load-time comparison of the bridge's logits with transformers' (None when
-    it could not be made).
     """
 
     spec: ModelSpec
@@ -50,7 +45,6 @@ class LoadedModel:
     source: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-    parity: Parity | None = field(default=None, compare=False)
 
     @property
     def tokenizer(self) -> Any:
@@ -336,9 +330,5 @@ def _load(spec: ModelSpec, progress: Progress, cache: Path) -> LoadedModel:
     check_fits(n_params, spec)
     progress(0.35, f"Loading {spec.label} weights on {spec.device}")
     model = boot(spec, source)
-    progress(0.9, "Comparing the bridge's logits with transformers'")
-    from models.model.parity import check_parity
-
-    model.parity = check_parity(model)
     progress(1.0, "Ready")
     return model

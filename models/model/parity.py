@@ -1,10 +1,10 @@
-"""Whether TransformerLens's bridge computes what transformers computes, checked at load.
+"""Whether TransformerLens's bridge computes what transformers computes, checked once per model.
 
 The bridge re-implements every attention layer to put hooks inside it; an adapter that misses a
-term (a sink, a soft-cap, a gate) would show patterns of a model that does not exist. At load,
-a short prompt runs through the bridge and through transformers' own eager code on the same
-weights (:mod:`models.model.eager`) and their logits are compared. When they disagree the page
-says so, and captures take their patterns from transformers' eager pass.
+term (a sink, a soft-cap, a gate) would show patterns of a model that does not exist. Before a
+model's first capture, a short prompt runs through the bridge and through transformers' own
+eager code on the same weights (:mod:`models.model.eager`) and their logits are compared. When
+they disagree the run says so, and captures take their patterns from transformers' eager pass.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from models.model.loading import LoadedModel
 PROBE_TEXT = "The cat sat on the mat. The dog sat on the log. The cat"
 TOLERANCE = {"float32": 1e-4}
 HALF_TOLERANCE = 5e-2
+MEMO_KEY = "parity"
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,14 @@ class Parity:
             f"tolerance {self.tolerance:.0e}): the patterns shown come from transformers' own "
             "eager attention, not from the bridge."
         )
+
+
+def parity_of(model: LoadedModel) -> Parity | None:
+    """:func:`check_parity` of ``model``, made once (on its first capture) and kept with it."""
+    if MEMO_KEY not in model.memo:
+        model.memo[MEMO_KEY] = check_parity(model)
+    found: Parity | None = model.memo[MEMO_KEY]
+    return found
 
 
 def check_parity(model: LoadedModel) -> Parity | None:

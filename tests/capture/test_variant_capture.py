@@ -12,7 +12,7 @@ from models.capture.run import capture
 from models.model.eager import run_eager
 from models.model.forward import pattern_hook, tokenize
 from models.model.loading import load
-from models.model.parity import check_parity
+from models.model.parity import MEMO_KEY, check_parity, parity_of
 from models.model.spec import ModelSpec
 from tests.attention.tiny_variants import PROMPT
 from tests.model.variant_reference import delta_rule_inside_transformers, hf_attentions, hf_gate
@@ -134,12 +134,12 @@ def test_fidelity_refuses_patterns_without_their_gate(tiny_variants, runs):
 
 def test_a_bridge_that_disagrees_is_named_at_load_and_transformers_is_used(tiny_variants):
     model = load(ModelSpec(str(tiny_variants.path("qwen3"))))  # its own copy: a hook is added
-    assert model.parity is not None and model.parity.agrees
+    assert parity_of(model) is not None and parity_of(model).agrees
     hook = model.bridge.hook_dict[pattern_hook(0)]
     hook.add_hook(lambda pattern, hook: pattern * 0.5, is_permanent=True)
     parity = check_parity(model)
     assert not parity.agrees and "disagree" in parity.text()
-    model.parity = parity
+    model.memo[MEMO_KEY] = parity
     run = capture(model, PROMPT)
     assert run.path == "transformers"
     attentions = hf_attentions(tiny_variants.path("qwen3"), tokenize(model, PROMPT)[0])
