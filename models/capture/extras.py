@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
-from models.model.variants import LayerKind, LayerVariant
+from models.model.variants import AttentionKind, LayerVariant
 from models.model.variants.latent import split_scores
 
 
@@ -47,7 +47,7 @@ class RunExtras:
         arrays += [a for pair in self.latent_qk.values() for a in pair]
         return int(sum(a.nbytes for a in arrays))
 
-    def kind(self, layer: int) -> LayerKind:
+    def kind(self, layer: int) -> AttentionKind:
         return self.layers[layer].kind
 
     def softmax_layers(self) -> list[int]:

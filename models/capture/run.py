@@ -33,7 +33,7 @@ from models.model.loading import LoadedModel
 from models.model.parity import parity_of
 from models.model.spec import ModelSpec
 from models.model.tokens import readable_tokens
-from models.model.variants import LayerKind, all_plain, layer_variants
+from models.model.variants import AttentionKind, all_plain, layer_variants
 from models.progress import Progress, part, quiet
 from models.shapes import HeadPattern, LayerPatterns, PatternStack, TokenIds
 
@@ -94,7 +94,7 @@ class AttentionRun:
         """Memory the stored patterns (or q, k, LSE and thumbnails) and extras take."""
         return self.store.nbytes + (self.extras.nbytes if self.extras is not None else 0)
 
-    def kind(self, layer: int) -> LayerKind:
+    def kind(self, layer: int) -> AttentionKind:
         """What layer ``layer`` computes: ``softmax``, ``sliding`` or ``linear``."""
         return "softmax" if self.extras is None else self.extras.kind(layer)
 

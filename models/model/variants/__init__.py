@@ -16,6 +16,6 @@
   read: the words for its refusal.
 """
 
-from models.model.variants.layers import LayerKind, LayerVariant, all_plain, layer_variants
+from models.model.variants.layers import AttentionKind, LayerVariant, all_plain, layer_variants
 
-__all__ = ["LayerKind", "LayerVariant", "all_plain", "layer_variants"]
+__all__ = ["AttentionKind", "LayerVariant", "all_plain", "layer_variants"]

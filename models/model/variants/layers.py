@@ -19,7 +19,7 @@ from models.model.variants.linear import is_delta_rule, value_heads
 from models.model.variants.sinks import sink_logits
 from models.model.variants.windows import module_softcap
 
-LayerKind = Literal["softmax", "sliding", "linear"]
+AttentionKind = Literal["softmax", "sliding", "linear"]
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class LayerVariant:
         latent: the latent sizes of multi-head latent attention, or None.
     """
 
-    kind: LayerKind
+    kind: AttentionKind
     n_heads: int
     window: int | None = None
     softcap: float | None = None
