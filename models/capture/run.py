@@ -37,7 +37,7 @@ from models.model.variants import AttentionKind, all_plain, layer_variants
 from models.progress import Progress, part, quiet
 from models.shapes import HeadPattern, LayerPatterns, PatternStack, TokenIds
 
-FIDELITY_PREFIX = 512
+FIDELITY_PREFIX = 128  # the eager pass it takes is at most a quarter of a 512-token capture
 CapturePath = Literal["dense", "fused", "hooks", "shortened", "transformers"]
 
 
