@@ -162,7 +162,8 @@ def table_csv(table: pd.DataFrame) -> str:
     out = table.copy()
     if "top_sink_token" in out:
         out["top_sink_token"] = [spreadsheet_safe(str(t)) for t in out["top_sink_token"]]
-    return out.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+    text: str = out.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+    return text
 
 
 def _number(value: float) -> float | None:

@@ -122,7 +122,13 @@ def metric_line(atlas: Atlas, head: Head, name: MetricName) -> MetricLine:
     info, measure = METRICS[name], atlas.measures[name]
     ranks = measure.ranks()
 
-    def line(status: Status, note: str, value=None, se=None, rank=None) -> MetricLine:
+    def line(
+        status: Status,
+        note: str,
+        value: float | None = None,
+        se: float | None = None,
+        rank: int | None = None,
+    ) -> MetricLine:
         of = int((ranks > 0).sum())
         return MetricLine(name, info.label, info.unit, value, se, rank, of, status, note)
 

@@ -56,6 +56,7 @@ from models.model.facts import ModelFacts
 from models.model.forward import tokenize
 from models.model.loading import LoadedModel
 from models.progress import Progress, part, quiet
+from models.shapes import TokenIds
 
 CORPUS_SCORES: tuple[MetricName, ...] = (
     "induction_text",
@@ -155,7 +156,10 @@ def _weights(model: LoadedModel, progress: Progress) -> tuple[dict[MetricName, n
 
 
 def _lowrank(
-    model: LoadedModel, encoded: Sequence, moments: dict[Space, list[Moments]], progress: Progress
+    model: LoadedModel,
+    encoded: Sequence[TokenIds],
+    moments: dict[Space, list[Moments]],
+    progress: Progress,
 ) -> dict[Space, LowRank]:
     components = {s: layer_components(moments[s]) for s in SPACES}
     tops = second_pass(model, encoded, components, progress)

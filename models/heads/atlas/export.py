@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from models.head import Head, all_heads
-from models.heads.atlas.card import HeadCard, head_card
+from models.heads.atlas.card import HeadCard, SampledText, TokenLoad, head_card
 from models.heads.atlas.compute import Atlas
 from models.heads.atlas.metrics import METRIC_NAMES, METRICS, UNCERTAINTY, not_applicable
 from models.heads.names import COLUMN_LABELS
@@ -83,7 +83,8 @@ def _csv(table: pd.DataFrame, text_columns: Iterable[str] = ()) -> str:
     out = table.copy()
     for column in text_columns:
         out[column] = [spreadsheet_safe(str(t)) for t in out[column]]
-    return out.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+    text: str = out.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+    return text
 
 
 def samples_table(atlas: Atlas, cards: Iterable[HeadCard]) -> pd.DataFrame:
@@ -202,7 +203,7 @@ def atlas_json(atlas: Atlas) -> dict[str, Any]:
 def card_json(atlas: Atlas, card: HeadCard) -> dict[str, Any]:
     """A head card document (``schemas/card.schema.json``)."""
 
-    def sample(s) -> dict[str, Any]:
+    def sample(s: SampledText) -> dict[str, Any]:
         tokens = atlas.tokens[s.text]
         start = max(0, min(s.key, s.query) - CONTEXT)
         stop = min(len(tokens), max(s.key, s.query) + CONTEXT + 1)
@@ -217,7 +218,7 @@ def card_json(atlas: Atlas, card: HeadCard) -> dict[str, Any]:
             "row": [{"key": k, "weight": w} for k, w in s.row],
         }
 
-    def loads(items) -> list[dict[str, Any]]:
+    def loads(items: Iterable[TokenLoad]) -> list[dict[str, Any]]:
         return [
             {"text": x.text, "position": x.position, "token": x.token, "loading": x.loading}
             for x in items

@@ -107,7 +107,13 @@ def layer_components(moments: list[Moments], k: int = N_COMPONENTS) -> list[Comp
     vectors = vectors * torch.where(sign == 0, 1.0, sign)
     total = torch.cat([torch.diagonal(c, dim1=-2, dim2=-1).sum(-1, keepdim=True) for c in covs])
     share = torch.where(total > 0, values / total.clamp(min=1e-300), 0.0)
-    parts = zip(moments, vectors.split(heads), values.split(heads), share.split(heads), strict=True)
+    parts = zip(
+        moments,
+        torch.split(vectors, heads),
+        torch.split(values, heads),
+        torch.split(share, heads),
+        strict=True,
+    )
     return [
         Components(m.mean().numpy(), d.numpy(), v.numpy(), s.numpy(), m.n) for m, d, v, s in parts
     ]

@@ -28,6 +28,7 @@ SPACE_HOOKS: dict[Space, Callable[[int], str]] = {
     "output": z_hook,
 }
 Fold = Callable[[Space, int, Float[torch.Tensor, "pos head d"]], None]
+ReadHook = Callable[..., None]
 
 
 def output_basis(model: LoadedModel, layer: int) -> Float[torch.Tensor, "head_index d_head d_head"]:
@@ -45,7 +46,8 @@ def output_basis(model: LoadedModel, layer: int) -> Float[torch.Tensor, "head_in
     if failed.any():
         values, vectors = torch.linalg.eigh(gram[failed])
         factor[failed] = vectors * values.clamp(min=0.0).sqrt()[:, None, :]
-    return factor
+    basis: torch.Tensor = factor
+    return basis
 
 
 def space_heads(model: LoadedModel, space: Space) -> int:
@@ -54,11 +56,11 @@ def space_heads(model: LoadedModel, space: Space) -> int:
     return facts.n_kv_heads if space in ("key", "value") else facts.n_heads
 
 
-def _vector_hooks(model: LoadedModel, fold: Fold) -> list[tuple[str, Callable]]:
+def _vector_hooks(model: LoadedModel, fold: Fold) -> list[tuple[str, ReadHook]]:
     bases = {layer: output_basis(model, layer) for layer in range(model.facts.n_layers)}
 
-    def hook_for(space: Space, layer: int) -> Callable:
-        def hook(act: torch.Tensor, hook=None) -> None:
+    def hook_for(space: Space, layer: int) -> ReadHook:
+        def hook(act: torch.Tensor, hook: object = None) -> None:
             x = act[0, 1:].detach().to("cpu", torch.float64)  # pos head d, position 0 left out
             if space == "output":
                 x = torch.einsum("phd,hde->phe", x, bases[layer])
@@ -76,7 +78,7 @@ def _vector_hooks(model: LoadedModel, fold: Fold) -> list[tuple[str, Callable]]:
 def _each_text(
     model: LoadedModel,
     encoded: Sequence[TokenIds],
-    hooks_of: Callable[[int], list[tuple[str, Callable]]],
+    hooks_of: Callable[[int], list[tuple[str, ReadHook]]],
     progress: Progress,
     what: str,
 ) -> None:
@@ -102,9 +104,12 @@ def first_pass(
     }
     vectors = _vector_hooks(model, lambda space, layer, x: moments[space][layer].add(x))
 
-    def hooks_of(text: int) -> list[tuple[str, Callable]]:
-        def peak_hook(layer: int) -> Callable:
-            return lambda pattern, hook=None: peaks.record(text, layer, pattern[0].detach().cpu())
+    def hooks_of(text: int) -> list[tuple[str, ReadHook]]:
+        def peak_hook(layer: int) -> ReadHook:
+            def hook(pattern: torch.Tensor, hook: object = None) -> None:
+                peaks.record(text, layer, pattern[0].detach().cpu())
+
+            return hook
 
         patterns = [(pattern_hook(layer), peak_hook(layer)) for layer in range(facts.n_layers)]
         return patterns + vectors
@@ -129,7 +134,7 @@ def second_pass(
 
     vectors = _vector_hooks(model, fold)
 
-    def hooks_of(text: int) -> list[tuple[str, Callable]]:
+    def hooks_of(text: int) -> list[tuple[str, ReadHook]]:
         current["text"] = text
         return vectors
 

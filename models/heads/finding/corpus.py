@@ -255,7 +255,8 @@ def held_out_text(tokenizer: Any, text: str, corpus_tokens: int) -> str:
         start = tail_start(text, chars)
         ids = tokenizer(text[start:], add_special_tokens=False)["input_ids"]
         if len(ids) >= n_val or start == 0:
-            return tokenizer.decode(ids[-n_val:])
+            decoded: str = tokenizer.decode(ids[-n_val:])
+            return decoded
         chars *= 2
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -90,7 +91,7 @@ class RepeatedScores:
     induction_per_sequence: Float[np.ndarray, "batch layer head_index"] | None = None
 
 
-def ordinary_token_ids(tokenizer, d_vocab: int) -> list[int]:
+def ordinary_token_ids(tokenizer: Any, d_vocab: int) -> list[int]:
     """Ids of vocabulary entries that stand for text: no special or placeholder tokens.
 
     Args:
@@ -225,7 +226,7 @@ def repeated_estimate(
 
 def layer_scorer(
     tokens: RepeatedTokens, rows: slice, out: dict[str, np.ndarray], layer: int
-) -> Callable:
+) -> Callable[..., None]:
     """A pattern hook that scores layer ``layer`` of the sequences ``rows`` into ``out``.
 
     ``out[name]`` is ``batch layer head_index``; the hook reads the ``batch head_index
@@ -233,7 +234,7 @@ def layer_scorer(
     """
     ids = tokens.ids[rows].numpy()
 
-    def hook(pattern: torch.Tensor, hook=None) -> None:
+    def hook(pattern: torch.Tensor, hook: object = None) -> None:
         values = pattern.detach().to("cpu", torch.float32).numpy()
         out["induction"][rows, layer] = induction_score(values, tokens.seq_len, tokens.prefix_len)
         out["previous_token"][rows, layer] = previous_token_score(values)

@@ -12,13 +12,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 DEFAULT_SINK_EPS = 0.3
 DEFAULT_MIN_SINK_QUERIES = 4
 
 
-def _as_float(values: np.ndarray) -> np.ndarray:
+def _as_float(values: np.ndarray) -> npt.NDArray[np.float64]:
     return np.asarray(values, dtype=np.float64)
+
+
+def _mean_last(values: np.ndarray) -> np.ndarray:
+    """The mean over the last axis, in float64."""
+    out: np.ndarray = _as_float(values).mean(axis=-1)
+    return out
 
 
 def induction_score(pattern: np.ndarray, seq_len: int, prefix_len: int = 1) -> np.ndarray:
@@ -45,7 +52,7 @@ def induction_score(pattern: np.ndarray, seq_len: int, prefix_len: int = 1) -> n
             f"prefix {prefix_len} + 2 x {seq_len} tokens"
         )
     queries = np.arange(prefix_len + seq_len, prefix_len + 2 * seq_len)
-    return _as_float(pattern[..., queries, queries - seq_len + 1]).mean(axis=-1)
+    return _mean_last(pattern[..., queries, queries - seq_len + 1])
 
 
 def previous_token_score(pattern: np.ndarray) -> np.ndarray:
@@ -61,7 +68,7 @@ def previous_token_score(pattern: np.ndarray) -> np.ndarray:
     if n < 2:
         return np.full(pattern.shape[:-2], np.nan)
     rows = np.arange(1, n)
-    return _as_float(pattern[..., rows, rows - 1]).mean(axis=-1)
+    return _mean_last(pattern[..., rows, rows - 1])
 
 
 def current_token_score(pattern: np.ndarray, first_query: int = 1) -> np.ndarray:
@@ -80,7 +87,7 @@ def current_token_score(pattern: np.ndarray, first_query: int = 1) -> np.ndarray
     if n <= first_query:
         return np.full(pattern.shape[:-2], np.nan)
     rows = np.arange(first_query, n)
-    return _as_float(pattern[..., rows, rows]).mean(axis=-1)
+    return _mean_last(pattern[..., rows, rows])
 
 
 ROW_CHUNK_VALUES = 2**21
@@ -126,7 +133,8 @@ def entropy_score(pattern: np.ndarray) -> np.ndarray:
         weights = _as_float(pattern[..., rows, :])
         logs = np.log(weights, out=np.zeros_like(weights), where=weights > 0)
         total -= np.einsum("...qk,...qk->...", weights, logs)
-    return total / (n - 1)
+    mean: np.ndarray = total / (n - 1)
+    return mean
 
 
 def distance_score(pattern: np.ndarray) -> np.ndarray:
@@ -157,7 +165,8 @@ def distance_score(pattern: np.ndarray) -> np.ndarray:
         weights = _as_float(pattern[..., rows, :])
         queries = np.arange(rows.start, rows.stop, dtype=np.float64)
         total += (weights.sum(axis=-1) * queries - weights @ keys).sum(axis=-1)
-    return total / (n - 1)
+    mean: np.ndarray = total / (n - 1)
+    return mean
 
 
 def duplicate_mask(token_ids: Sequence[int]) -> np.ndarray:
@@ -190,7 +199,7 @@ def duplicate_token_score(pattern: np.ndarray, token_ids: Sequence[int]) -> np.n
         return np.full(pattern.shape[:-2], np.nan)
     rows = pattern[..., queries, :]  # only the queries that have a copy
     on_copies = np.where(dup[queries], rows, 0).sum(axis=-1, dtype=np.float64)
-    return on_copies.mean(axis=-1)
+    return _mean_last(on_copies)
 
 
 def induction_targets(token_ids: Sequence[int]) -> np.ndarray:
@@ -225,7 +234,7 @@ def text_induction_score(pattern: np.ndarray, token_ids: Sequence[int]) -> np.nd
     queries = np.flatnonzero(targets >= 0)
     if not len(queries):
         return np.full(pattern.shape[:-2], np.nan)
-    return _as_float(pattern[..., queries, targets[queries]]).mean(axis=-1)
+    return _mean_last(pattern[..., queries, targets[queries]])
 
 
 def sink_query_mask(n: int, causal: bool) -> np.ndarray:
@@ -272,7 +281,7 @@ def sink_score(pattern: np.ndarray, causal: bool, key: int = 0) -> np.ndarray:
     counted = np.flatnonzero(sink_query_mask(pattern.shape[-1], causal)[:, key])
     if not len(counted):
         return np.full(pattern.shape[:-2], np.nan)
-    return _as_float(pattern[..., counted, key]).mean(axis=-1)
+    return _mean_last(pattern[..., counted, key])
 
 
 def top_sink(

@@ -14,6 +14,7 @@ With one text there is no spread: ``se`` is NaN and the lower bound is the mean 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,7 +28,7 @@ class Spread:
 
     per_text: np.ndarray
 
-    def _quiet(self, fn, **kwargs) -> np.ndarray:
+    def _quiet(self, fn: Callable[..., np.ndarray], **kwargs: int) -> np.ndarray:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             return fn(self.per_text, axis=0, **kwargs)
@@ -35,7 +36,8 @@ class Spread:
     @property
     def n(self) -> np.ndarray:
         """How many texts scored each head."""
-        return (~np.isnan(self.per_text)).sum(axis=0)
+        counts: np.ndarray = (~np.isnan(self.per_text)).sum(axis=0)
+        return counts
 
     @property
     def mean(self) -> np.ndarray:

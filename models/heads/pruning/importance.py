@@ -332,7 +332,8 @@ def corpus_losses(
             f"{method}-ablating head sets, text {t + 1} of {len(tasks)}",
         )
     progress(1.0, "done")
-    return out.mean(axis=0)
+    mean: np.ndarray = out.mean(axis=0)
+    return mean
 
 
 def curve_points(n_heads: int, most: int = 17) -> list[int]:
