@@ -30,8 +30,14 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from models.cli import OneLineParser, add_model, positive, speaker
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from models.circuits.patching import Baseline
 
 say = speaker("circuits")
 
@@ -63,7 +69,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:
+def add_commands(sub: argparse._SubParsersAction[OneLineParser]) -> None:
     """The ``atp``, ``paths`` and ``weights`` subcommands."""
     atp = sub.add_parser(
         "atp",
@@ -104,7 +110,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         command.add_argument("--out", type=Path, required=True, help="CSV file to write")
 
 
-def add_why(sub: argparse._SubParsersAction) -> None:
+def add_why(sub: argparse._SubParsersAction[OneLineParser]) -> None:
     """The ``why`` subcommand."""
     why = sub.add_parser(
         "why",
@@ -142,7 +148,7 @@ def add_task(command: argparse.ArgumentParser) -> None:
     command.add_argument("--wrong", required=True, help="the token compared against it")
 
 
-def run(args: argparse.Namespace):
+def run(args: argparse.Namespace) -> tuple[Baseline, pd.DataFrame]:
     """Load, patch and return ``(baseline, table)``."""
     from models.circuits import (
         CircuitTask,

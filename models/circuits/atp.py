@@ -99,7 +99,7 @@ class AtPResult:
     @property
     def group(self) -> int:
         """Query heads per key/value head."""
-        return self.q.shape[1] // self.k.shape[1]
+        return int(self.q.shape[1] // self.k.shape[1])
 
     def sharing(self, kv_head: int) -> tuple[int, ...]:
         """The query heads that read key/value head ``kv_head``."""
@@ -119,7 +119,12 @@ class AtPResult:
 
 
 def _layer_estimates(
-    layer: int, clean: dict, run: GradientRun, grads: dict, source: QKSource | None, scale: float
+    layer: int,
+    clean: dict[str, torch.Tensor],
+    run: GradientRun,
+    grads: dict[str, torch.Tensor],
+    source: QKSource | None,
+    scale: float,
 ) -> dict[str, torch.Tensor]:
     """This layer's unnormalised estimates with the gradients ``grads`` (float64)."""
     out = {}
@@ -233,7 +238,7 @@ def estimates(runs: AtPRuns, n_layers: int) -> dict[str, tuple[np.ndarray, np.nd
     combination of it (the same array without GradDrop)."""
     run, gap = runs.run, runs.gap
 
-    def layers(grads: dict, upto: int) -> list[dict[str, torch.Tensor]]:
+    def layers(grads: dict[str, torch.Tensor], upto: int) -> list[dict[str, torch.Tensor]]:
         return [
             _layer_estimates(layer, runs.clean, run, grads, runs.source, runs.scales[layer])
             for layer in range(upto)
@@ -264,4 +269,5 @@ def last_row_max(runs: AtPRuns, n_layers: int) -> np.ndarray:
         )
         for values in (runs.clean, runs.run.values)
     ]
-    return np.maximum(*rows).astype(np.float64)
+    largest: np.ndarray = np.maximum(*rows).astype(np.float64)
+    return largest

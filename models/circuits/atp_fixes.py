@@ -100,4 +100,5 @@ def grad_drop_combine(atp: np.ndarray, dropped: Mapping[int, np.ndarray]) -> np.
         terms[layer, :layer] = values[:layer]
     size = np.abs(terms).sum(axis=0) / (n_layers - 1)
     strongest = np.take_along_axis(terms, np.abs(terms).argmax(axis=0)[None], axis=0)[0]
-    return np.sign(strongest) * size
+    signed: np.ndarray = np.sign(strongest) * size
+    return signed

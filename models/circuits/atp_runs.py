@@ -9,13 +9,13 @@ z, q, k, v and, with the QK fix, at each pattern.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
 from models.circuits.atp_fixes import softmax
-from models.circuits.gradients import GradientRun, capture, check_hooks, gradient_run
+from models.circuits.gradients import GradientRun, Keep, capture, check_hooks, gradient_run
 from models.circuits.patching import MIN_GAP
 from models.circuits.task import CircuitsUnavailable, Setup, TaskError
 from models.model.forward import (
@@ -79,12 +79,12 @@ def _whole(act: torch.Tensor) -> torch.Tensor:
 
 def _names(
     model: LoadedModel, source: QKSource | None, rotation: bool
-) -> tuple[dict[str, Callable], dict[str, int], dict[str, Callable]]:
+) -> tuple[dict[str, Keep], dict[str, int], dict[str, Keep]]:
     """What the clean pass keeps, the corrupted pass's leaves, and what it keeps besides."""
     n_layers = model.facts.n_layers
-    clean: dict[str, Callable] = {}
+    clean: dict[str, Keep] = {}
     leaves: dict[str, int] = {}
-    keep: dict[str, Callable] = {resid_pre_hook(layer): _whole for layer in range(n_layers)}
+    keep: dict[str, Keep] = {resid_pre_hook(layer): _whole for layer in range(n_layers)}
     for layer in range(n_layers):
         inputs = [z_hook(layer), q_hook(layer), k_hook(layer), v_hook(layer)]
         rotated = qk_names(source, layer) if source is not None else []

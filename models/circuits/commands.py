@@ -56,10 +56,11 @@ PAIR_COLUMNS = ["sender", "receiver", "q_composition", "k_composition", "v_compo
 
 def to_csv(table: pd.DataFrame) -> str:
     """CSV text of a table."""
-    return table.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+    text: str = table.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+    return text
 
 
-def _heads(n_layers: int, n_heads: int) -> dict[str, list]:
+def _heads(n_layers: int, n_heads: int) -> dict[str, list[str] | list[int]]:
     heads = list(all_heads(n_layers, n_heads))
     return {
         "L.H": [str(h) for h in heads],

@@ -82,7 +82,8 @@ def _gram(m: torch.Tensor) -> torch.Tensor:
 def _root(gram: torch.Tensor) -> torch.Tensor:
     """``F`` with ``F F^T = gram`` (symmetric positive semi-definite, float64)."""
     values, vectors = torch.linalg.eigh(gram)
-    return vectors * values.clamp(min=0).sqrt()[..., None, :]
+    factor: torch.Tensor = vectors * values.clamp(min=0).sqrt()[..., None, :]
+    return factor
 
 
 def composition_scores(

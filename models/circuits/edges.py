@@ -86,7 +86,8 @@ class EdgeEstimates:
     def into(self, receiver: Head, which: Projection) -> np.ndarray:
         """``layer head_index`` estimates of every sender into ``receiver``'s ``which``."""
         index = receiver.index if which == "q" else receiver.index // self.group
-        return self.of(which)[receiver.layer, index]
+        row: np.ndarray = self.of(which)[receiver.layer, index]
+        return row
 
 
 def layer_inputs(

@@ -76,8 +76,8 @@ def capture(
     check_hooks(model, list(keep))
     seen: dict[str, torch.Tensor] = {}
 
-    def make(name: str) -> Callable:
-        def hook(act: torch.Tensor, hook=None) -> None:
+    def make(name: str) -> Callable[..., None]:
+        def hook(act: torch.Tensor, hook: object = None) -> None:
             seen[name] = keep[name](act.detach()).to("cpu", torch.float32)
 
         return hook
@@ -118,8 +118,8 @@ def gradient_run(
     if grad_drop:
         wanted.update({name: -1 for name in residual if name not in wanted})
 
-    def add_leaf(name: str) -> Callable:
-        def hook(act: torch.Tensor, hook=None) -> torch.Tensor:
+    def add_leaf(name: str) -> Callable[..., torch.Tensor]:
+        def hook(act: torch.Tensor, hook: object = None) -> torch.Tensor:
             leaf = torch.zeros_like(act, requires_grad=True)
             leaf_of[name] = leaf
             if name in keep:
@@ -129,8 +129,8 @@ def gradient_run(
 
         return hook
 
-    def keep_value(name: str) -> Callable:
-        def hook(act: torch.Tensor, hook=None) -> None:
+    def keep_value(name: str) -> Callable[..., None]:
+        def hook(act: torch.Tensor, hook: object = None) -> None:
             values[name] = keep[name](act.detach()).to("cpu", torch.float32)
 
         return hook

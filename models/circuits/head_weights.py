@@ -66,7 +66,7 @@ def output_weights(
     model: LoadedModel, layer: int, dtype: torch.dtype | None = None
 ) -> Float[torch.Tensor, "head_index d_head d_model"]:
     """Layer ``layer``'s output projection per head (``None`` dtype: the model's, on its device)."""
-    weight = model.bridge.blocks[layer].attn.W_O.detach()
+    weight: torch.Tensor = model.bridge.blocks[layer].attn.W_O.detach()
     return weight if dtype is None else weight.to("cpu", dtype)
 
 
@@ -77,7 +77,8 @@ def input_norm(model: LoadedModel, layer: int) -> Callable[[torch.Tensor], torch
     if not pre_norm(model):
         return lambda x: x
     ln1 = model.bridge.blocks[layer].ln1
-    return getattr(ln1, "original_component", None) or ln1
+    norm: Callable[[torch.Tensor], torch.Tensor] = getattr(ln1, "original_component", None) or ln1
+    return norm
 
 
 def embedding_norm(model: LoadedModel) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -87,7 +88,8 @@ def embedding_norm(model: LoadedModel) -> Callable[[torch.Tensor], torch.Tensor]
         return lambda x: x
     for name, module in model.bridge.original_model.named_modules():
         if name.endswith("embeddings.LayerNorm"):
-            return module
+            norm: Callable[[torch.Tensor], torch.Tensor] = module
+            return norm
     return lambda x: x
 
 
@@ -148,13 +150,15 @@ def final_reading_norm(model: LoadedModel) -> ReadingNorm | None:
 
 def embedding(model: LoadedModel) -> Float[torch.Tensor, "d_vocab d_model"]:
     """Token embeddings (float64, CPU)."""
-    return model.bridge.W_E.detach().to("cpu", torch.float64)
+    weight: torch.Tensor = model.bridge.W_E.detach().to("cpu", torch.float64)
+    return weight
 
 
 def unembedding(model: LoadedModel) -> Float[torch.Tensor, "d_model d_vocab"] | None:
     """The unembedding (float64, CPU), or ``None`` for a model without one."""
     try:
-        return model.bridge.W_U.detach().to("cpu", torch.float64)
+        weight: torch.Tensor = model.bridge.W_U.detach().to("cpu", torch.float64)
+        return weight
     except AttributeError:
         return None
 
@@ -164,7 +168,8 @@ def position_embedding(model: LoadedModel) -> Float[torch.Tensor, "n_ctx d_model
     if model.facts.positional != "standard":
         return None
     try:
-        return model.bridge.W_pos.detach().to("cpu", torch.float64)
+        weight: torch.Tensor = model.bridge.W_pos.detach().to("cpu", torch.float64)
+        return weight
     except AttributeError:
         return None
 

@@ -38,8 +38,8 @@ def input_hooks(
     for row, (layer, index) in enumerate(rows):
         by_layer[layer].append((row, index))
 
-    def make(name: str, items: list[tuple[int, int]]) -> Callable:
-        def hook(act: torch.Tensor, hook=None) -> torch.Tensor:
+    def make(name: str, items: list[tuple[int, int]]) -> Callable[..., torch.Tensor]:
+        def hook(act: torch.Tensor, hook: object = None) -> torch.Tensor:
             src = clean[name][0].to(act.device, act.dtype)
             out = act.clone()
             for row, index in items:

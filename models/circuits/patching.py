@@ -90,8 +90,8 @@ def capture_pass(
         )
     seen: dict[str, torch.Tensor] = {}
 
-    def keep(name: str) -> Callable:
-        def hook(act: torch.Tensor, hook=None) -> None:
+    def keep(name: str) -> Callable[..., None]:
+        def hook(act: torch.Tensor, hook: object = None) -> None:
             seen[name] = act.detach().to("cpu")
 
         return hook
@@ -155,8 +155,8 @@ def patch_hooks(rows: Sequence[Sequence[Patch]], clean_z: Sequence[torch.Tensor]
         for layer, head, pos in patches:
             by_layer[int(layer)].append((row, int(head), pos))
 
-    def make(layer: int, items: list[tuple[int, int, int | None]]) -> Callable:
-        def hook(z: torch.Tensor, hook=None) -> torch.Tensor:
+    def make(layer: int, items: list[tuple[int, int, int | None]]) -> Callable[..., torch.Tensor]:
+        def hook(z: torch.Tensor, hook: object = None) -> torch.Tensor:
             src = clean_z[layer].to(z.device, z.dtype)
             out = z.clone()
             for row, head, pos in items:

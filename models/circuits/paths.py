@@ -93,7 +93,10 @@ def receiver_input(
 
 
 def sender_writes(
-    model: LoadedModel, clean: dict, corrupted: dict, senders: Sequence[Head]
+    model: LoadedModel,
+    clean: dict[str, torch.Tensor],
+    corrupted: dict[str, torch.Tensor],
+    senders: Sequence[Head],
 ) -> Float[torch.Tensor, "sender pos d_model"]:
     """``(z_clean - z_corrupted) W_O`` of each sender at every position (model dtype/device)."""
     out = []
@@ -106,7 +109,11 @@ def sender_writes(
 
 
 def check_receiver(
-    model: LoadedModel, layer: int, which: Projection, index: int, corrupted: dict
+    model: LoadedModel,
+    layer: int,
+    which: Projection,
+    index: int,
+    corrupted: dict[str, torch.Tensor],
 ) -> None:
     """Raise :class:`CircuitsUnavailable` unless :func:`receiver_input` reproduces the model's
     own input on the corrupted run (a norm or projection this module does not know about)."""
@@ -197,13 +204,17 @@ def path_patching(
 
 
 def frozen_heads(
-    chunk: Sequence[Head], clean: dict, corrupted: dict, start: int, stop: int
+    chunk: Sequence[Head],
+    clean: dict[str, torch.Tensor],
+    corrupted: dict[str, torch.Tensor],
+    start: int,
+    stop: int,
 ) -> list[Hook]:
     """``hook_z`` hooks for blocks ``start..stop-1``: every head at its corrupted output but
     batch row ``i``'s sender ``chunk[i]``, which gets its clean output."""
 
-    def heads(at: int) -> Callable:
-        def hook(z: torch.Tensor, hook=None) -> torch.Tensor:
+    def heads(at: int) -> Callable[..., torch.Tensor]:
+        def hook(z: torch.Tensor, hook: object = None) -> torch.Tensor:
             out = corrupted[z_hook(at)].to(z.device, z.dtype).expand_as(z).clone()
             for row, head in enumerate(chunk):
                 if head.layer == at:
@@ -221,8 +232,8 @@ def _recomputed_hooks(
     which: Projection,
     index: int,
     chunk: Sequence[Head],
-    clean: dict,
-    corrupted: dict,
+    clean: dict[str, torch.Tensor],
+    corrupted: dict[str, torch.Tensor],
 ) -> tuple[list[Hook], int]:
     """Hooks of one pass of the ``recomputed`` variant, and the block it starts at: heads
     below the receiver frozen (:func:`frozen_heads`), the receiver block's incoming residual
@@ -230,7 +241,7 @@ def _recomputed_hooks(
     start, layer = min(head.layer for head in chunk), receiver.layer
     read: dict[str, torch.Tensor] = {}
 
-    def reset(resid: torch.Tensor, hook=None) -> torch.Tensor:
+    def reset(resid: torch.Tensor, hook: object = None) -> torch.Tensor:
         read["resid"] = resid.detach()
         return corrupted[resid_pre_hook(layer)].to(resid.device, resid.dtype).expand_as(resid)
 
@@ -246,8 +257,8 @@ def sender_residuals(
     model: LoadedModel,
     setup: Setup,
     chunk: Sequence[Head],
-    clean: dict,
-    corrupted: dict,
+    clean: dict[str, torch.Tensor],
+    corrupted: dict[str, torch.Tensor],
     layers: Sequence[int],
 ) -> dict[int, torch.Tensor]:
     """The residual entering each of ``layers`` when only sender ``chunk[i]`` (row ``i``) has its
@@ -260,8 +271,8 @@ def sender_residuals(
     start, stop = min(head.layer for head in chunk), max(layers)
     seen: dict[int, torch.Tensor] = {}
 
-    def keep(at: int) -> Callable:
-        def hook(resid: torch.Tensor, hook=None) -> None:
+    def keep(at: int) -> Callable[..., None]:
+        def hook(resid: torch.Tensor, hook: object = None) -> None:
             seen[at] = resid.detach().to("cpu", torch.float32)
 
         return hook
@@ -277,11 +288,13 @@ def _whole(act: torch.Tensor) -> torch.Tensor:
     return act
 
 
-def _replace(index: int, values: torch.Tensor | Callable[[], torch.Tensor]) -> Callable:
+def _replace(
+    index: int, values: torch.Tensor | Callable[[], torch.Tensor]
+) -> Callable[..., torch.Tensor]:
     """A hook that sets head ``index`` of batch row ``i`` to ``values[i]`` (``values()`` when a
     function: computed when the hook fires)."""
 
-    def hook(act: torch.Tensor, hook=None) -> torch.Tensor:
+    def hook(act: torch.Tensor, hook: object = None) -> torch.Tensor:
         out = act.clone()
         found = values() if callable(values) else values
         out[:, :, index] = found.to(act.device, act.dtype)

@@ -24,7 +24,8 @@ from models.model.resume import run_resumed
 
 def model_dtype(model: LoadedModel) -> torch.dtype:
     """The dtype of the model's parameters."""
-    return next(model.bridge.parameters()).dtype
+    dtype: torch.dtype = next(model.bridge.parameters()).dtype
+    return dtype
 
 
 def run_from(
@@ -39,7 +40,8 @@ def run_from(
     computing blocks from ``start`` on only; ``resid_pre`` is the unpatched residual entering
     block ``start`` (``None``, or ``start == 0``: run every block)."""
     if start <= 0 or resid_pre is None:
-        return run_with_hooks(model, ids.expand(copies, -1), hooks)
+        logits: torch.Tensor = run_with_hooks(model, ids.expand(copies, -1), hooks)
+        return logits
     resume = resid_pre.to(model_device(model), model_dtype(model))
     return run_resumed(model, ids, hooks, start, [resume] * start, copies=copies)
 
@@ -47,8 +49,8 @@ def run_from(
 def check_top(
     model: LoadedModel,
     setup: Setup,
-    clean: dict,
-    corrupted: dict,
+    clean: dict[str, torch.Tensor],
+    corrupted: dict[str, torch.Tensor],
     estimate: np.ndarray,
     k: int,
     ld_clean: float,

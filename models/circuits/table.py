@@ -44,4 +44,5 @@ def top_heads(values: np.ndarray, k: int = 5) -> list[tuple[str, float]]:
 
 def table_csv(table: pd.DataFrame) -> str:
     """CSV text of a circuit table."""
-    return table.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+    text: str = table.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+    return text

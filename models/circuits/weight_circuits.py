@@ -157,7 +157,10 @@ def _rotation(model: LoadedModel, n: int) -> dict[int, tuple[torch.Tensor, torch
 
 
 def positional_logits(
-    model: LoadedModel, layer: int, n: int, rotation: dict | None
+    model: LoadedModel,
+    layer: int,
+    n: int,
+    rotation: dict[int, tuple[torch.Tensor, torch.Tensor]] | None,
 ) -> torch.Tensor:
     """``head_index query_pos key_pos`` logits of the average token (module docstring)."""
     mean = embedding(model).mean(dim=0)

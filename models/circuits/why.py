@@ -131,12 +131,14 @@ class WhySplit:
     @property
     def query_totals(self) -> np.ndarray:
         """``query_part``: each query-side part's share (the pairs' row sums)."""
-        return self.pairs.sum(axis=1)
+        shares: np.ndarray = self.pairs.sum(axis=1)
+        return shares
 
     @property
     def key_totals(self) -> np.ndarray:
         """``key_part``: each key-side part's share (the pairs' column sums)."""
-        return self.pairs.sum(axis=0)
+        shares: np.ndarray = self.pairs.sum(axis=0)
+        return shares
 
     def rows(self) -> list[PartPair]:
         """Every pair in order (query part, then key part), ALiBi's part last."""

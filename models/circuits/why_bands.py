@@ -50,7 +50,8 @@ class BandSplit:
     @property
     def totals(self) -> np.ndarray:
         """``band``: each band's share of the logit."""
-        return self.pairs.sum(axis=(0, 1))
+        shares: np.ndarray = self.pairs.sum(axis=(0, 1))
+        return shares
 
 
 def band_of_dims(d_head: int, rotary_dim: int) -> torch.Tensor:

@@ -55,7 +55,8 @@ def why_table(cell: WhySplit, bands: BandSplit | None = None) -> pd.DataFrame:
 
 def table_csv(table: pd.DataFrame) -> str:
     """CSV text of a ``why`` table."""
-    return table.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+    text: str = table.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+    return text
 
 
 def describe(cell: WhySplit) -> list[str]:
