@@ -13,6 +13,8 @@ the scores hook, is the ground truth here.)
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from jaxtyping import Float, Int
 
@@ -27,7 +29,8 @@ CHECK_TOLERANCE = 1e-5
 
 def sample_rows(n: int) -> Int[torch.Tensor, " row"]:
     """The first, last and two evenly spaced query positions of ``n`` (fewer when ``n < 4``)."""
-    return torch.unique(torch.tensor([0, n // 3, (2 * n) // 3, n - 1]))
+    rows: torch.Tensor = torch.unique(torch.tensor([0, n // 3, (2 * n) // 3, n - 1]))
+    return rows
 
 
 def layer_scores(
@@ -51,7 +54,7 @@ def layer_scores(
     """
     rows = torch.arange(q.shape[1]) if rows is None else rows
     group = q.shape[0] // k.shape[0]
-    q_rows = q[:, rows].unflatten(0, (k.shape[0], group))  # kv_head group rows d_head
+    q_rows = torch.unflatten(q[:, rows], 0, (k.shape[0], group))  # kv_head group rows d_head
     scores = torch.einsum("hgqd,hkd->hgqk", q_rows, k).flatten(0, 1) * scale
     if causal:
         n_k = k.shape[1]
@@ -96,16 +99,18 @@ def capture_hooked(model: LoadedModel, ids: TokenIds) -> FactoredPatterns | None
         return None
     rows = sample_rows(n)
     acts: dict[str, torch.Tensor] = {}
-    samples: list = [None] * n_layers
+    samples: list[torch.Tensor | None] = [None] * n_layers
 
-    def keeper(name: str):  # the bridge may report an alias as hook.name: key by our name
-        def hook(tensor, hook):
+    # the bridge may report an alias as hook.name: key by our name
+    def keeper(name: str) -> Callable[..., None]:
+        def hook(tensor: torch.Tensor, hook: object) -> None:
             acts[name] = tensor.detach()[0:1].to("cpu", torch.float32)
 
         return hook
 
-    def pattern_keeper(layer: int):
-        def hook(tensor, hook):  # batch head query_pos key_pos: keep a few rows only
+    def pattern_keeper(layer: int) -> Callable[..., None]:
+        # batch head query_pos key_pos: keep a few rows only
+        def hook(tensor: torch.Tensor, hook: object) -> None:
             samples[layer] = tensor.detach()[0][:, rows.to(tensor.device)].to("cpu", torch.float32)
 
         return hook
@@ -115,7 +120,8 @@ def capture_hooked(model: LoadedModel, ids: TokenIds) -> FactoredPatterns | None
         hooks += [(name, keeper(name)) for name in qk_names(source, layer)]
         hooks.append((pattern_hook(layer), pattern_keeper(layer)))
     run_with_hooks(model, ids, hooks, return_type=None)
-    if any(item is None for item in samples):
+    kept = [item for item in samples if item is not None]
+    if len(kept) < n_layers:
         return None
     try:
         pairs = [softmax_qk(acts, layer, source) for layer in range(n_layers)]
@@ -134,7 +140,7 @@ def capture_hooked(model: LoadedModel, ids: TokenIds) -> FactoredPatterns | None
             layer_scores(qs[layer], ks[layer], scales[layer], facts.causal, rows)
             - lse[:, rows, None]
         )
-        if not (rebuilt - samples[layer]).abs().max() <= CHECK_TOLERANCE:
+        if not (rebuilt - kept[layer]).abs().max() <= CHECK_TOLERANCE:
             return None
         lses.append(lse)
     return FactoredPatterns(

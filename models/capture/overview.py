@@ -206,7 +206,7 @@ def layer_overview(
     return out
 
 
-def _above_diagonal(n: int, factor: int, n_pix: int, device) -> torch.Tensor:
+def _above_diagonal(n: int, factor: int, n_pix: int, device: torch.device) -> torch.Tensor:
     """``pixel pixel`` blocks whose first key lies after their last query."""
     first_key = torch.arange(n_pix, device=device) * factor
     last_query = torch.clamp((torch.arange(n_pix, device=device) + 1) * factor, max=n) - 1
@@ -224,4 +224,5 @@ def pool_again(
     padded = np.full((*overview.shape[:-2], t * by, t * by), np.nan, dtype=np.float32)
     padded[..., :p, :p] = overview
     blocks = padded.reshape((*overview.shape[:-2], t, by, t, by))
-    return np.fmax.reduce(np.fmax.reduce(blocks, axis=-1), axis=-2)
+    pooled: np.ndarray = np.fmax.reduce(np.fmax.reduce(blocks, axis=-1), axis=-2)
+    return pooled

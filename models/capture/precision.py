@@ -15,6 +15,7 @@ Cost: one float32 forward pass over ``n_rows`` tokens (:func:`difference_flops`)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -82,7 +83,7 @@ def pattern_difference(
     if rows == 0:
         return None
     n_layers = run.facts.n_layers
-    best: list = [0.0, (0, 0, 0, 0)]
+    best: list[Any] = [0.0, (0, 0, 0, 0)]
     window = slice(0, rows)
 
     def compare(att: LayerAttention) -> None:

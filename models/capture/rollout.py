@@ -73,7 +73,8 @@ def mixing(run: AttentionRun, layer: int) -> Float[np.ndarray, "query_pos key_po
     """``Ã_l``: the head mean of one layer mixed with the identity, rows renormalised."""
     mean = run.layer_patterns(layer).astype(np.float64).mean(axis=0)
     mixed = RESIDUAL * np.eye(run.n_tokens) + (1.0 - RESIDUAL) * mean
-    return mixed / mixed.sum(axis=-1, keepdims=True)
+    rows: np.ndarray = mixed / mixed.sum(axis=-1, keepdims=True)
+    return rows
 
 
 def attention_rollout(

@@ -9,6 +9,7 @@ survives at any prompt length, where an average would wash it out.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
@@ -83,7 +84,8 @@ def scoped_weights(
             weights[token + 1 :] = np.nan
         else:
             weights[:token] = np.nan
-    return weights
+    row: np.ndarray = weights
+    return row
 
 
 def pool(
@@ -105,7 +107,8 @@ def pooled_layer(
     """
     pooled = getattr(run.store, "pooled", None)
     if pooled is not None:
-        return pooled[layer]
+        thumbnails: np.ndarray = pooled[layer]
+        return thumbnails
     return _banded(run, size, lambda rows: run.store.layer_window(layer, rows, slice(None)))
 
 
@@ -129,7 +132,8 @@ def head_overview(
     if weighting is None:
         make = getattr(run.store, "head_overview", None)
         if make is not None:
-            return make(layer, head, factor)
+            overview: np.ndarray = make(layer, head, factor)
+            return overview
     else:
         stored, stored_factor = weighting.overview, weighting.overview_factor
         if stored is not None and factor % stored_factor == 0:
@@ -146,7 +150,7 @@ def head_overview(
     return _banded(run, size, read)
 
 
-def _banded(run: AttentionRun, size: int, read) -> np.ndarray:
+def _banded(run: AttentionRun, size: int, read: Callable[[slice], np.ndarray]) -> np.ndarray:
     """Max-pool what ``read(rows)`` returns, a band of rows at a time (never the whole head).
 
     Weights are never negative and a rebuilt pattern holds 0 where the mask forbids, so the
@@ -240,7 +244,9 @@ def pool_rows(
         (*chunk.shape[:-2], pad.shape[-2] // factor, factor, pad.shape[-1] // fk, fk)
     )
     if how == "max":  # fmax skips NaN without copying; an all-masked block stays NaN
-        return np.fmax.reduce(np.fmax.reduce(blocks, axis=-1), axis=-2)
+        peaks: np.ndarray = np.fmax.reduce(np.fmax.reduce(blocks, axis=-1), axis=-2)
+        return peaks
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-masked blocks stay NaN
-        return np.nanmean(blocks, axis=(-3, -1))
+        means: np.ndarray = np.nanmean(blocks, axis=(-3, -1))
+        return means
