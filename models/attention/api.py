@@ -34,7 +34,8 @@ def _kernel_is_interpreted() -> bool:
     """Whether the Triton kernel module runs (or will run, once imported) in the interpreter."""
     module = sys.modules.get("models.attention.triton_kernel")
     if module is not None:
-        return module.INTERPRETED
+        interpreted: bool = module.INTERPRETED
+        return interpreted
     return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
 
 

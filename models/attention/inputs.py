@@ -9,6 +9,7 @@ Whatever the source, a float64 naive rebuild of every head from these tensors mu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
@@ -165,7 +166,7 @@ def capture_inputs(model: LoadedModel, prompt: str, max_tokens: int | None = Non
     layers = range(facts.n_layers)
     qk = [softmax_qk(acts, layer, source) for layer in layers]
 
-    def stack(name_of) -> torch.Tensor:
+    def stack(name_of: Callable[[int], str]) -> torch.Tensor:
         return torch.stack([_heads_first(acts[name_of(layer)]) for layer in layers])
 
     scales, scale_source = layer_scales(model)

@@ -16,7 +16,9 @@ from models.attention.options import NO_OPTIONS, AttentionOptions
 from models.shapes import Keys, Outputs, Queries, RowLse, Scores, Values
 
 
-def _mask(n_q: int, n_k: int, causal: bool, window: int | None, device) -> torch.Tensor:
+def _mask(
+    n_q: int, n_k: int, causal: bool, window: int | None, device: torch.device
+) -> torch.Tensor:
     """``query_pos key_pos`` bool mask: True where a key is visible."""
     full = torch.ones(n_q, n_k, dtype=torch.bool, device=device)
     if causal:  # bottom-right: query i sees keys j <= i + (n_k - n_q)
