@@ -24,8 +24,13 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from models.cli import OneLineParser, add_model, positive, speaker
+
+if TYPE_CHECKING:
+    from models.generate.settings import GenerationSettings
+    from models.model.loading import LoadedModel
 
 say = speaker("generate")
 
@@ -85,7 +90,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def settings_from(args: argparse.Namespace):
+def settings_from(args: argparse.Namespace) -> GenerationSettings:
     from models.generate.settings import GenerationSettings
 
     sample = any(v is not None for v in (args.temperature, args.top_k, args.top_p, args.seed))
@@ -100,7 +105,7 @@ def settings_from(args: argparse.Namespace):
     )
 
 
-def run_generation(model, args: argparse.Namespace) -> None:
+def run_generation(model: LoadedModel, args: argparse.Namespace) -> None:
     import numpy as np
 
     from models.generate.generation import generate
@@ -137,7 +142,7 @@ def eviction_csv(rows: list[tuple[str, int, float]]) -> str:
     return buf.getvalue()
 
 
-def run_eviction(model, args: argparse.Namespace) -> None:
+def run_eviction(model: LoadedModel, args: argparse.Namespace) -> None:
     from models.generate.sweep import EvictionSettings, estimate, eviction_sweep, sink_verdict
     from models.model.forward import tokenize
 

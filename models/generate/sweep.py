@@ -3,6 +3,7 @@ a bundled passage or the user's text, with progress, Cancel and a cost estimate.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -167,7 +168,7 @@ def eviction_sweep(
     starts, total = np.cumsum([0, *work[:-1]]) / sum(work), sum(work)
     layers = model.facts.n_layers
 
-    def per_layer(i: int, text: str):
+    def per_layer(i: int, text: str) -> Callable[[int], None]:
         sub = part(progress, float(starts[i]), work[i] / total)
         return lambda layer: sub((layer + 1) / layers, f"{text}: layer {layer + 1} of {layers}")
 

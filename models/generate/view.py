@@ -57,7 +57,8 @@ def dispatch(
     handler = getattr(_local, "handler", None)
     if handler is None:
         return sdpa(module, query, key, value, attention_mask, **kwargs)
-    return handler(module, query, key, value, attention_mask, **kwargs)
+    out: tuple[torch.Tensor, Any] = handler(module, query, key, value, attention_mask, **kwargs)
+    return out
 
 
 def model_view(model: LoadedModel) -> Any:
