@@ -34,8 +34,8 @@ def clean_pass(
     blocks = list(getattr(model.bridge, "blocks", []))
     outputs: dict[int, torch.Tensor | None] = {}
 
-    def keep(index: int) -> Callable:
-        def hook(_module, _inputs, output):
+    def keep(index: int) -> Callable[[torch.nn.Module, Any, Any], None]:
+        def hook(_module: torch.nn.Module, _inputs: Any, output: Any) -> None:
             outputs[index] = output.detach() if torch.is_tensor(output) else None
 
         return hook
@@ -82,7 +82,8 @@ def run_resumed(
     """
     batch = ids.repeat(copies, 1)
     if start <= 0 or outputs is None:
-        return run_with_hooks(model, batch, fwd_hooks)
+        logits: torch.Tensor = run_with_hooks(model, batch, fwd_hooks)
+        return logits
     stored = outputs[start - 1]
     resume = stored.expand(copies, *stored.shape[1:]).contiguous()
     blocks = list(model.bridge.blocks)[:start]
@@ -90,9 +91,10 @@ def run_resumed(
         for block in blocks:  # past the bridge's attribute forwarding, on this instance only
             object.__setattr__(block, "forward", lambda *_args, **_kwargs: resume)
         try:
-            return model.bridge.run_with_hooks(
+            resumed: torch.Tensor = model.bridge.run_with_hooks(
                 batch.to(model_device(model)), fwd_hooks=list(fwd_hooks), return_type="logits"
             )
+            return resumed
         finally:
             for block in blocks:
                 object.__delattr__(block, "forward")
@@ -109,4 +111,5 @@ def run_standalone(hf_model: Any, ids: TokenIds) -> Logits:
     """
     device = next(hf_model.parameters()).device
     with torch.no_grad():
-        return hf_model(input_ids=ids.to(device)).logits
+        logits: torch.Tensor = hf_model(input_ids=ids.to(device)).logits
+    return logits

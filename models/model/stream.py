@@ -12,7 +12,7 @@ that layer's queries and keys recomputed from other inputs.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -211,21 +211,21 @@ def qk_with_reading(
     param = next(model.bridge.parameters())
     names = qk_names(source, layer)
 
-    def keep(name: str):
-        def hook(act: torch.Tensor, hook=None) -> None:
+    def keep(name: str) -> Callable[..., None]:
+        def hook(act: torch.Tensor, hook: object = None) -> None:
             seen[name] = act.detach().to("cpu", torch.float32)
             if len(seen) == len(names):  # the attention scores themselves are not needed
                 raise _Stop
 
         return hook
 
-    def replace(values: torch.Tensor):
-        def hook(act: torch.Tensor, hook=None) -> torch.Tensor:
+    def replace(values: torch.Tensor) -> Callable[..., torch.Tensor]:
+        def hook(act: torch.Tensor, hook: object = None) -> torch.Tensor:
             return values.to(act.device, act.dtype)
 
         return hook
 
-    def stop(_act: torch.Tensor, hook=None) -> None:
+    def stop(_act: torch.Tensor, hook: object = None) -> None:
         raise _Stop
 
     hooks: list[Hook] = [(name, keep(name)) for name in names]
