@@ -66,7 +66,10 @@ def saturation(d_k: int, n_keys: int = 16, n_queries: int = 256, seed: int = 0) 
     )
 
 
-def online_softmax_trace(logits: np.ndarray, tile: int) -> tuple[list[dict], np.ndarray]:
+TraceRow = dict[str, int | str | float]
+
+
+def online_softmax_trace(logits: np.ndarray, tile: int) -> tuple[list[TraceRow], np.ndarray]:
     """Softmax of one row read ``tile`` entries at a time, keeping a running max and sum.
 
     Args:
@@ -79,7 +82,7 @@ def online_softmax_trace(logits: np.ndarray, tile: int) -> tuple[list[dict], np.
     """
     logits = np.asarray(logits, dtype=np.float64)
     running_max, running_sum = -math.inf, 0.0
-    trace = []
+    trace: list[TraceRow] = []
     for number, start in enumerate(range(0, len(logits), tile)):
         block = logits[start : start + tile]
         new_max = max(running_max, float(block.max()))

@@ -49,7 +49,8 @@ def rope_scores(q: np.ndarray, k: np.ndarray, n_pos: int, base: float = ROPE_BAS
     """
     rq = np.stack([rope_rotate(q, i, base) for i in range(n_pos)])
     rk = np.stack([rope_rotate(k, j, base) for j in range(n_pos)])
-    return rq @ rk.T
+    logits: np.ndarray = rq @ rk.T
+    return logits
 
 
 def diagonal_spread(matrix: np.ndarray) -> float:

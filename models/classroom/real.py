@@ -200,4 +200,5 @@ def window(matrix: np.ndarray, start: int, stop: int, cols: bool = True) -> np.n
 def mass_outside(weights: np.ndarray, start: int, stop: int) -> np.ndarray:
     """``query_pos`` share of each query row (in the window) that lands on keys outside it."""
     rows = weights[start:stop]
-    return 1.0 - rows[:, start:stop].sum(axis=1)
+    outside: np.ndarray = 1.0 - rows[:, start:stop].sum(axis=1)
+    return outside

@@ -163,7 +163,8 @@ def softmax_rows(logits: np.ndarray) -> np.ndarray:
     row_max = np.where(np.isfinite(row_max), row_max, 0.0)
     exp = np.where(finite, np.exp(np.where(finite, logits, 0.0) - row_max), 0.0)
     total = exp.sum(axis=-1, keepdims=True)
-    return np.divide(exp, total, out=np.zeros_like(exp), where=total > 0)
+    weights: np.ndarray = np.divide(exp, total, out=np.zeros_like(exp), where=total > 0)
+    return weights
 
 
 def attention_steps(

@@ -23,7 +23,7 @@ Each re-run checks that the hook really feeds the softmax: layer 0's pattern mus
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import torch
@@ -46,6 +46,9 @@ from models.model.loading import LoadedModel
 from models.model.softmax_terms import layer_scales
 from models.model.tokens import readable_tokens
 from models.scaling.maths import scale_scores, scaled_patterns, with_inf_mask
+
+if TYPE_CHECKING:
+    from transformer_lens.hook_points import HookPoint
 
 ScoreSource = Literal["hook_attn_scores"] | QKSource
 REPRODUCE_TOL = 1e-4
@@ -231,12 +234,12 @@ def next_token_loss(model: LoadedModel, ids: torch.Tensor, factor: float) -> Fac
         raise ScalingUnavailable("This model exposes no attention-score hook to scale.")
     seen: dict[str, torch.Tensor] = {}
 
-    def scale(scores: torch.Tensor, hook) -> torch.Tensor:
+    def scale(scores: torch.Tensor, hook: HookPoint) -> torch.Tensor:
         if hook.name == names[0]:
             seen["scores"] = scores.detach()[0].cpu()
         return scale_scores(scores, factor)
 
-    def keep(pattern: torch.Tensor, hook) -> torch.Tensor:
+    def keep(pattern: torch.Tensor, hook: HookPoint) -> torch.Tensor:
         seen["pattern"] = pattern.detach()[0].cpu()
         return pattern
 

@@ -96,7 +96,8 @@ def scaled_patterns(scores: torch.Tensor, factor: float) -> torch.Tensor:
 
 def row_entropy(p: torch.Tensor) -> torch.Tensor:
     """Entropy in nats of each row ``... key_pos`` (``0 log 0 = 0``); shape ``...``."""
-    return -torch.special.xlogy(p, p).sum(dim=-1)
+    entropy: torch.Tensor = -torch.special.xlogy(p, p).sum(dim=-1)
+    return entropy
 
 
 def row_max(p: torch.Tensor) -> torch.Tensor:
@@ -163,8 +164,10 @@ class SweepStats:
         None."""
         values = getattr(self, name)
         if layer is None or head is None:
-            return values.mean(axis=(1, 2))
-        return values[:, layer, head]
+            mean: np.ndarray = values.mean(axis=(1, 2))
+            return mean
+        one: np.ndarray = values[:, layer, head]
+        return one
 
 
 def row_stats(p: torch.Tensor, allowed: torch.Tensor) -> dict[str, torch.Tensor]:
