@@ -185,7 +185,8 @@ class ResultStore:
                 return None
             self._items.move_to_end(key)
             self._used[key] = time.monotonic()
-            return self._items[key]
+            value: object = self._items[key]
+            return value
 
     def put(self, key: Hashable, value: Any) -> None:
         with self._lock:
