@@ -80,7 +80,7 @@ def reserved_cache(config: Any, capacity: int) -> Any:
         """Keys and values as views ``[:length]`` of a buffer of ``capacity`` positions."""
 
         def __init__(self) -> None:
-            super().__init__()
+            DynamicLayer.__init__(self)
 
         def lazy_initialization(self, key_states: Any, value_states: Any) -> None:
             super().lazy_initialization(key_states, value_states)
