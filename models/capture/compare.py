@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -71,7 +71,8 @@ def jsd_rows(
     m = (p + q).mul_(0.5)
     terms = torch.special.xlogy(p, p).add_(torch.special.xlogy(q, q)).mul_(0.5)
     terms.sub_(torch.special.xlogy(m, m))
-    return (terms.sum(dim=-1, dtype=torch.float64) / LN2).clamp(0.0, 1.0)
+    bits: torch.Tensor = terms.sum(dim=-1, dtype=torch.float64) / LN2
+    return bits.clamp(0.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ def divergence_csv(divergence: Float[np.ndarray, "layer head_index"]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def unit_keys(run: AttentionRun, words: Words | None) -> list:
+def unit_keys(run: AttentionRun, words: Words | None) -> list[Any]:
     """What alignment compares: token ids, or each word's tuple of token ids."""
     return list(run.token_ids) if words is None else words.keys(run.token_ids)
 

@@ -77,7 +77,8 @@ class DensePatterns:
 
     def layer(self, layer: int) -> LayerPatterns:
         """Every head's pattern of one layer."""
-        return self.stack[layer]
+        found: LayerPatterns = self.stack[layer]
+        return found
 
     def window(self, layer: int, head: int, rows: slice, cols: slice) -> HeadPattern:
         """One head's ``rows`` queries by ``cols`` keys."""
@@ -86,13 +87,15 @@ class DensePatterns:
     def layer_window(self, layer: int, rows: Rows, cols: slice) -> LayerPatterns:
         """Every head's ``rows`` queries by ``cols`` keys of one layer."""
         picked = rows if isinstance(rows, slice) else list(rows)
-        return self.stack[layer][:, picked, cols]
+        found: np.ndarray = self.stack[layer][:, picked, cols]
+        return found
 
     def entries(self, layer: int, rows: Pairs, cols: Pairs | int) -> np.ndarray:
         """``head_index pair`` weights ``A[rows[i], cols[i]]`` of every head of one layer (see
         :meth:`FactoredPatterns.entries` for what ``rows`` and ``cols`` may be)."""
         q_pos, k_pos = _pairs(rows, cols, self.stack.shape[-2], self.stack.shape[-1])
-        return self.stack[layer][:, q_pos, k_pos]
+        found: np.ndarray = self.stack[layer][:, q_pos, k_pos]
+        return found
 
 
 @dataclass(frozen=True)
@@ -207,7 +210,8 @@ class FactoredPatterns:
 
     def window(self, layer: int, head: int, rows: slice, cols: slice) -> HeadPattern:
         """One head's ``rows`` queries by ``cols`` keys, rebuilt."""
-        return self._rebuild(layer, slice(head, head + 1), rows, cols)[0]
+        found: HeadPattern = self._rebuild(layer, slice(head, head + 1), rows, cols)[0]
+        return found
 
     def entries(self, layer: int, rows: Pairs, cols: Pairs | int) -> np.ndarray:
         """``head_index pair`` weights ``A[rows[i], cols[i]]`` of every head of one layer, each
@@ -225,7 +229,7 @@ class FactoredPatterns:
         k = torch.from_numpy(_picked(self.k[layer], keys, k_pos))
         lse = torch.from_numpy(_picked(self.lse[layer], rows, q_pos))
         group = n_heads // n_kv  # query heads sharing one key head (GQA, MQA)
-        logits = torch.linalg.vecdot(q.unflatten(0, (n_kv, group)), k[:, None]).flatten(0, 1)
+        logits = torch.linalg.vecdot(torch.unflatten(q, 0, (n_kv, group)), k[:, None]).flatten(0, 1)
         weights = torch.exp(logits * self.scales[layer] - lse)
         seen = k_pos <= q_pos if self.causal else np.ones(len(q_pos), dtype=bool)
         return torch.where(torch.from_numpy(seen)[None] & torch.isfinite(lse), weights, 0.0).numpy()

@@ -182,7 +182,8 @@ def value_factor(model: LoadedModel, layer: int) -> Float[torch.Tensor, "head_in
         w_o = output_projection(model, layer)[0]
         r = torch.linalg.qr(w_o.transpose(1, 2), mode="r")[1]
         factors[layer] = r.transpose(1, 2).to(torch.float32)
-    return factors[layer]
+    factor: torch.Tensor = factors[layer]
+    return factor
 
 
 def value_norms(
@@ -198,7 +199,8 @@ def value_norms(
     # per key head, no copy of v for each query head
     side = factor.to(v.device).reshape(n_kv, group, d_head, d).permute(0, 2, 1, 3)
     projected = torch.bmm(v, side.reshape(n_kv, d_head, group * d)).view(n_kv, n, group, d)
-    return torch.linalg.vector_norm(projected, dim=-1).permute(0, 2, 1).reshape(-1, n)
+    norms: torch.Tensor = torch.linalg.vector_norm(projected, dim=-1)
+    return norms.permute(0, 2, 1).reshape(-1, n)
 
 
 def _scores(

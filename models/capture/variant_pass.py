@@ -69,7 +69,7 @@ def _first(tensor: torch.Tensor) -> torch.Tensor:
 def _hooks(layer: int, variant: LayerVariant, kept: Kept) -> list[tuple[str, Any]]:
     """The hooks that read one layer as its variant says."""
 
-    def store(into: dict, key: Any, name: str | None = None) -> Any:
+    def store(into: dict[Any, Any], key: Any, name: str | None = None) -> Any:
         def hook(tensor: torch.Tensor, hook: Any) -> None:
             if name is None:
                 into[key] = _first(tensor)

@@ -34,7 +34,7 @@ from models.shapes import HeadActivations, TokenIds
 
 MAX_PROMPT_CHARS = 200_000
 QKSource = Literal["hook_q/hook_k", "hook_rot_q/hook_rot_k", "hook_q/hook_k + hook_cos/hook_sin"]
-Hook = tuple[str, Callable]
+Hook = tuple[str, Callable[..., Any]]
 
 __all__ = ["MAX_PROMPT_CHARS", "PromptError"]
 
@@ -292,7 +292,8 @@ def qk_source(model: LoadedModel) -> QKSource | None:
             found = source
             break
         model.memo["qk_source"] = found
-    return model.memo["qk_source"]
+    kept: QKSource | None = model.memo["qk_source"]
+    return kept
 
 
 def qk_names(source: QKSource, layer: int) -> list[str]:

@@ -82,7 +82,8 @@ class _Reader:
         return self.fh.read(n)
 
     def number(self, fmt: str) -> int:
-        return struct.unpack("<" + fmt, self.take(struct.calcsize(fmt)))[0]
+        value: int = struct.unpack("<" + fmt, self.take(struct.calcsize(fmt)))[0]
+        return value
 
     def string(self) -> bytes:
         return self.take(self.number("Q"))

@@ -85,7 +85,7 @@ def count_parameters(config: Any) -> int | None:
                 model = transformers.AutoModel.from_config(config)
     except Exception:  # noqa: BLE001 - an estimate only; the real load reports real errors
         return None
-    return sum(p.numel() for p in model.parameters())
+    return sum(int(p.numel()) for p in model.parameters())
 
 
 def placement_bytes(spec: ModelSpec) -> tuple[int, str]:

@@ -78,7 +78,7 @@ def _attention(
     value: torch.Tensor,
     attention_mask: torch.Tensor | None,
     **kwargs: Any,
-):
+) -> tuple[torch.Tensor, None]:
     """transformers' SDPA attention, telling the pass's callback what it computed.
 
     On the CPU, with no extra mask, the flash kernel is called directly: it returns each row's
@@ -164,7 +164,8 @@ def plain_model(model: LoadedModel) -> torch.nn.Module:
         config = copy.deepcopy(original.config)
         config._attn_implementation = IMPLEMENTATION
         model.memo["plain"] = _unwrapped(original, config).eval()
-    return model.memo["plain"]
+    plain: torch.nn.Module = model.memo["plain"]
+    return plain
 
 
 def run_plain(
@@ -192,7 +193,8 @@ def run_plain(
             out = plain(input_ids=ids.to(device), **extra)
     finally:
         _local.callback = None
-    return out[0] if isinstance(out, tuple) else getattr(out, "logits", out[0])
+    logits: torch.Tensor = out[0] if isinstance(out, tuple) else getattr(out, "logits", out[0])
+    return logits
 
 
 def _upcast(module: torch.nn.Module, _args: Any) -> None:
@@ -297,4 +299,5 @@ def attention_view(
         config = copy.deepcopy(original.config)
         config._attn_implementation = implementation
         model.memo[key] = _unwrapped(original, config).eval()
-    return model.memo[key]
+    found: torch.nn.Module = model.memo[key]
+    return found

@@ -111,7 +111,8 @@ def layer_variants(model: LoadedModel) -> tuple[LayerVariant, ...]:
             _variant(modules.get(layer, []), config, windows[layer], model.facts.n_heads)
             for layer in range(n_layers)
         )
-    return model.memo["layer_variants"]
+    found: tuple[LayerVariant, ...] = model.memo["layer_variants"]
+    return found
 
 
 def all_plain(variants: tuple[LayerVariant, ...]) -> bool:

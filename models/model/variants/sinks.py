@@ -68,5 +68,6 @@ def full_row_entropy(
     full = rows if sink is None else with_sink_column(rows, sink)
     p = np.nan_to_num(np.asarray(full, dtype=np.float64))
     with np.errstate(divide="ignore", invalid="ignore"):
-        terms = np.where(p > 0, -p * np.log(p), 0.0)
-    return terms.sum(axis=-1)
+        terms: np.ndarray = np.where(p > 0, -p * np.log(p), 0.0)
+    total: np.ndarray = terms.sum(axis=-1)
+    return total

@@ -62,7 +62,9 @@ def edge_weight(
     if window is None or n <= window:
         return np.full(pattern.shape[:-2], np.nan)
     queries = np.arange(window, n)
-    return np.asarray(pattern, dtype=np.float64)[..., queries, queries - window + 1].mean(axis=-1)
+    edge: np.ndarray = np.asarray(pattern, dtype=np.float64)[..., queries, queries - window + 1]
+    mean: np.ndarray = edge.mean(axis=-1)
+    return mean
 
 
 def cached_tokens(window: int | None, n_tokens: int) -> int:
