@@ -263,6 +263,31 @@ def test_only_the_model_store_loads_models_in_the_app():
     assert loaders == ["ui/runtime/models.py"]
 
 
+def reads_bridge(source: str) -> bool:
+    """Whether code reads a ``.bridge`` attribute (the TransformerLens bridge, untyped)."""
+    return any(
+        isinstance(node, ast.Attribute) and node.attr == "bridge"
+        for node in ast.walk(ast.parse(source))
+    )
+
+
+def test_the_bridge_checker_sees_a_planted_read():
+    assert reads_bridge("x = model.bridge.blocks[0]")
+    assert not reads_bridge("from models.model.weights import original\nx = original(model)")
+
+
+def test_only_the_model_package_touches_the_bridge():
+    """The rest of the core, the pages and the figures see a model through models.model's
+    typed functions: the untyped bridge stays behind that door."""
+    readers = [
+        path.relative_to(ROOT).as_posix()
+        for path in python_files("models", "viz", "ui", "pages", "app.py")
+        if not path.relative_to(ROOT).as_posix().startswith("models/model/")
+        and reads_bridge(path.read_text(encoding="utf-8"))
+    ]
+    assert readers == []
+
+
 def test_only_the_policy_makes_an_allowed_spec():
     from models.model.spec import ModelSpec
     from ui.runtime.policy import AllowedSpec

@@ -20,7 +20,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Literal, TypeVar, get_args
 
-from models.circuits.head_weights import Projection
 from models.circuits.paths import MLPMode
 from models.circuits.task import CircuitTask
 from models.generate.policies import Policy
@@ -29,6 +28,7 @@ from models.head import Head
 from models.heads.atlas.metrics import METRIC_NAMES, MetricName
 from models.model.forward import MAX_PROMPT_CHARS
 from models.model.spec import DType
+from models.model.weights import Projection
 from ui.state import circuits as cs
 from ui.state import explorer as ex
 from ui.state import generate as gs

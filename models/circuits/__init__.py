@@ -8,8 +8,6 @@
   position (embeddings, heads, biases, MLPs), adding up to LD;
 - :mod:`models.circuits.presets` -- ready-made tasks (copying random words, IOI names);
 - :mod:`models.circuits.table` -- the per-head table and its CSV;
-- :mod:`models.circuits.head_weights` -- per-head q/k/v/o weights (GQA groups), norms and
-  embeddings read off a loaded model;
 - :mod:`models.circuits.gradients` -- the corrupted pass with gradients of LD, and GradDrop;
 - :mod:`models.circuits.atp_runs` -- the clean and corrupted passes attribution patching reads;
 - :mod:`models.circuits.atp_fixes` -- AtP*'s QK fix and GradDrop as pure functions;

@@ -26,9 +26,9 @@ import numpy as np
 import torch
 from jaxtyping import Float, Int
 
-from models.circuits.head_weights import attention_norm, output_weights, projection
 from models.head import Head
 from models.model.loading import LoadedModel
+from models.model.weights import attention_norm, output_weights, projection
 from models.progress import Progress, quiet
 
 

@@ -28,7 +28,6 @@ import torch
 
 from models.circuits.atp_fixes import patched_patterns, pattern_effect, softmax
 from models.circuits.atp_runs import AtPRuns
-from models.circuits.head_weights import Projection, input_norm, n_heads_of, projection
 from models.circuits.paths import MLPMode, sender_residuals, sender_writes
 from models.circuits.task import Setup
 from models.head import Head, all_heads
@@ -43,6 +42,7 @@ from models.model.forward import (
 )
 from models.model.loading import LoadedModel
 from models.model.softmax_terms import rotate
+from models.model.weights import Projection, input_norm, n_heads_of, projection
 from models.progress import Progress, quiet
 
 INPUTS: tuple[Projection, ...] = ("q", "k", "v")

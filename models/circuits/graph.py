@@ -16,9 +16,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from models.circuits.edges import INPUTS, EdgeEstimates
-from models.circuits.head_weights import Projection
 from models.circuits.paths import PathResult
 from models.head import Head
+from models.model.weights import Projection
 
 
 @dataclass(frozen=True)

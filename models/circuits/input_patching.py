@@ -20,11 +20,11 @@ import numpy as np
 import torch
 
 from models.circuits.gradients import capture
-from models.circuits.head_weights import Projection, n_heads_of
 from models.circuits.patching import MIN_GAP, batch_size
 from models.circuits.task import Setup, TaskError, logit_diff
 from models.model.forward import Hook, k_hook, q_hook, run_with_hooks, v_hook
 from models.model.loading import LoadedModel
+from models.model.weights import Projection, n_heads_of
 from models.progress import Progress, quiet
 
 HOOK_OF: dict[str, Callable[[int], str]] = {"q": q_hook, "k": k_hook, "v": v_hook}

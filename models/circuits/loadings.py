@@ -23,7 +23,6 @@ import torch
 
 from models.circuits.attribution import readout
 from models.circuits.gradients import capture
-from models.circuits.head_weights import pre_norm
 from models.circuits.input_patching import HOOK_OF, input_hooks
 from models.circuits.paths import PathResult
 from models.circuits.task import Setup, logit_diff
@@ -34,7 +33,7 @@ from models.head import Head
 from models.model.forward import final_norm_in_hook, run_hooks, run_with_hooks, z_hook
 from models.model.loading import LoadedModel
 from models.model.norms import block_norm
-from models.model.weights import output_projection
+from models.model.weights import output_projection, pre_norm
 from models.progress import Progress, quiet
 
 

@@ -34,12 +34,6 @@ import torch
 from jaxtyping import Float
 
 from models.circuits.gradients import capture
-from models.circuits.head_weights import (
-    Projection,
-    input_norm,
-    output_weights,
-    projection,
-)
 from models.circuits.input_patching import HOOK_OF
 from models.circuits.patching import MIN_GAP, batch_size
 from models.circuits.resumed import run_from
@@ -47,6 +41,12 @@ from models.circuits.task import CircuitsUnavailable, Setup, TaskError, logit_di
 from models.head import Head
 from models.model.forward import Hook, resid_pre_hook, z_hook
 from models.model.loading import LoadedModel
+from models.model.weights import (
+    Projection,
+    input_norm,
+    output_weights,
+    projection,
+)
 from models.progress import Progress, quiet
 
 SELF_CHECK = 1e-3  # largest relative gap between our receiver input and the model's own

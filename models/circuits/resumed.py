@@ -20,12 +20,7 @@ from models.circuits.task import Setup, logit_diff
 from models.model.forward import Hook, model_device, resid_pre_hook, run_with_hooks, z_hook
 from models.model.loading import LoadedModel
 from models.model.resume import run_resumed
-
-
-def model_dtype(model: LoadedModel) -> torch.dtype:
-    """The dtype of the model's parameters."""
-    dtype: torch.dtype = next(model.bridge.parameters()).dtype
-    return dtype
+from models.model.weights import parameter_dtype
 
 
 def run_from(
@@ -42,7 +37,7 @@ def run_from(
     if start <= 0 or resid_pre is None:
         logits: torch.Tensor = run_with_hooks(model, ids.expand(copies, -1), hooks)
         return logits
-    resume = resid_pre.to(model_device(model), model_dtype(model))
+    resume = resid_pre.to(model_device(model), parameter_dtype(model))
     return run_resumed(model, ids, hooks, start, [resume] * start, copies=copies)
 
 

@@ -39,7 +39,11 @@ import torch
 from jaxtyping import Float
 
 from models.circuits.agreement import correlations
-from models.circuits.head_weights import (
+from models.circuits.task import CircuitsUnavailable
+from models.model.forward import cos_hook, missing_hooks, run_hooks, sin_hook
+from models.model.loading import LoadedModel
+from models.model.softmax_terms import layer_scales, rotate
+from models.model.weights import (
     attention_norm,
     embedding,
     embedding_norm,
@@ -51,10 +55,6 @@ from models.circuits.head_weights import (
     tied_embeddings,
     unembedding,
 )
-from models.circuits.task import CircuitsUnavailable
-from models.model.forward import cos_hook, missing_hooks, run_hooks, sin_hook
-from models.model.loading import LoadedModel
-from models.model.softmax_terms import layer_scales, rotate
 from models.progress import Progress, part, quiet
 
 Basis = Literal["tokens", "residual"]

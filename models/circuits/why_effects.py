@@ -18,8 +18,6 @@ from dataclasses import dataclass
 
 import torch
 
-from models.circuits.head_weights import input_norm
-from models.circuits.resumed import model_dtype
 from models.circuits.why import WhySplit
 from models.circuits.why_keep import KeptHead
 from models.circuits.why_sides import SideKind
@@ -27,6 +25,7 @@ from models.model.forward import model_device
 from models.model.loading import LoadedModel
 from models.model.norms import block_norm
 from models.model.stream import qk_with_reading
+from models.model.weights import input_norm, parameter_dtype
 
 GAINERS = 3
 
@@ -108,7 +107,7 @@ def free_changes(
     layer, n = kept.head.layer, kept.n_pos
     read = input_norm(model, layer)
     resid = kept.resid_pre
-    device, dtype = model_device(model), model_dtype(model)
+    device, dtype = model_device(model), parameter_dtype(model)
     with torch.no_grad():
         clean = read(resid.to(device, dtype)).to("cpu", torch.float32)
     copies = 1 + len(parts)

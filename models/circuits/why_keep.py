@@ -14,7 +14,6 @@ import torch
 from jaxtyping import Float
 
 from models.circuits.cost import FLOAT, LAYER_OVERHEAD_S, PassPlan
-from models.circuits.head_weights import pre_norm
 from models.circuits.why_parts import StreamParts, layout, stream_parts
 from models.circuits.why_sides import ScoreSide, ScoreTerms, read_side, score_terms
 from models.cost import Cost, device_of
@@ -25,6 +24,7 @@ from models.model.loading import LoadedModel
 from models.model.norms import NormUnknown, block_norm
 from models.model.stream import StreamUnavailable, capture_stream
 from models.model.tokens import readable_tokens
+from models.model.weights import pre_norm
 from models.progress import Progress, quiet
 from models.shapes import TokenIds
 

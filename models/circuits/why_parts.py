@@ -22,12 +22,11 @@ from dataclasses import dataclass, replace
 import torch
 from jaxtyping import Float
 
-from models.circuits.head_weights import pre_norm
 from models.model.forward import NormSite, has_hook, type_embed_hook
 from models.model.loading import LoadedModel
 from models.model.norms import Norm, block_norm, embedding_norm
 from models.model.stream import StreamActs
-from models.model.weights import output_projection
+from models.model.weights import output_projection, pre_norm
 
 PositionIndex = torch.Tensor | slice
 

@@ -17,7 +17,6 @@ from typing import Literal
 import torch
 from jaxtyping import Bool, Float
 
-from models.circuits.head_weights import projection
 from models.circuits.why_parts import (
     PartGroup,
     PositionIndex,
@@ -29,6 +28,7 @@ from models.head import Head
 from models.model.loading import LoadedModel
 from models.model.norms import Norm, NormUnknown, logit_softcap, qk_norm
 from models.model.softmax_terms import layer_scales, layer_windows, model_alibi_slopes, rotate
+from models.model.weights import projection
 
 SideKind = Literal["query", "key"]
 Reads = Literal["query", "key", "value"]

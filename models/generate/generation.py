@@ -36,6 +36,7 @@ from models.model.facts import ModelFacts
 from models.model.forward import tokenize
 from models.model.loading import LoadedModel
 from models.model.tokens import readable_tokens
+from models.model.weights import original
 from models.progress import Progress, quiet
 
 StopReason = Literal["eos", "length"]
@@ -123,7 +124,7 @@ class Generation:
 def eos_ids(model: LoadedModel) -> set[int]:
     """Tokens that end a text: the generation config's (as ``generate`` uses), else the
     tokenizer's."""
-    config = getattr(model.bridge.original_model, "generation_config", None)
+    config = getattr(original(model), "generation_config", None)
     found = getattr(config, "eos_token_id", None)
     if found is None:
         found = getattr(model.tokenizer, "eos_token_id", None)

@@ -10,7 +10,8 @@
   soft-caps, gates, linear layers, latent attention), one module per variant;
 - :mod:`models.model.parity` -- the once-per-model comparison of the bridge's logits with
   transformers';
-- :mod:`models.model.weights` -- output projections, unembedding and final norm for attribution;
+- :mod:`models.model.weights` -- what the core reads of the parameters: per-head q/k/v/o
+  projections (GQA groups), norms, embeddings, unembedding, the wrapped transformers model;
 - :mod:`models.model.norms` -- the norms on the way into an attention score (LayerNorm or
   RMSNorm, checked on a probe), the embedding norm, QK-norm and the logit soft-cap;
 - :mod:`models.model.hardware` -- what the processor does natively (bfloat16) and how fast;

@@ -1,16 +1,191 @@
-"""The weights attribution reads from a loaded model: each head's output projection, the
-unembedding's columns and the final norm, as the bridge holds them (float64, on CPU)."""
+"""What the core reads of a loaded model's parameters, as the bridge holds them. Nothing here
+runs the model.
+
+- each head's query, key and value projections (``head_index d_model d_head`` and biases), with
+  key/value heads counted as the model has them: a GQA model has ``n_kv_heads`` of them and
+  query head ``h`` reads key/value head ``h // (n_heads // n_kv_heads)`` (Hugging Face's
+  ``repeat_kv`` order), and each head's output projection;
+- the norm in front of each attention block, as a callable module and as the affine part
+  (weight, and whether it centres) that weight circuits fold into the reading matrices; the
+  final norm before the unembedding;
+- the token and position embeddings and the unembedding (whole, or the columns of some ids);
+- the wrapped ``transformers`` model and the parameters' dtype, for code that reads its config.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from jaxtyping import Float
 
+from models.model.facts import ModelFacts
 from models.model.loading import LoadedModel
+
+Projection = Literal["q", "k", "v"]
+
+
+def n_heads_of(facts: ModelFacts, projection: Projection) -> int:
+    """How many heads a projection has: ``n_heads`` for q, ``n_kv_heads`` for k and v."""
+    return facts.n_heads if projection == "q" else facts.n_kv_heads
+
+
+def projection(
+    model: LoadedModel, layer: int, which: Projection, dtype: torch.dtype | None = None
+) -> tuple[
+    Float[torch.Tensor, "head_index d_model d_head"], Float[torch.Tensor, "head_index d_head"]
+]:
+    """Layer ``layer``'s q, k or v projection per head, and its bias (zeros when bias-free).
+
+    Args:
+        model: a loaded model.
+        layer: the layer.
+        which: ``"q"``, ``"k"`` or ``"v"``; k and v have ``n_kv_heads`` heads.
+        dtype: cast to this dtype on the CPU; ``None`` keeps the model's dtype and device.
+    """
+    attn = model.bridge.blocks[layer].attn
+    weight = getattr(attn, f"W_{which.upper()}").detach()
+    try:
+        bias = getattr(attn, f"b_{which.upper()}")
+    except AttributeError:
+        bias = None
+    bias = (
+        bias.detach()
+        if bias is not None
+        else torch.zeros(
+            weight.shape[0], weight.shape[-1], dtype=weight.dtype, device=weight.device
+        )
+    )
+    if dtype is not None:
+        weight, bias = weight.to("cpu", dtype), bias.to("cpu", dtype)
+    return weight, bias
+
+
+def output_weights(
+    model: LoadedModel, layer: int, dtype: torch.dtype | None = None
+) -> Float[torch.Tensor, "head_index d_head d_model"]:
+    """Layer ``layer``'s output projection per head (``None`` dtype: the model's, on its device)."""
+    weight: torch.Tensor = model.bridge.blocks[layer].attn.W_O.detach()
+    return weight if dtype is None else weight.to("cpu", dtype)
+
+
+def input_norm(model: LoadedModel, layer: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The norm block ``layer`` applies before its attention (a Hugging Face module), or the
+    identity for post-norm models (BERT), whose attention reads the residual stream as it is.
+    """
+    if not pre_norm(model):
+        return lambda x: x
+    ln1 = model.bridge.blocks[layer].ln1
+    norm: Callable[[torch.Tensor], torch.Tensor] = getattr(ln1, "original_component", None) or ln1
+    return norm
+
+
+def embedding_norm(model: LoadedModel) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The norm a post-norm model (BERT) applies to its embeddings before block 0 (its
+    ``embeddings.LayerNorm``); the identity for pre-norm models and when there is none."""
+    if pre_norm(model):
+        return lambda x: x
+    for name, module in model.bridge.original_model.named_modules():
+        if name.endswith("embeddings.LayerNorm"):
+            norm: Callable[[torch.Tensor], torch.Tensor] = module
+            return norm
+    return lambda x: x
+
+
+def pre_norm(model: LoadedModel) -> bool:
+    """Whether each block normalises its input before attention (GPT-2, Llama) rather than its
+    output after the residual sum (BERT)."""
+    return "Bert" not in model.facts.architecture and "Roberta" not in model.facts.architecture
+
+
+@dataclass(frozen=True)
+class ReadingNorm:
+    """The affine part of a norm in front of a reading matrix: ``x -> centre(x) * weight``.
+
+    Weight circuits ignore the division by the norm's scale (a positive number per token) and
+    fold this part into the matrix that reads the residual stream.
+    """
+
+    weight: Float[torch.Tensor, " d_model"]
+    centres: bool
+
+    def fold(
+        self, reading: Float[torch.Tensor, "... d_model d_out"]
+    ) -> Float[torch.Tensor, "... d_model d_out"]:
+        """``C diag(weight) W``, ``C`` the centring projection when the norm centres."""
+        folded = self.weight[:, None] * reading
+        if self.centres:
+            folded = folded - folded.mean(dim=-2, keepdim=True)
+        return folded
+
+
+def _affine(module: Any, d_model: int) -> ReadingNorm:
+    weight = getattr(module, "weight", None)
+    name = type(module).__name__
+    weight = (
+        weight.detach().to("cpu", torch.float64)
+        if weight is not None
+        else torch.ones(d_model, dtype=torch.float64)
+    )
+    if "Gemma" in name:
+        weight = weight + 1.0
+    return ReadingNorm(weight=weight, centres=isinstance(module, torch.nn.LayerNorm))
+
+
+def attention_norm(model: LoadedModel, layer: int) -> ReadingNorm:
+    """The affine part of the norm block ``layer``'s attention reads through (identity for
+    post-norm models)."""
+    d_model = model.facts.d_model
+    if not pre_norm(model):
+        return ReadingNorm(weight=torch.ones(d_model, dtype=torch.float64), centres=False)
+    return _affine(input_norm(model, layer), d_model)
+
+
+def final_reading_norm(model: LoadedModel) -> ReadingNorm | None:
+    """The affine part of the final norm before the unembedding (``None`` when there is none)."""
+    module = getattr(getattr(model.bridge, "ln_final", None), "original_component", None)
+    return None if module is None else _affine(module, model.facts.d_model)
+
+
+def embedding(model: LoadedModel) -> Float[torch.Tensor, "d_vocab d_model"]:
+    """Token embeddings (float64, CPU)."""
+    weight: torch.Tensor = model.bridge.W_E.detach().to("cpu", torch.float64)
+    return weight
+
+
+def unembedding(model: LoadedModel) -> Float[torch.Tensor, "d_model d_vocab"] | None:
+    """The unembedding (float64, CPU), or ``None`` for a model without one."""
+    try:
+        weight: torch.Tensor = model.bridge.W_U.detach().to("cpu", torch.float64)
+        return weight
+    except AttributeError:
+        return None
+
+
+def position_embedding(model: LoadedModel) -> Float[torch.Tensor, "n_ctx d_model"] | None:
+    """Learned absolute position embeddings (float64, CPU), ``None`` for RoPE/ALiBi models."""
+    if model.facts.positional != "standard":
+        return None
+    try:
+        weight: torch.Tensor = model.bridge.W_pos.detach().to("cpu", torch.float64)
+        return weight
+    except AttributeError:
+        return None
+
+
+def tied_embeddings(model: LoadedModel) -> bool:
+    """Whether the unembedding is the token embedding's transpose (same storage or values)."""
+    config = getattr(model.bridge.original_model, "config", None)
+    if getattr(config, "tie_word_embeddings", None) is False:
+        return False
+    w_u = unembedding(model)
+    return (
+        w_u is not None
+        and w_u.shape[::-1] == model.bridge.W_E.shape
+        and bool(torch.equal(w_u.T, embedding(model)))
+    )
 
 
 @dataclass(frozen=True)
@@ -38,7 +213,7 @@ def output_projection(
         on CPU.
     """
     attn = model.bridge.blocks[layer].attn
-    w_o = attn.W_O.detach().to("cpu", torch.float64)
+    w_o = output_weights(model, layer, torch.float64)
     try:
         b_o = attn.b_O.detach().to("cpu", torch.float64)
     except AttributeError:  # the bridge raises for a bias-free projection
@@ -103,3 +278,20 @@ def final_norm(model: LoadedModel) -> FinalNorm:
             f"the final norm of {model.facts.name} is a {name}, neither LayerNorm nor RMSNorm"
         )
     return FinalNorm(kind=kind, weight=weight, bias=bias, eps=float(eps or 0.0))
+
+
+def original(model: LoadedModel) -> torch.nn.Module:
+    """The ``transformers`` model the bridge wraps (its config, generation config, modules)."""
+    found: torch.nn.Module = model.bridge.original_model
+    return found
+
+
+def parameter_dtype(model: LoadedModel) -> torch.dtype:
+    """The dtype the model's parameters are held in."""
+    dtype: torch.dtype = next(model.bridge.parameters()).dtype
+    return dtype
+
+
+def bridge_tokens(model: LoadedModel, text: str) -> list[int]:
+    """``text``'s token ids with the special tokens the bridge adds around a prompt."""
+    return [int(i) for i in model.bridge.to_tokens(text)[0]]

@@ -25,7 +25,6 @@ from models.capture.views import Scope
 from models.capture.weighted import ValueWeighting
 from models.capture.words import Words
 from models.circuits.findings import AtPFindings, WeightFindings
-from models.circuits.head_weights import Projection
 from models.circuits.patching import Baseline
 from models.circuits.paths import MLPMode, PathResult
 from models.circuits.task import CircuitTask
@@ -42,6 +41,7 @@ from models.heads.finding.corpus_scores import CorpusScores
 from models.heads.finding.induction import RepeatedScores
 from models.heads.pruning.export import PruneReport
 from models.heads.pruning.importance import CorpusImportance
+from models.model.weights import Projection
 from models.scaling.capture import FactorLoss, ScoreCapture
 from models.scaling.maths import SweepStats, SyntheticPanel
 from ui.runtime.policy import AllowedSpec

@@ -28,6 +28,7 @@ from models.heads.pruning.prune import PruneError, family, uniform_group_heads
 from models.heads.table import corpus_prune_list, prune_list_json
 from models.model.loading import LoadedModel
 from models.model.spec import DType
+from models.model.weights import original
 from ui import session
 from ui.keys import Heads
 from ui.runtime import server
@@ -248,7 +249,7 @@ def family_note(fam: str) -> None:
 def export(model: LoadedModel, measured: Measured, order: list[Head]) -> None:
     st.subheader("Prune and export")
     try:
-        fam = family(model.bridge.original_model)
+        fam = family(original(model))
     except PruneError as err:
         session.show_error(err)
         return

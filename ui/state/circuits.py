@@ -16,10 +16,10 @@ from typing import ClassVar, Literal, get_args
 
 import numpy as np
 
-from models.circuits.head_weights import Projection
 from models.circuits.paths import MLPMode
 from models.circuits.task import CircuitTask
 from models.head import Head
+from models.model.weights import Projection
 from ui.state.circuits_derived import default_receiver, default_threshold
 
 OWN = "Your own prompts"

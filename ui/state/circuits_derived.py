@@ -11,8 +11,8 @@ import numpy as np
 from models.circuits.composition import Composition
 from models.circuits.cost import PassPlan
 from models.circuits.graph import CircuitGraph, Edge
-from models.circuits.head_weights import Projection
 from models.head import Head
+from models.model.weights import Projection
 
 TOP_EDGES = 20  # the default threshold shows about this many edges
 KEPT_PAIRS = 400  # composition edges kept per kind before the threshold

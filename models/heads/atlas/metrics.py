@@ -27,6 +27,9 @@ from typing import Any, Literal, get_args
 import numpy as np
 from jaxtyping import Bool, Float, Int
 
+from models.model.loading import LoadedModel
+from models.model.weights import original as wrapped_model
+
 MetricName = Literal[
     "induction",
     "induction_text",
@@ -234,10 +237,10 @@ def attention_from(config: Any, parameter_names: list[str], n_layers: int) -> li
     ]
 
 
-def layer_mechanisms(model: Any) -> list[LayerMechanism]:
+def layer_mechanisms(model: LoadedModel) -> list[LayerMechanism]:
     """:func:`attention_from` on a loaded model's own Hugging Face module."""
-    original = getattr(model.bridge, "original_model", None)
-    names = [name for name, _ in original.named_parameters()] if original is not None else []
+    original = wrapped_model(model)
+    names = [name for name, _ in original.named_parameters()]
     return attention_from(getattr(original, "config", None), names, model.facts.n_layers)
 
 

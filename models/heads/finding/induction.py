@@ -36,6 +36,7 @@ from models.heads.finding.scores import (
 from models.model.facts import ModelFacts
 from models.model.forward import pattern_hook, run_with_hooks
 from models.model.loading import LoadedModel
+from models.model.weights import bridge_tokens, vocab_size
 from models.progress import Progress, quiet
 
 DEFAULT_SEQ_LEN = 50
@@ -112,7 +113,7 @@ def ordinary_token_ids(tokenizer: Any, d_vocab: int) -> list[int]:
 def special_frame(model: LoadedModel) -> tuple[list[int], list[int]]:
     """The special tokens the model puts before and after a text (e.g. ``[101]``, ``[102]``)."""
     probe = "hello world"
-    full = [int(i) for i in model.bridge.to_tokens(probe)[0]]
+    full = bridge_tokens(model, probe)
     plain = list(model.tokenizer(probe, add_special_tokens=False)["input_ids"])
     for start in range(len(full) - len(plain) + 1):
         if full[start : start + len(plain)] == plain:
@@ -143,7 +144,7 @@ def repeated_tokens(
             f"{model.facts.name} reads at most {model.facts.n_ctx} tokens, so the "
             f"repeated span can be at most {longest} tokens long."
         )
-    ordinary = torch.tensor(ordinary_token_ids(model.tokenizer, int(model.bridge.cfg.d_vocab)))
+    ordinary = torch.tensor(ordinary_token_ids(model.tokenizer, vocab_size(model)))
     if len(ordinary) < 2:
         raise ScoreError("The vocabulary has no ordinary tokens to draw from.")
     gen = torch.Generator().manual_seed(seed)
