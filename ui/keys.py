@@ -167,6 +167,10 @@ class Circuits(StrEnum):
     TWIN = "circuits_twin"
     RUN_DATA = "circuits_run_data"
     URL = "circuits_url"
+    LOADINGS_HEAD = "circuits_loadings_head"
+    LOADINGS_ASKED = "circuits_loadings_asked"  # the loadings key the visitor asked for
+    RUN_LOADINGS = "circuits_run_loadings"
+    RUN_PATH_LOADINGS = "circuits_run_path_loadings"
 
 
 class Scaling(StrEnum):

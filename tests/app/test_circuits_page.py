@@ -1,5 +1,7 @@
 """AppTest: the circuits page on the bundled model (copying task), bad inputs and an encoder."""
 
+import re
+
 import numpy as np
 
 from models.circuits import CircuitTask, baseline, copying_task, head_effects, prepare
@@ -95,3 +97,24 @@ def test_a_bare_answer_is_flagged_and_one_click_puts_the_space_back(bundled):
     base = baseline(bundled, prepare(bundled, task))
     assert {m.label: m.value for m in at.metric}["Clean LD"] == f"{base.ld_clean:.3f}" != bare_ld
     assert f"logit(**{spaced}**)" in texts(at)
+
+
+def test_a_heads_dla_splits_by_earlier_head_and_closes_the_sum(bundled):
+    at = open_app(PAGE, model="bundled")
+    head = at.selectbox(key=Circuits.LOADINGS_HEAD).value
+    at.button(key=Circuits.RUN_LOADINGS).click().run()
+    assert not at.exception
+    said = texts(at)
+    found = re.search(
+        rf"DLA of {head}: ([-+]\d+\.\d+) in LD\. Earlier heads carry ([-+]\d+\.\d+), the rest "
+        r"([-+]\d+\.\d+); parts minus the whole: (\S+)\.",
+        said,
+    )
+    assert found, said[-1500:]
+    total, carried, rest = (float(found.group(i)) for i in (1, 2, 3))
+    setup = prepare(bundled, copying_task(bundled))
+    dla = baseline(bundled, setup).attribution.heads
+    assert abs(total - dla[head.layer, head.index]) <= 1e-3
+    assert abs(dla[head.layer, head.index]) == np.abs(dla).max()  # the strongest is offered first
+    assert abs(carried + rest - total) <= 2e-4  # four decimals each
+    assert abs(float(found.group(4))) <= 1e-4

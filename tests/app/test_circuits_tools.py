@@ -19,6 +19,7 @@ from models.circuits import (
     edge_estimates,
     graph_from_estimates,
     head_effects,
+    path_loadings,
     path_patching,
     prepare,
     weight_scores,
@@ -118,6 +119,20 @@ def test_path_patching_of_a_chosen_receiver_is_path_patching(page, bundled, setu
     for label, value in zip(senders["sender"], senders["path effect"], strict=True):
         assert value == pytest.approx(expected.effects[Head.parse(label)], abs=1e-6)
     assert "frozen too" in texts(at)
+
+
+def test_a_path_result_closes_its_sum_by_patching_the_whole_input(page, bundled, setup):
+    """The senders' parts against the whole input patched once (the core's split is checked
+    against plain PyTorch in tests/circuits/test_loadings.py; this is the page's wiring)."""
+    at = show(page, tab="paths", path=PathRequest(Head(2, 2), "k", "direct"))
+    at.button(key=Circuits.RUN_PATH_LOADINGS).click().run()
+    assert not at.exception
+    result = path_patching(bundled, setup, Head(2, 2), "k", mlps="direct")
+    expected = path_loadings(bundled, setup, result)
+    said = texts(at)
+    assert f"path k of 2.2: {expected.total:+.4f} of the gap" in said, said[-800:]
+    assert f"Earlier heads carry {expected.heads.sum():+.4f}" in said
+    assert f"the rest {expected.remainder:+.4f}" in said
 
 
 def test_a_path_no_sender_reaches_says_so_and_names_the_other_inputs(page, bundled, setup):

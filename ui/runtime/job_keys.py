@@ -25,6 +25,7 @@ from models.capture.views import Scope
 from models.capture.weighted import ValueWeighting
 from models.capture.words import Words
 from models.circuits.findings import AtPFindings, WeightFindings
+from models.circuits.loadings import Loadings
 from models.circuits.patching import Baseline
 from models.circuits.paths import MLPMode, PathResult
 from models.circuits.task import CircuitTask
@@ -383,6 +384,21 @@ class PathKey(JobKey[PathResult]):
     receiver: Head
     input: Projection
     mlps: MLPMode
+
+
+@dataclass(frozen=True)
+class DlaLoadingsKey(JobKey[Loadings]):
+    """One head's direct logit attribution split by the earlier head whose output it reads."""
+
+    circuit: CircuitKey
+    head: Head
+
+
+@dataclass(frozen=True)
+class PathLoadingsKey(JobKey[Loadings]):
+    """A path patching result against patching the receiver's whole input once."""
+
+    path: PathKey
 
 
 @dataclass(frozen=True)

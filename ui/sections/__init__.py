@@ -21,6 +21,7 @@
 - :mod:`ui.sections.circuits_atp` -- attribution patching (AtP, AtP*) of every head, the table;
 - :mod:`ui.sections.circuits_check` -- attribution patching checked against exact patching;
 - :mod:`ui.sections.circuits_paths` -- path patching from every sender into one receiver;
+- :mod:`ui.sections.circuits_loadings` -- a head's DLA and a path result split by earlier head;
 - :mod:`ui.sections.circuits_graph` -- the circuit graph: heads by layer, edges by strength;
 - :mod:`ui.sections.circuits_weights` -- what the weights say: OV, QK, composition scores;
 - :mod:`ui.sections.generate` -- the Generate page's settings and the streamed generation;

@@ -29,6 +29,7 @@ from models.model.loading import LoadedModel
 from ui import session
 from ui.keys import Circuits
 from ui.runtime.job_keys import CircuitKey, HeadPatchKey, PositionPatchKey
+from ui.sections import circuits_loadings as loadings
 from ui.sections.circuits_session import Ready, apply, bound, preset_tasks
 from ui.state import circuits as cs
 from ui.state.circuits import OWN, CircuitsState
@@ -282,6 +283,7 @@ def patching_tab(model: LoadedModel, ready: Ready, state: CircuitsState) -> None
     except UserError as err:
         session.show_error(err)
     attribution(ready.base)
+    loadings.dla_section(model, ready)
     head_table(model, ready.task, ready.base, effects)
     compare_link(ready.task)
 

@@ -18,6 +18,7 @@ from models.head import Head
 from models.model.loading import LoadedModel
 from ui import session
 from ui.keys import Circuits
+from ui.sections import circuits_loadings as loadings
 from ui.sections.circuits_session import Ready, apply, bound, path_key
 from ui.state import circuits as cs
 from ui.state.circuits import CircuitsState, PathRequest
@@ -182,4 +183,5 @@ def section(model: LoadedModel, ready: Ready, state: CircuitsState) -> PathResul
     if found is job_view.MISSING:
         return None
     show(ready, found)
+    loadings.path_section(model, ready, path_key(ready, request), found)
     return found
