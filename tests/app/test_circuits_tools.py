@@ -107,6 +107,8 @@ def test_the_atp_table_and_scatter_are_attribution_patching_against_exact(page, 
     assert worst["L.H"].tolist() == [str(w.head) for w in found.worst]
     said = texts(at)
     assert "QK fix: under +0.1 s" in said and "GradDrop: +1 backward pass" in said
+    shown = next(d for d in at.dataframe if "atp_star" in d.value.columns).proto.column_order
+    assert "checked" not in shown and "patch_effect" in shown  # nothing shown as "None"
 
 
 def test_path_patching_of_a_chosen_receiver_is_path_patching(page, bundled, setup):

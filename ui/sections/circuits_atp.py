@@ -277,19 +277,23 @@ def table(ready: Ready, result: AtPResult, exact: Any) -> None:
         frame,
         hide_index=True,
         width="stretch",
-        column_order=[
-            "L.H",
-            "open",
-            "atp",
-            "atp_star",
-            "q",
-            "q_star",
-            "kv_head",
-            "k_star",
-            "v_star",
-            "saturated",
-            "checked",
-            "patch_effect",
+        column_order=[  # a column not computed yet is left out, not shown as "None"
+            name
+            for name in (
+                "L.H",
+                "open",
+                "atp",
+                "atp_star",
+                "q",
+                "q_star",
+                "kv_head",
+                "k_star",
+                "v_star",
+                "saturated",
+                "checked",
+                "patch_effect",
+            )
+            if name not in ("checked", "patch_effect") or frame[name].notna().any()
         ],
         column_config={
             **number,
