@@ -64,6 +64,47 @@ class RunExtras:
         found = self.gates.get(layer)
         return None if found is None else found.mean(axis=-1)
 
+    def notes(self, layer: int, head: int, query: int) -> list[str]:
+        """What a view of head ``layer.head`` at ``query`` must say beside its pattern: the
+        layer's kind, a learned sink's weight (the row plus its sink sums to 1), the output
+        gate, the soft-cap, and for a linear layer that its map is not a softmax."""
+        variant = self.layers[layer]
+        said = []
+        if variant.kind == "sliding":
+            said.append(
+                f"Layer {layer} is a sliding-window layer: each query sees only the last "
+                f"{variant.window} keys."
+            )
+        elif variant.kind == "linear":
+            said.append(
+                f"Layer {layer} is linear attention (Gated DeltaNet), not a softmax: its "
+                "mixing matrix is signed and its rows do not sum to 1; softmax scores do not "
+                "apply to it."
+            )
+        sink = self.sinks.get(layer)
+        if sink is not None:
+            logit = self.sink_logits.get(layer)
+            at = float(sink[head, query])
+            said.append(
+                f"Learned sink: this head puts {at:.3g} of query {query}'s attention on its "
+                f"sink, which is not a token (the keys shown hold the other {1 - at:.3g}); on "
+                f"average {float(sink[head].mean()):.3g} over every query"
+                + (f"; sink logit {float(logit[head]):+.3f}." if logit is not None else ".")
+            )
+        gates = self.mean_gate(layer)
+        if gates is not None:
+            said.append(
+                f"Output gate: the head passes on {float(gates[head, query]):.3g} of what it "
+                f"reads at query {query} (sigmoid gate, mean over its dimensions); "
+                f"{float(gates[head].mean()):.3g} on average."
+            )
+        if variant.softcap is not None:
+            said.append(
+                f"Scores are soft-capped at {variant.softcap:g} (c·tanh(s/c)) before the "
+                "softmax; the weights shown are after the cap."
+            )
+        return said
+
     def latent_split(
         self, layer: int, head: int
     ) -> tuple[Float[np.ndarray, "query_pos key_pos"], Float[np.ndarray, "query_pos key_pos"]]:

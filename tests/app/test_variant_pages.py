@@ -3,11 +3,14 @@ without an exception; DiffLlama is refused in one line that names it."""
 
 from __future__ import annotations
 
+import re
+
+import numpy as np
 import pytest
 
-from tests.app.helpers import has_heatmap, open_app, texts
+from tests.app.helpers import detail_heatmap, has_heatmap, open_app, texts
 from tests.attention.tiny_variants import build_variants
-from ui.keys import Sidebar
+from ui.keys import Explorer, Sidebar
 
 OPENED = ["gpt_oss", "gemma2", "gemma3", "qwen3", "qwen3_next", "deepseek_v3"]
 PAGES = [
@@ -57,3 +60,24 @@ def test_differential_attention_is_refused_in_one_line(allowed):
     said = texts(at)
     assert "DiffLlama" in said
     assert "Still showing the last model that loaded" in said
+
+
+def test_a_learned_sink_is_stated_and_closes_the_row(allowed):
+    """gpt-oss: the explorer says what share of the selected query's attention went to the
+    head's sink, and that share plus the weights drawn for that row is 1."""
+    at = opened_on(allowed["gpt_oss"])
+    at.selectbox(key=Explorer.TOKEN).set_value(1).run()  # few keys: the sink weighs in
+    found = re.search(
+        r"this head puts ([0-9.e+-]+) of query (\d+)'s attention on its sink", texts(at)
+    )
+    assert found, texts(at)[-1200:]
+    sink, query = float(found.group(1)), int(found.group(2))
+    drawn = detail_heatmap(at)["values"][query]
+    assert abs(sink + np.nansum(drawn) - 1.0) <= 1e-3  # three significant digits shown
+    assert query == 1 and 0.01 < sink < 1.0
+
+
+def test_a_linear_layer_says_it_is_not_a_softmax(allowed):
+    at = opened_on(allowed["qwen3_next"])
+    assert not at.exception
+    assert "linear attention (Gated DeltaNet), not a softmax" in texts(at).replace("\n", " ")

@@ -283,6 +283,9 @@ def single(view: ExplorerView, run: AttentionRun, key: RunKey, words: Words | No
         shown = detail.detail(view, run, key, weighting, on_cell=why.click_handler(key))
     else:
         shown = detail.detail(view, run, key, weighting, words)
+    if run.extras is not None:
+        for note in run.extras.notes(view.head.layer, view.head.index, view.query):
+            st.caption(md(note))
     strip.strip(current_view(), run, key, weighting, words)
     if words is None:
         why.why_panel(current_view(), run, key, shown.rows, shown.cols)
