@@ -63,12 +63,14 @@ def test_attribution_patching_of_a_4000_character_prompt_says_what_fits():
     at = open_app(model="smollm2")
     at.switch_page("pages/circuits.py").run()
     words = ("the cat sat on the mat and " * 200)[:4000]
+    state = at.session_state[Circuits.STATE]
     state = cs.edit_task(
-        at.session_state[Circuits.STATE],
-        clean=words + " When Mary and John went to the store, John gave a drink to",
-        corrupted=words + " When Mary and John went to the store, Mary gave a drink to",
+        state, "clean", words + " When Mary and John went to the store, John gave a drink to"
     )
-    at.session_state[Circuits.STATE] = cs.ask(cs.edit(state, tab="atp"), "atp")
+    state = cs.edit_task(
+        state, "corrupted", words + " When Mary and John went to the store, Mary gave a drink to"
+    )
+    at.session_state[Circuits.STATE] = cs.ask(cs.choose_tab(state, "atp"), "atp")
     at.run()
     for _ in range(60):  # the clean and corrupted runs go first, as a job
         if not any("Waiting for the clean" in i.value for i in at.info):
