@@ -18,6 +18,13 @@ SIDEBAR_LINKS = """() => [...document.querySelectorAll('[data-testid="stSidebar"
     .map((a) => a.textContent.trim()).filter((t) => t)"""
 
 
+# the same test as has_menu, in the page: every menu title ends one of the sidebar's links
+MENU_SHOWN = f"""() => {{
+  const links = ({SIDEBAR_LINKS})();
+  return {list(MENU)!r}.every((name) => links.some((link) => link.endsWith(name)));
+}}"""
+
+
 def fetch(url: str) -> tuple[str, str]:
     """The content type and body of ``url``."""
     with urllib.request.urlopen(url, timeout=10) as resp:
@@ -57,5 +64,6 @@ def test_the_sidebar_never_lists_the_pages_folder_and_stray_paths_lead_home(brow
             page.goto(f"{url}/{stray}")
             settle(page)
             assert page.get_by_role("heading", name="Explorer").count() >= 1, stray
+            page.wait_for_function(MENU_SHOWN, timeout=120_000)  # the sidebar draws after
             assert has_menu(page.evaluate(SIDEBAR_LINKS)), stray
         page.close()
