@@ -25,7 +25,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 _SCRIPT = """
 import ctypes, gc, json, os, sys
-sys.path.insert(0, {root!r})
 from models.model.allocator import keep_freed_blocks
 keep_freed_blocks()
 
@@ -71,9 +70,7 @@ def peak_bytes(setup: str, work: str, timeout_s: float = 900.0) -> tuple[int, ob
         setup: Python run first (imports, loading, warming up); not measured.
         work: Python run under measurement; it may set ``result`` to something JSON can hold.
     """
-    script = _SCRIPT.format(
-        root=str(ROOT), setup=textwrap.dedent(setup), work=textwrap.dedent(work)
-    )
+    script = _SCRIPT.format(setup=textwrap.dedent(setup), work=textwrap.dedent(work))
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     done = subprocess.run(
         [sys.executable, "-c", script],
@@ -81,6 +78,7 @@ def peak_bytes(setup: str, work: str, timeout_s: float = 900.0) -> tuple[int, ob
         text=True,
         timeout=timeout_s,
         env=env,
+        cwd=ROOT,  # `python -c` puts the working folder first on its path: the project's root
         check=False,
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("PEAK ")]
