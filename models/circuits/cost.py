@@ -81,6 +81,11 @@ def _make(
     return PassPlan(forward, backward, Cost(flops, int(peak), overhead, device))
 
 
+def forward_cost(model: LoadedModel, n_tokens: int, passes: float = 1.0) -> PassPlan:
+    """``passes`` plain forward passes over ``n_tokens`` (no gradients kept)."""
+    return _make(model, n_tokens, passes, 0.0, 0.0, model.facts.activation_bytes(n_tokens))
+
+
 def _activation_bytes(model: LoadedModel, n_tokens: int) -> float:
     """A pass's saved activations for backward, all blocks, and its logits."""
     f = model.facts

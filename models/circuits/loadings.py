@@ -22,12 +22,13 @@ import numpy as np
 import torch
 
 from models.circuits.attribution import readout
+from models.circuits.cost import PassPlan, forward_cost
 from models.circuits.gradients import capture
 from models.circuits.input_patching import HOOK_OF, input_hooks
 from models.circuits.paths import PathResult
 from models.circuits.task import Setup, logit_diff
 from models.circuits.why import part_head
-from models.circuits.why_keep import keep
+from models.circuits.why_keep import keep, keep_cost
 from models.circuits.why_sides import read_side
 from models.head import Head
 from models.model.forward import final_norm_in_hook, run_hooks, run_with_hooks, z_hook
@@ -62,6 +63,17 @@ class Loadings:
     def gap(self) -> float:
         """``sum of parts - total``: float rounding for DLA, 0 by construction for paths."""
         return float(self.heads.sum() + self.remainder - self.total)
+
+
+def dla_loadings_cost(model: LoadedModel, n_tokens: int, receiver: Head) -> PassPlan:
+    """Cost of :func:`dla_loadings`: the pass keeping the receiver's parts, then one pass
+    reading its ``z`` and the final norm's input."""
+    return keep_cost(model, n_tokens, receiver.layer).then(forward_cost(model, n_tokens))
+
+
+def path_loadings_cost(model: LoadedModel, n_tokens: int) -> PassPlan:
+    """Cost of :func:`path_loadings`: a clean pass keeping the input, a patched pass."""
+    return forward_cost(model, n_tokens, 2.0)
 
 
 def dla_loadings(

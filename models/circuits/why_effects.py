@@ -21,6 +21,7 @@ import torch
 from models.circuits.why import WhySplit
 from models.circuits.why_keep import KeptHead
 from models.circuits.why_sides import SideKind
+from models.cost import Cost, device_of
 from models.model.forward import model_device
 from models.model.loading import LoadedModel
 from models.model.norms import block_norm
@@ -132,6 +133,15 @@ def free_changes(
         None if part in ("b_Q", "b_K") else float(raw[row] - raw[0])
         for row, (part, _) in enumerate(parts, start=1)
     ]
+
+
+def part_effects_cost(model: LoadedModel, kept: KeptHead, k: int = 5) -> Cost:
+    """Cost of :func:`part_effects`: one layer's norm and query/key projections on ``1 + k``
+    copies of the prompt (the weights' changes are lookups in the kept parts)."""
+    n, width, d_head = kept.n_pos, model.facts.d_model, model.facts.d_head
+    copies = 1 + k
+    flops = copies * 2.0 * n * width * d_head * 4
+    return Cost(flops, int(copies * 3 * n * width * 4), 0.05, device_of(model.spec.device))
 
 
 def part_effects(

@@ -8,8 +8,7 @@ import numpy as np
 import streamlit as st
 
 from models.circuits import Loadings, PathResult, dla_loadings, path_loadings
-from models.circuits.why_keep import keep_cost
-from models.cost import Cost, device_of
+from models.circuits.loadings import dla_loadings_cost, path_loadings_cost
 from models.errors import UserError
 from models.head import Head
 from models.model.loading import LoadedModel
@@ -54,7 +53,7 @@ def dla_section(model: LoadedModel, ready: Ready) -> None:
     if head is None:
         return
     n = ready.setup.n_tokens
-    cost = keep_cost(model, n, head.layer).cost.times(2)
+    cost = dla_loadings_cost(model, n, head).cost
     key = DlaLoadingsKey(ready.key, head)
     if st.session_state.get(Circuits.LOADINGS_ASKED) != key:
         st.caption(
@@ -93,21 +92,10 @@ def dla_section(model: LoadedModel, ready: Ready) -> None:
         )
 
 
-def path_cost(model: LoadedModel, n_tokens: int) -> Cost:
-    """One clean pass keeping the receiver's input and one patched corrupted pass."""
-    facts = model.facts
-    return Cost(
-        2 * facts.forward_flops(n_tokens),
-        facts.activation_bytes(n_tokens),
-        0.1,
-        device_of(model.spec.device),
-    )
-
-
 def path_section(model: LoadedModel, ready: Ready, key: PathKey, result: PathResult) -> None:
     """The senders' path effects against patching the receiver's whole input at once."""
     asked = PathLoadingsKey(key)
-    cost = path_cost(model, ready.setup.n_tokens)
+    cost = path_loadings_cost(model, ready.setup.n_tokens).cost
     if st.session_state.get(Circuits.LOADINGS_ASKED) != asked:
         st.button(
             f"Close the sum: patch {result.receiver}'s whole {result.input} once "

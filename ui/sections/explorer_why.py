@@ -17,10 +17,9 @@ import torch
 from models.capture.run import AttentionRun
 from models.circuits.why import PartPair, WhySplit, split
 from models.circuits.why_bands import BandSplit, band_split
-from models.circuits.why_effects import PartEffect, part_effects
+from models.circuits.why_effects import PartEffect, part_effects, part_effects_cost
 from models.circuits.why_keep import KeptHead, keep, keep_cost
 from models.circuits.why_rows import pair_map, row_split
-from models.cost import Cost, device_of
 from models.errors import UserError
 from models.head import Head
 from models.progress import Progress
@@ -34,8 +33,10 @@ from ui.sections.explorer_session import update
 from ui.state.explorer import ExplorerView, RunShape
 from ui.text import md
 from ui.widgets import components, job_view
+from ui.widgets.component_messages import positions
 from viz import why_figures
 
+HEATMAP_CLICK = positions("query", "key")  # the shape the canvas heatmap sends a click in
 TOP_EFFECTS = 5
 ROW_PAIRS = 5
 MAP_CELLS = 256  # the pair map shows at most this many queries and keys (the detail window)
@@ -60,13 +61,11 @@ def chosen_cell(view: ExplorerView, n_tokens: int) -> Cell:
 def clicked_cell(clicked: object, rows: range, keys: list[int]) -> Cell | None:
     """The cell a heatmap click names (``{query, key}``: a row and a column of the window
     drawn, whose columns are ``keys``), or None for anything else."""
-    if not isinstance(clicked, dict):
+    found = HEATMAP_CLICK(clicked)
+    if found is None:
         return None
-    try:
-        row, col = int(clicked["query"]), int(clicked["key"])
-    except (KeyError, TypeError, ValueError):
-        return None
-    if not (0 <= row < len(rows) and 0 <= col < len(keys)):
+    row, col = found["query"], found["key"]
+    if not (row < len(rows) and col < len(keys)):
         return None
     return Cell(rows.start + row, keys[col])
 
@@ -120,17 +119,6 @@ def effects_work(
         return tuple(part_effects(model, kept, cell, TOP_EFFECTS))
 
     return work
-
-
-def effects_cost(kept: KeptHead, spec_device: str) -> Cost:
-    """One layer's norm and query/key projections on ``1 + TOP_EFFECTS`` copies of the
-    prompt."""
-    n, width = kept.n_pos, kept.resid_pre.shape[-1]
-    d_head = kept.q.shape[-1]
-    copies = 1 + TOP_EFFECTS
-    flops = copies * 2.0 * n * width * d_head * 4
-    peak = copies * 3 * n * width * 4
-    return Cost(flops, int(peak), 0.05, device_of(spec_device))
 
 
 def on_ask(head: Head) -> None:
@@ -200,12 +188,12 @@ def head_links(run_key: RunKey, heads: tuple[str, ...]) -> None:
 def effects_section(run_key: RunKey, kept: KeptHead, cell: WhySplit) -> None:
     """What removing each top part does, scales frozen and free, to the score and weight."""
     key = WhyEffectsKey(WhyKey(run_key, kept.head), cell.query, cell.key)
-    device = server.current().models.get(run_key.spec).spec.device
+    model = server.current().models.get(run_key.spec)
     found = job_view.run_job(
         key,
         f"Removing the top {TOP_EFFECTS} parts of head {kept.head}'s score with the norms free",
         effects_work(key, kept, cell),
-        cost=effects_cost(kept, device),
+        cost=part_effects_cost(model, kept, TOP_EFFECTS),
     )
     if found is job_view.MISSING:
         return
