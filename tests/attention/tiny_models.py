@@ -9,6 +9,7 @@ missing rotation then shows up as a large error, not as 1e-4 noise).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import (
@@ -125,27 +126,32 @@ QK_ARCHITECTURES = {
 }
 
 
-def _tokenizer():
+def small_tokenizer() -> Any:
+    """The 300-piece BPE tokenizer every tiny model shares."""
     return train_tokenizer((ROOT / "models" / "bundled" / "train.py").read_text() * 2, 300)
+
+
+def save(model: Any, tokenizer: Any, path: Path) -> Path:
+    """``model`` and ``tokenizer`` as a checkpoint folder at ``path``."""
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
 
 
 def build_all(out: Path) -> dict[str, Path]:
     """Save every architecture of :data:`ARCHITECTURES` under ``out``; return name -> directory."""
-    tokenizer = _tokenizer()
+    tokenizer = small_tokenizer()
     dirs = {}
     for seed, (name, (make, _)) in enumerate(ARCHITECTURES.items()):
         torch.manual_seed(seed)
-        model = make(len(tokenizer))
-        dirs[name] = out / name
-        model.save_pretrained(dirs[name])
-        tokenizer.save_pretrained(dirs[name])
+        dirs[name] = save(make(len(tokenizer)), tokenizer, out / name)
     return dirs
 
 
 def build_qk(out: Path) -> dict[str, Path]:
     """Save every architecture of :data:`QK_ARCHITECTURES` under ``out``, each norm's weight
     drawn at random (a norm gain left out, or read without Gemma's ``1 + w``, then shows)."""
-    tokenizer = _tokenizer()
+    tokenizer = small_tokenizer()
     dirs = {}
     for seed, (name, make) in enumerate(QK_ARCHITECTURES.items()):
         torch.manual_seed(100 + seed)
@@ -154,7 +160,5 @@ def build_qk(out: Path) -> dict[str, Path]:
             for param_name, param in model.named_parameters():
                 if "norm" in param_name:
                     param.uniform_(-0.5, 1.5)
-        dirs[name] = out / name
-        model.save_pretrained(dirs[name])
-        tokenizer.save_pretrained(dirs[name])
+        dirs[name] = save(model, tokenizer, out / name)
     return dirs

@@ -33,9 +33,8 @@ from transformers import (
     Qwen3NextConfig,
 )
 
-from models.bundled.train import train_tokenizer
+from tests.attention.tiny_models import save, small_tokenizer
 
-ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "def main(args): return args.out and the model is here. The model is here again."
 WINDOW = 6
 COMMON: dict[str, Any] = dict(
@@ -173,16 +172,7 @@ def build(name: str, out: Path, tokenizer: Any = None, seed: int = 0) -> Path:
     """Save the tiny ``name`` model of :data:`VARIANTS` under ``out``; return its directory."""
     tokenizer = tokenizer or small_tokenizer()
     torch.manual_seed(seed)
-    model = causal_lm(VARIANTS[name][0](len(tokenizer)))
-    path = out / name
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
-
-
-def small_tokenizer() -> Any:
-    """The 300-piece BPE tokenizer the tiny models share."""
-    return train_tokenizer((ROOT / "models" / "bundled" / "train.py").read_text() * 2, 300)
+    return save(causal_lm(VARIANTS[name][0](len(tokenizer))), tokenizer, out / name)
 
 
 def build_variants(out: Path, names: list[str] | None = None) -> dict[str, Path]:

@@ -8,8 +8,6 @@ and a plain forward with labels for the full-cache perplexity.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -23,14 +21,13 @@ from transformers import (
     MistralForCausalLM,
 )
 
-from models.bundled.corpus import train_tokenizer
 from models.generate import GenerationError, GenerationSettings, generate
 from models.generate.eviction import full_pass, perplexity, policy_pass
 from models.model.forward import tokenize
 from models.model.loading import load
 from models.model.spec import ModelSpec
+from tests.attention.tiny_models import save, small_tokenizer
 
-ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "def main(args): return args.out and the model is here."
 COMMON = {"bos_token_id": 0, "eos_token_id": 0, "initializer_range": 0.3}
 BUILDERS = {
@@ -70,12 +67,11 @@ BUILDERS = {
 def tiny(tmp_path_factory):
     """name -> (loaded model, eager HF model) for every tiny architecture."""
     out = tmp_path_factory.mktemp("tiny_generate")
-    tokenizer = train_tokenizer((ROOT / "models" / "bundled" / "train.py").read_text() * 2, 300)
+    tokenizer = small_tokenizer()
     models = {}
     for seed, (name, make) in enumerate(BUILDERS.items()):
         torch.manual_seed(seed)
-        make(len(tokenizer)).save_pretrained(out / name)
-        tokenizer.save_pretrained(out / name)
+        save(make(len(tokenizer)), tokenizer, out / name)
         eager = AutoModelForCausalLM.from_pretrained(out / name, attn_implementation="eager")
         models[name] = (load(ModelSpec(str(out / name))), eager.eval())
     return models
