@@ -32,8 +32,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np
 import torch
 
+from models.model.handle import ModelHandle
 from models.model.hardware import low_precision, matmul_rates
-from models.model.loading import LoadedModel, load
+from models.model.loading import load
 from models.model.spec import DType, ModelSpec
 
 DTYPES: tuple[DType, ...] = ("float32", "bfloat16")
@@ -62,7 +63,7 @@ def tenth_overlap(a: np.ndarray, b: np.ndarray, top: bool) -> float:
     return len(set(pick(a).tolist()) & set(pick(b).tolist())) / k
 
 
-def ablation(model: LoadedModel, n_tokens: int) -> tuple[np.ndarray, float, int]:
+def ablation(model: ModelHandle, n_tokens: int) -> tuple[np.ndarray, float, int]:
     """Zero-ablation importance of every head (batched, resumed) and its seconds."""
     from models.heads.finding.corpus import default_corpus
     from models.heads.pruning.importance import measure_corpus_importance
@@ -75,7 +76,7 @@ def ablation(model: LoadedModel, n_tokens: int) -> tuple[np.ndarray, float, int]
     return found.zero, time.perf_counter() - start, used
 
 
-def patching(model: LoadedModel) -> tuple[np.ndarray, float, str]:
+def patching(model: ModelHandle) -> tuple[np.ndarray, float, str]:
     """Every head's patch effect on IOI (else the model's last preset) and its seconds."""
     from models.circuits.patching import baseline, head_effects
     from models.circuits.presets import presets
@@ -89,14 +90,14 @@ def patching(model: LoadedModel) -> tuple[np.ndarray, float, str]:
     return effects, time.perf_counter() - start, name
 
 
-def prompt_text(model: LoadedModel, n_tokens: int) -> str:
+def prompt_text(model: ModelHandle, n_tokens: int) -> str:
     from models.heads.finding.corpus import default_corpus
 
     text = "\n\n".join(default_corpus(model).texts)
     return model.tokenizer.decode(model.tokenizer(text)["input_ids"][:n_tokens])
 
 
-def patterns(models: dict[DType, LoadedModel], n_tokens: int) -> dict:
+def patterns(models: dict[DType, ModelHandle], n_tokens: int) -> dict:
     """Both dtypes' captures of one prompt compared cell by cell, and the cheap estimate."""
     from models.capture.precision import pattern_difference
     from models.capture.run import capture

@@ -288,6 +288,38 @@ def test_only_the_model_package_touches_the_bridge():
     assert readers == []
 
 
+def bare_imported_names(source: str) -> set[str]:
+    """Every name a module imports, without its module (``from x import a, b``: a and b)."""
+    return {
+        alias.name
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+
+
+def test_the_core_sees_a_model_through_its_handle_only():
+    """Outside models.model a model is a ``ModelHandle`` (no bridge on it); only the model
+    store names the concrete class, to check what its cache holds, and nothing but
+    models.model asks for the bridge. Inside, only the loader reads the attribute itself."""
+    concrete = {
+        path.relative_to(ROOT).as_posix(): bare_imported_names(path.read_text(encoding="utf-8"))
+        & {"LoadedModel", "bridge_of"}
+        for path in python_files("models", "viz", "ui", "pages", "app.py", "benchmarks")
+        if not path.relative_to(ROOT).as_posix().startswith("models/model/")
+    }
+    assert {path: names for path, names in concrete.items() if names} == {
+        "ui/runtime/models.py": {"LoadedModel"}
+    }
+    direct = [
+        path.relative_to(ROOT).as_posix()
+        for path in python_files("models")
+        if path.relative_to(ROOT).as_posix().startswith("models/model/")
+        and reads_bridge(path.read_text(encoding="utf-8"))
+    ]
+    assert direct == ["models/model/loading.py"]
+
+
 def test_only_the_policy_makes_an_allowed_spec():
     from models.model.spec import ModelSpec
     from ui.runtime.policy import AllowedSpec

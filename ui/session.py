@@ -28,7 +28,7 @@ from models.head import Head
 from models.model import gguf
 from models.model.facts import ModelFacts
 from models.model.forward import tokenize
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.progress import Progress
 from ui import links
 from ui.keys import Session, Sidebar
@@ -220,7 +220,7 @@ def _converted(allowed: AllowedSpec) -> bool:
     return done is not job_view.MISSING
 
 
-def load(allowed: AllowedSpec) -> LoadedModel | None:
+def load(allowed: AllowedSpec) -> ModelHandle | None:
     """The model for ``allowed`` (converting a GGUF file first, as a job); None while that
     runs."""
     if not _converted(allowed):
@@ -236,7 +236,7 @@ def load(allowed: AllowedSpec) -> LoadedModel | None:
         return runtime.models.get(allowed)
 
 
-def active_model() -> LoadedModel | None:
+def active_model() -> ModelHandle | None:
     """The model the sidebar asks for, or the last one that loaded, with a message on failure."""
     allowed = requested()
     failed = st.session_state.get(Session.FAILED_MODEL)
@@ -283,7 +283,7 @@ def load_facts() -> ModelFacts | None:
         return None
 
 
-def allowed_spec(model: LoadedModel) -> AllowedSpec:
+def allowed_spec(model: ModelHandle) -> AllowedSpec:
     """The allowed spec ``model`` was loaded from (what keys its results)."""
     good = st.session_state.get(Session.GOOD_MODEL)
     if isinstance(good, AllowedSpec) and good.spec == model.spec:
@@ -297,15 +297,15 @@ def allowed_spec(model: LoadedModel) -> AllowedSpec:
 # --- the prompt's run ------------------------------------------------------------------------
 
 
-def run_key(model: LoadedModel, prompt: str) -> RunKey:
+def run_key(model: ModelHandle, prompt: str) -> RunKey:
     return RunKey(allowed_spec(model), prompt, server.current().settings.max_tokens)
 
 
-def capture_work(model: LoadedModel, key: RunKey) -> Any:
+def capture_work(model: ModelHandle, key: RunKey) -> Any:
     return lambda progress: capture(model, key.prompt, max_tokens=key.max_tokens, progress=progress)
 
 
-def capture_cost(model: LoadedModel, n_tokens: int) -> Cost:
+def capture_cost(model: ModelHandle, n_tokens: int) -> Cost:
     return Cost(
         flops=model.facts.forward_flops(n_tokens),
         peak_bytes=model.facts.capture_bytes(n_tokens),
@@ -313,7 +313,7 @@ def capture_cost(model: LoadedModel, n_tokens: int) -> Cost:
     )
 
 
-def active_run(model: LoadedModel) -> AttentionRun | None:
+def active_run(model: ModelHandle) -> AttentionRun | None:
     """Patterns for the sidebar prompt on ``model``, with notices for empty or cut prompts.
 
     A long prompt runs as a job with progress and Cancel; meanwhile the page keeps showing this
@@ -372,7 +372,7 @@ def shown_run_key() -> RunKey:
     return st.session_state[Session.LAST_RUN]
 
 
-def model_and_run() -> tuple[LoadedModel | None, AttentionRun | None]:
+def model_and_run() -> tuple[ModelHandle | None, AttentionRun | None]:
     """The sidebar's model and its patterns on the sidebar's prompt (messages shown as needed)."""
     model = active_model()
     return model, (active_run(model) if model else None)

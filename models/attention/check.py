@@ -20,7 +20,7 @@ from models.attention.inputs import KernelInputs, capture_inputs
 from models.attention.pattern import rebuild_pattern
 from models.attention.timing import Timing, device_label, time_implementations
 from models.errors import UserError
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.spec import TORCH_DTYPES
 
 KernelDType = Literal["float32", "float16", "bfloat16"]
@@ -233,7 +233,7 @@ def compare(
 
 
 def check_kernel(
-    model: LoadedModel,
+    model: ModelHandle,
     prompt: str,
     *,
     max_tokens: int | None = None,

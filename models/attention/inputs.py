@@ -31,7 +31,7 @@ from models.model.forward import (
     v_hook,
     z_hook,
 )
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.softmax_terms import layer_scales, layer_windows, model_alibi_slopes
 from models.model.tokens import readable_tokens
 
@@ -103,7 +103,7 @@ class KernelInputs:
         )
 
 
-def _fetch(model: LoadedModel, ids: torch.Tensor) -> tuple[dict[str, torch.Tensor], QKSource]:
+def _fetch(model: ModelHandle, ids: torch.Tensor) -> tuple[dict[str, torch.Tensor], QKSource]:
     """One forward pass with every hook the comparison needs."""
     layers = range(model.facts.n_layers)
     base = [name_of(layer) for layer in layers for name_of in BASE_HOOKS]
@@ -145,7 +145,7 @@ def check_inputs(inputs: KernelInputs) -> float:
     return worst
 
 
-def capture_inputs(model: LoadedModel, prompt: str, max_tokens: int | None = None) -> KernelInputs:
+def capture_inputs(model: ModelHandle, prompt: str, max_tokens: int | None = None) -> KernelInputs:
     """Every layer's kernel inputs on ``prompt``, checked against the model's own patterns.
 
     Args:

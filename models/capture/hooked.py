@@ -20,7 +20,7 @@ from jaxtyping import Float, Int
 
 from models.capture.store import FactoredPatterns, read_only
 from models.model.forward import pattern_hook, qk_names, qk_source, run_with_hooks, softmax_qk
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.softmax_terms import layer_scales
 from models.shapes import TokenIds
 
@@ -81,7 +81,7 @@ def layer_lse(
     return torch.cat(parts, dim=-1)
 
 
-def capture_hooked(model: LoadedModel, ids: TokenIds) -> FactoredPatterns | None:
+def capture_hooked(model: ModelHandle, ids: TokenIds) -> FactoredPatterns | None:
     """q, k and LSE of every layer from one hooked forward pass.
 
     Args:

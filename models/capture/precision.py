@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from models.capture.run import AttentionRun
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.plain import LayerAttention, run_plain_float32
 from models.progress import Progress, quiet
 
@@ -65,7 +65,7 @@ def difference_flops(run: AttentionRun, n_rows: int = ROWS) -> float:
 
 
 def pattern_difference(
-    model: LoadedModel, run: AttentionRun, n_rows: int = ROWS, progress: Progress = quiet
+    model: ModelHandle, run: AttentionRun, n_rows: int = ROWS, progress: Progress = quiet
 ) -> PatternDifference | None:
     """Measure the run's largest pattern difference from float32 on its first rows.
 

@@ -29,7 +29,7 @@ from models.capture.variant_pass import capture_reference, capture_variants
 from models.model.eager import run_eager
 from models.model.facts import DENSE_LIMIT_BYTES, ModelFacts
 from models.model.forward import every_layer, pattern_hook, run_hooks, tokenize
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.parity import parity_of
 from models.model.spec import ModelSpec
 from models.model.tokens import readable_tokens
@@ -139,7 +139,7 @@ class AttentionRun:
         return [f"({i}) {tok}" for i, tok in enumerate(self.tokens)]
 
 
-def capture_dense(model: LoadedModel, ids: TokenIds) -> DensePatterns:
+def capture_dense(model: ModelHandle, ids: TokenIds) -> DensePatterns:
     """Every layer's ``hook_pattern``, stacked.
 
     Args:
@@ -155,7 +155,7 @@ def capture_dense(model: LoadedModel, ids: TokenIds) -> DensePatterns:
 
 
 def capture(
-    model: LoadedModel,
+    model: ModelHandle,
     prompt: str,
     max_tokens: int | None = None,
     dense_limit: int = DENSE_LIMIT_BYTES,
@@ -217,7 +217,7 @@ def capture(
 
 
 def _run(
-    model: LoadedModel,
+    model: ModelHandle,
     prompt: str,
     ids: TokenIds,
     n_full: int,
@@ -246,7 +246,7 @@ def _run(
 
 
 def fused_fidelity(
-    model: LoadedModel, errors: tuple[float, ...], check: SdpaCheck | None
+    model: ModelHandle, errors: tuple[float, ...], check: SdpaCheck | None
 ) -> Fidelity:
     """The fused pass's own check, per layer, as a :class:`Fidelity`."""
     return Fidelity(
@@ -259,7 +259,7 @@ def fused_fidelity(
 
 
 def eager_fidelity(
-    model: LoadedModel,
+    model: ModelHandle,
     ids: TokenIds,
     store: PatternStore,
     extras: RunExtras | None = None,
@@ -295,7 +295,7 @@ def eager_fidelity(
 
 
 def _variant_run(
-    model: LoadedModel,
+    model: ModelHandle,
     prompt: str,
     ids: TokenIds,
     n_full: int,

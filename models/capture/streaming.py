@@ -37,7 +37,7 @@ from models.capture.overview import (
     thumb_factor,
 )
 from models.capture.store import FactoredPatterns, SdpaCheck, read_only
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.plain import LayerAttention, run_plain
 from models.model.weights import output_projection
 from models.progress import Progress, quiet
@@ -64,7 +64,7 @@ class LayerSummary:
 
     def __init__(
         self,
-        model: LoadedModel,
+        model: ModelHandle,
         n_tokens: int,
         progress: Progress,
         arithmetic: Arithmetic = "float32",
@@ -174,7 +174,7 @@ class LayerSummary:
         )
 
 
-def value_factor(model: LoadedModel, layer: int) -> Float[torch.Tensor, "head_index d_head d"]:
+def value_factor(model: ModelHandle, layer: int) -> Float[torch.Tensor, "head_index d_head d"]:
     """``R^T`` of ``W_O^T = Q R`` (QR in float64, kept as float32) for every head of ``layer``:
     ``||v W_O|| = ||v R^T||``. Computed once per model (the weights never change)."""
     factors = model.memo.setdefault("capture_value_factors", {})
@@ -294,7 +294,7 @@ def check_rows(
 
 
 def stream(
-    model: LoadedModel,
+    model: ModelHandle,
     ids: TokenIds,
     progress: Progress = quiet,
     overview_arithmetic: Arithmetic = "float32",
@@ -319,13 +319,13 @@ def stream(
 
 
 def capture_streaming(
-    model: LoadedModel, ids: TokenIds, progress: Progress = quiet
+    model: ModelHandle, ids: TokenIds, progress: Progress = quiet
 ) -> FactoredPatterns | None:
     """:func:`stream` without the reason: the store, or None."""
     return stream(model, ids, progress)[0]
 
 
-def capture_bytes(model: LoadedModel, n_tokens: int) -> int:
+def capture_bytes(model: ModelHandle, n_tokens: int) -> int:
     """Bytes the store of a streaming capture of ``n_tokens`` holds (q, k as float32, LSE, value
     norms, thumbnails), for memory budgets."""
     facts = model.facts

@@ -39,7 +39,7 @@ from models.model.forward import (
     run_with_hooks,
     scores_hook,
 )
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.softmax_terms import layer_scales
 from models.model.variants import LayerVariant, layer_variants
 from models.model.variants.gates import gate_values
@@ -104,7 +104,7 @@ class VariantCapture:
     linear_io: dict[int, tuple[torch.Tensor, torch.Tensor]]
 
 
-def capture_variants(model: LoadedModel, ids: TokenIds) -> VariantCapture:
+def capture_variants(model: ModelHandle, ids: TokenIds) -> VariantCapture:
     """Every layer of ``ids`` read as its variant says, in one bridge pass.
 
     Args:
@@ -136,7 +136,7 @@ def capture_variants(model: LoadedModel, ids: TokenIds) -> VariantCapture:
     return VariantCapture(DensePatterns(read_only(stack)), extras, linear_io)
 
 
-def capture_reference(model: LoadedModel, ids: TokenIds) -> VariantCapture:
+def capture_reference(model: ModelHandle, ids: TokenIds) -> VariantCapture:
     """Like :func:`capture_variants`, every softmax pattern from transformers' eager pass.
 
     Gates, mixing matrices and latent queries still come from the bridge's inner hooks (the

@@ -30,7 +30,7 @@ from jaxtyping import Float
 
 from models.capture.views import pool_rows
 from models.model.forward import every_layer, run_hooks, v_hook
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.weights import output_projection
 from models.progress import Progress, quiet
 from models.shapes import TokenIds
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from models.capture.run import AttentionRun
 
 
-def value_norms(model: LoadedModel, ids: TokenIds) -> NormStack:
+def value_norms(model: ModelHandle, ids: TokenIds) -> NormStack:
     """``||v_j W_O^h||`` for every layer, query head and key position of ``ids``.
 
     Args:

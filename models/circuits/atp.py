@@ -53,7 +53,7 @@ from models.model.forward import (
     v_hook,
     z_hook,
 )
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.progress import Progress, part, quiet
 
 NODES = ("z", "q", "k", "v")
@@ -152,7 +152,7 @@ def _layer_estimates(
 
 
 def attribution_patching(
-    model: LoadedModel,
+    model: ModelHandle,
     setup: Setup,
     *,
     qk_fix: bool = True,

@@ -35,7 +35,7 @@ from models.model.forward import (
     v_hook,
     z_hook,
 )
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.softmax_terms import layer_scales
 from models.progress import Progress, part, quiet
 
@@ -78,7 +78,7 @@ def _whole(act: torch.Tensor) -> torch.Tensor:
 
 
 def _names(
-    model: LoadedModel, source: QKSource | None, rotation: bool
+    model: ModelHandle, source: QKSource | None, rotation: bool
 ) -> tuple[dict[str, Keep], dict[str, int], dict[str, Keep]]:
     """What the clean pass keeps, the corrupted pass's leaves, and what it keeps besides."""
     n_layers = model.facts.n_layers
@@ -102,7 +102,7 @@ def _names(
 
 
 def attribution_runs(
-    model: LoadedModel,
+    model: ModelHandle,
     setup: Setup,
     *,
     qk_fix: bool = True,
@@ -171,7 +171,7 @@ def attribution_runs(
 
 
 def check_scores(
-    model: LoadedModel, run: GradientRun, source: QKSource, scales: Sequence[float]
+    model: ModelHandle, run: GradientRun, source: QKSource, scales: Sequence[float]
 ) -> None:
     """Raise :class:`CircuitsUnavailable` unless each layer's scores hook holds the logits the
     softmax turns into its pattern, ``scale * q k^T`` plus masks (the QK fix relies on both)."""

@@ -29,7 +29,7 @@ from models.model.forward import (
     pos_embed_hook,
     z_hook,
 )
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.weights import final_norm, output_projection, unembedding_columns
 
 
@@ -93,12 +93,12 @@ class Attribution:
         return rows
 
 
-def learned_positions(model: LoadedModel) -> bool:
+def learned_positions(model: ModelHandle) -> bool:
     """Whether position embeddings are added to the residual stream."""
     return model.facts.positional == "standard"
 
 
-def attribution_hooks(model: LoadedModel) -> list[str]:
+def attribution_hooks(model: ModelHandle) -> list[str]:
     """The activations :func:`attribute` reads from the clean run."""
     n_layers = model.facts.n_layers
     names = [embed_hook(), final_norm_in_hook()]
@@ -108,7 +108,7 @@ def attribution_hooks(model: LoadedModel) -> list[str]:
 
 
 def readout(
-    model: LoadedModel, setup: Setup, resid: torch.Tensor
+    model: ModelHandle, setup: Setup, resid: torch.Tensor
 ) -> tuple[torch.Tensor, float, float, float, str]:
     """The direction that turns a residual part into its logit-difference share.
 
@@ -134,7 +134,7 @@ def readout(
 
 
 def attribute(
-    model: LoadedModel, setup: Setup, acts: dict[str, torch.Tensor], logit_diff: float
+    model: ModelHandle, setup: Setup, acts: dict[str, torch.Tensor], logit_diff: float
 ) -> Attribution:
     """Split the clean logit difference into the parts of the final residual.
 

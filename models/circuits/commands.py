@@ -22,7 +22,8 @@ from models.circuits.task import CircuitTask, Setup, TaskError, prepare
 from models.circuits.weight_circuits import WeightScores, weight_scores
 from models.cli import Say
 from models.head import Head, all_heads
-from models.model.loading import LoadedModel, load
+from models.model.handle import ModelHandle
+from models.model.loading import load
 from models.model.spec import ModelSpec
 
 ATP_COLUMNS = [
@@ -141,7 +142,7 @@ def pair_table(scores: Composition) -> pd.DataFrame:
     )
 
 
-def _task(args: argparse.Namespace, say: Say) -> tuple[LoadedModel, Setup]:
+def _task(args: argparse.Namespace, say: Say) -> tuple[ModelHandle, Setup]:
     model = load(
         ModelSpec(name=args.model, device=args.device, dtype=args.dtype),
         progress=lambda _f, text: say(text),

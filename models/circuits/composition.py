@@ -27,7 +27,7 @@ import torch
 from jaxtyping import Float, Int
 
 from models.head import Head
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.weights import attention_norm, output_weights, projection
 from models.progress import Progress, quiet
 
@@ -52,7 +52,7 @@ class HeadMatrices:
     kv_of: np.ndarray
 
 
-def head_matrices(model: LoadedModel) -> HeadMatrices:
+def head_matrices(model: ModelHandle) -> HeadMatrices:
     """Read :class:`HeadMatrices` off a loaded model."""
     facts = model.facts
     qs, os_, ks, vs, layers, kv_of = [], [], [], [], [], []
@@ -183,7 +183,7 @@ class Composition:
         ]
 
 
-def composition(model: LoadedModel, progress: Progress = quiet) -> Composition:
+def composition(model: ModelHandle, progress: Progress = quiet) -> Composition:
     """Q-, K- and V-composition scores of ``model`` (see the module docstring)."""
     m = head_matrices(model)
     q, k, v = composition_scores(m.q, m.k, m.v, m.o, m.kv_of, m.layer, progress)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from models.circuits.edges import chunk_size
 from models.circuits.patching import batch_size, copy_bytes
 from models.cost import Cost, device_of
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.weights import vocab_size
 
 LAYER_OVERHEAD_S = {"cpu": 0.01, "cuda": 0.001}  # per block and pass
@@ -68,7 +68,7 @@ class PassPlan:
 
 
 def _make(
-    model: LoadedModel,
+    model: ModelHandle,
     n_tokens: int,
     forward: float,
     backward: float,
@@ -81,26 +81,26 @@ def _make(
     return PassPlan(forward, backward, Cost(flops, int(peak), overhead, device))
 
 
-def forward_cost(model: LoadedModel, n_tokens: int, passes: float = 1.0) -> PassPlan:
+def forward_cost(model: ModelHandle, n_tokens: int, passes: float = 1.0) -> PassPlan:
     """``passes`` plain forward passes over ``n_tokens`` (no gradients kept)."""
     return _make(model, n_tokens, passes, 0.0, 0.0, model.facts.activation_bytes(n_tokens))
 
 
-def _activation_bytes(model: LoadedModel, n_tokens: int) -> float:
+def _activation_bytes(model: ModelHandle, n_tokens: int) -> float:
     """A pass's saved activations for backward, all blocks, and its logits."""
     f = model.facts
     per_block = GRAPH_COPIES * n_tokens * f.d_model + 4 * f.n_heads * n_tokens**2
     return FLOAT * (f.n_layers * per_block + 2 * n_tokens * vocab_size(model))
 
 
-def _head_values_bytes(model: LoadedModel, n_tokens: int) -> float:
+def _head_values_bytes(model: ModelHandle, n_tokens: int) -> float:
     """z, q, k, v of every head in one run."""
     f = model.facts
     return FLOAT * f.n_layers * n_tokens * f.d_head * 2 * (f.n_heads + f.n_kv_heads)
 
 
 def atp_cost(
-    model: LoadedModel,
+    model: ModelHandle,
     n_tokens: int,
     *,
     qk_fix: bool = True,
@@ -129,7 +129,7 @@ def atp_cost(
 
 
 def exact_cost(
-    model: LoadedModel, n_tokens: int, n_runs: int, batch: int | None = None
+    model: ModelHandle, n_tokens: int, n_runs: int, batch: int | None = None
 ) -> PassPlan:
     """Cost of ``n_runs`` patched runs batched as :mod:`models.circuits.patching` does (the
     clean and corrupted baseline passes included)."""
@@ -138,7 +138,7 @@ def exact_cost(
     return _make(model, n_tokens, 2.0 + n_runs, 0.0, 0.0, peak)
 
 
-def baseline_cost(model: LoadedModel, n_tokens: int, batch: int | None = None) -> PassPlan:
+def baseline_cost(model: ModelHandle, n_tokens: int, batch: int | None = None) -> PassPlan:
     """Cost of :func:`models.circuits.patching.baseline`: the clean pass, keeping every head's
     ``z`` and the activations direct logit attribution reads (each MLP's output, the
     embeddings and the final norm's input), then ``batch`` corrupted copies in one pass (each
@@ -152,7 +152,7 @@ def baseline_cost(model: LoadedModel, n_tokens: int, batch: int | None = None) -
 
 
 def path_cost(
-    model: LoadedModel, n_tokens: int, receiver_layer: int, batch: int | None = None
+    model: ModelHandle, n_tokens: int, receiver_layer: int, batch: int | None = None
 ) -> PassPlan:
     """Cost of :func:`models.circuits.paths.path_patching` into a head of ``receiver_layer``:
     one run per sender (``receiver_layer * n_heads``), each from the receiver's block on."""
@@ -164,7 +164,7 @@ def path_cost(
 
 
 def edges_cost(
-    model: LoadedModel, n_tokens: int, qk_fix: bool = True, mlps: str = "recomputed"
+    model: ModelHandle, n_tokens: int, qk_fix: bool = True, mlps: str = "recomputed"
 ) -> PassPlan:
     """Cost of :func:`models.circuits.edges.edge_estimates` for every receiver, after the
     passes of :func:`models.circuits.atp_runs.attribution_runs` (not included): with MLPs
@@ -187,7 +187,7 @@ def edges_cost(
 
 
 def weights_cost(
-    model: LoadedModel, positions: int = POSITIONS, composition: bool = True
+    model: ModelHandle, positions: int = POSITIONS, composition: bool = True
 ) -> PassPlan:
     """Cost of :func:`models.circuits.weight_circuits.weight_scores` (and of
     :func:`models.circuits.composition.composition` when ``composition``): the token Gram

@@ -40,7 +40,7 @@ from models.model.forward import (
     softmax_qk,
     v_hook,
 )
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.softmax_terms import rotate
 from models.model.weights import Projection, input_norm, n_heads_of, projection
 from models.progress import Progress, quiet
@@ -50,7 +50,7 @@ SENDER_CHUNK = 32
 BUDGET_BYTES = 256 * 2**20
 
 
-def chunk_size(model: LoadedModel, n_tokens: int, budget: int = BUDGET_BYTES) -> int:
+def chunk_size(model: ModelHandle, n_tokens: int, budget: int = BUDGET_BYTES) -> int:
     """Senders handled at once: each holds its residual at every layer (float32) and, with the
     QK fix, three float64 copies of a layer's patterns."""
     f = model.facts
@@ -91,7 +91,7 @@ class EdgeEstimates:
 
 
 def layer_inputs(
-    model: LoadedModel, layer: int, which: Projection, resid: torch.Tensor
+    model: ModelHandle, layer: int, which: Projection, resid: torch.Tensor
 ) -> torch.Tensor:
     """Every head's q, k or v (``... pos head_index d_head``, float64, CPU) from ``resid``."""
     weight, bias = projection(model, layer, which)
@@ -110,7 +110,7 @@ def _rotated(runs: AtPRuns, layer: int, x: torch.Tensor) -> torch.Tensor:
 
 
 def _layer_edges(
-    model: LoadedModel, runs: AtPRuns, layer: int, moved_resid: torch.Tensor
+    model: ModelHandle, runs: AtPRuns, layer: int, moved_resid: torch.Tensor
 ) -> dict[str, torch.Tensor]:
     """``sender head`` estimates into every input of block ``layer`` (unnormalised), given the
     residual entering it with each sender's clean output (``sender pos d_model``)."""
@@ -136,7 +136,7 @@ def _layer_edges(
 
 
 def edge_estimates(
-    model: LoadedModel,
+    model: ModelHandle,
     runs: AtPRuns,
     setup: Setup,
     *,

@@ -18,7 +18,7 @@ from models.circuits.edges import EdgeEstimates, edge_estimates
 from models.circuits.paths import MLPMode
 from models.circuits.task import Setup
 from models.circuits.weight_circuits import WeightScores, weight_scores
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.progress import Progress, part
 
 
@@ -42,7 +42,7 @@ class WeightFindings:
 
 
 def attribution_findings(
-    model: LoadedModel,
+    model: ModelHandle,
     setup: Setup,
     *,
     qk_fix: bool,
@@ -85,7 +85,7 @@ def attribution_findings(
     return AtPFindings(result, found, now - start, now - edge_start if found else 0.0)
 
 
-def weight_findings(model: LoadedModel, progress: Progress) -> WeightFindings:
+def weight_findings(model: ModelHandle, progress: Progress) -> WeightFindings:
     """Every head's weight scores, then composition between every pair of heads."""
     start = time.perf_counter()
     scores = weight_scores(model, progress=part(progress, 0.0, 0.6))

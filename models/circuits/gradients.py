@@ -31,7 +31,7 @@ from models.model.forward import (
     resid_pre_hook,
     run_with_hooks,
 )
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.progress import Progress, quiet
 
 Keep = Callable[[torch.Tensor], torch.Tensor]  # what to keep of an activation (e.g. a slice)
@@ -55,7 +55,7 @@ class GradientRun:
     dropped: dict[int, dict[str, torch.Tensor]] = field(default_factory=dict)
 
 
-def check_hooks(model: LoadedModel, names: Sequence[str]) -> None:
+def check_hooks(model: ModelHandle, names: Sequence[str]) -> None:
     """Raise :class:`CircuitsUnavailable` when the bridge lacks one of ``names``."""
     missing = missing_hooks(model, names)
     if missing:
@@ -66,7 +66,7 @@ def check_hooks(model: LoadedModel, names: Sequence[str]) -> None:
 
 
 def capture(
-    model: LoadedModel,
+    model: ModelHandle,
     ids: Int[torch.Tensor, "1 pos"],
     setup: Setup,
     keep: Mapping[str, Keep],
@@ -88,7 +88,7 @@ def capture(
 
 
 def gradient_run(
-    model: LoadedModel,
+    model: ModelHandle,
     setup: Setup,
     leaves: Mapping[str, int],
     keep: Mapping[str, Keep],

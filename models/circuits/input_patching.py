@@ -23,7 +23,7 @@ from models.circuits.gradients import capture
 from models.circuits.patching import MIN_GAP, batch_size
 from models.circuits.task import Setup, TaskError, logit_diff
 from models.model.forward import Hook, k_hook, q_hook, run_with_hooks, v_hook
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.weights import Projection, n_heads_of
 from models.progress import Progress, quiet
 
@@ -55,7 +55,7 @@ def input_hooks(
 
 
 def input_effects(
-    model: LoadedModel,
+    model: ModelHandle,
     setup: Setup,
     which: Projection,
     *,

@@ -32,7 +32,7 @@ from models.circuits.why_keep import keep, keep_cost
 from models.circuits.why_sides import read_side
 from models.head import Head
 from models.model.forward import final_norm_in_hook, run_hooks, run_with_hooks, z_hook
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.norms import block_norm
 from models.model.weights import output_projection, pre_norm
 from models.progress import Progress, quiet
@@ -65,19 +65,19 @@ class Loadings:
         return float(self.heads.sum() + self.remainder - self.total)
 
 
-def dla_loadings_cost(model: LoadedModel, n_tokens: int, receiver: Head) -> PassPlan:
+def dla_loadings_cost(model: ModelHandle, n_tokens: int, receiver: Head) -> PassPlan:
     """Cost of :func:`dla_loadings`: the pass keeping the receiver's parts, then one pass
     reading its ``z`` and the final norm's input."""
     return keep_cost(model, n_tokens, receiver.layer).then(forward_cost(model, n_tokens))
 
 
-def path_loadings_cost(model: LoadedModel, n_tokens: int) -> PassPlan:
+def path_loadings_cost(model: ModelHandle, n_tokens: int) -> PassPlan:
     """Cost of :func:`path_loadings`: a clean pass keeping the input, a patched pass."""
     return forward_cost(model, n_tokens, 2.0)
 
 
 def dla_loadings(
-    model: LoadedModel, setup: Setup, receiver: Head, progress: Progress = quiet
+    model: ModelHandle, setup: Setup, receiver: Head, progress: Progress = quiet
 ) -> Loadings:
     """Head ``receiver``'s direct logit attribution on the clean prompt, split by part.
 
@@ -114,7 +114,7 @@ def dla_loadings(
     )
 
 
-def path_loadings(model: LoadedModel, setup: Setup, result: PathResult) -> Loadings:
+def path_loadings(model: ModelHandle, setup: Setup, result: PathResult) -> Loadings:
     """Path patching into ``result.receiver``'s input: the per-sender edges, and the rest of
     the effect of patching that whole input (clean, at every position) into the corrupted run,
     normalised as the edges are."""

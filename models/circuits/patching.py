@@ -24,7 +24,7 @@ import torch
 from models.circuits.attribution import Attribution, attribute, attribution_hooks
 from models.circuits.task import CircuitsUnavailable, Setup, TaskError, logit_diff
 from models.model.forward import Hook, every_layer, missing_hooks, run_with_hooks, z_hook
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.weights import vocab_size
 from models.progress import Progress, quiet
 
@@ -75,7 +75,7 @@ class Baseline:
 
 
 def capture_pass(
-    model: LoadedModel, ids: torch.Tensor, names: Sequence[str]
+    model: ModelHandle, ids: torch.Tensor, names: Sequence[str]
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """One forward pass that returns the logits and keeps the named activations (on CPU).
 
@@ -107,7 +107,7 @@ def capture_pass(
 
 
 def baseline(
-    model: LoadedModel, setup: Setup, batch: int | None = None, progress: Progress = quiet
+    model: ModelHandle, setup: Setup, batch: int | None = None, progress: Progress = quiet
 ) -> Baseline:
     """Run the clean prompt, keeping every ``hook_z`` and the attribution's activations, and
     ``batch`` copies of the corrupted prompt in one timed pass (what a patching pass costs)."""
@@ -130,14 +130,14 @@ def baseline(
 
 
 def batch_size(
-    model: LoadedModel, n_tokens: int, budget: int = BUDGET_BYTES, most: int = MAX_BATCH
+    model: ModelHandle, n_tokens: int, budget: int = BUDGET_BYTES, most: int = MAX_BATCH
 ) -> int:
     """How many patched copies one pass holds within ``budget`` bytes of activations
     (:func:`copy_bytes` each)."""
     return int(max(1, min(most, budget // copy_bytes(model, n_tokens))))
 
 
-def copy_bytes(model: LoadedModel, n_tokens: int) -> int:
+def copy_bytes(model: ModelHandle, n_tokens: int) -> int:
     """Bytes one copy of a prompt adds to a batched pass: its logits (``pos x d_vocab``, held
     twice: the pass's and the logit difference's), and per layer in flight a few
     ``pos x d_model`` streams, the MLP's hidden layer and the ``head x pos x pos`` scores and
@@ -170,7 +170,7 @@ def patch_hooks(rows: Sequence[Sequence[Patch]], clean_z: Sequence[torch.Tensor]
 
 
 def patched_logit_diffs(
-    model: LoadedModel,
+    model: ModelHandle,
     setup: Setup,
     clean_z: Sequence[torch.Tensor],
     rows: Sequence[Sequence[Patch]],
@@ -209,7 +209,7 @@ def patched_logit_diffs(
 
 
 def head_effects(
-    model: LoadedModel,
+    model: ModelHandle,
     setup: Setup,
     base: Baseline,
     batch: int | None = None,
@@ -235,7 +235,7 @@ def head_effects(
 
 
 def position_effects(
-    model: LoadedModel,
+    model: ModelHandle,
     setup: Setup,
     base: Baseline,
     layer: int,

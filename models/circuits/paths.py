@@ -40,7 +40,7 @@ from models.circuits.resumed import run_from
 from models.circuits.task import CircuitsUnavailable, Setup, TaskError, logit_diff
 from models.head import Head
 from models.model.forward import Hook, resid_pre_hook, z_hook
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.weights import (
     Projection,
     input_norm,
@@ -78,7 +78,7 @@ class PathResult:
 
 
 def receiver_input(
-    model: LoadedModel,
+    model: ModelHandle,
     layer: int,
     which: Projection,
     index: int,
@@ -93,7 +93,7 @@ def receiver_input(
 
 
 def sender_writes(
-    model: LoadedModel,
+    model: ModelHandle,
     clean: dict[str, torch.Tensor],
     corrupted: dict[str, torch.Tensor],
     senders: Sequence[Head],
@@ -109,7 +109,7 @@ def sender_writes(
 
 
 def check_receiver(
-    model: LoadedModel,
+    model: ModelHandle,
     layer: int,
     which: Projection,
     index: int,
@@ -128,7 +128,7 @@ def check_receiver(
 
 
 def path_patching(
-    model: LoadedModel,
+    model: ModelHandle,
     setup: Setup,
     receiver: Head,
     which: Projection,
@@ -227,7 +227,7 @@ def frozen_heads(
 
 
 def _recomputed_hooks(
-    model: LoadedModel,
+    model: ModelHandle,
     receiver: Head,
     which: Projection,
     index: int,
@@ -254,7 +254,7 @@ def _recomputed_hooks(
 
 
 def sender_residuals(
-    model: LoadedModel,
+    model: ModelHandle,
     setup: Setup,
     chunk: Sequence[Head],
     clean: dict[str, torch.Tensor],

@@ -21,7 +21,7 @@ import numpy as np
 
 from models.circuits.task import CircuitTask, TaskError, prepare
 from models.model.forward import piece_ids, tokenize
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.weights import vocab_size
 
 COPY_WORDS = 12
@@ -36,7 +36,7 @@ IOI = CircuitTask(
 )
 
 
-def word_tokens(model: LoadedModel) -> list[int]:
+def word_tokens(model: ModelHandle) -> list[int]:
     """Ids of tokens that decode to a space and two or more ASCII letters and re-encode alone."""
     tokenizer = model.tokenizer
     n = min(len(tokenizer), vocab_size(model))
@@ -56,7 +56,7 @@ def word_tokens(model: LoadedModel) -> list[int]:
 
 
 def copying_task(
-    model: LoadedModel, n_words: int = COPY_WORDS, seed: int = COPY_SEED
+    model: ModelHandle, n_words: int = COPY_WORDS, seed: int = COPY_SEED
 ) -> CircuitTask:
     """The copying task for ``model`` (random words drawn with ``seed``).
 
@@ -96,13 +96,13 @@ def copying_task(
     raise TaskError(f"No draw of random words tokenises back to itself on {model.facts.name}.")
 
 
-def _ends_with(model: LoadedModel, text: str, ids: list[int]) -> bool:
+def _ends_with(model: ModelHandle, text: str, ids: list[int]) -> bool:
     """Whether ``text`` tokenises to ``ids`` after the model's own leading special tokens."""
     got = tokenize(model, text)[0][0].tolist()
     return got[len(got) - len(ids) :] == ids and len(got) - len(ids) <= 1
 
 
-def presets(model: LoadedModel) -> dict[str, CircuitTask]:
+def presets(model: ModelHandle) -> dict[str, CircuitTask]:
     """The ready-made tasks that fit ``model``'s tokenizer, by label; names first when they fit.
 
     A task is left out where it cannot be built: the names task where its prompts differ in

@@ -18,13 +18,13 @@ from jaxtyping import Float, Int
 from models.circuits.patching import batch_size, patch_hooks
 from models.circuits.task import Setup, logit_diff
 from models.model.forward import Hook, model_device, resid_pre_hook, run_with_hooks, z_hook
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.resume import run_resumed
 from models.model.weights import parameter_dtype
 
 
 def run_from(
-    model: LoadedModel,
+    model: ModelHandle,
     ids: Int[torch.Tensor, "1 pos"],
     hooks: Sequence[Hook],
     start: int,
@@ -42,7 +42,7 @@ def run_from(
 
 
 def check_top(
-    model: LoadedModel,
+    model: ModelHandle,
     setup: Setup,
     clean: dict[str, torch.Tensor],
     corrupted: dict[str, torch.Tensor],

@@ -10,7 +10,7 @@ import torch
 
 from models.errors import UserError
 from models.model.forward import piece_ids, tokenize
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.tokens import readable_tokens
 
 SHOWN_TOKENS = 12
@@ -91,7 +91,7 @@ def first_difference(a: tuple[str, ...], b: tuple[str, ...]) -> int:
     )
 
 
-def check_model(model: LoadedModel) -> None:
+def check_model(model: ModelHandle) -> None:
     """Raise :class:`CircuitsUnavailable` for a model without next-token logits."""
     if not model.facts.causal:
         raise CircuitsUnavailable(
@@ -100,7 +100,7 @@ def check_model(model: LoadedModel) -> None:
         )
 
 
-def one_token(model: LoadedModel, text: str, role: str) -> tuple[int, str | None]:
+def one_token(model: ModelHandle, text: str, role: str) -> tuple[int, str | None]:
     """The single token ``text`` stands for, and a note when a leading space was added.
 
     Raises:
@@ -130,7 +130,7 @@ def one_token(model: LoadedModel, text: str, role: str) -> tuple[int, str | None
     )
 
 
-def prepare(model: LoadedModel, task: CircuitTask) -> Setup:
+def prepare(model: ModelHandle, task: CircuitTask) -> Setup:
     """Tokenise and check ``task`` on ``model``.
 
     Raises:
@@ -189,7 +189,7 @@ def visible(text: str) -> str:
     return text.replace(" ", "␣")
 
 
-def missing_space(model: LoadedModel, text: str, prompt: str) -> str | None:
+def missing_space(model: ModelHandle, text: str, prompt: str) -> str | None:
     """The space-prefixed form of a typed answer when the model almost surely means it.
 
     After a prompt that ends in a word or punctuation (no trailing whitespace), the next word

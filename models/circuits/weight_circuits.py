@@ -41,7 +41,7 @@ from jaxtyping import Float
 from models.circuits.agreement import correlations
 from models.circuits.task import CircuitsUnavailable
 from models.model.forward import cos_hook, missing_hooks, run_hooks, sin_hook
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.softmax_terms import layer_scales, rotate
 from models.model.weights import (
     attention_norm,
@@ -83,12 +83,12 @@ class WeightScores:
     notes: tuple[str, ...]
 
 
-def default_basis(model: LoadedModel) -> Basis:
+def default_basis(model: ModelHandle) -> Basis:
     """``tokens`` for a causal model with tied embeddings, ``residual`` otherwise."""
     return "tokens" if model.facts.causal and tied_embeddings(model) else "residual"
 
 
-def token_gram(model: LoadedModel) -> torch.Tensor:
+def token_gram(model: ModelHandle) -> torch.Tensor:
     """``W_U' W_E`` (``d_model x d_model``, float64), W_U' with the final norm folded in."""
     w_u, w_e = unembedding(model), embedding(model)
     if w_u is None:
@@ -124,7 +124,7 @@ def ov_copying_score(
 
 
 def copying_scores(
-    model: LoadedModel, basis: Basis | None = None, progress: Progress = quiet
+    model: ModelHandle, basis: Basis | None = None, progress: Progress = quiet
 ) -> tuple[np.ndarray, Basis]:
     """Every head's OV copying score, and the basis used (default :func:`default_basis`)."""
     basis = basis or default_basis(model)
@@ -141,7 +141,7 @@ def copying_scores(
     return out, basis
 
 
-def _rotation(model: LoadedModel, n: int) -> dict[int, tuple[torch.Tensor, torch.Tensor]] | None:
+def _rotation(model: ModelHandle, n: int) -> dict[int, tuple[torch.Tensor, torch.Tensor]] | None:
     """Each layer's RoPE tables for positions ``0..n-1`` (a forward pass over ``n`` tokens)."""
     names = [f(layer) for layer in range(model.facts.n_layers) for f in (cos_hook, sin_hook)]
     if missing_hooks(model, names):
@@ -157,7 +157,7 @@ def _rotation(model: LoadedModel, n: int) -> dict[int, tuple[torch.Tensor, torch
 
 
 def positional_logits(
-    model: LoadedModel,
+    model: ModelHandle,
     layer: int,
     n: int,
     rotation: dict[int, tuple[torch.Tensor, torch.Tensor]] | None,
@@ -200,7 +200,7 @@ def preference(logits: torch.Tensor, causal: bool) -> tuple[np.ndarray, ...]:
 
 
 def weight_scores(
-    model: LoadedModel,
+    model: ModelHandle,
     basis: Basis | None = None,
     positions: int = POSITIONS,
     progress: Progress = quiet,

@@ -23,7 +23,7 @@ from models.circuits.why_keep import KeptHead
 from models.circuits.why_sides import SideKind
 from models.cost import Cost, device_of
 from models.model.forward import model_device
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.norms import block_norm
 from models.model.stream import qk_with_reading
 from models.model.weights import input_norm, parameter_dtype
@@ -101,7 +101,7 @@ def weight_effect(kept: KeptHead, cell: WhySplit, part: str, side: SideKind) -> 
 
 
 def free_changes(
-    model: LoadedModel, kept: KeptHead, cell: WhySplit, parts: list[tuple[str, SideKind]]
+    model: ModelHandle, kept: KeptHead, cell: WhySplit, parts: list[tuple[str, SideKind]]
 ) -> list[float | None]:
     """The logit's change when each part is removed with the norm scales free: one pass resumed
     at the head's layer, one batch row per part (``None`` for ``b_Q``/``b_K``)."""
@@ -135,7 +135,7 @@ def free_changes(
     ]
 
 
-def part_effects_cost(model: LoadedModel, kept: KeptHead, k: int = 5) -> Cost:
+def part_effects_cost(model: ModelHandle, kept: KeptHead, k: int = 5) -> Cost:
     """Cost of :func:`part_effects`: one layer's norm and query/key projections on ``1 + k``
     copies of the prompt (the weights' changes are lookups in the kept parts)."""
     n, width, d_head = kept.n_pos, model.facts.d_model, model.facts.d_head
@@ -145,7 +145,7 @@ def part_effects_cost(model: LoadedModel, kept: KeptHead, k: int = 5) -> Cost:
 
 
 def part_effects(
-    model: LoadedModel, kept: KeptHead, cell: WhySplit, k: int = 5
+    model: ModelHandle, kept: KeptHead, cell: WhySplit, k: int = 5
 ) -> list[PartEffect]:
     """The ``k`` largest parts of ``cell``: score change frozen and free, weight change."""
     parts = top_parts(cell, k)

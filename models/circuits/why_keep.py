@@ -20,7 +20,7 @@ from models.cost import Cost, device_of
 from models.errors import UserError
 from models.head import Head
 from models.model.forward import tokenize
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.norms import NormUnknown, block_norm
 from models.model.stream import StreamUnavailable, capture_stream
 from models.model.tokens import readable_tokens
@@ -91,11 +91,11 @@ def _gap(parts: torch.Tensor, own: torch.Tensor) -> float:
     return float((parts - own).abs().max() / own.abs().max().clamp_min(1e-30))
 
 
-def _tolerance(model: LoadedModel) -> float:
+def _tolerance(model: ModelHandle) -> float:
     return MAX_GAP.get(model.spec.torch_dtype, LOW_PRECISION_GAP)
 
 
-def keep(model: LoadedModel, ids: TokenIds, head: Head, progress: Progress = quiet) -> KeptHead:
+def keep(model: ModelHandle, ids: TokenIds, head: Head, progress: Progress = quiet) -> KeptHead:
     """One pass over ``ids`` (``1 pos``) keeping the split of head ``head``'s scores.
 
     Raises:
@@ -160,14 +160,14 @@ def keep(model: LoadedModel, ids: TokenIds, head: Head, progress: Progress = qui
 
 
 def keep_prompt(
-    model: LoadedModel, prompt: str, head: Head, progress: Progress = quiet
+    model: ModelHandle, prompt: str, head: Head, progress: Progress = quiet
 ) -> KeptHead:
     """:func:`keep` on ``prompt`` tokenised as the explorer does (cut to the context)."""
     ids, _ = tokenize(model, prompt)
     return keep(model, ids, head, progress)
 
 
-def keep_cost(model: LoadedModel, n_tokens: int, layer: int) -> PassPlan:
+def keep_cost(model: ModelHandle, n_tokens: int, layer: int) -> PassPlan:
     """Cost of :func:`keep` for a head of ``layer`` on ``n_tokens``: one forward pass, then
     every part of both sides at every position (``2 n d_src d_head`` per part and side).
 

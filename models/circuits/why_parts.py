@@ -23,7 +23,7 @@ import torch
 from jaxtyping import Float
 
 from models.model.forward import NormSite, has_hook, type_embed_hook
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.norms import Norm, block_norm, embedding_norm
 from models.model.stream import StreamActs
 from models.model.weights import output_projection, pre_norm
@@ -189,7 +189,7 @@ class Layout:
         return sites
 
 
-def layout(model: LoadedModel, layer: int) -> Layout:
+def layout(model: ModelHandle, layer: int) -> Layout:
     """The norms between the embeddings and block ``layer``'s attention."""
     return Layout(
         pre_norm=pre_norm(model),
@@ -199,7 +199,7 @@ def layout(model: LoadedModel, layer: int) -> Layout:
     )
 
 
-def stream_parts(model: LoadedModel, acts: StreamActs, plan: Layout) -> StreamParts:
+def stream_parts(model: ModelHandle, acts: StreamActs, plan: Layout) -> StreamParts:
     """The stream entering ``acts.layer`` as named parts with every norm's scale frozen."""
     named = [("pos_embed", acts.pos_embed), ("type_embed", acts.type_embed)]
     embed = acts.embeddings.to(torch.float64)
@@ -234,7 +234,7 @@ def stream_parts(model: LoadedModel, acts: StreamActs, plan: Layout) -> StreamPa
     return StreamParts(acts.layer, acts.n_pos, tuple(groups))
 
 
-def _post(model: LoadedModel, at: int, site: NormSite) -> Norm:
+def _post(model: ModelHandle, at: int, site: NormSite) -> Norm:
     norm = block_norm(model, at, site)
     assert norm is not None, f"block {at} has no {site}"
     return norm

@@ -25,7 +25,7 @@ from models.circuits.why_parts import (
     through_norm,
 )
 from models.head import Head
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.norms import Norm, NormUnknown, logit_softcap, qk_norm
 from models.model.softmax_terms import layer_scales, layer_windows, model_alibi_slopes, rotate
 from models.model.weights import projection
@@ -66,7 +66,7 @@ class ScoreSide:
 
 
 def read_side(
-    model: LoadedModel,
+    model: ModelHandle,
     stream: StreamParts,
     resid_pre: Float[torch.Tensor, "pos d_model"],
     head: Head,
@@ -161,7 +161,7 @@ class ScoreTerms:
         return torch.softmax(logits.masked_fill(~seen, -math.inf), dim=-1)
 
 
-def score_terms(model: LoadedModel, head: Head) -> ScoreTerms:
+def score_terms(model: ModelHandle, head: Head) -> ScoreTerms:
     """The softmax terms of head ``head`` as the model's configuration sets them."""
     slopes = model_alibi_slopes(model)
     return ScoreTerms(

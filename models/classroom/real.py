@@ -28,7 +28,7 @@ from models.model.forward import (
     v_hook,
     z_hook,
 )
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.softmax_terms import layer_scales
 from models.model.tokens import readable_tokens
 
@@ -99,7 +99,7 @@ class HeadCheck:
 
 
 def layer_activations(
-    model: LoadedModel, prompt: str, layer: int, max_tokens: int | None = None
+    model: ModelHandle, prompt: str, layer: int, max_tokens: int | None = None
 ) -> LayerActivations:
     """Run ``prompt`` (its first ``max_tokens`` tokens) once and keep layer ``layer``'s q, k,
     v, scores, pattern and z.
@@ -154,7 +154,7 @@ def layer_activations(
     )
 
 
-def token_count(model: LoadedModel, prompt: str, max_tokens: int | None = None) -> int:
+def token_count(model: ModelHandle, prompt: str, max_tokens: int | None = None) -> int:
     """How many positions the model reads for ``prompt`` (raises PromptError when empty)."""
     return int(tokenize(model, prompt, max_tokens)[0].shape[1])
 

@@ -30,7 +30,7 @@ from models.cli import OneLineParser, add_model, positive, speaker
 
 if TYPE_CHECKING:
     from models.generate.settings import GenerationSettings
-    from models.model.loading import LoadedModel
+    from models.model.handle import ModelHandle
 
 say = speaker("generate")
 
@@ -105,7 +105,7 @@ def settings_from(args: argparse.Namespace) -> GenerationSettings:
     )
 
 
-def run_generation(model: LoadedModel, args: argparse.Namespace) -> None:
+def run_generation(model: ModelHandle, args: argparse.Namespace) -> None:
     import numpy as np
 
     from models.generate.generation import generate
@@ -142,7 +142,7 @@ def eviction_csv(rows: list[tuple[str, int, float]]) -> str:
     return buf.getvalue()
 
 
-def run_eviction(model: LoadedModel, args: argparse.Namespace) -> None:
+def run_eviction(model: ModelHandle, args: argparse.Namespace) -> None:
     from models.generate.sweep import EvictionSettings, estimate, eviction_sweep, sink_verdict
     from models.model.forward import tokenize
 

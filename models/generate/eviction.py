@@ -31,7 +31,7 @@ from models.generate.view import (
     model_view,
     view_device,
 )
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.progress import quiet
 
 LOGIT_CHUNK = 256
@@ -121,7 +121,7 @@ class PolicyAttention:
         return out.transpose(0, 1)[None].to(query.dtype), None
 
 
-def rope_shift(model: LoadedModel) -> RopeShift | None:
+def rope_shift(model: ModelHandle) -> RopeShift | None:
     """The model's rotary frequencies, when it has exactly one rotary embedding."""
     if model.facts.positional != "rotary":
         return None
@@ -169,7 +169,7 @@ class FullPass:
 
 
 def _run(
-    model: LoadedModel,
+    model: ModelHandle,
     ids: torch.Tensor,
     start: int,
     handler: PolicyAttention,
@@ -195,7 +195,7 @@ def _run(
 
 
 def full_pass(
-    model: LoadedModel,
+    model: ModelHandle,
     ids: torch.Tensor,
     checkpoints: tuple[int, ...] = (),
     on_layer: Callable[[int], None] | None = None,
@@ -208,7 +208,7 @@ def full_pass(
 
 
 def policy_pass(
-    model: LoadedModel,
+    model: ModelHandle,
     ids: torch.Tensor,
     policy: Policy,
     budget: int,

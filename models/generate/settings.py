@@ -13,7 +13,7 @@ from jaxtyping import Int
 
 from models.errors import PromptError, UserError
 from models.model.forward import tokenize
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 
 Decoding = Literal["greedy", "sample"]
 DECODINGS: tuple[str, ...] = get_args(Decoding)
@@ -150,7 +150,7 @@ class Prompt:
     n_full: int
 
 
-def chat_text(model: LoadedModel, prompt: str) -> str:
+def chat_text(model: ModelHandle, prompt: str) -> str:
     """``prompt`` as one user turn in the model's chat template, ready for the answer.
 
     Raises:
@@ -169,7 +169,7 @@ def chat_text(model: LoadedModel, prompt: str) -> str:
     )
 
 
-def prepare_prompt(model: LoadedModel, prompt: str, chat: bool) -> Prompt:
+def prepare_prompt(model: ModelHandle, prompt: str, chat: bool) -> Prompt:
     """Token ids for ``prompt``: as the explorer tokenizes it, or through the chat template (whose
     text already holds every special token, so the tokenizer adds none).
 
@@ -188,7 +188,7 @@ def prepare_prompt(model: LoadedModel, prompt: str, chat: bool) -> Prompt:
     return Prompt(prompt, templated, ids, len(pieces))
 
 
-def check(model: LoadedModel, settings: GenerationSettings, n_prompt: int) -> None:
+def check(model: ModelHandle, settings: GenerationSettings, n_prompt: int) -> None:
     """Refuse what cannot run, with a message for the user.
 
     Raises:

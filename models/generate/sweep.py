@@ -15,7 +15,7 @@ from models.generate.eviction import full_pass, perplexity, policy_pass, rope_sh
 from models.generate.policies import POLICIES, POLICY_NAMES, Policy
 from models.generate.settings import GenerationError
 from models.model.forward import tokenize
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.progress import Progress, part, quiet
 
 DEFAULT_BUDGETS = (64, 128, 256, 512)
@@ -110,7 +110,7 @@ def bundled_passage() -> str:
     return found[0].read_text(encoding="utf-8")
 
 
-def positions_note(model: LoadedModel) -> str:
+def positions_note(model: ModelHandle) -> str:
     if rope_shift(model) is not None:
         return (
             "positions within the cache, as StreamingLLM assigns them (RoPE: the sinks "
@@ -122,7 +122,7 @@ def positions_note(model: LoadedModel) -> str:
     )
 
 
-def estimate(model: LoadedModel, n_tokens: int, settings: EvictionSettings) -> Cost:
+def estimate(model: ModelHandle, n_tokens: int, settings: EvictionSettings) -> Cost:
     """Seconds and peak bytes of :func:`eviction_sweep` on ``n_tokens`` tokens."""
     return eviction_estimate(
         model.facts,
@@ -136,7 +136,7 @@ def estimate(model: LoadedModel, n_tokens: int, settings: EvictionSettings) -> C
 
 
 def eviction_sweep(
-    model: LoadedModel, text: str, settings: EvictionSettings, progress: Progress = quiet
+    model: ModelHandle, text: str, settings: EvictionSettings, progress: Progress = quiet
 ) -> EvictionResult:
     """Perplexity of ``text`` under every policy and budget in ``settings``.
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.plain import attention_view
 
 IMPLEMENTATION = "atlas_generate"
@@ -61,7 +61,7 @@ def dispatch(
     return out
 
 
-def model_view(model: LoadedModel) -> Any:
+def model_view(model: ModelHandle) -> Any:
     """The causal-LM view of ``model`` (a transformers ``PreTrainedModel``) whose attention
     goes through :func:`dispatch`."""
     return attention_view(model, IMPLEMENTATION, dispatch)

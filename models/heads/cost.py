@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from models.cost import Cost, device_of
 from models.model.facts import ModelFacts
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.progress import Progress
 
 FLOAT_BYTES = 4  # activations are float32 unless the model runs in half precision
@@ -35,20 +35,20 @@ class Meter:
         self.done += cost
 
 
-def unit_costs(model: LoadedModel) -> tuple[float, float]:
+def unit_costs(model: ModelHandle) -> tuple[float, float]:
     """Relative cost per token of one block and of the unembedding (parameter counts)."""
     unembed = float(model.facts.d_vocab * model.facts.d_model)
     body = max(model.facts.n_params - unembed, 0.5 * model.facts.n_params)
     return body / model.facts.n_layers, unembed
 
 
-def pass_cost(model: LoadedModel, n_tokens: int, start: int = 0, copies: int = 1) -> float:
+def pass_cost(model: ModelHandle, n_tokens: int, start: int = 0, copies: int = 1) -> float:
     """Work of a pass of ``copies`` x ``n_tokens`` tokens that starts at block ``start``."""
     block, unembed = unit_costs(model)
     return copies * n_tokens * ((model.facts.n_layers - start) * block + unembed)
 
 
-def work_cost(model: LoadedModel, work: float, peak_bytes: int) -> Cost:
+def work_cost(model: ModelHandle, work: float, peak_bytes: int) -> Cost:
     """The cost of ``work`` units (2 FLOPs per parameter and token) on ``model``."""
     return Cost(2.0 * work, int(peak_bytes), device=device_of(model.spec.device))
 

@@ -1,7 +1,10 @@
 """The model: what to load (spec), loading it, its facts and tokens, and the one forward module.
 
 - :mod:`models.model.spec` -- :class:`ModelSpec`, what the user asked to load;
-- :mod:`models.model.loading` -- checks and boots a model through TransformerBridge;
+- :mod:`models.model.handle` -- :class:`ModelHandle`, what the core may read of a loaded
+  model (no bridge on it);
+- :mod:`models.model.loading` -- checks and boots a model through TransformerBridge, and
+  holds the one way to the bridge (:func:`~models.model.loading.bridge_of`);
 - :mod:`models.model.facts` -- shape and attention behaviour read off a loaded model;
 - :mod:`models.model.tokens` -- token labels a person can read;
 - :mod:`models.model.softmax_terms` -- what the softmax adds from the configuration: each

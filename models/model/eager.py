@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.plain import attention_view
 
 IMPLEMENTATION = "atlas_eager"
@@ -108,7 +108,7 @@ def _keeper(idx: int) -> Any:
     return keep
 
 
-def eager_view(model: LoadedModel) -> tuple[torch.nn.Module, dict[int, Any]]:
+def eager_view(model: ModelHandle) -> tuple[torch.nn.Module, dict[int, Any]]:
     """The bridge-free view of ``model`` whose attention is its own eager code, and each softmax
     layer's output projection in it (built once; the hooks stay on the view's own copies)."""
     key = "eager_projections"
@@ -125,7 +125,7 @@ def eager_view(model: LoadedModel) -> tuple[torch.nn.Module, dict[int, Any]]:
 
 
 def run_eager(
-    model: LoadedModel, ids: torch.Tensor, keep_weights: bool = False
+    model: ModelHandle, ids: torch.Tensor, keep_weights: bool = False
 ) -> tuple[torch.Tensor, dict[int, EagerLayer]]:
     """One forward pass of the reference view (no lock: the record is per thread).
 

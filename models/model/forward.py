@@ -28,7 +28,8 @@ from typing import Any, Literal
 import torch
 
 from models.errors import PromptError
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
+from models.model.loading import bridge_of
 from models.model.softmax_terms import rotate
 from models.shapes import HeadActivations, TokenIds
 
@@ -141,9 +142,9 @@ def every_layer(name_of: Callable[[int], str], n_layers: int) -> list[str]:
     return [name_of(layer) for layer in range(n_layers)]
 
 
-def missing_hooks(model: LoadedModel, names: Iterable[str]) -> list[str]:
+def missing_hooks(model: ModelHandle, names: Iterable[str]) -> list[str]:
     """The names in ``names`` this model's bridge does not expose."""
-    hooks = getattr(model.bridge, "hook_dict", {})
+    hooks = getattr(bridge_of(model), "hook_dict", {})
     return [name for name in names if name not in hooks]
 
 
@@ -151,7 +152,7 @@ def missing_hooks(model: LoadedModel, names: Iterable[str]) -> list[str]:
 
 
 def tokenize(
-    model: LoadedModel, prompt: str, max_tokens: int | None = None
+    model: ModelHandle, prompt: str, max_tokens: int | None = None
 ) -> tuple[TokenIds, int]:
     """Token ids ``(1, pos)`` for ``prompt``, cut to the model's context, and the uncut length.
 
@@ -168,7 +169,7 @@ def tokenize(
             f"The prompt has {len(prompt):,} characters; the limit is "
             f"{MAX_PROMPT_CHARS:,}. Paste a shorter passage."
         )
-    ids = model.bridge.to_tokens(prompt, truncate=False).cpu()
+    ids = bridge_of(model).to_tokens(prompt, truncate=False).cpu()
     n_full = ids.shape[1]
     limit = min(model.facts.n_ctx, max_tokens or model.facts.n_ctx)
     if n_full > limit:
@@ -180,7 +181,7 @@ def tokenize(
     return ids, n_full
 
 
-def piece_ids(model: LoadedModel, text: str) -> list[int]:
+def piece_ids(model: ModelHandle, text: str) -> list[int]:
     """Token ids of ``text`` on its own: no special tokens, no context cut."""
     return list(model.tokenizer.encode(text, add_special_tokens=False))
 
@@ -188,11 +189,11 @@ def piece_ids(model: LoadedModel, text: str) -> list[int]:
 # --- forward passes -------------------------------------------------------------------------
 
 
-def model_device(model: LoadedModel) -> str:
-    return str(model.bridge.cfg.device or "cpu")
+def model_device(model: ModelHandle) -> str:
+    return str(bridge_of(model).cfg.device or "cpu")
 
 
-def no_cache(model: LoadedModel) -> dict[str, Any]:
+def no_cache(model: ModelHandle) -> dict[str, Any]:
     """``use_cache=False`` for a decoder: one whole pass needs no key/value cache, and
     linear-attention layers fire their inner hooks (q, k, decay, beta) only without one."""
     return {"use_cache": False} if model.facts.causal else {}
@@ -218,7 +219,7 @@ def released_patterns(bridge: Any) -> Iterator[None]:
 
 
 def run_hooks(
-    model: LoadedModel,
+    model: ModelHandle,
     ids: TokenIds,
     hook_names: Iterable[str],
     dtype: torch.dtype | None = torch.float32,
@@ -235,15 +236,15 @@ def run_hooks(
         KeyError: a named hook did not fire in this pass.
     """
     wanted = set(hook_names)
-    with model.lock, torch.no_grad(), released_patterns(model.bridge):
-        _, cache = model.bridge.run_with_cache(
+    with model.lock, torch.no_grad(), released_patterns(bridge_of(model)):
+        _, cache = bridge_of(model).run_with_cache(
             ids.to(model_device(model)), names_filter=lambda n: n in wanted, **no_cache(model)
         )
         return {name: cache[name].detach().to("cpu", dtype) for name in wanted}
 
 
 def run_with_hooks(
-    model: LoadedModel,
+    model: ModelHandle,
     ids: TokenIds,
     fwd_hooks: Sequence[Hook] = (),
     return_type: str | None = "logits",
@@ -259,8 +260,8 @@ def run_with_hooks(
         return_type: ``"logits"``, ``"loss"`` or ``None`` (TransformerLens's vocabulary).
         grad: keep the autograd graph (for gradient-based importance).
     """
-    with model.lock, torch.set_grad_enabled(grad), released_patterns(model.bridge):
-        return model.bridge.run_with_hooks(
+    with model.lock, torch.set_grad_enabled(grad), released_patterns(bridge_of(model)):
+        return bridge_of(model).run_with_hooks(
             ids.to(model_device(model)),
             fwd_hooks=list(fwd_hooks),
             return_type=return_type,
@@ -271,7 +272,7 @@ def run_with_hooks(
 # --- what the softmax sees -----------------------------------------------------------------
 
 
-def qk_source(model: LoadedModel) -> QKSource | None:
+def qk_source(model: ModelHandle) -> QKSource | None:
     """Which hooks hold q and k as the softmax sees them; probed once per model.
 
     Rotary bridges that list ``hook_rot_q`` may still never fire it (GPT-NeoX), so a two-token
@@ -365,6 +366,6 @@ def k_in_hook(layer: int) -> str:
     return _attn(layer, "k.hook_in")
 
 
-def has_hook(model: LoadedModel, name: str) -> bool:
+def has_hook(model: ModelHandle, name: str) -> bool:
     """Whether this model's bridge exposes ``name``."""
     return not missing_hooks(model, [name])

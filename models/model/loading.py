@@ -21,12 +21,13 @@ import torch
 from models.errors import ModelLoadError, without_paths
 from models.model.facts import ModelFacts, facts_from_bridge
 from models.model.gguf import DEFAULT_CACHE, check_conversion_fits, convert, is_converted
+from models.model.handle import ModelHandle
 from models.model.load_lock import LOAD_LOCK
 from models.model.spec import ModelSpec
 from models.progress import Progress, part, quiet
 
 GIB = 1024**3
-__all__ = ["LoadedModel", "ModelLoadError", "load"]
+__all__ = ["LoadedModel", "ModelLoadError", "bridge_of", "load"]
 
 
 @dataclass
@@ -54,6 +55,17 @@ class LoadedModel:
     def nbytes(self) -> int:
         """Memory the weights take (what a memory budget counts)."""
         return self.facts.n_params * torch.tensor([], dtype=self.spec.torch_dtype).element_size()
+
+
+def bridge_of(model: ModelHandle) -> Any:
+    """The TransformerLens bridge behind ``model``: the one way to it, for :mod:`models.model`.
+
+    Raises:
+        TypeError: ``model`` was not made by :func:`load`.
+    """
+    if not isinstance(model, LoadedModel):
+        raise TypeError(f"Not a loaded model: {type(model).__name__}")
+    return model.bridge
 
 
 def available_bytes(device: str) -> int:

@@ -21,7 +21,8 @@ import torch
 from jaxtyping import Float
 
 from models.model.forward import NormSite
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
+from models.model.loading import bridge_of
 
 NormKind = Literal["layernorm", "rmsnorm"]
 PROBE_TOLERANCE = {torch.float64: 1e-6, torch.float32: 1e-4}  # relative; others: LOW_PRECISION
@@ -100,27 +101,27 @@ def _original(component: Any) -> Any:
     return None if component is None else getattr(component, "original_component", component)
 
 
-def block_norm(model: LoadedModel, layer: int, site: NormSite) -> Norm | None:
+def block_norm(model: ModelHandle, layer: int, site: NormSite) -> Norm | None:
     """Block ``layer``'s norm at ``site``, or ``None`` when the block has none there."""
-    module = _original(getattr(model.bridge.blocks[layer], site, None))
+    module = _original(getattr(bridge_of(model).blocks[layer], site, None))
     return None if module is None else read_norm(module)
 
 
-def embedding_norm(model: LoadedModel) -> Norm | None:
+def embedding_norm(model: ModelHandle) -> Norm | None:
     """The norm over the embeddings before block 0 (BERT, Bloom), or ``None``."""
-    module = _original(getattr(model.bridge, "embed_ln", None))
+    module = _original(getattr(bridge_of(model), "embed_ln", None))
     return None if module is None else read_norm(module)
 
 
-def qk_norm(model: LoadedModel, layer: int, which: Literal["q", "k", "v"]) -> Norm | None:
+def qk_norm(model: ModelHandle, layer: int, which: Literal["q", "k", "v"]) -> Norm | None:
     """The norm over each head's query, key (QK-norm) or value in block ``layer``, or
     ``None``."""
-    module = _original(getattr(model.bridge.blocks[layer].attn, f"{which}_norm", None))
+    module = _original(getattr(bridge_of(model).blocks[layer].attn, f"{which}_norm", None))
     return None if module is None else read_norm(module)
 
 
-def logit_softcap(model: LoadedModel) -> float | None:
+def logit_softcap(model: ModelHandle) -> float | None:
     """The attention logit soft-cap ``c`` (``s -> c tanh(s / c)``, Gemma 2), or ``None``."""
-    config = getattr(model.bridge.original_model, "config", None)
+    config = getattr(bridge_of(model).original_model, "config", None)
     cap = getattr(config, "attn_logit_softcapping", None)
     return float(cap) if cap else None

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import torch
 
 from models.model.eager import run_eager
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
+from models.model.loading import bridge_of
 
 PROBE_TEXT = "The cat sat on the mat. The dog sat on the log. The cat"
 TOLERANCE = {"float32": 1e-4}
@@ -63,7 +64,7 @@ class Parity:
         )
 
 
-def parity_of(model: LoadedModel) -> Parity | None:
+def parity_of(model: ModelHandle) -> Parity | None:
     """:func:`check_parity` of ``model``, made once (on its first capture) and kept with it."""
     if MEMO_KEY not in model.memo:
         model.memo[MEMO_KEY] = check_parity(model)
@@ -71,7 +72,7 @@ def parity_of(model: LoadedModel) -> Parity | None:
     return found
 
 
-def check_parity(model: LoadedModel) -> Parity | None:
+def check_parity(model: ModelHandle) -> Parity | None:
     """Compare the bridge's logits with transformers' on :data:`PROBE_TEXT` (None when the
     model's outputs are not logits of the same shape, such as an encoder's, or when the
     reference pass cannot run: the comparison is a check, never a reason to refuse a model
@@ -82,12 +83,12 @@ def check_parity(model: LoadedModel) -> Parity | None:
         return None
 
 
-def _compare(model: LoadedModel) -> Parity | None:
-    ids = model.bridge.to_tokens(PROBE_TEXT, truncate=False)[:, : model.facts.n_ctx].cpu()
-    device = str(model.bridge.cfg.device or "cpu")
+def _compare(model: ModelHandle) -> Parity | None:
+    ids = bridge_of(model).to_tokens(PROBE_TEXT, truncate=False)[:, : model.facts.n_ctx].cpu()
+    device = str(bridge_of(model).cfg.device or "cpu")
     with model.lock, torch.no_grad():
         extra = {"use_cache": False} if model.facts.causal else {}
-        bridge = model.bridge(ids.to(device), **extra)
+        bridge = bridge_of(model)(ids.to(device), **extra)
     reference, _ = run_eager(model, ids)
     if not isinstance(bridge, torch.Tensor) or bridge.shape != reference.shape:
         return None

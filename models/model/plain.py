@@ -31,7 +31,8 @@ from typing import Any, Literal
 
 import torch
 
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
+from models.model.loading import bridge_of
 
 IMPLEMENTATION = "atlas_sdpa"
 _local = threading.local()
@@ -156,11 +157,11 @@ def _unwrapped(module: torch.nn.Module, config: Any) -> torch.nn.Module:
     return plain
 
 
-def plain_model(model: LoadedModel) -> torch.nn.Module:
+def plain_model(model: ModelHandle) -> torch.nn.Module:
     """The bridge-free view of ``model`` (built once, shares every parameter)."""
     if "plain" not in model.memo:
         _register()
-        original = model.bridge.original_model
+        original = bridge_of(model).original_model
         config = copy.deepcopy(original.config)
         config._attn_implementation = IMPLEMENTATION
         model.memo["plain"] = _unwrapped(original, config).eval()
@@ -169,7 +170,7 @@ def plain_model(model: LoadedModel) -> torch.nn.Module:
 
 
 def run_plain(
-    model: LoadedModel, ids: torch.Tensor, on_layer: OnLayer, keep_logits: int = 1
+    model: ModelHandle, ids: torch.Tensor, on_layer: OnLayer, keep_logits: int = 1
 ) -> torch.Tensor:
     """One forward pass of the plain view; ``on_layer`` sees each layer (no lock: see above).
 
@@ -243,7 +244,7 @@ def _float32_copy(module: torch.nn.Module) -> torch.nn.Module:
     return twin
 
 
-def run_plain_float32(model: LoadedModel, ids: torch.Tensor, on_layer: OnLayer) -> None:
+def run_plain_float32(model: ModelHandle, ids: torch.Tensor, on_layer: OnLayer) -> None:
     """:func:`run_plain` in float32 arithmetic on the same (possibly bfloat16) weights.
 
     Each module upcasts its own weights while it runs, so the extra memory is one module's
@@ -271,7 +272,7 @@ def run_plain_float32(model: LoadedModel, ids: torch.Tensor, on_layer: OnLayer) 
 
 
 def attention_view(
-    model: LoadedModel,
+    model: ModelHandle,
     implementation: str,
     attention: Callable[..., Any],
     mask: Literal["sdpa", "eager"] = "sdpa",
@@ -295,7 +296,7 @@ def attention_view(
                 AttentionMaskInterface.register(
                     implementation, eager_mask if mask == "eager" else sdpa_mask
                 )
-        original = model.bridge.original_model
+        original = bridge_of(model).original_model
         config = copy.deepcopy(original.config)
         config._attn_implementation = implementation
         model.memo[key] = _unwrapped(original, config).eval()

@@ -11,12 +11,13 @@ from typing import Any
 import torch
 
 from models.model.forward import Hook, model_device, released_patterns, run_with_hooks
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
+from models.model.loading import bridge_of
 from models.shapes import Logits, Residual, TokenIds
 
 
 def clean_pass(
-    model: LoadedModel, ids: TokenIds, hook_names: Iterable[str] = ()
+    model: ModelHandle, ids: TokenIds, hook_names: Iterable[str] = ()
 ) -> tuple[Logits, dict[str, torch.Tensor], list[Residual] | None]:
     """One pass under the lock: logits, the named activations, and every block's output.
 
@@ -31,7 +32,7 @@ def clean_pass(
         and :func:`run_resumed` then runs the whole model.
     """
     wanted = set(hook_names)
-    blocks = list(getattr(model.bridge, "blocks", []))
+    blocks = list(getattr(bridge_of(model), "blocks", []))
     outputs: dict[int, torch.Tensor | None] = {}
 
     def keep(index: int) -> Callable[[torch.nn.Module, Any, Any], None]:
@@ -40,10 +41,10 @@ def clean_pass(
 
         return hook
 
-    with model.lock, torch.no_grad(), released_patterns(model.bridge):
+    with model.lock, torch.no_grad(), released_patterns(bridge_of(model)):
         handles = [block.register_forward_hook(keep(j)) for j, block in enumerate(blocks)]
         try:
-            logits, cache = model.bridge.run_with_cache(
+            logits, cache = bridge_of(model).run_with_cache(
                 ids.to(model_device(model)), names_filter=lambda n: n in wanted
             )
         finally:
@@ -56,7 +57,7 @@ def clean_pass(
 
 
 def run_resumed(
-    model: LoadedModel,
+    model: ModelHandle,
     ids: TokenIds,
     fwd_hooks: Sequence[Hook],
     start: int,
@@ -86,12 +87,12 @@ def run_resumed(
         return logits
     stored = outputs[start - 1]
     resume = stored.expand(copies, *stored.shape[1:]).contiguous()
-    blocks = list(model.bridge.blocks)[:start]
-    with model.lock, torch.no_grad(), released_patterns(model.bridge):
+    blocks = list(bridge_of(model).blocks)[:start]
+    with model.lock, torch.no_grad(), released_patterns(bridge_of(model)):
         for block in blocks:  # past the bridge's attribute forwarding, on this instance only
             object.__setattr__(block, "forward", lambda *_args, **_kwargs: resume)
         try:
-            resumed: torch.Tensor = model.bridge.run_with_hooks(
+            resumed: torch.Tensor = bridge_of(model).run_with_hooks(
                 batch.to(model_device(model)), fwd_hooks=list(fwd_hooks), return_type="logits"
             )
             return resumed

@@ -18,7 +18,8 @@ from typing import Any
 import torch
 from jaxtyping import Float
 
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
+from models.model.loading import bridge_of
 from models.shapes import HeadActivations, Slopes
 
 
@@ -43,7 +44,7 @@ def rotate(
     return torch.cat([part * cos[:, :, None] + half_turn * sin[:, :, None], rest], dim=-1)
 
 
-def layer_scales(model: LoadedModel) -> tuple[tuple[float, ...], str]:
+def layer_scales(model: ModelHandle) -> tuple[tuple[float, ...], str]:
     """The logit multiplier of each layer, and where it was read from.
 
     The ``scaling`` (or Bloom's ``inv_norm_factor``) attribute of each Hugging Face attention
@@ -53,7 +54,7 @@ def layer_scales(model: LoadedModel) -> tuple[tuple[float, ...], str]:
     """
     n_layers = model.facts.n_layers
     found: dict[int, float] = {}
-    for module in model.bridge.original_model.modules():
+    for module in bridge_of(model).original_model.modules():
         idx = getattr(module, "layer_idx", None)
         value = getattr(module, "scaling", getattr(module, "inv_norm_factor", None))
         if isinstance(idx, int) and isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -62,7 +63,7 @@ def layer_scales(model: LoadedModel) -> tuple[tuple[float, ...], str]:
         return tuple(
             found[layer] for layer in range(n_layers)
         ), "the attention modules' own scaling"
-    config = getattr(model.bridge.original_model, "config", None)
+    config = getattr(bridge_of(model).original_model, "config", None)
     base = model.facts.d_head**-0.5
     source = "1 / sqrt(d_head)"
     pre_attn = getattr(config, "query_pre_attn_scalar", None)
@@ -78,10 +79,10 @@ def layer_scales(model: LoadedModel) -> tuple[tuple[float, ...], str]:
     return (base,) * n_layers, source
 
 
-def layer_windows(model: LoadedModel) -> tuple[int | None, ...]:
+def layer_windows(model: ModelHandle) -> tuple[int | None, ...]:
     """Sliding-window width per layer from the Hugging Face config (None = full attention)."""
     return windows_from_config(
-        getattr(model.bridge.original_model, "config", None), model.facts.n_layers
+        getattr(bridge_of(model).original_model, "config", None), model.facts.n_layers
     )
 
 
@@ -113,6 +114,6 @@ def alibi_slopes(n_heads: int) -> Slopes:
     return torch.tensor(slopes, dtype=torch.float32)
 
 
-def model_alibi_slopes(model: LoadedModel) -> Slopes | None:
+def model_alibi_slopes(model: ModelHandle) -> Slopes | None:
     """The model's ALiBi slopes, or None when it does not use ALiBi."""
     return alibi_slopes(model.facts.n_heads) if model.facts.positional == "alibi" else None

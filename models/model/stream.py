@@ -38,7 +38,8 @@ from models.model.forward import (
     type_embed_hook,
     z_hook,
 )
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
+from models.model.loading import bridge_of
 from models.model.resume import run_resumed
 from models.shapes import TokenIds
 
@@ -90,7 +91,7 @@ class StreamActs:
 
 
 def stream_names(
-    model: LoadedModel,
+    model: ModelHandle,
     layer: int,
     norm_sites: Sequence[tuple[int, NormSite]],
     embed_norm: bool,
@@ -120,7 +121,7 @@ def stream_names(
 
 
 def capture_stream(
-    model: LoadedModel,
+    model: ModelHandle,
     ids: TokenIds,
     layer: int,
     norm_sites: Sequence[tuple[int, NormSite]] = (),
@@ -169,7 +170,7 @@ def capture_stream(
     )
 
 
-def _run(model: LoadedModel, ids: TokenIds, names: dict[str, str]) -> dict[str, torch.Tensor]:
+def _run(model: ModelHandle, ids: TokenIds, names: dict[str, str]) -> dict[str, torch.Tensor]:
     found = run_hooks(model, ids, set(names.values()))
     return {role: found[name] for role, name in names.items()}
 
@@ -179,7 +180,7 @@ class _Stop(Exception):
 
 
 def qk_with_reading(
-    model: LoadedModel,
+    model: ModelHandle,
     ids: TokenIds,
     layer: int,
     resid_pre: Stream,
@@ -208,7 +209,7 @@ def qk_with_reading(
     source = qk_source(model)
     assert source is not None
     seen: dict[str, torch.Tensor] = {}
-    param = next(model.bridge.parameters())
+    param = next(bridge_of(model).parameters())
     names = qk_names(source, layer)
 
     def keep(name: str) -> Callable[..., None]:

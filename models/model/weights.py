@@ -22,7 +22,8 @@ import torch
 from jaxtyping import Float
 
 from models.model.facts import ModelFacts
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
+from models.model.loading import bridge_of
 
 Projection = Literal["q", "k", "v"]
 
@@ -33,7 +34,7 @@ def n_heads_of(facts: ModelFacts, projection: Projection) -> int:
 
 
 def projection(
-    model: LoadedModel, layer: int, which: Projection, dtype: torch.dtype | None = None
+    model: ModelHandle, layer: int, which: Projection, dtype: torch.dtype | None = None
 ) -> tuple[
     Float[torch.Tensor, "head_index d_model d_head"], Float[torch.Tensor, "head_index d_head"]
 ]:
@@ -45,7 +46,7 @@ def projection(
         which: ``"q"``, ``"k"`` or ``"v"``; k and v have ``n_kv_heads`` heads.
         dtype: cast to this dtype on the CPU; ``None`` keeps the model's dtype and device.
     """
-    attn = model.bridge.blocks[layer].attn
+    attn = bridge_of(model).blocks[layer].attn
     weight = getattr(attn, f"W_{which.upper()}").detach()
     try:
         bias = getattr(attn, f"b_{which.upper()}")
@@ -64,37 +65,37 @@ def projection(
 
 
 def output_weights(
-    model: LoadedModel, layer: int, dtype: torch.dtype | None = None
+    model: ModelHandle, layer: int, dtype: torch.dtype | None = None
 ) -> Float[torch.Tensor, "head_index d_head d_model"]:
     """Layer ``layer``'s output projection per head (``None`` dtype: the model's, on its device)."""
-    weight: torch.Tensor = model.bridge.blocks[layer].attn.W_O.detach()
+    weight: torch.Tensor = bridge_of(model).blocks[layer].attn.W_O.detach()
     return weight if dtype is None else weight.to("cpu", dtype)
 
 
-def input_norm(model: LoadedModel, layer: int) -> Callable[[torch.Tensor], torch.Tensor]:
+def input_norm(model: ModelHandle, layer: int) -> Callable[[torch.Tensor], torch.Tensor]:
     """The norm block ``layer`` applies before its attention (a Hugging Face module), or the
     identity for post-norm models (BERT), whose attention reads the residual stream as it is.
     """
     if not pre_norm(model):
         return lambda x: x
-    ln1 = model.bridge.blocks[layer].ln1
+    ln1 = bridge_of(model).blocks[layer].ln1
     norm: Callable[[torch.Tensor], torch.Tensor] = getattr(ln1, "original_component", None) or ln1
     return norm
 
 
-def embedding_norm(model: LoadedModel) -> Callable[[torch.Tensor], torch.Tensor]:
+def embedding_norm(model: ModelHandle) -> Callable[[torch.Tensor], torch.Tensor]:
     """The norm a post-norm model (BERT) applies to its embeddings before block 0 (its
     ``embeddings.LayerNorm``); the identity for pre-norm models and when there is none."""
     if pre_norm(model):
         return lambda x: x
-    for name, module in model.bridge.original_model.named_modules():
+    for name, module in bridge_of(model).original_model.named_modules():
         if name.endswith("embeddings.LayerNorm"):
             norm: Callable[[torch.Tensor], torch.Tensor] = module
             return norm
     return lambda x: x
 
 
-def pre_norm(model: LoadedModel) -> bool:
+def pre_norm(model: ModelHandle) -> bool:
     """Whether each block normalises its input before attention (GPT-2, Llama) rather than its
     output after the residual sum (BERT)."""
     return "Bert" not in model.facts.architecture and "Roberta" not in model.facts.architecture
@@ -134,7 +135,7 @@ def _affine(module: Any, d_model: int) -> ReadingNorm:
     return ReadingNorm(weight=weight, centres=isinstance(module, torch.nn.LayerNorm))
 
 
-def attention_norm(model: LoadedModel, layer: int) -> ReadingNorm:
+def attention_norm(model: ModelHandle, layer: int) -> ReadingNorm:
     """The affine part of the norm block ``layer``'s attention reads through (identity for
     post-norm models)."""
     d_model = model.facts.d_model
@@ -143,47 +144,47 @@ def attention_norm(model: LoadedModel, layer: int) -> ReadingNorm:
     return _affine(input_norm(model, layer), d_model)
 
 
-def final_reading_norm(model: LoadedModel) -> ReadingNorm | None:
+def final_reading_norm(model: ModelHandle) -> ReadingNorm | None:
     """The affine part of the final norm before the unembedding (``None`` when there is none)."""
-    module = getattr(getattr(model.bridge, "ln_final", None), "original_component", None)
+    module = getattr(getattr(bridge_of(model), "ln_final", None), "original_component", None)
     return None if module is None else _affine(module, model.facts.d_model)
 
 
-def embedding(model: LoadedModel) -> Float[torch.Tensor, "d_vocab d_model"]:
+def embedding(model: ModelHandle) -> Float[torch.Tensor, "d_vocab d_model"]:
     """Token embeddings (float64, CPU)."""
-    weight: torch.Tensor = model.bridge.W_E.detach().to("cpu", torch.float64)
+    weight: torch.Tensor = bridge_of(model).W_E.detach().to("cpu", torch.float64)
     return weight
 
 
-def unembedding(model: LoadedModel) -> Float[torch.Tensor, "d_model d_vocab"] | None:
+def unembedding(model: ModelHandle) -> Float[torch.Tensor, "d_model d_vocab"] | None:
     """The unembedding (float64, CPU), or ``None`` for a model without one."""
     try:
-        weight: torch.Tensor = model.bridge.W_U.detach().to("cpu", torch.float64)
+        weight: torch.Tensor = bridge_of(model).W_U.detach().to("cpu", torch.float64)
         return weight
     except AttributeError:
         return None
 
 
-def position_embedding(model: LoadedModel) -> Float[torch.Tensor, "n_ctx d_model"] | None:
+def position_embedding(model: ModelHandle) -> Float[torch.Tensor, "n_ctx d_model"] | None:
     """Learned absolute position embeddings (float64, CPU), ``None`` for RoPE/ALiBi models."""
     if model.facts.positional != "standard":
         return None
     try:
-        weight: torch.Tensor = model.bridge.W_pos.detach().to("cpu", torch.float64)
+        weight: torch.Tensor = bridge_of(model).W_pos.detach().to("cpu", torch.float64)
         return weight
     except AttributeError:
         return None
 
 
-def tied_embeddings(model: LoadedModel) -> bool:
+def tied_embeddings(model: ModelHandle) -> bool:
     """Whether the unembedding is the token embedding's transpose (same storage or values)."""
-    config = getattr(model.bridge.original_model, "config", None)
+    config = getattr(bridge_of(model).original_model, "config", None)
     if getattr(config, "tie_word_embeddings", None) is False:
         return False
     w_u = unembedding(model)
     return (
         w_u is not None
-        and w_u.shape[::-1] == model.bridge.W_E.shape
+        and w_u.shape[::-1] == bridge_of(model).W_E.shape
         and bool(torch.equal(w_u.T, embedding(model)))
     )
 
@@ -204,7 +205,7 @@ class FinalNorm:
 
 
 def output_projection(
-    model: LoadedModel, layer: int
+    model: ModelHandle, layer: int
 ) -> tuple[Float[torch.Tensor, "head_index d_head d_model"], Float[torch.Tensor, " d_model"]]:
     """Layer ``layer``'s output projection per head, as the bridge holds it.
 
@@ -212,7 +213,7 @@ def output_projection(
         ``head_index d_head d_model`` W_O and ``d_model`` b_O (zeros when bias-free), float64
         on CPU.
     """
-    attn = model.bridge.blocks[layer].attn
+    attn = bridge_of(model).blocks[layer].attn
     w_o = output_weights(model, layer, torch.float64)
     try:
         b_o = attn.b_O.detach().to("cpu", torch.float64)
@@ -222,14 +223,14 @@ def output_projection(
 
 
 def unembedding_columns(
-    model: LoadedModel, token_ids: Sequence[int]
+    model: ModelHandle, token_ids: Sequence[int]
 ) -> tuple[Float[torch.Tensor, "d_model n_ids"], Float[torch.Tensor, " n_ids"]]:
     """The unembedding's columns and biases for ``token_ids``.
 
     Returns:
         ``d_model n_ids`` W_U columns and ``n_ids`` b_U (zeros when bias-free), float64 on CPU.
     """
-    unembed = model.bridge.unembed
+    unembed = bridge_of(model).unembed
     idx = torch.tensor(list(token_ids), dtype=torch.long)
     w_u = unembed.W_U.detach()[:, idx.to(unembed.W_U.device)].to("cpu", torch.float64)
     b_u = getattr(unembed, "b_U", None)
@@ -241,18 +242,18 @@ def unembedding_columns(
     return w_u, b_u
 
 
-def vocab_size(model: LoadedModel) -> int:
+def vocab_size(model: ModelHandle) -> int:
     """How many logits the model outputs per position."""
-    return int(model.bridge.cfg.d_vocab)
+    return int(bridge_of(model).cfg.d_vocab)
 
 
-def final_norm(model: LoadedModel) -> FinalNorm:
+def final_norm(model: ModelHandle) -> FinalNorm:
     """The final norm's kind, weight, bias and epsilon, read off the Hugging Face module.
 
     Raises:
         ValueError: the model has no final norm of a kind handled here.
     """
-    module = getattr(model.bridge.ln_final, "original_component", None)
+    module = getattr(bridge_of(model).ln_final, "original_component", None)
     name = type(module).__name__
     weight = getattr(module, "weight", None)
     if module is None or weight is None:
@@ -280,18 +281,18 @@ def final_norm(model: LoadedModel) -> FinalNorm:
     return FinalNorm(kind=kind, weight=weight, bias=bias, eps=float(eps or 0.0))
 
 
-def original(model: LoadedModel) -> torch.nn.Module:
+def original(model: ModelHandle) -> torch.nn.Module:
     """The ``transformers`` model the bridge wraps (its config, generation config, modules)."""
-    found: torch.nn.Module = model.bridge.original_model
+    found: torch.nn.Module = bridge_of(model).original_model
     return found
 
 
-def parameter_dtype(model: LoadedModel) -> torch.dtype:
+def parameter_dtype(model: ModelHandle) -> torch.dtype:
     """The dtype the model's parameters are held in."""
-    dtype: torch.dtype = next(model.bridge.parameters()).dtype
+    dtype: torch.dtype = next(bridge_of(model).parameters()).dtype
     return dtype
 
 
-def bridge_tokens(model: LoadedModel, text: str) -> list[int]:
+def bridge_tokens(model: ModelHandle, text: str) -> list[int]:
     """``text``'s token ids with the special tokens the bridge adds around a prompt."""
-    return [int(i) for i in model.bridge.to_tokens(text)[0]]
+    return [int(i) for i in bridge_of(model).to_tokens(text)[0]]

@@ -42,7 +42,7 @@ from models.model.forward import (
     softmax_qk,
     tokenize,
 )
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.softmax_terms import layer_scales
 from models.model.tokens import readable_tokens
 from models.scaling.maths import scale_scores, scaled_patterns, with_inf_mask
@@ -100,7 +100,7 @@ class FactorLoss:
     check_error: float
 
 
-def _cache(model: LoadedModel, ids: torch.Tensor, names: list[str]) -> dict[str, torch.Tensor]:
+def _cache(model: ModelHandle, ids: torch.Tensor, names: list[str]) -> dict[str, torch.Tensor]:
     """Named activations of one pass, batch 0, on CPU in their own dtype (masks intact)."""
     missing = missing_hooks(model, names)
     if missing:
@@ -143,7 +143,7 @@ def _error(scores: torch.Tensor, patterns: torch.Tensor) -> float:
     return float((scaled_patterns(scores, 1.0) - patterns.float()).abs().max())
 
 
-def capture_scores(model: LoadedModel, prompt: str, max_tokens: int | None = None) -> ScoreCapture:
+def capture_scores(model: ModelHandle, prompt: str, max_tokens: int | None = None) -> ScoreCapture:
     """Every head's logits on ``prompt``, checked against the model's own patterns.
 
     Args:
@@ -202,7 +202,7 @@ def capture_scores(model: LoadedModel, prompt: str, max_tokens: int | None = Non
     )
 
 
-def loss_unavailable(model: LoadedModel, n_tokens: int) -> str | None:
+def loss_unavailable(model: ModelHandle, n_tokens: int) -> str | None:
     """Why the next-token loss sweep cannot run on this model and prompt, or None if it can."""
     if not model.facts.causal:
         return (
@@ -215,7 +215,7 @@ def loss_unavailable(model: LoadedModel, n_tokens: int) -> str | None:
     return None
 
 
-def next_token_loss(model: LoadedModel, ids: torch.Tensor, factor: float) -> FactorLoss:
+def next_token_loss(model: ModelHandle, ids: torch.Tensor, factor: float) -> FactorLoss:
     """Mean next-token cross-entropy of ``ids`` with every layer's logits times ``factor``.
 
     Args:
@@ -269,7 +269,7 @@ def next_token_loss(model: LoadedModel, ids: torch.Tensor, factor: float) -> Fac
 
 
 def loss_at(
-    model: LoadedModel, prompt: str, factor: float, max_tokens: int | None = None
+    model: ModelHandle, prompt: str, factor: float, max_tokens: int | None = None
 ) -> FactorLoss:
     """:func:`next_token_loss` for a prompt (tokenised as :func:`models.model.forward.tokenize`
     does)."""

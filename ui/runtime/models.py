@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from models.model.gguf import is_converted
+from models.model.handle import ModelHandle
 from models.model.loading import LoadedModel, load
 from models.progress import Progress, quiet
 from ui.runtime.policy import AllowedSpec
@@ -25,7 +26,7 @@ class ModelStore:
         self.store = ResultStore(max_entries=3, max_bytes=max_bytes)
         self.cache = cache
 
-    def get(self, allowed: AllowedSpec, progress: Progress = quiet) -> LoadedModel:
+    def get(self, allowed: AllowedSpec, progress: Progress = quiet) -> ModelHandle:
         """The model for ``allowed``, loaded on first use.
 
         Raises:
@@ -38,7 +39,7 @@ class ModelStore:
         assert isinstance(model, LoadedModel)  # the store holds only models, under specs
         return model
 
-    def loaded(self, allowed: AllowedSpec) -> LoadedModel | None:
+    def loaded(self, allowed: AllowedSpec) -> ModelHandle | None:
         """The model if it is loaded now, without loading it."""
         found = self.store.get(allowed)
         return found if isinstance(found, LoadedModel) else None

@@ -14,7 +14,7 @@ from models.heads.atlas.metrics import METRIC_NAMES, METRICS
 from models.heads.finding.corpus import Corpus
 from models.heads.table import table_csv
 from models.model.forward import tokenize
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.spec import ModelSpec
 from ui import session
 from ui.keys import HeadAtlas
@@ -30,7 +30,7 @@ from viz.atlas_figures import atlas_scatter, shared_ranges
 OPTIONAL = (None, *METRIC_NAMES)
 
 
-def corpus_choice(model: LoadedModel) -> tuple[Corpus | None, int]:
+def corpus_choice(model: ModelHandle) -> tuple[Corpus | None, int]:
     """The model's bundled corpus cut to the visitor's number of texts and tokens."""
     corpus = bundled_corpus(model)
     if corpus is job_view.MISSING:
@@ -47,7 +47,7 @@ def corpus_choice(model: LoadedModel) -> tuple[Corpus | None, int]:
     return corpus, int(cap)
 
 
-def measure(model: LoadedModel, corpus: Corpus, cap: int) -> Any:
+def measure(model: ModelHandle, corpus: Corpus, cap: int) -> Any:
     """The model's atlas on ``corpus`` as a kept job (:data:`job_view.MISSING` while it runs)."""
     sizes = [int(tokenize(model, text, cap)[0].shape[1]) for text in corpus.texts]
     return job_view.run_job(
@@ -134,7 +134,7 @@ def _picked(key: str) -> None:
             return
 
 
-def second_model(first: LoadedModel, corpus: Corpus, cap: int) -> Any:
+def second_model(first: ModelHandle, corpus: Corpus, cap: int) -> Any:
     """Another model's atlas on the same corpus, or None (no name, refused, or still running)."""
     name = st.text_input(
         "Compare with another model (its atlas on the same texts, drawn on the same axes)",

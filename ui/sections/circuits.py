@@ -25,7 +25,7 @@ from models.circuits.task import CircuitsUnavailable, check_model, missing_space
 from models.cost import Cost
 from models.errors import UserError
 from models.head import Head, all_heads
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from ui import session
 from ui.keys import Circuits
 from ui.runtime.job_keys import CircuitKey, HeadPatchKey, PositionPatchKey
@@ -43,7 +43,7 @@ TOKEN_HELP = (
 )
 
 
-def task_inputs(model: LoadedModel, state: CircuitsState) -> CircuitTask:
+def task_inputs(model: ModelHandle, state: CircuitsState) -> CircuitTask:
     """Preset picker and the four inputs, shown from the state; a preset fills them in."""
     tasks = preset_tasks(model)
     options = [*tasks, OWN]
@@ -86,7 +86,7 @@ def task_inputs(model: LoadedModel, state: CircuitsState) -> CircuitTask:
     return task
 
 
-def space_check(model: LoadedModel, task: CircuitTask) -> None:
+def space_check(model: ModelHandle, task: CircuitTask) -> None:
     """Say loudly when a typed token lacks the leading space the model almost surely means,
     with a button that puts it back (issue: 'Mary' instead of ' Mary' flips LD)."""
     for field, role, key in (
@@ -134,7 +134,7 @@ def token_check(setup: Setup) -> None:
         st.warning(md(note))
 
 
-def task(model: LoadedModel, state: CircuitsState) -> Ready | UserError | None:
+def task(model: ModelHandle, state: CircuitsState) -> Ready | UserError | None:
     """The task's inputs, checks and clean/corrupted runs: a :class:`Ready` task, the problem
     that stops one (already shown, or for an encoder to be shown in each tab), or None while
     the runs are still going."""
@@ -162,7 +162,7 @@ def task(model: LoadedModel, state: CircuitsState) -> Ready | UserError | None:
     return Ready(typed, setup, key, base)
 
 
-def circuit_key(model: LoadedModel, task: CircuitTask) -> CircuitKey:
+def circuit_key(model: ModelHandle, task: CircuitTask) -> CircuitKey:
     return CircuitKey(session.allowed_spec(model), task)
 
 
@@ -178,7 +178,7 @@ def _passes(n: int, batch: int) -> str:
     return f"{passes} batched pass{'es' if passes != 1 else ''} of up to {batch}"
 
 
-def exact_cost_text(model: LoadedModel, base: Baseline) -> str:
+def exact_cost_text(model: ModelHandle, base: Baseline) -> str:
     n = model.facts.n_total_heads
     return (
         f"{n} heads in {_passes(n, base.batch)}, about {max(1, round(base.estimate_s(n)))} s "
@@ -187,19 +187,19 @@ def exact_cost_text(model: LoadedModel, base: Baseline) -> str:
     )
 
 
-def exact_toggle(model: LoadedModel, state: CircuitsState, label: str, key: str) -> bool:
+def exact_toggle(model: ModelHandle, state: CircuitsState, label: str, key: str) -> bool:
     """The switch for exact patching of every head (one choice, shown wherever it is asked)."""
     n = model.facts.n_total_heads
     return st.toggle(label, **bound(key, cs.exact_on(state, n), cs.set_exact))
 
 
-def measured_cost(model: LoadedModel, ready: Ready, n_runs: int) -> Cost:
+def measured_cost(model: ModelHandle, ready: Ready, n_runs: int) -> Cost:
     """``n_runs`` patched runs: memory as estimated, time from the baseline's timed pass."""
     estimate = exact_cost(model, ready.setup.n_tokens, n_runs, ready.base.batch).cost
     return replace(estimate, flops=0.0, overhead_s=ready.base.estimate_s(n_runs))
 
 
-def exact_effects(model: LoadedModel, ready: Ready) -> Any:
+def exact_effects(model: ModelHandle, ready: Ready) -> Any:
     """Every head's exact patch effect (a job), or None while it runs."""
     n, base = model.facts.n_total_heads, ready.base
     effects = job_view.run_job(
@@ -211,7 +211,7 @@ def exact_effects(model: LoadedModel, ready: Ready) -> Any:
     return None if effects is job_view.MISSING else effects
 
 
-def patching(model: LoadedModel, ready: Ready, state: CircuitsState) -> Any:
+def patching(model: ModelHandle, ready: Ready, state: CircuitsState) -> Any:
     """The per-head patching heatmap, or None while it runs or is switched off."""
     st.subheader("Activation patching, head by head")
     st.caption(
@@ -231,7 +231,7 @@ def patching(model: LoadedModel, ready: Ready, state: CircuitsState) -> Any:
     return effects
 
 
-def positions(model: LoadedModel, ready: Ready, state: CircuitsState, effects: Any) -> None:
+def positions(model: ModelHandle, ready: Ready, state: CircuitsState, effects: Any) -> None:
     st.subheader("Which positions carry one head's effect")
     heads = list(all_heads(model.facts.n_layers, model.facts.n_heads))
     head = state.position_head
@@ -273,7 +273,7 @@ def positions(model: LoadedModel, ready: Ready, state: CircuitsState, effects: A
     )
 
 
-def patching_tab(model: LoadedModel, ready: Ready, state: CircuitsState) -> None:
+def patching_tab(model: ModelHandle, ready: Ready, state: CircuitsState) -> None:
     """Exact patching, one head position by position, direct attribution, the table."""
     effects = None
     try:
@@ -317,7 +317,7 @@ def attribution(base: Baseline) -> None:
     )
 
 
-def head_table(model: LoadedModel, task: CircuitTask, base: Baseline, effects: Any) -> None:
+def head_table(model: ModelHandle, task: CircuitTask, base: Baseline, effects: Any) -> None:
     st.subheader("All heads")
     table = circuit_table(effects, base.attribution.heads)
     table["open"] = [

@@ -22,7 +22,7 @@ from models.circuits.cost import PassPlan, atp_cost, edges_cost
 from models.circuits.findings import AtPFindings, attribution_findings
 from models.errors import UserError
 from models.head import Head
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from ui import session
 from ui.keys import Circuits
 from ui.sections.circuits_session import Ready, apply, atp_key, bound
@@ -41,7 +41,7 @@ NODE_LABELS = {
 MAX_VERIFY = 20
 
 
-def total_cost(model: LoadedModel, n_tokens: int, options: AtPOptions) -> PassPlan:
+def total_cost(model: ModelHandle, n_tokens: int, options: AtPOptions) -> PassPlan:
     """The job's whole cost: AtP with its options, plus the edge estimates when on."""
     cost = atp_cost(
         model,
@@ -55,7 +55,7 @@ def total_cost(model: LoadedModel, n_tokens: int, options: AtPOptions) -> PassPl
     return cost.then(edges_cost(model, n_tokens, options.qk_fix, options.edges))
 
 
-def options_form(model: LoadedModel, ready: Ready, state: CircuitsState) -> None:
+def options_form(model: ModelHandle, ready: Ready, state: CircuitsState) -> None:
     """The QK fix, GradDrop and the exact check of the top heads, each with its extra cost."""
     n = ready.setup.n_tokens
     plain = atp_cost(model, n, qk_fix=False)
@@ -94,7 +94,7 @@ def options_form(model: LoadedModel, ready: Ready, state: CircuitsState) -> None
     c[2].caption(f"Checking the top {top}: {derived.extra_cost(checked, base)}")
 
 
-def run(model: LoadedModel, ready: Ready, state: CircuitsState) -> AtPFindings | None:
+def run(model: ModelHandle, ready: Ready, state: CircuitsState) -> AtPFindings | None:
     """The attribution job for the state's options (started when cheap or asked), or None."""
     edges_s = edges_cost(model, ready.setup.n_tokens, state.atp.qk_fix, state.edges_mode).seconds
     options = cs.atp_options(state, edges_s)
@@ -312,7 +312,7 @@ def table(ready: Ready, result: AtPResult, exact: Any) -> None:
     )
 
 
-def tab(model: LoadedModel, ready: Ready, state: CircuitsState) -> None:
+def tab(model: ModelHandle, ready: Ready, state: CircuitsState) -> None:
     """The AtP tab: options with their costs, the job, heatmaps, positions, the check, table."""
     from ui.sections import circuits_check
 

@@ -10,7 +10,7 @@ import streamlit as st
 
 from models.circuits import AtPResult, agreement
 from models.circuits.agreement import Agreement
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from ui import session
 from ui.keys import Circuits
 from ui.sections.circuits import exact_cost_text, exact_effects, exact_toggle
@@ -53,7 +53,7 @@ def numbers(found: Agreement, plain: Agreement, checked: Agreement | None) -> No
 
 
 def check(
-    model: LoadedModel, ready: Ready, state: CircuitsState, result: AtPResult
+    model: ModelHandle, ready: Ready, state: CircuitsState, result: AtPResult
 ) -> np.ndarray | None:
     """The scatter against exact patching when it is switched on; the exact effects or None."""
     st.subheader("Checked against exact patching")

@@ -14,7 +14,7 @@ from models.circuits import CircuitGraph, Edge, graph_from_estimates, graph_from
 from models.circuits.cost import edges_cost
 from models.errors import UserError
 from models.head import Head, all_heads
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from ui import session
 from ui.keys import Circuits
 from ui.sections import circuits_atp, circuits_weights
@@ -35,7 +35,7 @@ MODE_LABELS = {
 }
 
 
-def edges_form(model: LoadedModel, ready: Ready, state: CircuitsState) -> None:
+def edges_form(model: ModelHandle, ready: Ready, state: CircuitsState) -> None:
     """Whether attribution patching also estimates every edge, how, and what that costs."""
     n = ready.setup.n_tokens
     costs = {mode: edges_cost(model, n, state.atp.qk_fix, mode) for mode in cs.MLP_MODES}
@@ -71,7 +71,7 @@ def path_graph(
 
 
 def graphs(
-    model: LoadedModel, ready: Ready | None, state: CircuitsState
+    model: ModelHandle, ready: Ready | None, state: CircuitsState
 ) -> dict[GraphSource, CircuitGraph | str]:
     """Each source's graph, or why it has none (the weights only when kept or chosen)."""
     facts = model.facts
@@ -154,7 +154,7 @@ def node_picker(
 
 
 def draw(
-    model: LoadedModel,
+    model: ModelHandle,
     graph: CircuitGraph,
     state: CircuitsState,
     ready: Ready | None,
@@ -217,7 +217,7 @@ def draw(
         )
 
 
-def section(model: LoadedModel, ready: Ready | None, state: CircuitsState) -> None:
+def section(model: ModelHandle, ready: Ready | None, state: CircuitsState) -> None:
     """The circuit graph from the chosen source."""
     st.subheader("The circuit graph")
     try:

@@ -11,7 +11,7 @@ from models.circuits import Loadings, PathResult, dla_loadings, path_loadings
 from models.circuits.loadings import dla_loadings_cost, path_loadings_cost
 from models.errors import UserError
 from models.head import Head
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from ui import session
 from ui.keys import Circuits
 from ui.runtime.job_keys import DlaLoadingsKey, PathKey, PathLoadingsKey
@@ -39,7 +39,7 @@ def summary(found: Loadings, unit: str) -> str:
     )
 
 
-def dla_section(model: LoadedModel, ready: Ready) -> None:
+def dla_section(model: ModelHandle, ready: Ready) -> None:
     """Which earlier heads feed one head's direct effect on LD (its values, read exactly)."""
     st.subheader("Head loadings: whose output a head's direct effect reads")
     choices = receivers(ready)
@@ -92,7 +92,7 @@ def dla_section(model: LoadedModel, ready: Ready) -> None:
         )
 
 
-def path_section(model: LoadedModel, ready: Ready, key: PathKey, result: PathResult) -> None:
+def path_section(model: ModelHandle, ready: Ready, key: PathKey, result: PathResult) -> None:
     """The senders' path effects against patching the receiver's whole input at once."""
     asked = PathLoadingsKey(key)
     cost = path_loadings_cost(model, ready.setup.n_tokens).cost

@@ -15,7 +15,7 @@ from models.circuits import PathResult, path_patching
 from models.circuits.cost import path_cost
 from models.errors import UserError
 from models.head import Head
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from ui import session
 from ui.keys import Circuits
 from ui.sections import circuits_loadings as loadings
@@ -34,7 +34,7 @@ TOP_SENDERS = 12
 QUIET_PATH = 0.01  # below this |path effect| (a fraction of the gap) no sender reaches the input
 
 
-def receiver_form(model: LoadedModel, ready: Ready, state: CircuitsState) -> PathRequest:
+def receiver_form(model: ModelHandle, ready: Ready, state: CircuitsState) -> PathRequest:
     """Receiver head, its input and how MLPs are treated, shown from the state."""
     facts = model.facts
     request = cs.shown_path(state, ready.base.attribution.heads)
@@ -72,7 +72,7 @@ def receiver_form(model: LoadedModel, ready: Ready, state: CircuitsState) -> Pat
     return request
 
 
-def describe(model: LoadedModel, request: PathRequest) -> str:
+def describe(model: ModelHandle, request: PathRequest) -> str:
     facts, receiver = model.facts, request.receiver
     how = (
         "MLPs recompute between sender and receiver, as in the IOI paper, so a path may "
@@ -147,7 +147,7 @@ def show(ready: Ready, result: PathResult) -> None:
     )
 
 
-def section(model: LoadedModel, ready: Ready, state: CircuitsState) -> PathResult | None:
+def section(model: ModelHandle, ready: Ready, state: CircuitsState) -> PathResult | None:
     """Path patching into the chosen receiver input: form, cost, job, grid and senders."""
     st.subheader("Path patching: which heads feed one head")
     request = receiver_form(model, ready, state)

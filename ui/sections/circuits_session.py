@@ -12,7 +12,7 @@ import streamlit as st
 from models.circuits import Baseline, CircuitTask, Setup
 from models.circuits.presets import presets
 from models.errors import UserError
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from ui import session
 from ui.keys import Circuits
 from ui.runtime import server
@@ -40,7 +40,7 @@ class Ready:
     base: Baseline
 
 
-def preset_tasks(model: LoadedModel) -> dict[str, CircuitTask]:
+def preset_tasks(model: ModelHandle) -> dict[str, CircuitTask]:
     """The model's ready-made tasks (none for an encoder, or when none can be drawn)."""
     if not model.facts.causal:
         return {}
@@ -52,7 +52,7 @@ def preset_tasks(model: LoadedModel) -> dict[str, CircuitTask]:
         return {}
 
 
-def current_state(model: LoadedModel) -> CircuitsState:
+def current_state(model: ModelHandle) -> CircuitsState:
     """The session's state for ``model`` (a new model starts from its first preset)."""
     state = stored()
     spec = session.allowed_spec(model)
@@ -127,7 +127,7 @@ def path_key(ready: Ready, request: PathRequest) -> PathKey:
     return PathKey(ready.key, request.receiver, request.input, request.mlps)
 
 
-def weights_key(model: LoadedModel) -> WeightsKey:
+def weights_key(model: ModelHandle) -> WeightsKey:
     return WeightsKey(session.allowed_spec(model))
 
 

@@ -27,7 +27,7 @@ from models.heads.finding.corpus_scores import score_estimate
 from models.heads.finding.induction import repeated_estimate
 from models.heads.table import repeated_spread
 from models.model.forward import tokenize
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from ui import session
 from ui.keys import Circuits
 from ui.runtime.job_keys import CorpusScoresKey, RepeatedKey
@@ -56,7 +56,7 @@ TOP_PAIRS = 15
 FINDER_TEXTS, FINDER_TOKENS, FINDER_SPAN, FINDER_BATCH, FINDER_SEED = 48, 256, 50, 8, 0
 
 
-def weights(model: LoadedModel, state: CircuitsState) -> Any:
+def weights(model: ModelHandle, state: CircuitsState) -> Any:
     """The weights job's result (started when cheap or asked), or None."""
     cost = weights_cost(model)
     key = weights_key(model)
@@ -132,7 +132,7 @@ def pairs_table(pairs: Composition, kind: str, prompt: str | None) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
-def composition_view(model: LoadedModel, found: WeightFindings, state: CircuitsState) -> None:
+def composition_view(model: ModelHandle, found: WeightFindings, state: CircuitsState) -> None:
     pairs, facts = found.composition, model.facts
     st.markdown(
         "**Composition between heads** (Elhage et al. 2021): ‖W_OV^A W^B‖ / "
@@ -187,7 +187,7 @@ def composition_view(model: LoadedModel, found: WeightFindings, state: CircuitsS
     )
 
 
-def finder_keys(model: LoadedModel) -> tuple[Any, RepeatedKey, CorpusScoresKey | None, Any]:
+def finder_keys(model: ModelHandle) -> tuple[Any, RepeatedKey, CorpusScoresKey | None, Any]:
     """The head finder's corpus (None while read), its keys at its default settings."""
     corpus = heads.bundled_corpus(model)
     n_ctx = model.facts.n_ctx
@@ -200,7 +200,7 @@ def finder_keys(model: LoadedModel) -> tuple[Any, RepeatedKey, CorpusScoresKey |
     return corpus, rep, CorpusScoresKey(spec, corpus.key, min(n_ctx, FINDER_TOKENS)), span
 
 
-def data_scores(model: LoadedModel, state: CircuitsState) -> tuple[Any, Any] | None:
+def data_scores(model: ModelHandle, state: CircuitsState) -> tuple[Any, Any] | None:
     """The head finder's repeated-token and corpus scores: stored, or computed when asked."""
     corpus, rep_key, corpus_key, span = finder_keys(model)
     if corpus is None or corpus_key is None:
@@ -230,7 +230,7 @@ def data_scores(model: LoadedModel, state: CircuitsState) -> tuple[Any, Any] | N
     return found
 
 
-def twins(model: LoadedModel, found: WeightFindings, state: CircuitsState) -> None:
+def twins(model: ModelHandle, found: WeightFindings, state: CircuitsState) -> None:
     st.markdown(
         "**Weights against data**: each weight score beside its twin measured by the "
         "head finder on text."
@@ -269,7 +269,7 @@ def twins(model: LoadedModel, found: WeightFindings, state: CircuitsState) -> No
     )
 
 
-def section(model: LoadedModel, state: CircuitsState) -> WeightFindings | None:
+def section(model: ModelHandle, state: CircuitsState) -> WeightFindings | None:
     """The weights tab."""
     st.subheader("What the weights say (no prompt needed)")
     cost = weights_cost(model)

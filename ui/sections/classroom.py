@@ -10,7 +10,7 @@ from models.cost import Cost
 from models.errors import UserError
 from models.head import Head
 from models.model.facts import ModelFacts
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from ui import session
 from ui.keys import Classroom
 from ui.runtime.job_keys import LayerKey
@@ -208,7 +208,7 @@ def _report_check(check: real.HeadCheck, acts: real.LayerActivations, facts: Mod
 
 
 def layer_activations(
-    model: LoadedModel, prompt: str, layer: int
+    model: ModelHandle, prompt: str, layer: int
 ) -> real.LayerActivations | job_view.Pending:
     """One layer's q, k, v, scores, pattern and z on the prompt's first tokens, as a job
     (:data:`ui.widgets.job_view.MISSING` while it runs)."""

@@ -16,7 +16,7 @@ import streamlit as st
 
 from models.generate import Generation
 from models.head import Head, all_heads
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from ui import session
 from ui.keys import Generate
 from ui.runtime import server
@@ -229,7 +229,7 @@ def links(gen: Generation, step: int, head: Head) -> None:
 
 @st.fragment
 @session.guard
-def generation_view(model: LoadedModel, key: GenerationKey) -> None:
+def generation_view(model: ModelHandle, key: GenerationKey) -> None:
     """The finished generation of ``key``, with the step scrubber."""
     gen = server.current().results.get(key)
     if gen is None:

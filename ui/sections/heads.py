@@ -24,7 +24,7 @@ from models.heads.finding.spread import Z
 from models.heads.names import ABLATION_COLUMN, COLUMN_HELP, COLUMN_LABELS, SCORE_LABELS
 from models.heads.table import Thresholds, repeated_spread
 from models.model.forward import tokenize
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from ui import session
 from ui.keys import Heads
 from ui.runtime.job_keys import CorpusKey, CorpusScoresKey, RepeatedKey
@@ -51,7 +51,7 @@ def clamp_start(key: str, value: int, low: int, high: int) -> None:
     st.session_state[key] = min(max(start(key, value), low), high)
 
 
-def bundled_corpus(model: LoadedModel) -> Any:
+def bundled_corpus(model: ModelHandle) -> Any:
     """The model's bundled corpus (the bundled model's held-out split reads the standard
     library once: a few seconds), as a light job."""
     return job_view.run_job(
@@ -62,7 +62,7 @@ def bundled_corpus(model: LoadedModel) -> Any:
     )
 
 
-def corpus_picker(model: LoadedModel, prompt: str) -> tuple[Corpus | None, int]:
+def corpus_picker(model: ModelHandle, prompt: str) -> tuple[Corpus | None, int]:
     """The corpus to score on (None while an upload is missing, bad or still read) and its
     token cap."""
     left, mid, right = st.columns([3, 2, 2])
@@ -152,7 +152,7 @@ def settings(n_ctx: int) -> tuple[int, int, int, Thresholds]:
 
 
 def measure(
-    model: LoadedModel, corpus: Corpus, cap: int, seq_len: int, batch: int, seed: int
+    model: ModelHandle, corpus: Corpus, cap: int, seq_len: int, batch: int, seed: int
 ) -> tuple[Any, Any]:
     """Repeated-token scores and corpus scores, each a job with its estimate."""
     spec = session.allowed_spec(model)

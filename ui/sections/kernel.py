@@ -19,7 +19,7 @@ from models.attention.check import (
 from models.cost import Cost
 from models.head import Head
 from models.model.facts import ModelFacts
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from ui import session
 from ui.keys import Kernel
 from ui.runtime.job_keys import KernelKey
@@ -65,7 +65,7 @@ def dtype_choice() -> KernelDType:
     return dtype
 
 
-def report(model: LoadedModel, prompt: str, dtype: KernelDType) -> Any:
+def report(model: ModelHandle, prompt: str, dtype: KernelDType) -> Any:
     """The kernel against the model on every head, as a job."""
     facts = model.facts
     key = KernelKey(session.allowed_spec(model), prompt, dtype, MAX_TOKENS)

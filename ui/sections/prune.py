@@ -26,7 +26,7 @@ from models.heads.pruning.export import export_estimate, prune_and_export, zip_d
 from models.heads.pruning.loss import LossTask, budget_tasks, default_budget, loss_kind
 from models.heads.pruning.prune import PruneError, family, uniform_group_heads
 from models.heads.table import corpus_prune_list, prune_list_json
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.spec import DType
 from models.model.weights import original
 from ui import session
@@ -65,7 +65,7 @@ def _start(key: str, value: Any) -> Any:
     return st.session_state.setdefault(key, value)
 
 
-def measure(model: LoadedModel, corpus: Corpus, cap: int) -> Measured | None:
+def measure(model: ModelHandle, corpus: Corpus, cap: int) -> Measured | None:
     """Importance over the corpus as a job; None when not available, switched off, or still
     running."""
     st.subheader("Pruning importance")
@@ -130,7 +130,7 @@ def measure(model: LoadedModel, corpus: Corpus, cap: int) -> Measured | None:
     return Measured(found, tasks, ranking, method, key)
 
 
-def show_importance(model: LoadedModel, corpus: Corpus, measured: Measured) -> list[Head]:
+def show_importance(model: ModelHandle, corpus: Corpus, measured: Measured) -> list[Head]:
     """Grid, curve and prune list; returns the pruning order."""
     imp = measured.importance
     order = pruning_order(imp.ranking(measured.ranking))
@@ -202,7 +202,7 @@ def show_importance(model: LoadedModel, corpus: Corpus, measured: Measured) -> l
     return order
 
 
-def choose_heads(model: LoadedModel, order: list[Head], fam: str, values: Any) -> list[Head]:
+def choose_heads(model: ModelHandle, order: list[Head], fam: str, values: Any) -> list[Head]:
     facts = model.facts
     modes = {"least": "The k least important", "hand": "Hand-picked"}
     if fam == "llama" and facts.n_kv_heads > 1:
@@ -246,7 +246,7 @@ def family_note(fam: str) -> None:
         )
 
 
-def export(model: LoadedModel, measured: Measured, order: list[Head]) -> None:
+def export(model: ModelHandle, measured: Measured, order: list[Head]) -> None:
     st.subheader("Prune and export")
     try:
         fam = family(original(model))

@@ -13,7 +13,7 @@ from models.cost import Cost
 from models.errors import UserError
 from models.head import Head, all_heads
 from models.model.facts import ModelFacts
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.progress import Progress
 from models.scaling import capture as scaling_capture
 from models.scaling.capture import ScoreCapture, loss_unavailable
@@ -86,7 +86,7 @@ def controls(facts: ModelFacts) -> tuple[Head, np.ndarray, np.ndarray, str, floa
     return head, factors, x, x_title, own_x, log_x, int(pick)
 
 
-def logits(model: LoadedModel, prompt: str) -> tuple[LogitsKey, Any]:
+def logits(model: ModelHandle, prompt: str) -> tuple[LogitsKey, Any]:
     """Every head's logits on the prompt's first tokens, as a job."""
     key = LogitsKey(session.allowed_spec(model), prompt, MAX_TOKENS)
     facts = model.facts
@@ -113,7 +113,7 @@ def sweep_stats(key: LogitsKey, found: ScoreCapture, factors: np.ndarray) -> Any
     )
 
 
-def loss_curve(model: LoadedModel, key: LogitsKey, factors: tuple[float, ...]) -> Any:
+def loss_curve(model: ModelHandle, key: LogitsKey, factors: tuple[float, ...]) -> Any:
     """The model's loss at every factor, as one job with progress."""
 
     def work(progress: Progress) -> list[scaling_capture.FactorLoss]:
@@ -136,7 +136,7 @@ def loss_curve(model: LoadedModel, key: LogitsKey, factors: tuple[float, ...]) -
 
 
 def loss_section(
-    model: LoadedModel,
+    model: ModelHandle,
     key: LogitsKey,
     n_tokens: int,
     factors: np.ndarray,

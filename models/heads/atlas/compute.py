@@ -54,7 +54,7 @@ from models.heads.pruning.importance import CorpusImportance
 from models.heads.table import Thresholds, corpus_flag_grids, repeated_spread
 from models.model.facts import ModelFacts
 from models.model.forward import tokenize
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.progress import Progress, part, quiet
 from models.shapes import TokenIds
 
@@ -147,7 +147,7 @@ def assemble_measures(
     return out
 
 
-def _weights(model: LoadedModel, progress: Progress) -> tuple[dict[MetricName, np.ndarray], str]:
+def _weights(model: ModelHandle, progress: Progress) -> tuple[dict[MetricName, np.ndarray], str]:
     try:
         found = weight_scores(model, progress=progress)
     except CircuitsUnavailable as err:
@@ -156,7 +156,7 @@ def _weights(model: LoadedModel, progress: Progress) -> tuple[dict[MetricName, n
 
 
 def _lowrank(
-    model: LoadedModel,
+    model: ModelHandle,
     encoded: Sequence[TokenIds],
     moments: dict[Space, list[Moments]],
     progress: Progress,
@@ -168,7 +168,7 @@ def _lowrank(
 
 
 def compute_atlas(
-    model: LoadedModel,
+    model: ModelHandle,
     corpus: Corpus,
     max_tokens: int | None = None,
     thresholds: Thresholds | None = None,
@@ -260,7 +260,7 @@ def moments_bytes(facts: ModelFacts) -> int:
 
 
 def atlas_estimate(
-    model: LoadedModel,
+    model: ModelHandle,
     sizes: Sequence[int],
     repeated: tuple[int, int, int] = (DEFAULT_SEQ_LEN, DEFAULT_BATCH, DEFAULT_SEED),
 ) -> Cost:

@@ -27,7 +27,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 from jaxtyping import Bool, Float, Int
 
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.weights import original as wrapped_model
 
 MetricName = Literal[
@@ -237,7 +237,7 @@ def attention_from(config: Any, parameter_names: list[str], n_layers: int) -> li
     ]
 
 
-def layer_mechanisms(model: LoadedModel) -> list[LayerMechanism]:
+def layer_mechanisms(model: ModelHandle) -> list[LayerMechanism]:
     """:func:`attention_from` on a loaded model's own Hugging Face module."""
     original = wrapped_model(model)
     names = [name for name, _ in original.named_parameters()]

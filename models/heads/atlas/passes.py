@@ -16,7 +16,7 @@ from jaxtyping import Float
 from models.heads.atlas.lowrank import SPACES, Components, Moments, Space, TopLoadings
 from models.heads.atlas.peaks import Peaks
 from models.model.forward import k_hook, pattern_hook, q_hook, run_with_hooks, v_hook, z_hook
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.weights import output_projection
 from models.progress import Progress
 from models.shapes import TokenIds
@@ -31,7 +31,7 @@ Fold = Callable[[Space, int, Float[torch.Tensor, "pos head d"]], None]
 ReadHook = Callable[..., None]
 
 
-def output_basis(model: LoadedModel, layer: int) -> Float[torch.Tensor, "head_index d_head d_head"]:
+def output_basis(model: ModelHandle, layer: int) -> Float[torch.Tensor, "head_index d_head d_head"]:
     """``T`` with ``T T^T = W_O W_O^T`` for each head: ``z T`` has the lengths and angles of
     ``z W_O`` in ``d_head`` numbers.
 
@@ -50,13 +50,13 @@ def output_basis(model: LoadedModel, layer: int) -> Float[torch.Tensor, "head_in
     return basis
 
 
-def space_heads(model: LoadedModel, space: Space) -> int:
+def space_heads(model: ModelHandle, space: Space) -> int:
     """How many heads a space has per layer: key/value heads for ``key`` and ``value``."""
     facts = model.facts
     return facts.n_kv_heads if space in ("key", "value") else facts.n_heads
 
 
-def _vector_hooks(model: LoadedModel, fold: Fold) -> list[tuple[str, ReadHook]]:
+def _vector_hooks(model: ModelHandle, fold: Fold) -> list[tuple[str, ReadHook]]:
     bases = {layer: output_basis(model, layer) for layer in range(model.facts.n_layers)}
 
     def hook_for(space: Space, layer: int) -> ReadHook:
@@ -76,7 +76,7 @@ def _vector_hooks(model: LoadedModel, fold: Fold) -> list[tuple[str, ReadHook]]:
 
 
 def _each_text(
-    model: LoadedModel,
+    model: ModelHandle,
     encoded: Sequence[TokenIds],
     hooks_of: Callable[[int], list[tuple[str, ReadHook]]],
     progress: Progress,
@@ -92,7 +92,7 @@ def _each_text(
 
 
 def first_pass(
-    model: LoadedModel, encoded: Sequence[TokenIds], progress: Progress
+    model: ModelHandle, encoded: Sequence[TokenIds], progress: Progress
 ) -> tuple[Peaks, dict[Space, list[Moments]]]:
     """Every head's peak on every text, and the moments of its four spaces (one list entry
     per layer)."""
@@ -119,7 +119,7 @@ def first_pass(
 
 
 def second_pass(
-    model: LoadedModel,
+    model: ModelHandle,
     encoded: Sequence[TokenIds],
     components: dict[Space, list[Components]],
     progress: Progress,

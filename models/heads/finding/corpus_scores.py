@@ -40,7 +40,7 @@ from models.heads.finding.spread import Spread, spread
 from models.heads.names import EXAMPLE_SCORES, TEXT_SCORES, ExampleScore
 from models.model.facts import ModelFacts
 from models.model.forward import pattern_hook, run_hooks, tokenize
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.tokens import readable_tokens
 from models.progress import Progress, quiet
 
@@ -170,7 +170,7 @@ def merge_top(
         best[name][layer] = cand[rows, order]
 
 
-def layer_groups(model: LoadedModel, n_tokens: int) -> list[list[int]]:
+def layer_groups(model: ModelHandle, n_tokens: int) -> list[list[int]]:
     """Layers grouped so that one pass holds at most :data:`PATTERN_BYTES` of patterns."""
     size = max(1, PATTERN_BYTES // max(layer_pattern_bytes(model.facts, n_tokens), 1))
     layers = list(range(model.facts.n_layers))
@@ -217,7 +217,7 @@ def score_peak_bytes(facts: ModelFacts, vocab: int, n_tokens: int) -> int:
     return group + forward_peak_bytes(facts, vocab, n_tokens) + SCORING_COPIES * layer + rows
 
 
-def score_estimate(model: LoadedModel, sizes: Sequence[int]) -> Cost:
+def score_estimate(model: ModelHandle, sizes: Sequence[int]) -> Cost:
     """The cost of :func:`score_corpus` on texts of ``sizes`` tokens (each already cut to
     ``max_tokens``), before it runs; a long text costs one pass per layer group."""
     facts = model.facts
@@ -229,7 +229,7 @@ def score_estimate(model: LoadedModel, sizes: Sequence[int]) -> Cost:
 
 
 def score_corpus(
-    model: LoadedModel,
+    model: ModelHandle,
     texts: Sequence[str],
     max_tokens: int | None = None,
     progress: Progress = quiet,

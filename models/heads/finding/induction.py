@@ -35,7 +35,7 @@ from models.heads.finding.scores import (
 )
 from models.model.facts import ModelFacts
 from models.model.forward import pattern_hook, run_with_hooks
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.weights import bridge_tokens, vocab_size
 from models.progress import Progress, quiet
 
@@ -110,7 +110,7 @@ def ordinary_token_ids(tokenizer: Any, d_vocab: int) -> list[int]:
     ]
 
 
-def special_frame(model: LoadedModel) -> tuple[list[int], list[int]]:
+def special_frame(model: ModelHandle) -> tuple[list[int], list[int]]:
     """The special tokens the model puts before and after a text (e.g. ``[101]``, ``[102]``)."""
     probe = "hello world"
     full = bridge_tokens(model, probe)
@@ -122,7 +122,7 @@ def special_frame(model: LoadedModel) -> tuple[list[int], list[int]]:
 
 
 def repeated_tokens(
-    model: LoadedModel,
+    model: ModelHandle,
     seq_len: int = DEFAULT_SEQ_LEN,
     batch: int = DEFAULT_BATCH,
     seed: int = DEFAULT_SEED,
@@ -206,7 +206,7 @@ def repeated_peak_bytes(
 
 
 def repeated_estimate(
-    model: LoadedModel, seq_len: int, batch: int, chunk: int | None = None
+    model: ModelHandle, seq_len: int, batch: int, chunk: int | None = None
 ) -> Cost:
     """The cost of :func:`measure_repeated` on ``model``, before it runs: the forward passes,
     and the NumPy scoring of every layer's patterns (:data:`SCORING_PASSES` reads of each
@@ -248,7 +248,7 @@ def layer_scorer(
 
 
 def measure_repeated(
-    model: LoadedModel,
+    model: ModelHandle,
     seq_len: int = DEFAULT_SEQ_LEN,
     batch: int = DEFAULT_BATCH,
     seed: int = DEFAULT_SEED,

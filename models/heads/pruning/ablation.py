@@ -22,12 +22,12 @@ from models.head import Head
 from models.heads.names import AblationMethod
 from models.heads.pruning.loss import LossTask, LossUnavailable, loss_from_logits
 from models.model.forward import every_layer, missing_hooks, model_device, run_with_hooks, z_hook
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 
 HookFn = Callable[..., torch.Tensor]
 
 
-def check_hooks(model: LoadedModel) -> None:
+def check_hooks(model: ModelHandle) -> None:
     """Raise :class:`LossUnavailable` when the bridge exposes no ``hook_z`` to ablate."""
     missing = missing_hooks(model, every_layer(z_hook, model.facts.n_layers))
     if missing:
@@ -82,7 +82,7 @@ def first_layer(masks: Sequence[Iterable[tuple[int, int]]], n_layers: int) -> in
 
 
 def ablated_loss(
-    model: LoadedModel,
+    model: ModelHandle,
     task: LossTask,
     heads: Iterable[tuple[int, int]] = (),
     method: AblationMethod = "zero",
@@ -95,7 +95,7 @@ def ablated_loss(
 
 
 def mask_gradient(
-    model: LoadedModel, task: LossTask
+    model: ModelHandle, task: LossTask
 ) -> tuple[Float[np.ndarray, "layer head_index"], float]:
     """``dL / d xi_h`` (signed) for a head mask ``xi`` (all ones), one backward pass.
 

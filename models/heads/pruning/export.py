@@ -43,8 +43,8 @@ from models.heads.pruning.standalone import (
     load_back,
     load_fresh,
 )
+from models.model.handle import ModelHandle
 from models.model.load_lock import LOAD_LOCK
-from models.model.loading import LoadedModel
 from models.model.spec import ModelSpec
 from models.progress import Progress, quiet
 
@@ -132,7 +132,7 @@ def tokenizer_bytes(source: str) -> int:
 
 
 def export_estimate(
-    model: LoadedModel, tasks: Sequence[LossTask], dtype: str | None = None
+    model: ModelHandle, tasks: Sequence[LossTask], dtype: str | None = None
 ) -> tuple[Cost, int]:
     """The cost and the disk bytes of :func:`prune_and_export` writing a ``dtype`` checkpoint
     (default: the model's own), before it runs.

@@ -38,7 +38,7 @@ from models.heads.names import ABLATION_METHODS, AblationMethod, Ranking
 from models.heads.pruning.ablation import check_hooks, copy_hooks, first_layer, mask_gradient
 from models.heads.pruning.loss import LossTask, row_losses
 from models.model.forward import every_layer, run_hooks, z_hook
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.resume import clean_pass, run_resumed
 from models.progress import Progress, quiet
 
@@ -55,14 +55,14 @@ class CleanText:
     outputs: list[torch.Tensor] | None
 
 
-def clean_text(model: LoadedModel, task: LossTask) -> CleanText:
+def clean_text(model: ModelHandle, task: LossTask) -> CleanText:
     """The clean pass of one text, keeping every block's output to resume from."""
     logits, _, outputs = clean_pass(model, task.ids)
     return CleanText(task, float(row_losses(logits, task.labels)[0]), outputs)
 
 
 def ablated_losses(
-    model: LoadedModel,
+    model: ModelHandle,
     clean: CleanText,
     masks: Sequence[Iterable[tuple[int, int]]],
     method: AblationMethod = "zero",
@@ -92,7 +92,7 @@ def batches(masks: Sequence[Mask], n_tokens: int) -> list[list[int]]:
 
 
 def run_masks(
-    model: LoadedModel,
+    model: ModelHandle,
     clean: CleanText,
     masks: Sequence[Mask],
     method: AblationMethod,
@@ -111,7 +111,7 @@ def run_masks(
     return out
 
 
-def plan_cost(model: LoadedModel, masks: Sequence[Mask], n_tokens: int) -> float:
+def plan_cost(model: ModelHandle, masks: Sequence[Mask], n_tokens: int) -> float:
     """Work units of :func:`run_masks` over one text of ``n_tokens`` tokens."""
     return sum(
         pass_cost(
@@ -122,7 +122,7 @@ def plan_cost(model: LoadedModel, masks: Sequence[Mask], n_tokens: int) -> float
 
 
 def corpus_means(
-    model: LoadedModel, tasks: Sequence[LossTask], meter: Meter | None = None
+    model: ModelHandle, tasks: Sequence[LossTask], meter: Meter | None = None
 ) -> Float[torch.Tensor, "layer head_index d_head"]:
     """Every head's ``hook_z`` averaged over every position of every text.
 
@@ -144,7 +144,7 @@ def corpus_means(
     return total / count
 
 
-def single_heads(model: LoadedModel) -> list[list[Head]]:
+def single_heads(model: ModelHandle) -> list[list[Head]]:
     """One mask per head, in ``L.H`` order."""
     return [[head] for head in all_heads(model.facts.n_layers, model.facts.n_heads)]
 
@@ -201,7 +201,7 @@ class CorpusImportance:
         return self.ranking("first_order")
 
 
-def masks_peak_bytes(model: LoadedModel, n_tokens: int) -> int:
+def masks_peak_bytes(model: ModelHandle, n_tokens: int) -> int:
     """Bytes :func:`run_masks` needs on one text: its stored block outputs and one batch of
     copies resumed from them (:func:`models.heads.cost.forward_peak_bytes`)."""
     facts = model.facts
@@ -210,7 +210,7 @@ def masks_peak_bytes(model: LoadedModel, n_tokens: int) -> int:
     return stored + forward_peak_bytes(facts, facts.d_vocab, n_tokens, copies)
 
 
-def gradient_peak_bytes(model: LoadedModel, n_tokens: int) -> int:
+def gradient_peak_bytes(model: ModelHandle, n_tokens: int) -> int:
     """Bytes :func:`mask_gradient` needs on one text: the backward pass keeps every layer's
     attention (two pattern-sized tensors) and residual-stream activations, and the logits
     with their gradient."""
@@ -222,7 +222,7 @@ def gradient_peak_bytes(model: LoadedModel, n_tokens: int) -> int:
     return facts.n_layers * per_layer + 2 * n_tokens * facts.d_vocab * FLOAT_BYTES
 
 
-def importance_estimate(model: LoadedModel, sizes: Sequence[int], methods: Sequence[str]) -> Cost:
+def importance_estimate(model: ModelHandle, sizes: Sequence[int], methods: Sequence[str]) -> Cost:
     """The cost of :func:`measure_corpus_importance` on texts of ``sizes`` tokens, before it
     runs (the longest text sets the peak)."""
     longest = max(sizes, default=1)
@@ -232,13 +232,13 @@ def importance_estimate(model: LoadedModel, sizes: Sequence[int], methods: Seque
     return work_cost(model, importance_work(model, sizes, methods), peak)
 
 
-def curve_estimate(model: LoadedModel, sizes: Sequence[int], n_points: int) -> Cost:
+def curve_estimate(model: ModelHandle, sizes: Sequence[int], n_points: int) -> Cost:
     """The cost of :func:`pruning_curve` with ``n_points`` head sets."""
     work = sum(pass_cost(model, n) + pass_cost(model, n, copies=n_points) for n in sizes)
     return work_cost(model, work, masks_peak_bytes(model, max(sizes, default=1)))
 
 
-def importance_work(model: LoadedModel, sizes: Sequence[int], methods: Sequence[str]) -> float:
+def importance_work(model: ModelHandle, sizes: Sequence[int], methods: Sequence[str]) -> float:
     """Work units of :func:`measure_corpus_importance` on texts of ``sizes`` tokens."""
     masks = single_heads(model)
     ablate = sum(m in methods for m in ("zero", "mean"))
@@ -251,7 +251,7 @@ def importance_work(model: LoadedModel, sizes: Sequence[int], methods: Sequence[
 
 
 def measure_corpus_importance(
-    model: LoadedModel,
+    model: ModelHandle,
     tasks: Sequence[LossTask],
     methods: Sequence[str] = ("zero", "mean", "gradient"),
     progress: Progress = quiet,
@@ -304,7 +304,7 @@ def measure_corpus_importance(
 
 
 def corpus_losses(
-    model: LoadedModel,
+    model: ModelHandle,
     tasks: Sequence[LossTask],
     masks: Sequence[Mask],
     method: AblationMethod = "zero",
@@ -344,7 +344,7 @@ def curve_points(n_heads: int, most: int = 17) -> list[int]:
 
 
 def pruning_curve(
-    model: LoadedModel,
+    model: ModelHandle,
     tasks: Sequence[LossTask],
     order: Sequence[Head],
     method: AblationMethod = "zero",

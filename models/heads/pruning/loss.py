@@ -25,7 +25,7 @@ from jaxtyping import Float, Int
 
 from models.errors import UserError
 from models.model.forward import tokenize
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.spec import ModelSpec
 
 LossKind = Literal["next_token", "masked_token"]
@@ -110,7 +110,7 @@ def mlm_head_in_checkpoint(spec: ModelSpec) -> bool | None:
     return any(fragment in key for key in keys for fragment in MLM_HEAD_KEYS)
 
 
-def loss_kind(model: LoadedModel) -> LossKind:
+def loss_kind(model: ModelHandle) -> LossKind:
     """The loss that makes sense for ``model``.
 
     Raises:
@@ -141,7 +141,7 @@ def loss_kind(model: LoadedModel) -> LossKind:
     return "masked_token"
 
 
-def _masked(model: LoadedModel, ids: torch.Tensor, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _masked(model: ModelHandle, ids: torch.Tensor, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     special = set(getattr(model.tokenizer, "all_special_ids", []) or [])
     candidates = [i for i, t in enumerate(ids[0].tolist()) if t not in special]
     if not candidates:
@@ -157,7 +157,7 @@ def _masked(model: LoadedModel, ids: torch.Tensor, seed: int) -> tuple[torch.Ten
 
 
 def reference_task(
-    model: LoadedModel, text: str, seed: int = 0, max_tokens: int | None = None
+    model: ModelHandle, text: str, seed: int = 0, max_tokens: int | None = None
 ) -> LossTask:
     """The loss task for ``text`` on ``model`` (cut to the model's context, or ``max_tokens``).
 
@@ -215,19 +215,19 @@ def row_losses(
 
 
 def corpus_tasks(
-    model: LoadedModel, texts: Sequence[str], max_tokens: int | None = None
+    model: ModelHandle, texts: Sequence[str], max_tokens: int | None = None
 ) -> list[LossTask]:
     """The loss task of every text (cut to ``max_tokens``)."""
     return [reference_task(model, text, max_tokens=max_tokens) for text in texts]
 
 
-def default_budget(model: LoadedModel) -> int:
+def default_budget(model: ModelHandle) -> int:
     """Tokens the ablation runs on by default: 1,024 for a small model, 512 for a larger one."""
     return 1024 if model.facts.n_total_heads <= 48 else 512
 
 
 def budget_tasks(
-    model: LoadedModel,
+    model: ModelHandle,
     texts: Sequence[str],
     budget: int,
     max_tokens: int | None = None,

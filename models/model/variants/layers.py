@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
+from models.model.loading import bridge_of
 from models.model.softmax_terms import windows_from_config
 from models.model.variants.gates import is_gated
 from models.model.variants.latent import LatentShape, latent_shape
@@ -74,11 +75,11 @@ class LayerVariant:
         return ", ".join([base, *[extra for extra in extras if extra]])
 
 
-def hf_modules_by_layer(model: LoadedModel) -> dict[int, list[Any]]:
+def hf_modules_by_layer(model: ModelHandle) -> dict[int, list[Any]]:
     """The model's own (Hugging Face) modules that carry a ``layer_idx``, grouped by it; the
     bridge's wrappers around them are skipped."""
     found: dict[int, list[Any]] = {}
-    for module in model.bridge.original_model.modules():
+    for module in bridge_of(model).original_model.modules():
         idx = getattr(module, "layer_idx", None)
         if isinstance(idx, int) and getattr(module, "_original_component", None) is None:
             found.setdefault(idx, []).append(module)
@@ -100,10 +101,10 @@ def _variant(modules: list[Any], config: Any, window: int | None, n_heads: int) 
     )
 
 
-def layer_variants(model: LoadedModel) -> tuple[LayerVariant, ...]:
+def layer_variants(model: ModelHandle) -> tuple[LayerVariant, ...]:
     """Each layer's :class:`LayerVariant` (read once per model, then kept in its memo)."""
     if "layer_variants" not in model.memo:
-        config = getattr(model.bridge.original_model, "config", None)
+        config = getattr(bridge_of(model).original_model, "config", None)
         n_layers = model.facts.n_layers
         windows = windows_from_config(config, n_layers)
         modules = hf_modules_by_layer(model)
@@ -120,7 +121,7 @@ def all_plain(variants: tuple[LayerVariant, ...]) -> bool:
     return all(layer.plain for layer in variants)
 
 
-def layer_sink_logits(model: LoadedModel, layer: int) -> Any:
+def layer_sink_logits(model: ModelHandle, layer: int) -> Any:
     """``head_index`` sink logits of one layer (None when it has no learned sinks)."""
     for module in hf_modules_by_layer(model).get(layer, []):
         found = sink_logits(module)
