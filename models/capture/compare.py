@@ -25,7 +25,7 @@ import pandas as pd
 import torch
 from jaxtyping import Float
 
-from models.capture.alignment import Alignment, align, equal_pairs
+from models.capture.alignment import Alignment, Side, align, equal_pairs
 from models.capture.bands import layer_band
 from models.capture.compare_fused import fusable, fused_divergence, unit_starts
 from models.capture.words import Words, local_starts, merge_keys, merge_queries
@@ -208,10 +208,14 @@ def band_divergence(
     a0, b0, length = band
     causal = run_a.facts.causal
     rows = []
-    for run, start, words, side in ((run_a, a0, words_a, "a"), (run_b, b0, words_b, "b")):
+    sides: tuple[tuple[AttentionRun, int, Words | None, Side], ...] = (
+        (run_a, a0, words_a, "a"),
+        (run_b, b0, words_b, "b"),
+    )
+    for run, start, words, side in sides:
         stop = start + length if causal else None
         weights = unit_rows(run, layer, None, slice(start, start + length), words, stop)
-        rows.append(torch.from_numpy(alignment.bin_keys(weights, side)))  # type: ignore[arg-type]
+        rows.append(torch.from_numpy(alignment.bin_keys(weights, side)))
     return jsd_rows(rows[0], rows[1]).numpy()
 
 

@@ -34,7 +34,7 @@ from models.generate.settings import (
 from models.generate.view import handling, model_view, view_device
 from models.model.facts import ModelFacts
 from models.model.forward import tokenize
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.model.tokens import readable_tokens
 from models.model.weights import original
 from models.progress import Progress, quiet
@@ -121,7 +121,7 @@ class Generation:
         return self.store.rows(step)
 
 
-def eos_ids(model: LoadedModel) -> set[int]:
+def eos_ids(model: ModelHandle) -> set[int]:
     """Tokens that end a text: the generation config's (as ``generate`` uses), else the
     tokenizer's."""
     config = getattr(original(model), "generation_config", None)
@@ -133,7 +133,7 @@ def eos_ids(model: LoadedModel) -> set[int]:
     return {int(i) for i in (found if isinstance(found, (list, tuple)) else [found])}
 
 
-def explorer_text(model: LoadedModel, ids: list[int]) -> tuple[str, bool]:
+def explorer_text(model: ModelHandle, ids: list[int]) -> tuple[str, bool]:
     """Text for the explorer whose tokenization is ``ids``, and whether it really is."""
     tok = model.tokenizer
     bos = getattr(tok, "bos_token_id", None)
@@ -184,7 +184,7 @@ def _forward(
 
 
 def _step(
-    model: LoadedModel,
+    model: ModelHandle,
     index: int,
     choice: Choice,
     rows: torch.Tensor,
@@ -206,7 +206,7 @@ def _step(
 
 
 def generate(
-    model: LoadedModel,
+    model: ModelHandle,
     prompt: str,
     settings: GenerationSettings,
     on_step: Callable[[Step], None] | None = None,
@@ -242,7 +242,8 @@ def generate(
     n_prompt = int(prepared.ids.shape[1])
     ids, inputs = [int(i) for i in prepared.ids[0]], prepared.ids
     total = settings.max_new_tokens
-    cache, kept, stop = reserved_cache(view.config, n_prompt + total), _Collector(), "length"
+    cache, kept = reserved_cache(view.config, n_prompt + total), _Collector()
+    stop: StopReason = "length"
     facts = model.facts
     recorder = RowRecorder(
         facts.n_layers, facts.n_kv_heads, facts.d_head, n_prompt + total, view_device(view)
@@ -280,7 +281,7 @@ def generate(
         sink=np.stack([s.sink for s in kept.steps]),
         prompt_share=np.stack([s.prompt_share for s in kept.steps]),
         store=kept.store(recorder, n_prompt - 1),
-        stop=stop,  # type: ignore[arg-type]
+        stop=stop,
         cache_tokens=cache_length(cache),
         cache_bytes=cache_nbytes(cache),
         explorer_text=text,

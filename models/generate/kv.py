@@ -25,7 +25,7 @@ from models.classroom.costs import AttentionConfig, kv_cache_bytes
 from models.model.facts import ModelFacts
 
 Sharing = Literal["model", "MHA", "MQA"]
-SHARINGS: tuple[str, ...] = get_args(Sharing)
+SHARINGS: tuple[Sharing, ...] = get_args(Sharing)
 
 
 def kv_heads(facts: ModelFacts, sharing: Sharing) -> int:

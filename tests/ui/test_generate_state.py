@@ -11,14 +11,23 @@ from ui.state.generate import GenerateState, Request
 
 def test_greedy_requests_ignore_the_samplers_settings():
     """Two greedy requests that write the same text have the same settings (one job key)."""
-    a = gs.edit(GenerateState(), decoding="greedy", temperature=0.3, top_k=5, seed=9)
-    b = gs.edit(GenerateState(), decoding="greedy", temperature=2.0, top_p=0.5, seed=1)
+    a = gs.with_settings(
+        GenerateState(),
+        replace(GenerateState().settings, decoding="greedy", temperature=0.3, top_k=5, seed=9),
+    )
+    b = gs.with_settings(
+        GenerateState(),
+        replace(GenerateState().settings, decoding="greedy", temperature=2.0, top_p=0.5, seed=1),
+    )
     assert gs.ask(a, "x", True).request == gs.ask(b, "x", True).request
     assert gs.ask(a, "x", True).request.settings.seed is None
 
 
 def test_sampled_requests_keep_their_seed_and_top_k_zero_means_off():
-    state = gs.edit(GenerateState(), decoding="sample", temperature=0.7, top_k=0, seed=42)
+    state = gs.with_settings(
+        GenerateState(),
+        replace(GenerateState().settings, decoding="sample", temperature=0.7, top_k=0, seed=42),
+    )
     settings = gs.ask(state, "x", False).request.settings
     assert (settings.seed, settings.temperature, settings.top_k) == (42, 0.7, None)
 
@@ -68,9 +77,8 @@ def test_suggested_budgets_are_powers_of_two_below_the_length():
 
 
 def test_eviction_settings_and_request():
-    state = gs.edit_eviction(
-        GenerateState(), budgets=(256, 64, 64), sinks=2, policies=("window",), max_tokens=512
-    )
+    choice = gs.EvictionChoice(budgets=(256, 64, 64), sinks=2, policies=("window",), max_tokens=512)
+    state = gs.with_eviction(GenerateState(), choice)
     settings = gs.eviction_settings(state.eviction, 512)
     assert settings.budgets == (64, 256) and settings.sinks == 2
     assert settings.policies == ("window",) and settings.max_tokens == 512

@@ -10,6 +10,7 @@ new step or head redraws it alone, from the finished generation in the result st
 from __future__ import annotations
 
 import secrets
+from dataclasses import replace
 from typing import Any
 
 import streamlit as st
@@ -18,11 +19,12 @@ from models.errors import UserError
 from models.generate import Generation, generate
 from models.generate.cost import generation_estimate
 from models.generate.settings import DECODINGS, MAX_NEW_TOKENS, chat_text, check, prepare_prompt
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from ui import session
 from ui.keys import Generate, Session
 from ui.runtime.job_keys import GenerationKey
 from ui.runtime.jobs import Partial
+from ui.runtime.policy import AllowedSpec
 from ui.state import generate as gs
 from ui.state.generate import GenerateState, Request
 from ui.text import md
@@ -50,11 +52,11 @@ def save(state: GenerateState) -> None:
     st.session_state[Generate.STATE] = state
 
 
-def has_template(model: LoadedModel) -> bool:
+def has_template(model: ModelHandle) -> bool:
     return bool(getattr(model.tokenizer, "chat_template", None))
 
 
-def request_key(model: LoadedModel, request: Request) -> GenerationKey:
+def request_key(model: ModelHandle, request: Request) -> GenerationKey:
     return GenerationKey(session.allowed_spec(model), request.prompt, request.settings)
 
 
@@ -71,32 +73,33 @@ def sync_link(key: str = Generate.URL) -> None:
 
 
 def _on_settings(template: bool) -> None:
-    ss = st.session_state
-    changes = {
-        "max_new_tokens": int(ss[Generate.MAX_NEW]),
-        "decoding": ss[Generate.DECODING],
-        "temperature": float(ss[Generate.TEMPERATURE]),
-        "top_k": int(ss[Generate.TOP_K]),
-        "top_p": float(ss[Generate.TOP_P]),
-        "seed": int(ss[Generate.SEED]),
-    }
+    ss, state = st.session_state, current_state()
+    settings = replace(
+        state.settings,
+        max_new_tokens=int(ss[Generate.MAX_NEW]),
+        decoding=ss[Generate.DECODING],
+        temperature=float(ss[Generate.TEMPERATURE]),
+        top_k=int(ss[Generate.TOP_K]),
+        top_p=float(ss[Generate.TOP_P]),
+        seed=int(ss[Generate.SEED]),
+    )
     if template:  # a disabled toggle shows "off"; it must not switch chat off for later models
-        changes["chat"] = bool(ss[Generate.CHAT])
-    save(gs.edit(current_state(), **changes))
+        settings = replace(settings, chat=bool(ss[Generate.CHAT]))
+    save(gs.with_settings(state, settings))
 
 
-def _on_generate(template: bool, spec: object, new_seed: bool) -> None:
+def _on_generate(template: bool, spec: AllowedSpec, new_seed: bool) -> None:
     state = current_state()
     if new_seed:
         state = gs.reseed(state, secrets.randbits(31))
     state = gs.ask(state, session.current_prompt(), template, spec)
     save(state)
     assert state.request is not None
-    key = GenerationKey(spec, state.request.prompt, state.request.settings)  # type: ignore[arg-type]
+    key = GenerationKey(spec, state.request.prompt, state.request.settings)
     st.session_state.get(Session.CANCELLED, set()).discard(key)  # asked again: run it again
 
 
-def settings_form(model: LoadedModel) -> None:
+def settings_form(model: ModelHandle) -> None:
     """How the model writes: length, greedy or sampled (temperature, top-k, top-p, seed), chat
     template; the templated prompt; Generate."""
     state, template = current_state(), has_template(model)
@@ -153,7 +156,7 @@ def settings_form(model: LoadedModel) -> None:
     )
 
 
-def templated(model: LoadedModel, chat: bool) -> None:
+def templated(model: ModelHandle, chat: bool) -> None:
     """The sidebar's prompt as the model reads it through its chat template."""
     prompt = session.current_prompt()
     if not chat or not prompt.strip():
@@ -170,7 +173,7 @@ def templated(model: LoadedModel, chat: bool) -> None:
 # --- the generation as a job --------------------------------------------------------------------
 
 
-def _work(model: LoadedModel, request: Request, partial: Partial):
+def _work(model: ModelHandle, request: Request, partial: Partial):
     written: list[int] = []
 
     def on_step(step) -> None:
@@ -182,7 +185,7 @@ def _work(model: LoadedModel, request: Request, partial: Partial):
     )
 
 
-def generation(model: LoadedModel) -> tuple[GenerationKey, Generation] | None:
+def generation(model: ModelHandle) -> tuple[GenerationKey, Generation] | None:
     """The generation asked for, streamed while it runs (None: nothing to show yet)."""
     state = current_state()
     if not model.facts.causal:  # an encoder: say why at once, not after Generate

@@ -26,11 +26,12 @@ from models.generate.sweep import (
 )
 from models.generate.view import model_view, view_device
 from models.model.forward import tokenize
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.progress import Progress
 from ui import session
 from ui.keys import Generate, Session
 from ui.runtime.job_keys import EvictionKey
+from ui.runtime.policy import AllowedSpec
 from ui.sections.generate import current_state, save
 from ui.state import generate as gs
 from ui.text import md
@@ -49,7 +50,7 @@ BOUNDED = tuple(p for p in POLICIES if p != "full")
 # --- the KV cache ------------------------------------------------------------------------------
 
 
-def sharing_names(model: LoadedModel) -> dict[str, str]:
+def sharing_names(model: ModelHandle) -> dict[str, str]:
     facts = model.facts
     return {
         "model": f"this model ({facts.attention_kind}, {facts.n_kv_heads} key/value heads)",
@@ -60,7 +61,7 @@ def sharing_names(model: LoadedModel) -> dict[str, str]:
     }
 
 
-def kv_section(model: LoadedModel, gen: Generation | None) -> None:
+def kv_section(model: ModelHandle, gen: Generation | None) -> None:
     """Bytes per token and in total for the loaded model, MHA and MQA; the real cache's."""
     facts, dtype = model.facts, model.spec.torch_dtype
     if not facts.causal:
@@ -70,7 +71,7 @@ def kv_section(model: LoadedModel, gen: Generation | None) -> None:
         )
         return
     size = dtype.itemsize
-    per_token = {s: kv_bytes_per_token(facts, size, s) for s in SHARINGS}  # type: ignore[arg-type]
+    per_token = {s: kv_bytes_per_token(facts, size, s) for s in SHARINGS}
     st.markdown(
         f"Every token read leaves a key and a value vector per layer and key/value head: "
         f"2 × {facts.n_layers} layers × {facts.n_kv_heads} key/value heads × {facts.d_head} "
@@ -89,7 +90,7 @@ def kv_section(model: LoadedModel, gen: Generation | None) -> None:
     table = pd.DataFrame(
         {
             "cache": [names[s] for s in SHARINGS],
-            "key/value heads": [kv_heads(facts, s) for s in SHARINGS],  # type: ignore[arg-type]
+            "key/value heads": [kv_heads(facts, s) for s in SHARINGS],
             "bytes per token": [per_token[s] for s in SHARINGS],
             **(
                 {f"at {n_text:,} tokens": [human_bytes(per_token[s] * n_text) for s in SHARINGS]}
@@ -138,27 +139,29 @@ def measured_note(gen: Generation | None, per_token: int) -> None:
 def _on_eviction() -> None:
     ss = st.session_state
     save(
-        gs.edit_eviction(
+        gs.with_eviction(
             current_state(),
-            source=ss[Generate.EVICT_SOURCE],
-            pasted=ss.get(Generate.EVICT_TEXT, current_state().eviction.pasted),
-            budgets=tuple(sorted(ss[Generate.EVICT_BUDGETS])),
-            sinks=int(ss[Generate.EVICT_SINKS]),
-            policies=tuple(ss[Generate.EVICT_POLICIES]),
-            max_tokens=int(ss[Generate.EVICT_MAX_TOKENS]),
+            gs.EvictionChoice(
+                source=ss[Generate.EVICT_SOURCE],
+                pasted=ss.get(Generate.EVICT_TEXT, current_state().eviction.pasted),
+                budgets=tuple(sorted(ss[Generate.EVICT_BUDGETS])),
+                sinks=int(ss[Generate.EVICT_SINKS]),
+                policies=tuple(ss[Generate.EVICT_POLICIES]),
+                max_tokens=int(ss[Generate.EVICT_MAX_TOKENS]),
+            ),
         )
     )
 
 
-def _on_run(text: str, n_tokens: int, spec: object) -> None:
+def _on_run(text: str, n_tokens: int, spec: AllowedSpec) -> None:
     state = gs.ask_sweep(current_state(), text, n_tokens)
     save(state)
     assert state.sweep is not None
-    key = EvictionKey(spec, text, state.sweep.settings)  # type: ignore[arg-type]
+    key = EvictionKey(spec, text, state.sweep.settings)
     st.session_state.get(Session.CANCELLED, set()).discard(key)
 
 
-def eviction_controls(model: LoadedModel, choice: gs.EvictionChoice, n_tokens: int) -> None:
+def eviction_controls(model: ModelHandle, choice: gs.EvictionChoice, n_tokens: int) -> None:
     ss, limit = st.session_state, model.facts.n_ctx
     lengths = [n for n in LENGTHS if n < limit] + [limit]
     ss[Generate.EVICT_SOURCE], ss[Generate.EVICT_SINKS] = choice.source, choice.sinks
@@ -206,7 +209,7 @@ def chosen_text(choice: gs.EvictionChoice) -> str:
     return session.current_prompt() if choice.source == "prompt" else choice.pasted
 
 
-def plain_perplexity(model: LoadedModel, ids: torch.Tensor) -> float:
+def plain_perplexity(model: ModelHandle, ids: torch.Tensor) -> float:
     """``exp`` of the loss of a plain forward pass with labels (no cache, no policy)."""
     view = model_view(model)
     with torch.no_grad():
@@ -214,7 +217,7 @@ def plain_perplexity(model: LoadedModel, ids: torch.Tensor) -> float:
     return float(torch.exp(out.loss.to(torch.float64)))
 
 
-def _sweep_work(model: LoadedModel, text: str, settings: Any):
+def _sweep_work(model: ModelHandle, text: str, settings: Any):
     def work(progress: Progress) -> tuple[EvictionResult, float]:
         result = eviction_sweep(model, text, settings, progress)
         ids, _ = tokenize(model, text, settings.max_tokens)
@@ -223,7 +226,7 @@ def _sweep_work(model: LoadedModel, text: str, settings: Any):
     return work
 
 
-def eviction_section(model: LoadedModel) -> None:
+def eviction_section(model: ModelHandle) -> None:
     """Settings, the stated cost, Run, then the plot, the table and what the numbers say."""
     if not model.facts.causal:
         st.info(
@@ -259,7 +262,7 @@ def eviction_section(model: LoadedModel) -> None:
             session.show_error(err)
 
 
-def cost_and_run(model: LoadedModel, text: str, n: int, settings: EvictionSettings) -> None:
+def cost_and_run(model: ModelHandle, text: str, n: int, settings: EvictionSettings) -> None:
     """What the sweep will cost, stated before it runs, and the button that runs it."""
     problems = settings.problems()
     if problems:
@@ -283,7 +286,7 @@ def cost_and_run(model: LoadedModel, text: str, n: int, settings: EvictionSettin
     )
 
 
-def eviction_result(model: LoadedModel, sweep: gs.SweepRequest) -> None:
+def eviction_result(model: ModelHandle, sweep: gs.SweepRequest) -> None:
     key = EvictionKey(session.allowed_spec(model), sweep.text, sweep.settings)
     n = int(tokenize(model, sweep.text, sweep.settings.max_tokens)[0].shape[1])
     cost = estimate(model, n, sweep.settings)

@@ -13,7 +13,8 @@ from typing import Any
 import streamlit as st
 import torch
 
-from models.model.hardware import LowPrecision, low_precision, matmul_rates
+from models.model.hardware import HalfType, LowPrecision, low_precision, matmul_rates
+from models.model.spec import Device
 from ui import session
 from ui.keys import Sidebar
 from ui.runtime import server
@@ -47,14 +48,14 @@ def _use_example() -> None:
         st.session_state[Sidebar.PROMPT] = examples[choice]
 
 
-def hardware(half: str, device: str) -> tuple[LowPrecision, dict[str, float] | None]:
+def hardware(half: HalfType, device: Device) -> tuple[LowPrecision, dict[str, float] | None]:
     """Whether ``device`` runs ``half`` natively and, where it does, the measured matmul rates
     of float32 and ``half`` (GFLOP/s); measured once per process, not per rerun."""
     with _hardware_lock:
         if (half, device) not in _hardware:
-            support = low_precision(half, device)  # type: ignore[arg-type]  # values of the menus
+            support = low_precision(half, device)
             rates = (
-                matmul_rates(("float32", half), RATE_SIZE, RATE_REPEATS, device)  # type: ignore[arg-type]
+                matmul_rates(("float32", half), RATE_SIZE, RATE_REPEATS, device)
                 if support.native
                 else None
             )

@@ -18,6 +18,7 @@ from models.generate.policies import Policy
 from models.generate.settings import MAX_NEW_TOKENS, GenerationSettings
 from models.generate.sweep import DEFAULT_POLICIES, EvictionSettings
 from models.head import Head
+from ui.runtime.policy import AllowedSpec
 
 TextSource = Literal["passage", "prompt", "pasted"]
 TEXT_SOURCES: tuple[TextSource, ...] = get_args(TextSource)
@@ -36,7 +37,7 @@ class Request:
 
     prompt: str
     settings: GenerationSettings
-    model: object = None
+    model: AllowedSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -102,13 +103,13 @@ def effective(settings: GenerationSettings, has_template: bool) -> GenerationSet
     return out
 
 
-def edit(state: GenerateState, **changes: Any) -> GenerateState:
+def with_settings(state: GenerateState, settings: GenerationSettings) -> GenerateState:
     """New widget values for the settings (checked when a generation is asked for)."""
-    return replace(state, settings=replace(state.settings, **changes))
+    return replace(state, settings=settings)
 
 
 def ask(
-    state: GenerateState, prompt: str, has_template: bool, model: object = None
+    state: GenerateState, prompt: str, has_template: bool, model: AllowedSpec | None = None
 ) -> GenerateState:
     """Ask ``model`` for a generation of ``prompt`` with the current settings; the view follows
     the new text."""
@@ -118,7 +119,8 @@ def ask(
 
 def reseed(state: GenerateState, seed: int) -> GenerateState:
     """A new seed for sampling (the page draws it; this stays pure)."""
-    return edit(state, seed=int(seed) % (MAX_SEED + 1), decoding="sample")
+    settings = replace(state.settings, seed=int(seed) % (MAX_SEED + 1), decoding="sample")
+    return with_settings(state, settings)
 
 
 # --- what is looked at ------------------------------------------------------------------------
@@ -156,8 +158,9 @@ def shown_head(state: GenerateState, sink: np.ndarray) -> Head:
 # --- the eviction experiment ------------------------------------------------------------------
 
 
-def edit_eviction(state: GenerateState, **changes: Any) -> GenerateState:
-    return replace(state, eviction=replace(state.eviction, **changes))
+def with_eviction(state: GenerateState, choice: EvictionChoice) -> GenerateState:
+    """New widget values for the eviction experiment (checked when a sweep is asked for)."""
+    return replace(state, eviction=choice)
 
 
 def suggested_budgets(n_tokens: int) -> tuple[int, ...]:
