@@ -16,9 +16,9 @@ st.caption(
 model = session.active_model()
 if model is not None:
     st.caption(kernel.header(model.facts))
-    dtype = kernel.dtype_choice()
+    view = kernel.dtype_choice(kernel.current_view())
     try:
-        found = kernel.report(model, session.current_prompt(), dtype)
+        found = kernel.report(model, session.current_prompt(), view.dtype)
     except UserError as err:
         session.show_error(err)
         found = job_view.MISSING
@@ -30,5 +30,6 @@ if model is not None:
             )
         kernel.summary(found)
         heads = kernel.errors(found)
-        kernel.head_view(found, heads)
+        kernel.head_view(found, heads, kernel.current_view())
         kernel.timings(found)
+    kernel.link(kernel.current_view())

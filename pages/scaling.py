@@ -20,3 +20,4 @@ st.page_link(
 )
 scaling.model_section()
 scaling.synthetic_section()
+scaling.link()

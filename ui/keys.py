@@ -174,6 +174,8 @@ class Circuits(StrEnum):
 
 
 class Scaling(StrEnum):
+    VIEW = "scaling_view"  # the page's ScalingView
+    URL = "scaling_url"
     AXIS = "scaling_axis"
     RANGE = "scaling_range"
     POINTS = "scaling_points"
@@ -181,10 +183,11 @@ class Scaling(StrEnum):
     PICK = "scaling_pick"
     LOSS = "scaling_loss"
     SEED = "scaling_seed"
-    GRID_SHAPE = "scaling_grid_shape"
 
 
 class Kernel(StrEnum):
+    VIEW = "kernel_view"  # the page's KernelView
+    URL = "kernel_url"
     DTYPE = "kernel_dtype"
     HEAD = "kernel_head"
     TABLE = "kernel_table"

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Literal, TypeVar, get_args
 
+from models.attention.check import KernelDType
 from models.circuits.paths import MLPMode
 from models.circuits.task import CircuitTask
 from models.generate.policies import Policy
@@ -32,19 +33,24 @@ from models.model.weights import Projection
 from ui.state import circuits as cs
 from ui.state import explorer as ex
 from ui.state import generate as gs
+from ui.state import scaling as sc
 from ui.state.atlas import AtlasView
 from ui.state.circuits import CircuitsState, PathRequest
 from ui.state.explorer import ExplorerView
 from ui.state.generate import EvictionChoice, GenerateState
+from ui.state.kernel import KernelView
+from ui.state.scaling import ScalingView
 from ui.state.sidebar import DTYPES, NAMED
 
 MAX_LINK_TEXT = 2000  # longer texts travel as the ids the server keeps them under
-Page = Literal["explorer", "generate", "circuits", "atlas"]
+Page = Literal["explorer", "generate", "circuits", "atlas", "scaling", "kernel"]
 PAGE_PATHS: dict[Page, str] = {
     "explorer": "",
     "generate": "generate",
     "circuits": "circuits",
     "atlas": "atlas",
+    "scaling": "scaling",
+    "kernel": "kernel",
 }
 
 SCALES: tuple[ex.ColourScale, ...] = ("sqrt", "linear", "log")
@@ -56,7 +62,8 @@ _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 Lookup = Callable[[str], str | None]  # a stored text by its id (None: not held here)
 SaveText = Callable[[str], str]  # store a text, return its id
 T = TypeVar("T", bound=str)
-PageState = ExplorerView | GenerateState | CircuitsState | AtlasView
+PageState = ExplorerView | GenerateState | CircuitsState | AtlasView | ScalingView | KernelView
+KERNEL_DTYPES: tuple[KernelDType, ...] = get_args(KernelDType)
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,8 @@ class Link:
     generate: GenerateState = field(default_factory=GenerateState)
     circuits: CircuitsState = field(default_factory=CircuitsState)
     atlas: AtlasView = field(default_factory=AtlasView)
+    scaling: ScalingView = field(default_factory=ScalingView)
+    kernel: KernelView = field(default_factory=KernelView)
     notes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
@@ -353,9 +362,42 @@ def _atlas(read: Reader) -> AtlasView:
     return AtlasView(x, y, colour, size, head)
 
 
+def _linked_head(read: Reader) -> Head | None:
+    """A head given as ``layer`` and ``head`` (both, or none)."""
+    if not (read.has("layer") and read.has("head")):
+        return None
+    layer, index = read.whole("layer", None, 0), read.whole("head", None, 0)
+    return None if layer is None or index is None else Head(layer, index)
+
+
+def _scaling(read: Reader) -> ScalingView:
+    """The sweep (``sweep``, ``lo``, ``hi``, ``points``), the head, the point looked at
+    (``at``), the loss switch and the synthetic seed; bounds are the page's to fit."""
+    default = ScalingView()
+    low = read.number("lo", default.low)
+    high = read.number("hi", default.high)
+    return ScalingView(
+        axis=read.choice("sweep", sc.AXES, default.axis),
+        low=default.low if low is None else low,
+        high=default.high if high is None else high,
+        points=read.whole("points", default.points, sc.MIN_POINTS) or default.points,
+        head=_linked_head(read),
+        pick=read.whole("at", None, 0),
+        loss=read.flag("loss", default.loss),
+        seed=read.whole("seed", default.seed, 0) or default.seed,
+    )
+
+
+def _kernel(read: Reader) -> KernelView:
+    """The kernel's dtype (``kdtype``) and the head compared."""
+    return KernelView(read.choice("kdtype", KERNEL_DTYPES, "float32"), _linked_head(read))
+
+
 def parse(params: Mapping[str, str], stored: Lookup) -> Link:
     """The view a query string asks for (see the module docstring)."""
-    sidebar, explorer, generate, circuits, atlas = (Reader(params, stored) for _ in range(5))
+    sidebar, explorer, generate, circuits, atlas, scaling, kernel = (
+        Reader(params, stored) for _ in range(7)
+    )
     shared = Shared(
         model=str(params.get("model") or "") or None,
         dtype=sidebar.choice("dtype", DTYPES, "float32"),
@@ -367,12 +409,16 @@ def parse(params: Mapping[str, str], stored: Lookup) -> Link:
         generate=_generate(generate),
         circuits=_circuits(circuits),
         atlas=_atlas(atlas),
+        scaling=_scaling(scaling),
+        kernel=_kernel(kernel),
         notes={
             "sidebar": tuple(sidebar.notes),
             "explorer": tuple(explorer.notes),
             "generate": tuple(generate.notes),
             "circuits": tuple(circuits.notes),
             "atlas": tuple(atlas.notes),
+            "scaling": tuple(scaling.notes),
+            "kernel": tuple(kernel.notes),
         },
     )
 
@@ -463,6 +509,20 @@ def _write_atlas(w: Writer, view: AtlasView) -> None:
         w.put(layer=str(view.head.layer), head=str(view.head.index))
 
 
+def _write_scaling(w: Writer, view: ScalingView) -> None:
+    w.put(sweep=view.axis, lo=repr(view.low), hi=repr(view.high), points=str(view.points))
+    if view.head is not None:
+        w.put(layer=str(view.head.layer), head=str(view.head.index))
+    w.put(at=None if view.pick is None else str(view.pick))
+    w.put(loss=_on(view.loss), seed=str(view.seed))
+
+
+def _write_kernel(w: Writer, view: KernelView) -> None:
+    w.put(kdtype=view.dtype)
+    if view.head is not None:
+        w.put(layer=str(view.head.layer), head=str(view.head.index))
+
+
 def page_of(state: PageState) -> Page:
     if isinstance(state, ExplorerView):
         return "explorer"
@@ -470,6 +530,10 @@ def page_of(state: PageState) -> Page:
         return "generate"
     if isinstance(state, AtlasView):
         return "atlas"
+    if isinstance(state, ScalingView):
+        return "scaling"
+    if isinstance(state, KernelView):
+        return "kernel"
     return "circuits"
 
 
@@ -490,6 +554,10 @@ def query(
         _write_generate(w, state)
     elif isinstance(state, AtlasView):
         _write_atlas(w, state)
+    elif isinstance(state, ScalingView):
+        _write_scaling(w, state)
+    elif isinstance(state, KernelView):
+        _write_kernel(w, state)
     else:
         _write_circuits(w, state)
     return w.out

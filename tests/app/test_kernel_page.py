@@ -11,6 +11,7 @@ from models.head import Head
 from models.model.spec import BUNDLED_DIR
 from tests.app.helpers import open_page, texts
 from ui.keys import Kernel, Sidebar
+from ui.state.kernel import KernelView
 
 PAGE = "pages/kernel.py"
 P_ERR, O_ERR = "max |P_kernel - P_model|", "max |O_kernel - z_model|"
@@ -54,10 +55,15 @@ def test_minilm_page_shows_errors_backend_and_timings():
 def test_picking_a_head_redraws_the_comparison():
     # AppTest forgets the sidebar's widgets on a rerun after switch_page, so the head is set
     # before switching (as a click on the table or the select box would set it).
-    at = open_kernel("minilm", **{Kernel.HEAD: Head(5, 11)})
+    at = open_kernel("minilm", **{Kernel.VIEW: KernelView(head=Head(5, 11))})
     assert at.selectbox(key=Kernel.HEAD).value == Head(5, 11)
     assert chart_titles(at)[2] == "Head 5.11"
     assert any("layer=5&head=11" in str(md.value) for md in at.markdown)
+    at.selectbox(key=Kernel.HEAD).set_value(Head(2, 3)).run()
+    assert at.session_state[Kernel.VIEW] == KernelView(head=Head(2, 3))
+    assert chart_titles(at)[2] == "Head 2.3"
+    link = next(str(md.value) for md in at.markdown if "Link to this view" in str(md.value))
+    assert "kdtype=float32" in link and "layer=2&head=3" in link
 
 
 def test_empty_prompt_gives_a_message():

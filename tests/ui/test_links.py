@@ -15,6 +15,8 @@ from ui import links
 from ui.links import Shared
 from ui.state import generate as gs
 from ui.state.atlas import AtlasView
+from ui.state.kernel import KernelView
+from ui.state.scaling import ScalingView
 from ui.state.circuits import OWN, AtPOptions, CircuitsState, PathRequest
 from ui.state.explorer import ExplorerView
 from ui.state.generate import EvictionChoice, GenerateState
@@ -96,7 +98,11 @@ CIRCUITS = CircuitsState(
     twin="prev_previous",
 )
 ATLAS = AtlasView(x="distance", y="sink", colour=None, size="activation", head=Head(3, 1))
-EVERY_PAGE = [EXPLORER, GENERATE, CIRCUITS, ATLAS]
+SCALING = ScalingView(
+    axis="alpha", low=0.25, high=8.0, points=31, head=Head(1, 2), pick=4, loss=False, seed=11
+)
+KERNEL = KernelView(dtype="bfloat16", head=Head(2, 3))
+EVERY_PAGE = [EXPLORER, GENERATE, CIRCUITS, ATLAS, SCALING, KERNEL]
 
 
 def through_a_url(shared: Shared, state, store: Store, limit: int = links.MAX_LINK_TEXT):
@@ -275,3 +281,30 @@ def test_a_generation_link_asks_for_it_and_a_plain_link_does_not():
     plain = links.parse({"layer": "0"}, {}.get).generate
     assert not plain.pending and plain.request is None
     assert plain.settings == gs.DEFAULT_SETTINGS
+
+
+def test_the_scaling_and_kernel_link_keys():
+    query = links.query(Shared(), SCALING, Store().keep)
+    assert {k: query[k] for k in ("sweep", "lo", "hi", "points", "at", "loss", "seed")} == {
+        "sweep": "alpha",
+        "lo": "0.25",
+        "hi": "8.0",
+        "points": "31",
+        "at": "4",
+        "loss": "0",
+        "seed": "11",
+    }
+    assert (query["layer"], query["head"]) == ("1", "2")
+    assert links.PAGE_PATHS[links.page_of(SCALING)] == "scaling"
+    query = links.query(Shared(), KERNEL, Store().keep)
+    assert (query["kdtype"], query["layer"], query["head"]) == ("bfloat16", "2", "3")
+    assert links.PAGE_PATHS[links.page_of(KERNEL)] == "kernel"
+
+
+def test_garbage_in_a_scaling_or_kernel_link_gives_defaults_and_notes():
+    found = links.parse(
+        {"sweep": "beta", "lo": "nan", "points": "2", "at": "-1", "kdtype": "int8"}, {}.get
+    )
+    assert found.scaling == ScalingView()
+    assert found.kernel == KernelView()
+    assert len(found.notes["scaling"]) == 4 and len(found.notes["kernel"]) == 1

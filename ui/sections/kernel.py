@@ -23,18 +23,43 @@ from models.model.handle import ModelHandle
 from ui import session
 from ui.keys import Kernel
 from ui.runtime.job_keys import KernelKey
+from ui.state import kernel as state
+from ui.state.kernel import KernelView
 from ui.text import md
-from ui.widgets import job_view
+from ui.widgets import components, job_view
 from viz.kernel_figures import error_grid, pattern_comparison
 
 MAX_TOKENS = 256
 P_ERR, O_ERR = "max |P_kernel - P_model|", "max |O_kernel - z_model|"
 
 
+def current_view() -> KernelView:
+    """The page's view: from the link the first time, then as the visitor changes it."""
+    found = st.session_state.get(Kernel.VIEW)
+    if isinstance(found, KernelView):
+        return found
+    for note in session.link_notes("kernel"):
+        st.caption(md(note))
+    return save(session.opened_with().kernel)
+
+
+def save(view: KernelView) -> KernelView:
+    st.session_state[Kernel.VIEW] = view
+    return view
+
+
 def pick_from_table(heads: list[Head]) -> None:
     rows = st.session_state[Kernel.TABLE].selection.rows
     if rows:
-        st.session_state[Kernel.HEAD] = heads[rows[0]]
+        save(state.choose_head(current_view(), heads[rows[0]]))
+
+
+def _dtype_changed() -> None:
+    save(state.with_dtype(current_view(), st.session_state[Kernel.DTYPE]))
+
+
+def _head_changed() -> None:
+    save(state.choose_head(current_view(), st.session_state[Kernel.HEAD]))
 
 
 def header(facts: ModelFacts) -> str:
@@ -46,13 +71,20 @@ def header(facts: ModelFacts) -> str:
     )
 
 
-def dtype_choice() -> KernelDType:
+def dtype_choice(view: KernelView) -> KernelView:
+    """The kernel's dtype (half precision only where a CUDA GPU runs it); returns the view."""
     gpu = torch.cuda.is_available()
     options: list[KernelDType] = list(get_args(KernelDType)) if gpu else ["float32"]
+    view, notes = state.fit_dtype(view, options)
+    for note in notes:
+        st.caption(md(note))
+    save(view)
+    st.session_state[Kernel.DTYPE] = view.dtype
     dtype: KernelDType = st.selectbox(
         "Kernel dtype",
         options,
         key=Kernel.DTYPE,
+        on_change=_dtype_changed,
         help="q, k and v are cast to this dtype before the kernel runs.",
     )
     if not gpu:
@@ -62,7 +94,7 @@ def dtype_choice() -> KernelDType:
             f"Half precision rounds every input: errors near {TOLERANCES[dtype]:g} are "
             "expected, not a bug."
         )
-    return dtype
+    return view
 
 
 def report(model: ModelHandle, prompt: str, dtype: KernelDType) -> Any:
@@ -116,8 +148,6 @@ def errors(found: KernelReport) -> list[Head]:
     right.plotly_chart(error_grid(found.output_error, title=f"{O_ERR} per head"), width="stretch")
     rows = found.head_rows()
     heads = [Head.parse(row["head"]) for row in rows]
-    if st.session_state.get(Kernel.HEAD) not in heads:
-        st.session_state[Kernel.HEAD] = heads[int(found.pattern_error.argmax())]
     st.dataframe(
         pd.DataFrame(rows)[["head", P_ERR, O_ERR]],
         hide_index=True,
@@ -132,12 +162,15 @@ def errors(found: KernelReport) -> list[Head]:
     return heads
 
 
-def head_view(found: KernelReport, heads: list[Head]) -> None:
+def head_view(found: KernelReport, heads: list[Head], view: KernelView) -> None:
     st.subheader("One head: model, kernel and their difference")
+    worst = heads[int(found.pattern_error.argmax())]
+    st.session_state[Kernel.HEAD] = state.shown_head(view, heads, worst)
     head = st.selectbox(
         "Head (L.H)",
         heads,
         key=Kernel.HEAD,
+        on_change=_head_changed,
         format_func=str,
         help="Or click a row of the table above.",
     )
@@ -177,3 +210,9 @@ def timings(found: KernelReport) -> None:
             "PyTorch tiled path, which loops over tiles in Python; SDPA runs PyTorch's "
             "fused native code."
         )
+
+
+def link(view: KernelView) -> None:
+    """The page's link (model, prompt, dtype, head) in the address bar and on the page."""
+    components.sync_url(session.page_query(view), key=Kernel.URL)
+    st.markdown(f"[Link to this view]({session.page_url(view)})")

@@ -17,73 +17,121 @@ from models.model.handle import ModelHandle
 from models.progress import Progress
 from models.scaling import capture as scaling_capture
 from models.scaling.capture import ScoreCapture, loss_unavailable
-from models.scaling.maths import (
-    alpha_to_factor,
-    factor_grid,
-    scaled_patterns,
-    sweep,
-    synthetic_panel,
-)
+from models.scaling.maths import scaled_patterns, sweep, synthetic_panel
 from ui import session
 from ui.keys import Scaling
 from ui.runtime import server
 from ui.runtime.job_keys import LogitsKey, LossSweepKey, SweepKey, SyntheticKey
+from ui.state import scaling as sc
+from ui.state.scaling import ScalingView
 from ui.text import md
-from ui.widgets import job_view
+from ui.widgets import components, job_view
 from viz import scaling_figures as figs
 from viz.heatmap import head_heatmap
 
 MAX_TOKENS = 256
-POWERS = [2.0**p for p in range(-6, 7)]
-AXES = {"factor": "Factor c × the model's own scale", "alpha": "Divide q · k by d_k^α"}
+AXIS_WORDS: dict[sc.Axis, str] = {
+    "factor": "Factor c × the model's own scale",
+    "alpha": "Divide q · k by d_k^α",
+}
 
 
 def fmt_c(c: float) -> str:
     return figs.factor_label(c)
 
 
-def grid(d_head: int) -> tuple[np.ndarray, np.ndarray, str, float, bool]:
-    """Factors, their x values, the x title, the x of the model's own scale, log axis or not."""
-    n = st.session_state.get(Scaling.POINTS, 25)
-    if st.session_state.get(Scaling.AXIS, "factor") == "alpha":
-        alphas = np.linspace(0.0, 1.0, n)
-        return alpha_to_factor(alphas, d_head), alphas, "α (logits = q · k / d_k^α)", 0.5, False
-    lo, hi = st.session_state.get(Scaling.RANGE, (1 / 16, 16.0))
-    if lo >= hi:
-        st.info("The range of c needs two different ends; showing 1/16 to 16.")
-        lo, hi = 1 / 16, 16.0
-    return factor_grid(lo, hi, n), factor_grid(lo, hi, n), "factor c (log scale)", 1.0, True
+def current_view(facts: ModelFacts | None = None) -> ScalingView:
+    """The page's view: from the link the first time, then as the visitor changes it; fitted
+    to ``facts``' heads where given (with a note)."""
+    found = st.session_state.get(Scaling.VIEW)
+    if not isinstance(found, ScalingView):
+        for note in session.link_notes("scaling"):
+            st.caption(md(note))
+        found = session.opened_with().scaling
+    notes: list[str] = []
+    if facts is not None:
+        found, notes = sc.clamp(found, facts.n_layers, facts.n_heads)
+    for note in notes:
+        st.caption(md(note))
+    return save(found)
 
 
-def controls(facts: ModelFacts) -> tuple[Head, np.ndarray, np.ndarray, str, float, bool, int]:
-    """Sweep widgets; returns head, factors, x values, x title, own x, log axis, picked index."""
+def save(view: ScalingView) -> ScalingView:
+    st.session_state[Scaling.VIEW] = view
+    return view
+
+
+def _grid_changed() -> None:
+    ss = st.session_state
+    view = current_view()
+    ends = ss.get(Scaling.RANGE) if view.axis == "factor" else None
+    low, high = ends if isinstance(ends, (tuple, list)) else (view.low, view.high)
+    save(sc.with_grid(view, ss[Scaling.AXIS], low, high, int(ss[Scaling.POINTS])))
+
+
+def _head_changed() -> None:
+    save(sc.choose_head(current_view(), st.session_state[Scaling.HEAD]))
+
+
+def _point_changed() -> None:
+    save(sc.choose_point(current_view(), int(st.session_state[Scaling.PICK])))
+
+
+def _loss_changed() -> None:
+    save(sc.with_loss(current_view(), bool(st.session_state[Scaling.LOSS])))
+
+
+def _seed_changed() -> None:
+    save(sc.with_seed(current_view(), int(st.session_state[Scaling.SEED])))
+
+
+def controls(view: ScalingView, facts: ModelFacts) -> tuple[Head, sc.Grid, int]:
+    """Sweep widgets showing ``view``; returns the head, the grid and the point looked at."""
     ss = st.session_state
     c = st.columns([3, 2, 1, 2])
-    c[0].radio("Sweep", list(AXES), key=Scaling.AXIS, horizontal=True, format_func=AXES.__getitem__)
-    if ss[Scaling.AXIS] == "factor":
-        c[1].select_slider(
-            "Range of c", POWERS, value=(1 / 16, 16.0), key=Scaling.RANGE, format_func=fmt_c
+    ss[Scaling.AXIS] = view.axis
+    c[0].radio(
+        "Sweep",
+        sc.AXES,
+        key=Scaling.AXIS,
+        horizontal=True,
+        format_func=AXIS_WORDS.__getitem__,
+        on_change=_grid_changed,
+    )
+    if view.axis == "factor":
+        ends = (view.low, view.high)
+        if tuple(ss.get(Scaling.RANGE, ends)) != ends:
+            ss[Scaling.RANGE] = ends
+        c[1].select_slider(  # a tuple value makes it a range slider
+            "Range of c",
+            sc.POWERS,
+            value=ends,
+            key=Scaling.RANGE,
+            format_func=fmt_c,
+            on_change=_grid_changed,
         )
-    c[2].number_input("Points", 5, 61, 25, step=2, key=Scaling.POINTS)
+    ss[Scaling.POINTS] = view.points
+    c[2].number_input(
+        "Points", sc.MIN_POINTS, sc.MAX_POINTS, step=2, key=Scaling.POINTS, on_change=_grid_changed
+    )
     heads = list(all_heads(facts.n_layers, facts.n_heads))
-    if ss.get(Scaling.HEAD) not in heads:
-        ss[Scaling.HEAD] = heads[0]
-    head = c[3].selectbox("Head", heads, key=Scaling.HEAD, format_func=str)
-    factors, x, x_title, own_x, log_x = grid(facts.d_head)
-    own = int(np.argmin(np.abs(np.log(factors))))
-    shape = (ss[Scaling.AXIS], ss.get(Scaling.RANGE), len(factors))
-    before = ss.get(Scaling.GRID_SHAPE, shape)
-    ss[Scaling.GRID_SHAPE] = shape
-    if before != shape or ss.get(Scaling.PICK, len(factors)) >= len(factors):
-        ss[Scaling.PICK] = own  # a new grid starts at the model's own scale
+    ss[Scaling.HEAD] = sc.head_shown(view)
+    head = c[3].selectbox("Head", heads, key=Scaling.HEAD, format_func=str, on_change=_head_changed)
+    found = sc.grid(view, facts.d_head)
 
     def label(i: int) -> str:
-        return f"c = {fmt_c(factors[i])}" + ("" if log_x else f" (α = {x[i]:.3g})")
+        alpha = "" if found.log_x else f" (α = {found.x[i]:.3g})"
+        return f"c = {fmt_c(found.factors[i])}{alpha}"
 
+    ss[Scaling.PICK] = sc.shown_point(view, found)
     pick = st.select_slider(
-        "Point of the sweep shown below", range(len(factors)), key=Scaling.PICK, format_func=label
+        "Point of the sweep shown below",
+        range(len(found.factors)),
+        key=Scaling.PICK,
+        format_func=label,
+        on_change=_point_changed,
     )
-    return head, factors, x, x_title, own_x, log_x, int(pick)
+    return head, found, int(pick)
 
 
 def logits(model: ModelHandle, prompt: str) -> tuple[LogitsKey, Any]:
@@ -145,13 +193,17 @@ def loss_section(
     own_x: float,
     pick: int,
     log_x: bool,
+    on: bool,
 ) -> None:
     st.subheader("Next-token loss with every head at factor c")
     reason = loss_unavailable(model, n_tokens)
     if reason:
         st.info(reason)
         return
-    if not st.toggle("Run the model at every point of the sweep", value=True, key=Scaling.LOSS):
+    st.session_state[Scaling.LOSS] = on
+    if not st.toggle(
+        "Run the model at every point of the sweep", key=Scaling.LOSS, on_change=_loss_changed
+    ):
         return
     try:
         losses = loss_curve(model, key, tuple(float(c) for c in factors))
@@ -197,7 +249,15 @@ def model_section() -> None:
         f"from `{cap.source}`; softmax of them matches the model's own patterns to "
         f"{cap.max_error:.1e}."
     )
-    head, factors, x, x_title, own_x, log_x, pick = controls(facts)
+    view = current_view(facts)
+    head, found, pick = controls(view, facts)
+    factors, x, x_title, own_x, log_x = (
+        found.factors,
+        found.x,
+        found.x_title,
+        found.own_x,
+        found.log_x,
+    )
     stats = sweep_stats(key, cap, factors)
     if stats is job_view.MISSING:
         return
@@ -241,12 +301,13 @@ def model_section() -> None:
         width="stretch",
     )
     st.caption("Small c flattens every row towards uniform; large c pushes it to one-hot.")
-    loss_section(model, key, cap.n_tokens, factors, x, x_title, own_x, pick, log_x)
+    loss_section(model, key, cap.n_tokens, factors, x, x_title, own_x, pick, log_x, view.loss)
 
 
 def synthetic_section() -> None:
     st.header("Synthetic check: random q and k")
-    seed = int(st.number_input("Seed", 0, 2**31 - 1, 0, key=Scaling.SEED))
+    st.session_state[Scaling.SEED] = current_view().seed
+    seed = int(st.number_input("Seed", 0, sc.MAX_SEED, key=Scaling.SEED, on_change=_seed_changed))
     with st.spinner("Sampling random vectors…"):
         panel = server.current().derived.get_or_compute(
             SyntheticKey(seed), lambda: synthetic_panel(seed=seed)
@@ -269,3 +330,11 @@ def synthetic_section() -> None:
         },
         hide_index=True,
     )
+
+
+def link() -> None:
+    """The page's link (model, prompt, the sweep, head, point, seed) in the address bar and on
+    the page."""
+    view = current_view()
+    components.sync_url(session.page_query(view), key=Scaling.URL)
+    st.markdown(f"[Link to this view]({session.page_url(view)})")

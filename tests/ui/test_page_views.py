@@ -1,0 +1,66 @@
+"""The Scaling and Kernel pages' state values: every transition checked directly."""
+
+import math
+
+import numpy as np
+
+from models.head import Head
+from ui.state import kernel as ks
+from ui.state import scaling as sc
+from ui.state.kernel import KernelView
+from ui.state.scaling import ScalingView
+
+
+def test_a_new_grid_starts_at_the_models_own_scale():
+    view = sc.choose_point(ScalingView(), 3)
+    assert sc.with_grid(view, "factor", 1 / 16, 16.0, 25) == view  # unchanged grid keeps it
+    moved = sc.with_grid(view, "factor", 1 / 4, 16.0, 25)
+    assert moved.pick is None and moved.low == 0.25
+    found = sc.grid(moved, 64)
+    assert sc.shown_point(moved, found) == found.own
+    assert found.factors[found.own] == 1.0
+
+
+def test_the_factor_grid_is_log_spaced_and_alpha_maps_to_d_k():
+    found = sc.grid(ScalingView(points=5, low=0.25, high=4.0), 64)
+    np.testing.assert_allclose(found.factors, [0.25, 0.5, 1.0, 2.0, 4.0], rtol=1e-12)
+    assert found.log_x and found.own == 2
+    alpha = sc.grid(ScalingView(axis="alpha", points=5), 64)
+    # dividing by d_k^alpha instead of d_k^0.5 is a factor d_k^(0.5 - alpha) on the logits
+    np.testing.assert_allclose(alpha.factors, [64**0.5 / 64**a for a in np.linspace(0, 1, 5)])
+    assert alpha.own == 2 and not alpha.log_x
+
+
+def test_clamp_fits_the_head_the_points_and_the_range():
+    view = ScalingView(head=Head(9, 0), points=200, low=0.1, high=0.1, pick=7)
+    fitted, notes = sc.clamp(view, 2, 4)
+    assert fitted.head is None and fitted.points == sc.MAX_POINTS
+    assert (fitted.low, fitted.high) == (1 / 16, 16.0) and fitted.pick is None
+    assert len(notes) == 2
+    even, _ = sc.clamp(ScalingView(points=10, low=0.3), 2, 4)
+    assert even.points == 11 and even.low == 0.25  # odd; the nearest power of two
+    same, notes = sc.clamp(ScalingView(head=Head(1, 3), pick=2), 2, 4)
+    assert same == ScalingView(head=Head(1, 3), pick=2) and notes == []
+    assert sc.nearest_power(math.nan) == sc.POWERS[0]
+
+
+def test_a_point_outside_the_grid_falls_back_to_the_own_scale():
+    view = ScalingView(points=5, pick=9)
+    found = sc.grid(view, 16)
+    assert sc.shown_point(view, found) == found.own
+    assert sc.with_seed(view, 2**31 + 5).seed == 5  # seeds wrap at 2**31
+    assert sc.head_shown(view) == Head(0, 0)
+
+
+def test_the_kernel_view_picks_the_worst_head_until_one_is_chosen():
+    heads = [Head(0, 0), Head(0, 1), Head(1, 0)]
+    assert ks.shown_head(KernelView(), heads, Head(1, 0)) == Head(1, 0)
+    chosen = ks.choose_head(KernelView(), Head(0, 1))
+    assert ks.shown_head(chosen, heads, Head(1, 0)) == Head(0, 1)
+    gone = ks.choose_head(KernelView(), Head(5, 5))
+    assert ks.shown_head(gone, heads, Head(1, 0)) == Head(1, 0)
+    half = ks.with_dtype(chosen, "float16")
+    assert half.head == Head(0, 1)
+    fitted, notes = ks.fit_dtype(half, ["float32"])
+    assert fitted.dtype == "float32" and len(notes) == 1
+    assert ks.fit_dtype(half, ["float32", "float16"]) == (half, [])
