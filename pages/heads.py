@@ -22,6 +22,7 @@ facts = model.facts
 try:
     corpus, cap = heads.corpus_picker(model, session.current_prompt())
     seq_len, batch, seed, thresholds = heads.settings(facts.n_ctx)
+    heads.link()
     if corpus is None:
         st.stop()
     rep, scores = heads.measure(model, corpus, cap, seq_len, batch, seed)

@@ -80,6 +80,8 @@ class Explorer(StrEnum):
 
 
 class Heads(StrEnum):
+    VIEW = "heads_view"  # the page's HeadsView
+    URL = "heads_url"
     CORPUS = "heads_corpus"
     UPLOAD = "heads_upload"
     TEXTS = "heads_passages"
@@ -88,6 +90,7 @@ class Heads(StrEnum):
     BATCH = "heads_batch"
     SEED = "heads_seed"
     EXAMPLE_SCORE = "heads_example_score"
+    EXAMPLE_HEAD = "heads_example_head"
     RANKING = "heads_ranking"
     METHOD = "heads_method"
     BUDGET = "heads_budget"
@@ -106,11 +109,6 @@ class Heads(StrEnum):
     def threshold(score: str) -> str:
         """The flag threshold slider of one score."""
         return f"heads_th_{score}"
-
-    @staticmethod
-    def example_head(score: str) -> str:
-        """The head picker of the top examples of one score."""
-        return f"heads_example_head_{score}"
 
 
 class HeadAtlas(StrEnum):

@@ -27,23 +27,27 @@ from models.generate.policies import Policy
 from models.generate.settings import GenerationSettings
 from models.head import Head
 from models.heads.atlas.metrics import METRIC_NAMES, MetricName
+from models.heads.names import EXAMPLE_SCORES, RANKINGS
+from models.heads.table import Thresholds
 from models.model.forward import MAX_PROMPT_CHARS
 from models.model.spec import DType
 from models.model.weights import Projection
 from ui.state import circuits as cs
 from ui.state import explorer as ex
 from ui.state import generate as gs
+from ui.state import heads as hs
 from ui.state import scaling as sc
 from ui.state.atlas import AtlasView
 from ui.state.circuits import CircuitsState, PathRequest
 from ui.state.explorer import ExplorerView
 from ui.state.generate import EvictionChoice, GenerateState
+from ui.state.heads import HeadsView
 from ui.state.kernel import KernelView
 from ui.state.scaling import ScalingView
 from ui.state.sidebar import DTYPES, NAMED
 
 MAX_LINK_TEXT = 2000  # longer texts travel as the ids the server keeps them under
-Page = Literal["explorer", "generate", "circuits", "atlas", "scaling", "kernel"]
+Page = Literal["explorer", "generate", "circuits", "atlas", "scaling", "kernel", "heads"]
 PAGE_PATHS: dict[Page, str] = {
     "explorer": "",
     "generate": "generate",
@@ -51,6 +55,7 @@ PAGE_PATHS: dict[Page, str] = {
     "atlas": "atlas",
     "scaling": "scaling",
     "kernel": "kernel",
+    "heads": "heads",
 }
 
 SCALES: tuple[ex.ColourScale, ...] = ("sqrt", "linear", "log")
@@ -62,7 +67,9 @@ _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 Lookup = Callable[[str], str | None]  # a stored text by its id (None: not held here)
 SaveText = Callable[[str], str]  # store a text, return its id
 T = TypeVar("T", bound=str)
-PageState = ExplorerView | GenerateState | CircuitsState | AtlasView | ScalingView | KernelView
+PageState = (
+    ExplorerView | GenerateState | CircuitsState | AtlasView | ScalingView | KernelView | HeadsView
+)
 KERNEL_DTYPES: tuple[KernelDType, ...] = get_args(KernelDType)
 
 
@@ -88,6 +95,7 @@ class Link:
     atlas: AtlasView = field(default_factory=AtlasView)
     scaling: ScalingView = field(default_factory=ScalingView)
     kernel: KernelView = field(default_factory=KernelView)
+    heads: HeadsView = field(default_factory=HeadsView)
     notes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
@@ -384,7 +392,7 @@ def _scaling(read: Reader) -> ScalingView:
         head=_linked_head(read),
         pick=read.whole("at", None, 0),
         loss=read.flag("loss", default.loss),
-        seed=read.whole("seed", default.seed, 0) or default.seed,
+        seed=read.whole("sseed", default.seed, 0) or 0,
     )
 
 
@@ -393,10 +401,54 @@ def _kernel(read: Reader) -> KernelView:
     return KernelView(read.choice("kdtype", KERNEL_DTYPES, "float32"), _linked_head(read))
 
 
+def _heads(read: Reader) -> HeadsView:
+    """The Head finder's corpus, repeated tokens, thresholds (``th_<score>``), top examples,
+    ranking and pruning; numbers out of range are the page's to fit."""
+    d = HeadsView()
+    thresholds = {
+        f.name: read.number(f"th_{f.name}", getattr(d.thresholds, f.name))
+        for f in fields(d.thresholds)
+    }
+    pick = tuple(h for h in (_parsed_head(read, w) for w in _words(read, "drop")) if h is not None)
+    budget = read.whole("budget", None, 1)
+    return HeadsView(
+        corpus=read.choice("corpus", hs.CORPUS_SOURCES, d.corpus),
+        texts=read.whole("texts", d.texts, 1) or d.texts,
+        max_tokens=read.whole("cap", d.max_tokens, 1) or d.max_tokens,
+        span=read.whole("rspan", d.span, 1) or d.span,
+        batch=read.whole("batch", d.batch, 1) or d.batch,
+        seed=read.whole("rseed", d.seed, 0) or 0,
+        thresholds=Thresholds(**{k: float(v) for k, v in thresholds.items() if v is not None}),
+        example_score=read.choice("ex", EXAMPLE_SCORES, d.example_score),
+        example_head=read.head("exhead"),
+        ranking=read.choice("ranking", RANKINGS, "zero") if read.has("ranking") else None,
+        method=read.choice("ablation", hs.ABLATIONS, d.method),
+        budget=budget,
+        ablate=read.maybe_flag("measure"),
+        prune_mode=read.choice("prune", hs.PRUNE_MODES, d.prune_mode),
+        prune_k=read.whole("k", None, 1),
+        prune_groups=read.whole("groups", d.prune_groups, 1) or d.prune_groups,
+        prune_pick=tuple(sorted(pick)),
+        prune_dtype=read.choice("pdtype", DTYPES, d.prune_dtype),
+    )
+
+
+def _words(read: Reader, key: str) -> list[str]:
+    return [w.strip() for w in str(read.params.get(key) or "").split(",") if w.strip()]
+
+
+def _parsed_head(read: Reader, word: str) -> Head | None:
+    try:
+        return Head.parse(word)
+    except ValueError:
+        read.notes.append(f"Ignored {word!r} in the link's heads: a head is written as 3.1.")
+        return None
+
+
 def parse(params: Mapping[str, str], stored: Lookup) -> Link:
     """The view a query string asks for (see the module docstring)."""
-    sidebar, explorer, generate, circuits, atlas, scaling, kernel = (
-        Reader(params, stored) for _ in range(7)
+    sidebar, explorer, generate, circuits, atlas, scaling, kernel, heads = (
+        Reader(params, stored) for _ in range(8)
     )
     shared = Shared(
         model=str(params.get("model") or "") or None,
@@ -411,6 +463,7 @@ def parse(params: Mapping[str, str], stored: Lookup) -> Link:
         atlas=_atlas(atlas),
         scaling=_scaling(scaling),
         kernel=_kernel(kernel),
+        heads=_heads(heads),
         notes={
             "sidebar": tuple(sidebar.notes),
             "explorer": tuple(explorer.notes),
@@ -419,6 +472,7 @@ def parse(params: Mapping[str, str], stored: Lookup) -> Link:
             "atlas": tuple(atlas.notes),
             "scaling": tuple(scaling.notes),
             "kernel": tuple(kernel.notes),
+            "heads": tuple(heads.notes),
         },
     )
 
@@ -514,13 +568,25 @@ def _write_scaling(w: Writer, view: ScalingView) -> None:
     if view.head is not None:
         w.put(layer=str(view.head.layer), head=str(view.head.index))
     w.put(at=None if view.pick is None else str(view.pick))
-    w.put(loss=_on(view.loss), seed=str(view.seed))
+    w.put(loss=_on(view.loss), sseed=str(view.seed))
 
 
 def _write_kernel(w: Writer, view: KernelView) -> None:
     w.put(kdtype=view.dtype)
     if view.head is not None:
         w.put(layer=str(view.head.layer), head=str(view.head.index))
+
+
+def _write_heads(w: Writer, view: HeadsView) -> None:
+    w.put(corpus=view.corpus, texts=str(view.texts), cap=str(view.max_tokens))
+    w.put(rspan=str(view.span), batch=str(view.batch), rseed=str(view.seed))
+    limits = view.thresholds
+    w.put(**{f"th_{f.name}": repr(getattr(limits, f.name)) for f in fields(limits)})
+    w.put(ex=view.example_score, exhead=_head(view.example_head), ranking=view.ranking)
+    w.put(ablation=view.method, budget=None if view.budget is None else str(view.budget))
+    w.put(measure=_maybe(view.ablate), prune=view.prune_mode)
+    w.put(k=None if view.prune_k is None else str(view.prune_k), groups=str(view.prune_groups))
+    w.put(drop=",".join(map(str, view.prune_pick)) or None, pdtype=view.prune_dtype)
 
 
 def page_of(state: PageState) -> Page:
@@ -534,6 +600,8 @@ def page_of(state: PageState) -> Page:
         return "scaling"
     if isinstance(state, KernelView):
         return "kernel"
+    if isinstance(state, HeadsView):
+        return "heads"
     return "circuits"
 
 
@@ -558,6 +626,8 @@ def query(
         _write_scaling(w, state)
     elif isinstance(state, KernelView):
         _write_kernel(w, state)
+    elif isinstance(state, HeadsView):
+        _write_heads(w, state)
     else:
         _write_circuits(w, state)
     return w.out

@@ -17,6 +17,7 @@ from ui.runtime.jobs import JobPool, RefusedError
 from ui.runtime.settings import Settings
 from ui.sections.classroom import MAX_TOKENS as CLASSROOM_TOKENS
 from ui.sections.explorer_detail import WHOLE_CSV_TOKENS
+from ui.state.heads import HeadsView
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,7 +36,7 @@ def test_the_page_states_the_refusal_instead_of_running_it():
     at = open_page(
         "pages/heads.py",
         "bundled",
-        **{Heads.SPAN: 60, Heads.BATCH: 64, Heads.ABLATE: False, Heads.TEXTS: 2},
+        **{Heads.VIEW: HeadsView(span=60, batch=64, ablate=False, texts=2)},
     )
     assert not at.exception  # bundled: small enough to run, and it does
     assert at.get("plotly_chart")  # the heads page drew its scores

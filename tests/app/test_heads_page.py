@@ -6,15 +6,19 @@ import numpy as np
 from streamlit.testing.v1 import AppTest
 
 from models.heads.names import COLUMN_HELP, COLUMN_LABELS
+from models.heads.table import Thresholds
 from tests.app.helpers import APP, operator_settings, texts
 from ui.keys import Heads
+from ui.state.heads import HeadsView
 
 PAGE = "pages/heads.py"
 
 
-def open_with_state(model: str, prompt: str | None = None, **state) -> AppTest:
-    """The page with session values preset: after ``switch_page`` AppTest's tree has no
-    sidebar widgets, so a widget rerun would drop the sidebar's model and prompt."""
+def open_with_state(model: str, prompt: str | None = None, **view) -> AppTest:
+    """The page with its view preset (``view``: HeadsView's fields): after ``switch_page``
+    AppTest's tree has no sidebar widgets, so a widget rerun would drop the sidebar's model
+    and prompt."""
+    state = {Heads.VIEW: HeadsView(**view)}
     operator_settings()
     at = AppTest.from_file(APP, default_timeout=300)
     at.query_params["model"] = model
@@ -33,7 +37,7 @@ def downloads(at) -> dict:
 
 
 def test_page_runs_over_the_bundled_corpus_with_pruning(bundled):
-    at = open_with_state("bundled", **{Heads.TEXTS: 12})
+    at = open_with_state("bundled", texts=12)
     assert not at.exception
     table = at.dataframe[0].value
     n = bundled.facts.n_total_heads
@@ -59,7 +63,7 @@ def test_page_runs_over_the_bundled_corpus_with_pruning(bundled):
 
 
 def test_every_table_column_has_a_header_and_a_tooltip(bundled):
-    at = open_with_state("bundled", **{Heads.TEXTS: 4, Heads.ABLATE: False})
+    at = open_with_state("bundled", texts=4, ablate=False)
     table = at.dataframe[0].value
     for column in table.columns:
         if column != "open":
@@ -68,9 +72,7 @@ def test_every_table_column_has_a_header_and_a_tooltip(bundled):
 
 
 def test_sink_threshold_is_judged_on_the_lower_bound(bundled):
-    at = open_with_state(
-        "bundled", **{Heads.threshold("sink"): 0.0, Heads.ABLATE: False, Heads.TEXTS: 6}
-    )
+    at = open_with_state("bundled", thresholds=Thresholds(sink=0.0), ablate=False, texts=6)
     assert not at.exception
     table = at.dataframe[0].value
     metric = next(m for m in at.metric if m.label.startswith("Sink"))
@@ -82,7 +84,7 @@ def test_sink_threshold_is_judged_on_the_lower_bound(bundled):
 
 
 def test_sidebar_prompt_as_the_corpus_has_no_spread(bundled):
-    at = open_with_state("bundled", **{Heads.CORPUS: "prompt", Heads.ABLATE: False})
+    at = open_with_state("bundled", corpus="prompt", ablate=False)
     assert not at.exception
     table = at.dataframe[0].value
     assert (table["previous_token_spread"] == "one text").all()
@@ -91,9 +93,7 @@ def test_sidebar_prompt_as_the_corpus_has_no_spread(bundled):
 
 
 def test_top_examples_link_into_the_explorer_on_their_text(bundled):
-    at = open_with_state(
-        "bundled", **{Heads.TEXTS: 6, Heads.ABLATE: False, Heads.EXAMPLE_SCORE: "previous_token"}
-    )
+    at = open_with_state("bundled", texts=6, ablate=False, example_score="previous_token")
     examples = at.dataframe[1].value
     assert len(examples) == 8 and examples["weight"].is_monotonic_decreasing
     first = parse_qs(urlparse(examples["open"].iloc[0]).query)
@@ -104,7 +104,7 @@ def test_top_examples_link_into_the_explorer_on_their_text(bundled):
 
 def test_build_and_download_a_pruned_checkpoint(bundled, tmp_path, monkeypatch):
     monkeypatch.setenv("ATLAS_CACHE", str(tmp_path))
-    at = open_with_state("bundled", **{Heads.TEXTS: 4, Heads.BUDGET: 256, Heads.PRUNE_K: 2})
+    at = open_with_state("bundled", texts=4, budget=256, prune_k=2)
     assert not at.exception
     at.button(key=Heads.EXPORT).click().run()
     assert not at.exception
@@ -123,7 +123,7 @@ def test_build_and_download_a_pruned_checkpoint(bundled, tmp_path, monkeypatch):
 
 
 def test_page_runs_for_minilm_and_says_the_loss_is_unavailable():
-    at = open_with_state("minilm", **{Heads.TEXTS: 3})
+    at = open_with_state("minilm", texts=3)
     assert not at.exception
     said = texts(at)
     assert "Not available for all-MiniLM-L6-v2" in said and "no causal mask" in said
@@ -133,6 +133,6 @@ def test_page_runs_for_minilm_and_says_the_loss_is_unavailable():
 
 
 def test_empty_prompt_gives_a_message_not_a_traceback():
-    at = open_with_state("minilm", prompt="   ", **{Heads.CORPUS: "prompt"})
+    at = open_with_state("minilm", prompt="   ", corpus="prompt")
     assert not at.exception
     assert "prompt is empty" in texts(at)

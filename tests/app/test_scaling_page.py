@@ -69,7 +69,7 @@ def test_switching_to_alpha_keeps_the_point_at_the_models_own_scale():
 
 def test_a_link_opens_the_sweep_it_names():
     query = {"sweep": "factor", "lo": "0.25", "hi": "4", "points": "7", "layer": "1"}
-    query |= {"head": "1", "at": "5", "loss": "0", "seed": "3"}
+    query |= {"head": "1", "at": "5", "loss": "0", "sseed": "3"}
     at = open_app("pages/scaling.py", model="bundled", **query)
     assert not at.exception
     view = ScalingView(points=7, low=1 / 4, high=4.0, head=Head(1, 1), pick=5, loss=False, seed=3)

@@ -11,15 +11,17 @@ import pytest
 from models.circuits.task import CircuitTask
 from models.generate.settings import MAX_NEW_TOKENS, GenerationSettings
 from models.head import Head
+from models.heads.table import Thresholds
 from ui import links
 from ui.links import Shared
 from ui.state import generate as gs
 from ui.state.atlas import AtlasView
-from ui.state.kernel import KernelView
-from ui.state.scaling import ScalingView
 from ui.state.circuits import OWN, AtPOptions, CircuitsState, PathRequest
 from ui.state.explorer import ExplorerView
 from ui.state.generate import EvictionChoice, GenerateState
+from ui.state.heads import HeadsView
+from ui.state.kernel import KernelView
+from ui.state.scaling import ScalingView
 
 LONG = "a passage, twice. " * 200  # 3,600 characters: over the link's limit
 
@@ -102,7 +104,27 @@ SCALING = ScalingView(
     axis="alpha", low=0.25, high=8.0, points=31, head=Head(1, 2), pick=4, loss=False, seed=11
 )
 KERNEL = KernelView(dtype="bfloat16", head=Head(2, 3))
-EVERY_PAGE = [EXPLORER, GENERATE, CIRCUITS, ATLAS, SCALING, KERNEL]
+HEADS = HeadsView(
+    corpus="prompt",
+    texts=12,
+    max_tokens=128,
+    span=30,
+    batch=4,
+    seed=9,
+    thresholds=Thresholds(0.5, 0.25, 0.2, 0.1, 0.75),
+    example_score="previous_token",
+    example_head=Head(1, 3),
+    ranking="gradient",
+    method="mean",
+    budget=512,
+    ablate=True,
+    prune_mode="hand",
+    prune_k=5,
+    prune_groups=2,
+    prune_pick=(Head(0, 1), Head(2, 0)),
+    prune_dtype="bfloat16",
+)
+EVERY_PAGE = [EXPLORER, GENERATE, CIRCUITS, ATLAS, SCALING, KERNEL, HEADS]
 
 
 def through_a_url(shared: Shared, state, store: Store, limit: int = links.MAX_LINK_TEXT):
@@ -285,14 +307,14 @@ def test_a_generation_link_asks_for_it_and_a_plain_link_does_not():
 
 def test_the_scaling_and_kernel_link_keys():
     query = links.query(Shared(), SCALING, Store().keep)
-    assert {k: query[k] for k in ("sweep", "lo", "hi", "points", "at", "loss", "seed")} == {
+    assert {k: query[k] for k in ("sweep", "lo", "hi", "points", "at", "loss", "sseed")} == {
         "sweep": "alpha",
         "lo": "0.25",
         "hi": "8.0",
         "points": "31",
         "at": "4",
         "loss": "0",
-        "seed": "11",
+        "sseed": "11",
     }
     assert (query["layer"], query["head"]) == ("1", "2")
     assert links.PAGE_PATHS[links.page_of(SCALING)] == "scaling"

@@ -5,8 +5,10 @@ import math
 import numpy as np
 
 from models.head import Head
+from ui.state import heads as hs
 from ui.state import kernel as ks
 from ui.state import scaling as sc
+from ui.state.heads import HeadsView
 from ui.state.kernel import KernelView
 from ui.state.scaling import ScalingView
 
@@ -64,3 +66,33 @@ def test_the_kernel_view_picks_the_worst_head_until_one_is_chosen():
     fitted, notes = ks.fit_dtype(half, ["float32"])
     assert fitted.dtype == "float32" and len(notes) == 1
     assert ks.fit_dtype(half, ["float32", "float16"]) == (half, [])
+
+
+def test_the_heads_view_fits_the_corpus_the_context_and_the_model():
+    view = HeadsView(texts=100, max_tokens=4, span=900, batch=1)
+    fitted = hs.fit_repeats(hs.fit_corpus(view, 12, 1024), 1024)
+    assert (fitted.texts, fitted.max_tokens) == (12, 8)
+    assert (fitted.span, fitted.batch) == (hs.MAX_SPAN, 2)  # (1024 - 2) // 2 = 511 > 500
+    assert hs.longest_span(64) == 31 and hs.longest_span(3) == 2
+    pruned = hs.fit_pruning(HeadsView(prune_groups=9, prune_pick=(Head(0, 1), Head(7, 0))), 2, 4, 2)
+    assert pruned.prune_groups == 1 and pruned.prune_pick == (Head(0, 1),)
+
+
+def test_the_heads_view_chooses_by_model_size_until_told():
+    small, big = hs.BIG_MODEL_HEADS, hs.BIG_MODEL_HEADS + 1
+    assert hs.shown_ranking(HeadsView(), small) == "zero"
+    assert hs.shown_ranking(HeadsView(), big) == "first_order"
+    assert hs.shown_ablate(HeadsView(), small) and not hs.shown_ablate(HeadsView(), big)
+    told = hs.with_importance(HeadsView(), "gradient", "mean", 300, True)
+    assert hs.shown_ranking(told, small) == "gradient" and hs.shown_ablate(told, big)
+    assert hs.shown_k(HeadsView(), 270) == 27 and hs.shown_k(HeadsView(), 5) == 1
+    assert hs.shown_k(HeadsView(prune_k=900), 270) == 269
+
+
+def test_a_new_example_score_starts_on_its_strongest_head():
+    view = hs.choose_example(HeadsView(), HeadsView().example_score, Head(1, 2))
+    assert view.example_head == Head(1, 2)
+    other = hs.choose_example(view, "duplicate_token", Head(1, 2))
+    assert other.example_score == "duplicate_token" and other.example_head is None
+    kept = hs.with_pruning(view, "hand", None, 1, (Head(2, 0), Head(0, 1)), "bfloat16")
+    assert kept.prune_pick == (Head(0, 1), Head(2, 0)) and kept.example_head == Head(1, 2)

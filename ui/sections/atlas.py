@@ -21,13 +21,18 @@ from ui.keys import HeadAtlas
 from ui.runtime import server
 from ui.runtime.job_keys import AtlasKey
 from ui.runtime.policy import admit
-from ui.sections.heads import bundled_corpus, clamp_start
+from ui.sections.heads import bundled_corpus
 from ui.state.atlas import AtlasView, axis_label, clamp, select, with_axes
 from ui.text import md
 from ui.widgets import components, job_view
 from viz.atlas_figures import atlas_scatter, shared_ranges
 
 OPTIONAL = (None, *METRIC_NAMES)
+
+
+def clamp_start(key: str, value: int, low: int, high: int) -> None:
+    """Seed a number widget once and keep its stored value inside ``[low, high]``."""
+    st.session_state[key] = min(max(st.session_state.setdefault(key, value), low), high)
 
 
 def corpus_choice(model: ModelHandle) -> tuple[Corpus | None, int]:

@@ -28,11 +28,12 @@ from models.model.handle import ModelHandle
 from ui import session
 from ui.keys import Heads
 from ui.runtime.job_keys import CorpusKey, CorpusScoresKey, RepeatedKey
+from ui.state import heads as hs
+from ui.state.heads import HeadsView
 from ui.text import md
-from ui.widgets import job_view
+from ui.widgets import components, job_view
 from viz.heatmap import score_grid
 
-DEFAULTS = Thresholds()
 CORPUS_READ_S = 2.0  # the bundled model reads its held-out split of the standard library
 SOURCES = {
     "bundled": "The bundled corpus",
@@ -41,14 +42,38 @@ SOURCES = {
 }
 
 
-def start(key: str, value: Any) -> Any:
-    """Seed a widget's value once; the widget itself is then created without a default."""
-    return st.session_state.setdefault(key, value)
+def current_view() -> HeadsView:
+    """The page's view: from the link the first time, then as the visitor changes it."""
+    found = st.session_state.get(Heads.VIEW)
+    if isinstance(found, HeadsView):
+        return found
+    for note in session.link_notes("heads"):
+        st.caption(md(note))
+    return save(session.opened_with().heads)
 
 
-def clamp_start(key: str, value: int, low: int, high: int) -> None:
-    """Seed a number widget and keep its stored value inside ``[low, high]``."""
-    st.session_state[key] = min(max(start(key, value), low), high)
+def save(view: HeadsView) -> HeadsView:
+    st.session_state[Heads.VIEW] = view
+    return view
+
+
+def _corpus_changed() -> None:
+    ss, view = st.session_state, current_view()
+    texts, cap = ss.get(Heads.TEXTS, view.texts), ss.get(Heads.MAX_TOKENS, view.max_tokens)
+    save(hs.with_corpus(view, ss[Heads.CORPUS], int(texts), int(cap)))
+
+
+def _repeats_changed() -> None:
+    ss, view = st.session_state, current_view()
+    view = hs.with_repeats(view, int(ss[Heads.SPAN]), int(ss[Heads.BATCH]), int(ss[Heads.SEED]))
+    thresholds = Thresholds(**{name: float(ss[Heads.threshold(name)]) for name in SCORE_LABELS})
+    save(hs.with_thresholds(view, thresholds))
+
+
+def _example_changed(score_changed: bool) -> None:
+    ss, view = st.session_state, current_view()
+    head = None if score_changed else ss.get(Heads.EXAMPLE_HEAD)
+    save(hs.choose_example(view, ss[Heads.EXAMPLE_SCORE], head))
 
 
 def bundled_corpus(model: ModelHandle) -> Any:
@@ -66,12 +91,15 @@ def corpus_picker(model: ModelHandle, prompt: str) -> tuple[Corpus | None, int]:
     """The corpus to score on (None while an upload is missing, bad or still read) and its
     token cap."""
     left, mid, right = st.columns([3, 2, 2])
+    view = current_view()
+    st.session_state[Heads.CORPUS] = view.corpus
     choice = left.radio(
         "Score the heads over",
-        list(SOURCES),
+        hs.CORPUS_SOURCES,
         format_func=SOURCES.get,
         key=Heads.CORPUS,
         horizontal=True,
+        on_change=_corpus_changed,
     )
     if choice == "prompt":
         if not prompt.strip():
@@ -101,16 +129,22 @@ def corpus_picker(model: ModelHandle, prompt: str) -> tuple[Corpus | None, int]:
             session.show_error(err)
             return None, 0
     n_ctx = model.facts.n_ctx
-    clamp_start(Heads.TEXTS, min(len(corpus.texts), 48), 1, len(corpus.texts))
-    clamp_start(Heads.MAX_TOKENS, min(n_ctx, 256), 8, n_ctx)
+    view = save(hs.fit_corpus(view, len(corpus.texts), n_ctx))
+    st.session_state[Heads.TEXTS], st.session_state[Heads.MAX_TOKENS] = view.texts, view.max_tokens
     count = mid.number_input(
-        "Texts to use", 1, len(corpus.texts), key=Heads.TEXTS, disabled=len(corpus.texts) == 1
+        "Texts to use",
+        1,
+        len(corpus.texts),
+        key=Heads.TEXTS,
+        disabled=len(corpus.texts) == 1,
+        on_change=_corpus_changed,
     )
     cap = right.number_input(
         "Tokens per text, at most",
         8,
         n_ctx,
         key=Heads.MAX_TOKENS,
+        on_change=_corpus_changed,
         help="Longer texts are cut to this many tokens (special tokens included).",
     )
     corpus = corpus.head(int(count))
@@ -126,29 +160,33 @@ def corpus_picker(model: ModelHandle, prompt: str) -> tuple[Corpus | None, int]:
 def settings(n_ctx: int) -> tuple[int, int, int, Thresholds]:
     with st.expander("Settings: repeated random tokens and flag thresholds", expanded=False):
         c = st.columns(3)
-        longest = max(2, min(500, (n_ctx - 2) // 2))
-        clamp_start(Heads.SPAN, 50, 2, longest)
-        start(Heads.BATCH, 8)
-        start(Heads.SEED, 0)
-        seq_len = c[0].number_input("Span length L", 2, longest, key=Heads.SPAN)
-        batch = c[1].number_input(
+        view = save(hs.fit_repeats(current_view(), n_ctx))
+        ss = st.session_state
+        ss[Heads.SPAN], ss[Heads.BATCH], ss[Heads.SEED] = view.span, view.batch, view.seed
+        on = _repeats_changed
+        c[0].number_input("Span length L", 2, hs.longest_span(n_ctx), key=Heads.SPAN, on_change=on)
+        c[1].number_input(
             "Sequences (batch)",
             2,
             MAX_BATCH,
             key=Heads.BATCH,
+            on_change=on,
             help="At least 2, so that the induction score has a spread.",
         )
-        seed = c[2].number_input("Seed", 0, 2**31 - 1, key=Heads.SEED)
+        c[2].number_input("Seed", 0, hs.MAX_SEED, key=Heads.SEED, on_change=on)
         sliders = st.columns(5)
-        for name in SCORE_LABELS:
-            start(Heads.threshold(name), getattr(DEFAULTS, name))
-        th = {
-            name: sliders[i].slider(
-                f"{label} >", 0.0, 1.0, step=0.01, key=Heads.threshold(name), help=COLUMN_HELP[name]
+        for i, (name, label) in enumerate(SCORE_LABELS.items()):
+            ss[Heads.threshold(name)] = getattr(view.thresholds, name)
+            sliders[i].slider(
+                f"{label} >",
+                0.0,
+                1.0,
+                step=0.01,
+                key=Heads.threshold(name),
+                on_change=on,
+                help=COLUMN_HELP[name],
             )
-            for i, (name, label) in enumerate(SCORE_LABELS.items())
-        }
-    return int(seq_len), max(2, int(batch)), int(seed), Thresholds(**th)
+    return view.span, view.batch, view.seed, view.thresholds
 
 
 def measure(
@@ -291,8 +329,15 @@ def context(tokens: tuple[str, ...], query: int, key: int, width: int = 8) -> st
 def top_examples(corpus: Corpus, scores: CorpusScores) -> None:
     st.subheader("Where a head fires")
     c = st.columns([2, 2, 3])
+    view = current_view()
+    st.session_state[Heads.EXAMPLE_SCORE] = view.example_score
     name = c[0].selectbox(
-        "Score", EXAMPLE_SCORES, format_func=COLUMN_LABELS.__getitem__, key=Heads.EXAMPLE_SCORE
+        "Score",
+        EXAMPLE_SCORES,
+        format_func=COLUMN_LABELS.__getitem__,
+        key=Heads.EXAMPLE_SCORE,
+        on_change=_example_changed,
+        args=(True,),
     )
     means = scores.spreads[name].mean
     order = np.argsort(-np.nan_to_num(means, nan=-1.0), axis=None, kind="stable")
@@ -300,11 +345,16 @@ def top_examples(corpus: Corpus, scores: CorpusScores) -> None:
         Head(int(layer), int(h))
         for layer, h in zip(*np.unravel_index(order, means.shape), strict=True)
     ]
+    st.session_state[Heads.EXAMPLE_HEAD] = (
+        view.example_head if view.example_head in ranked else ranked[0]
+    )
     head = c[1].selectbox(
         "Head (strongest first)",
         ranked,
-        key=Heads.example_head(name),
+        key=Heads.EXAMPLE_HEAD,
         format_func=lambda h: f"{h}  ({means[h]:.2f})",
+        on_change=_example_changed,
+        args=(False,),
     )
     c[2].caption(COLUMN_HELP[name])
     found = scores.examples[name].of(*head)
@@ -346,3 +396,11 @@ def top_examples(corpus: Corpus, scores: CorpusScores) -> None:
             ),
         },
     )
+
+
+def link() -> None:
+    """The page's link (model, corpus, settings, thresholds, ranking, pruning) in the address
+    bar and on the page."""
+    view = current_view()
+    components.sync_url(session.page_query(view), key=Heads.URL)
+    st.markdown(f"[Link to this view]({session.page_url(view)})")

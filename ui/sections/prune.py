@@ -33,6 +33,8 @@ from ui import session
 from ui.keys import Heads
 from ui.runtime import server
 from ui.runtime.job_keys import CurveKey, ImportanceKey, PruneKey
+from ui.sections.heads import current_view, save
+from ui.state import heads as hs
 from ui.widgets import job_view
 from viz.heads_figures import pruning_curve
 from viz.heatmap import score_grid
@@ -61,8 +63,32 @@ class Measured:
     key: ImportanceKey
 
 
-def _start(key: str, value: Any) -> Any:
-    return st.session_state.setdefault(key, value)
+def _importance_changed() -> None:
+    ss, view = st.session_state, current_view()
+    save(
+        hs.with_importance(
+            view,
+            ss[Heads.RANKING],
+            ss[Heads.METHOD],
+            int(ss[Heads.BUDGET]),
+            bool(ss.get(Heads.ABLATE, view.ablate)),
+        )
+    )
+
+
+def _pruning_changed() -> None:
+    ss, view = st.session_state, current_view()
+    k = ss.get(Heads.PRUNE_K, view.prune_k)
+    save(
+        hs.with_pruning(
+            view,
+            ss.get(Heads.PRUNE_MODE, view.prune_mode),
+            None if k is None else int(k),
+            int(ss.get(Heads.PRUNE_GROUPS, view.prune_groups)),
+            tuple(ss.get(Heads.PRUNE_PICK, view.prune_pick)),
+            ss.get(Heads.PRUNE_DTYPE, view.prune_dtype),
+        )
+    )
 
 
 def measure(model: ModelHandle, corpus: Corpus, cap: int) -> Measured | None:
@@ -75,14 +101,19 @@ def measure(model: ModelHandle, corpus: Corpus, cap: int) -> Measured | None:
     except UserError as err:
         session.show_error(err)
         return None
-    big = model.facts.n_total_heads > 48
+    n_heads = model.facts.n_total_heads
+    view, ss = current_view(), st.session_state
     c = st.columns(3)
-    _start(Heads.RANKING, "first_order" if big else "zero")
+    ss[Heads.RANKING] = hs.shown_ranking(view, n_heads)
+    ss[Heads.METHOD] = view.method
+    ss[Heads.BUDGET] = view.budget if view.budget is not None else default_budget(model)
+    ss[Heads.ABLATE] = hs.shown_ablate(view, n_heads)
     ranking = c[0].selectbox(
         "Rank heads by",
         RANKINGS,
         format_func=RANKING_WORDS.__getitem__,
         key=Heads.RANKING,
+        on_change=_importance_changed,
         help="Measured: one forward pass per head over the corpus tokens "
         "(exact, slow on a large model). Fast: one forward and one "
         "backward pass per text (an estimate).",
@@ -92,15 +123,16 @@ def measure(model: ModelHandle, corpus: Corpus, cap: int) -> Measured | None:
         "Prune by",
         ablations,
         key=Heads.METHOD,
+        on_change=_importance_changed,
         horizontal=True,
         format_func=lambda m: f"{m}-ablation",
     )
-    _start(Heads.BUDGET, default_budget(model))
     budget = c[2].number_input(
         "Corpus tokens to ablate on",
         16,
         1_000_000,
         key=Heads.BUDGET,
+        on_change=_importance_changed,
         help="The first texts of the corpus up to this many tokens: "
         "each head costs one forward pass over them.",
     )
@@ -111,11 +143,11 @@ def measure(model: ModelHandle, corpus: Corpus, cap: int) -> Measured | None:
     key = ImportanceKey(session.allowed_spec(model), corpus.key, int(budget), cap, methods)
     seconds = job_view.expected_seconds(key, estimate)
     texts = "text" if len(tasks) == 1 else "texts"
-    _start(Heads.ABLATE, not big)
     if not st.toggle(
         f"Measure it in {model.spec.dtype}: {len(tasks)} {texts}, {sum(sizes)} "
         f"tokens, {' + '.join(methods)} (about {seconds:.0f} s)",
         key=Heads.ABLATE,
+        on_change=_importance_changed,
     ):
         return None
     work = "Ranking every head" if ranking in ("gradient", "first_order") else "Ablating every head"
@@ -207,22 +239,41 @@ def choose_heads(model: ModelHandle, order: list[Head], fam: str, values: Any) -
     modes = {"least": "The k least important", "hand": "Hand-picked"}
     if fam == "llama" and facts.n_kv_heads > 1:
         modes["groups"] = "Whole key/value groups, the same number in every layer"
+    view = save(hs.fit_pruning(current_view(), facts.n_layers, facts.n_heads, facts.n_kv_heads))
+    ss, on = st.session_state, _pruning_changed
+    ss[Heads.PRUNE_MODE] = view.prune_mode if view.prune_mode in modes else "least"
     mode = st.radio(
-        "Which heads", list(modes), format_func=modes.get, key=Heads.PRUNE_MODE, horizontal=True
+        "Which heads",
+        list(modes),
+        format_func=modes.get,
+        key=Heads.PRUNE_MODE,
+        horizontal=True,
+        on_change=on,
     )
     if mode == "least":
-        _start(Heads.PRUNE_K, max(1, facts.n_total_heads // 10))
-        k = st.slider("How many heads (k)", 1, facts.n_total_heads - 1, key=Heads.PRUNE_K)
+        ss[Heads.PRUNE_K] = hs.shown_k(view, facts.n_total_heads)
+        k = st.slider(
+            "How many heads (k)", 1, facts.n_total_heads - 1, key=Heads.PRUNE_K, on_change=on
+        )
         return list(order[:k])
     if mode == "groups":
-        r = st.slider("Groups removed per layer", 1, facts.n_kv_heads - 1, key=Heads.PRUNE_GROUPS)
+        ss[Heads.PRUNE_GROUPS] = view.prune_groups
+        r = st.slider(
+            "Groups removed per layer",
+            1,
+            facts.n_kv_heads - 1,
+            key=Heads.PRUNE_GROUPS,
+            on_change=on,
+        )
         return [Head(*h) for h in uniform_group_heads(values, facts.n_kv_heads, r)]
+    ss[Heads.PRUNE_PICK] = list(view.prune_pick)
     return list(
         st.multiselect(
             "Heads to prune",
             list(all_heads(facts.n_layers, facts.n_heads)),
             key=Heads.PRUNE_PICK,
             format_func=str,
+            on_change=on,
         )
     )
 
@@ -258,11 +309,13 @@ def export(model: ModelHandle, measured: Measured, order: list[Head]) -> None:
     if not heads:
         st.info("Pick at least one head.")
         return
+    st.session_state[Heads.PRUNE_DTYPE] = current_view().prune_dtype
     dtype = st.radio(
         "Checkpoint dtype",
         list(EXPORT_DTYPES),
         format_func=EXPORT_DTYPES.__getitem__,
         key=Heads.PRUNE_DTYPE,
+        on_change=_pruning_changed,
         horizontal=True,
         help="bfloat16 and float16 halve the download; float32 keeps every weight "
         "exactly as the model holds it.",

@@ -6,6 +6,8 @@
   composition edges, DLA ranks, cost sentences;
 - :mod:`ui.state.explorer` -- :class:`ExplorerView`: head, query token, windows, options;
 - :mod:`ui.state.generate` -- :class:`GenerateState`: settings, requests, step, head;
+- :mod:`ui.state.heads` -- :class:`HeadsView`: the Head finder's corpus, settings, thresholds,
+  examples, ranking and pruning;
 - :mod:`ui.state.kernel` -- :class:`KernelView`: the kernel's dtype and the head compared;
 - :mod:`ui.state.scaling` -- :class:`ScalingView`: the sweep's grid, head, point, loss, seed;
 - :mod:`ui.state.sidebar` -- :class:`ModelChoice`: the sidebar's model source, device, dtype.
