@@ -1,6 +1,6 @@
 """The circuit graph as a plotly figure: heads placed by layer (y) and head index (x), the
 edges of a :class:`models.circuits.graph.CircuitGraph` above a threshold as lines whose width
-grows with the effect, blue for positive and red for negative, q solid, k dashed, v dotted.
+grows with the effect, red for positive and blue for negative, q solid, k dashed, v dotted.
 
 Each node's ``customdata`` is its ``L.H`` so that a page can open the head in the explorer from a
 click; an edge's midpoint carries its hover text.
@@ -16,6 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.circuits_figures import DIVERGING, head_labels, symmetric_range
+from viz.colours import NEGATIVE, POSITIVE
 
 if TYPE_CHECKING:
     from models.circuits.graph import CircuitGraph, Edge
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
 EDGE_DASH = {"q": "solid", "k": "dash", "v": "dot"}
 EDGE_WIDTHS = (1.0, 2.5, 4.5, 7.0)
 MAX_EDGES = 400
-POSITIVE, NEGATIVE = "#2166ac", "#b2182b"
 MID_NUDGE = 0.25  # how far (in heads) an edge's hover point moves off a node it would cover
 
 
@@ -81,7 +81,7 @@ def circuit_graph_figure(
 ) -> go.Figure:
     """Heads placed by layer (y) and head index (x), edges above ``threshold`` as lines.
 
-    Width grows with ``|weight|``, blue for positive and red for negative effects; q edges
+    Width grows with ``|weight|``, red for positive and blue for negative effects; q edges
     solid, k dashed, v dotted. Hovering an edge's midpoint names it (``5.1 -> 9.6 (q) +0.083``);
     hovering a node names the head. Every node's ``customdata`` is its ``L.H``, so a page can
     open the head in the explorer from a click.

@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import plotly.graph_objects as go
 
+from viz.colours import SIGNED
+
 if TYPE_CHECKING:
     from models.circuits.agreement import Agreement
     from models.circuits.weight_circuits import Correlation
 
-DIVERGING = "RdBu"  # negative red, 0 white, positive blue
+DIVERGING = SIGNED
 DIFFERS = "#d62728"  # positions where the clean and corrupted prompts differ
 GROUP_COLOURS = {
     "embeddings": "#7f7f7f",

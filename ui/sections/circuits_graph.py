@@ -194,7 +194,7 @@ def draw(
         width="stretch",
     )
     st.caption(
-        "Edges: blue positive, red negative, wider stronger; q solid, k dashed, v "
+        "Edges: red positive, blue negative, wider stronger; q solid, k dashed, v "
         "dotted"
         + ("; nodes coloured by direct logit attribution" if graph.node_values is not None else "")
         + ". A shared key/value head's edge is drawn into every query head that reads "

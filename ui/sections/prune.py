@@ -34,6 +34,7 @@ from ui.keys import Heads
 from ui.runtime import server
 from ui.runtime.job_keys import CurveKey, ImportanceKey, PruneKey
 from ui.widgets import job_view
+from viz.colours import SIGNED
 from viz.heads_figures import pruning_curve
 from viz.heatmap import score_grid
 
@@ -166,7 +167,7 @@ def show_importance(model: LoadedModel, corpus: Corpus, measured: Measured) -> l
             title=COLUMN_LABELS[ABLATION_COLUMN[measured.ranking]],
             zmin=0.0 if gradient else -top,
             zmax=top,
-            colorscale="Magma" if gradient else "RdBu_r",
+            colorscale="Magma" if gradient else SIGNED,
         ),
         width="stretch",
     )
