@@ -70,6 +70,8 @@ def _edge_traces(edges: Sequence[Edge], top: float) -> list[go.Scatter]:
             text=mid_text,
             showlegend=False,
             marker={"size": 6, "color": "rgba(0,0,0,0.15)"},
+            selected={"marker": {"opacity": 1.0}},
+            unselected={"marker": {"opacity": 1.0}},
             hovertemplate="%{text}<extra></extra>",
         )
     )
@@ -121,7 +123,11 @@ def circuit_graph_figure(
                 "cmax": span,
                 "line": {"width": 1, "color": "#444444"},
                 "showscale": graph.node_values is not None,
+                "colorbar": {"title": html.escape(node_name), "thickness": 14},
             },
+            # a click opens the head: the graph stays as it was, nothing is greyed out
+            selected={"marker": {"opacity": 1.0}},
+            unselected={"marker": {"opacity": 1.0}},
             hovertemplate=(
                 f"head %{{customdata}}<br>{html.escape(node_name)} %{{marker.color:.4f}}"
                 "<extra></extra>"
@@ -136,8 +142,18 @@ def circuit_graph_figure(
     fig.update_layout(
         title=f"{html.escape(title)}<br><sub>{html.escape(note)}</sub>",
         height=max(360, 60 + 26 * graph.n_layers),
-        xaxis={"title": "head", "dtick": 1, "zeroline": False},
-        yaxis={"title": "layer", "dtick": 1, "zeroline": False},
+        xaxis={
+            "title": "head",
+            "dtick": 1,
+            "zeroline": False,
+            "range": [-0.5, graph.n_heads - 0.5],
+        },
+        yaxis={
+            "title": "layer",
+            "dtick": 1,
+            "zeroline": False,
+            "range": [-0.5, graph.n_layers - 0.5],
+        },
         margin={"l": 10, "r": 10, "t": 70, "b": 10},
         hovermode="closest",
     )
