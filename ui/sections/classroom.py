@@ -328,7 +328,7 @@ ROOT_PX = 16  # the browser's (and Streamlit's) root font size
 
 def projector_options() -> None:
     """Text size for a projector, and a hint to give the tables the sidebar's room."""
-    left, right = st.columns([1, 3])
+    left, right = st.columns([2, 3])
     size = left.selectbox(
         "Text size",
         list(TEXT_SIZES),
