@@ -175,7 +175,7 @@ def test_the_graph_draws_the_edge_estimates_above_the_threshold(page, bundled, s
     picked = graph.edges[0].receiver
     assert at.selectbox(key=Circuits.GRAPH_NODE).value == picked
     first = next(e for e in graph.edges if e.receiver == picked)  # the strongest into it
-    assert f"Head {picked}: into it from {first.sender} ({first.input}) {first.weight:+.3f}" in (
+    assert f"Head {picked}: into it from {first.sender} ({first.input}) {first.weight:+.3g}" in (
         texts(at)
     )
 

@@ -161,7 +161,7 @@ def node_detail(head: Head, ins: list[Edge], outs: list[Edge]) -> str:
     def listed(edges: list[Edge], other: str) -> str:
         if not edges:
             return "none shown"
-        parts = [f"{getattr(e, other)} ({e.input}) {e.weight:+.3f}" for e in edges[:NODE_EDGES]]
+        parts = [f"{getattr(e, other)} ({e.input}) {e.weight:+.3g}" for e in edges[:NODE_EDGES]]
         more = len(edges) - NODE_EDGES
         return ", ".join(parts) + (f" and {more} more" if more > 0 else "")
 
