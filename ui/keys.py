@@ -180,6 +180,8 @@ class Scaling(StrEnum):
     HEAD = "scaling_head"
     PICK = "scaling_pick"
     LOSS = "scaling_loss"
+    START = "scaling_start"
+    ASKED = "scaling_asked"
     SEED = "scaling_seed"
 
 

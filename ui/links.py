@@ -380,7 +380,7 @@ def _linked_head(read: Reader) -> Head | None:
 
 def _scaling(read: Reader) -> ScalingView:
     """The sweep (``sweep``, ``lo``, ``hi``, ``points``), the head, the point looked at
-    (``at``), the loss switch and the synthetic seed; bounds are the page's to fit."""
+    (``at``) and the synthetic seed; bounds are the page's to fit."""
     default = ScalingView()
     low = read.number("lo", default.low)
     high = read.number("hi", default.high)
@@ -391,7 +391,6 @@ def _scaling(read: Reader) -> ScalingView:
         points=read.whole("points", default.points, sc.MIN_POINTS) or default.points,
         head=_linked_head(read),
         pick=read.whole("at", None, 0),
-        loss=read.flag("loss", default.loss),
         seed=read.whole("sseed", default.seed, 0) or 0,
     )
 
@@ -568,7 +567,7 @@ def _write_scaling(w: Writer, view: ScalingView) -> None:
     if view.head is not None:
         w.put(layer=str(view.head.layer), head=str(view.head.index))
     w.put(at=None if view.pick is None else str(view.pick))
-    w.put(loss=_on(view.loss), sseed=str(view.seed))
+    w.put(sseed=str(view.seed))
 
 
 def _write_kernel(w: Writer, view: KernelView) -> None:

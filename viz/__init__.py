@@ -1,5 +1,6 @@
 """Pure figure and HTML builders: plotly figures and escaped HTML, no Streamlit, no model.
 
+- :mod:`viz.colours` -- the colour scales every figure shares (red positive, blue negative);
 - :mod:`viz.heatmap` -- one head's pattern (detail window, pinned columns, colour scales) and
   per-head score grids;
 - :mod:`viz.thumbnails` -- head pictures and overviews as PNG;

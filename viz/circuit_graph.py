@@ -1,6 +1,6 @@
 """The circuit graph as a plotly figure: heads placed by layer (y) and head index (x), the
 edges of a :class:`models.circuits.graph.CircuitGraph` above a threshold as lines whose width
-grows with the effect, blue for positive and red for negative, q solid, k dashed, v dotted.
+grows with the effect, red for positive and blue for negative, q solid, k dashed, v dotted.
 
 Each node's ``customdata`` is its ``L.H`` so that a page can open the head in the explorer from a
 click; an edge's midpoint carries its hover text.
@@ -16,6 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.circuits_figures import DIVERGING, head_labels, symmetric_range
+from viz.colours import NEGATIVE, POSITIVE
 
 if TYPE_CHECKING:
     from models.circuits.graph import CircuitGraph, Edge
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
 EDGE_DASH = {"q": "solid", "k": "dash", "v": "dot"}
 EDGE_WIDTHS = (1.0, 2.5, 4.5, 7.0)
 MAX_EDGES = 400
-POSITIVE, NEGATIVE = "#2166ac", "#b2182b"
 MID_NUDGE = 0.25  # how far (in heads) an edge's hover point moves off a node it would cover
 
 
@@ -70,6 +70,8 @@ def _edge_traces(edges: Sequence[Edge], top: float) -> list[go.Scatter]:
             text=mid_text,
             showlegend=False,
             marker={"size": 6, "color": "rgba(0,0,0,0.15)"},
+            selected={"marker": {"opacity": 1.0}},
+            unselected={"marker": {"opacity": 1.0}},
             hovertemplate="%{text}<extra></extra>",
         )
     )
@@ -81,7 +83,7 @@ def circuit_graph_figure(
 ) -> go.Figure:
     """Heads placed by layer (y) and head index (x), edges above ``threshold`` as lines.
 
-    Width grows with ``|weight|``, blue for positive and red for negative effects; q edges
+    Width grows with ``|weight|``, red for positive and blue for negative effects; q edges
     solid, k dashed, v dotted. Hovering an edge's midpoint names it (``5.1 -> 9.6 (q) +0.083``);
     hovering a node names the head. Every node's ``customdata`` is its ``L.H``, so a page can
     open the head in the explorer from a click.
@@ -121,7 +123,11 @@ def circuit_graph_figure(
                 "cmax": span,
                 "line": {"width": 1, "color": "#444444"},
                 "showscale": graph.node_values is not None,
+                "colorbar": {"title": html.escape(node_name), "thickness": 14},
             },
+            # a click opens the head: the graph stays as it was, nothing is greyed out
+            selected={"marker": {"opacity": 1.0}},
+            unselected={"marker": {"opacity": 1.0}},
             hovertemplate=(
                 f"head %{{customdata}}<br>{html.escape(node_name)} %{{marker.color:.4f}}"
                 "<extra></extra>"
@@ -136,8 +142,18 @@ def circuit_graph_figure(
     fig.update_layout(
         title=f"{html.escape(title)}<br><sub>{html.escape(note)}</sub>",
         height=max(360, 60 + 26 * graph.n_layers),
-        xaxis={"title": "head", "dtick": 1, "zeroline": False},
-        yaxis={"title": "layer", "dtick": 1, "zeroline": False},
+        xaxis={
+            "title": "head",
+            "dtick": 1,
+            "zeroline": False,
+            "range": [-0.5, graph.n_heads - 0.5],
+        },
+        yaxis={
+            "title": "layer",
+            "dtick": 1,
+            "zeroline": False,
+            "range": [-0.5, graph.n_layers - 0.5],
+        },
         margin={"l": 10, "r": 10, "t": 70, "b": 10},
         hovermode="closest",
     )

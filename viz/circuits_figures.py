@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import plotly.graph_objects as go
 
+from viz.colours import SEQUENTIAL, SIGNED
+
 if TYPE_CHECKING:
     from models.circuits.agreement import Agreement
     from models.circuits.weight_circuits import Correlation
 
-DIVERGING = "RdBu"  # negative red, 0 white, positive blue
+DIVERGING = SIGNED
 DIFFERS = "#d62728"  # positions where the clean and corrupted prompts differ
 GROUP_COLOURS = {
     "embeddings": "#7f7f7f",
@@ -46,8 +48,10 @@ def head_grid(
     floor: float = 0.0,
     columns: Sequence[str] | None = None,
     column_title: str = "head",
+    signed: bool = True,
 ) -> go.Figure:
-    """A ``layer head_index`` grid on a diverging scale centred at 0.
+    """A ``layer head_index`` grid on a diverging scale centred at 0 (``signed``), or, for
+    values that cannot be negative, on a sequential scale from 0.
 
     Args:
         values: one number per head.
@@ -57,6 +61,8 @@ def head_grid(
         columns: labels of the columns (default the head index; e.g. key/value heads with
             the query heads that share them), escaped here.
         column_title: what the columns are.
+        signed: the values can take either sign (:data:`viz.colours.SIGNED`, red positive);
+            False: they cannot be negative (:data:`viz.colours.SEQUENTIAL` from 0).
     """
     n_layers, n_heads = values.shape
     top = symmetric_range(values, floor)
@@ -68,10 +74,10 @@ def head_grid(
             z=values,
             x=[html.escape(label) for label in labels],
             y=[str(layer) for layer in range(n_layers)],
-            colorscale=DIVERGING,
-            zmin=-top,
+            colorscale=DIVERGING if signed else SEQUENTIAL,
+            zmin=-top if signed else 0.0,
             zmax=top,
-            zmid=0.0,
+            zmid=0.0 if signed else None,
             texttemplate="%{z:.2f}" if text else None,
             colorbar={"title": html.escape(value_name)},
             hovertemplate=f"{where}<br>{html.escape(value_name)} %{{z:.4f}}<extra></extra>",

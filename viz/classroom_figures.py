@@ -14,6 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from viz.colours import SIGNED
+
 MINUS_INF = "−∞"
 _TABLE_CSS = (
     "border-collapse:collapse;font-family:ui-monospace,Menlo,Consolas,monospace;"
@@ -159,7 +161,7 @@ def sinusoid_heatmap(pe: np.ndarray) -> go.Figure:
     fig = go.Figure(
         go.Heatmap(
             z=pe,
-            colorscale="RdBu",
+            colorscale=SIGNED,
             zmin=-1,
             zmax=1,
             hovertemplate="position %{y}<br>dim %{x}<br>%{z:.3f}<extra></extra>",

@@ -15,10 +15,11 @@ import numpy as np
 import plotly.graph_objects as go
 from jaxtyping import Float
 
+from viz.colours import SIGNED
 from viz.heatmap import safe_labels
 
 DIVERGENCE_COLOURS = "Reds"
-DIFFERENCE_COLOURS = "RdBu_r"
+DIFFERENCE_COLOURS = SIGNED
 # The divergence colours run from 0 to the largest divergence, but never to less than this: a
 # comparison where every head moved by less than a hundredth of a bit stays pale, not dark red.
 DIVERGENCE_FLOOR = 0.01

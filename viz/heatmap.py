@@ -19,7 +19,9 @@ import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
 
-COLORSCALE = "Blues"
+from viz.colours import SEQUENTIAL
+
+COLORSCALE = SEQUENTIAL
 LEVELS = 255  # colour indices of the canvas heatmap (0 .. 254)
 BLANK = 255  # the index of a masked cell
 BLANK_COLOUR = "#f4f4f4"

@@ -45,15 +45,25 @@ STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#222;
 max-width:1200px}
 h1{font-size:20px;margin:0 0 8px}h2{font-size:16px;margin:24px 0 8px}
-.caption dt{font-weight:600;float:left;clear:left;width:90px}.caption dd{margin:0 0 4px 100px}
+.caption{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:4px 16px;margin:0}
+.caption dt{font-weight:600;white-space:nowrap;align-self:start}
+.caption dd{margin:0;overflow-wrap:anywhere}
 .prompt{white-space:pre-wrap;background:#f6f6f6;padding:6px 8px;border-radius:4px}
 table.grid{border-collapse:collapse}table.grid td{padding:2px;text-align:center;font-size:11px}
 table.grid img{display:block;image-rendering:pixelated;border:2px solid transparent}
 table.grid img.sel{border-color:#e4572e}
+table.grid .cell{position:relative;display:inline-block}
+table.grid .badge{position:absolute;top:3px;left:3px;padding:0 2px;border-radius:2px;
+font:bold 9px/1.3 ui-monospace,Menlo,Consolas,monospace;color:#b03a2e;
+background:rgba(255,255,255,.85)}
+.strip{overflow-wrap:anywhere}
 .strip{line-height:2;font:13px/2 ui-monospace,Menlo,Consolas,monospace}
-.tok{padding:1px 2px;margin:0 1px;border-radius:3px;white-space:pre}
+.tok{padding:1px 2px;margin:0 1px;border-radius:3px;white-space:pre-wrap}
 .tok.sel{outline:2px solid #e4572e}
 """
+
+
+Mark = tuple[str, str]  # a head's letters ("IP") and what they mean ("induction, previous token")
 
 
 class ExportTooLarge(UserError):
@@ -148,17 +158,46 @@ def _caption_html(caption: Caption) -> str:
     return f'<dl class="caption">{body}</dl>'
 
 
-def _grid_html(grid: Sequence[Sequence[bytes | str]], selected: tuple[int, int]) -> str:
+def _grid_cell(picture: bytes | str, layer: int, head: int, selected: bool, mark: Mark) -> str:
+    letters, words = mark
+    name = f"head {layer}.{head}" + (f": {words}" if words else "")
+    image = (
+        f'<img src="{png_uri(picture)}" width="56" height="56" alt="{html.escape(name)}" '
+        f'title="{html.escape(name)}"{" class=sel" if selected else ""}>'
+    )
+    badge = f'<span class="badge">{html.escape(letters)}</span>' if letters else ""
+    return f'<td><span class="cell">{image}{badge}</span></td>'
+
+
+def _grid_html(
+    grid: Sequence[Sequence[bytes | str]],
+    selected: tuple[int, int],
+    marks: Mapping[tuple[int, int], Mark],
+) -> str:
     header = "".join(f"<td>{h}</td>" for h in range(len(grid[0]) if grid else 0))
     rows = [f"<tr><td></td>{header}</tr>"]
     for layer, pictures in enumerate(grid):
         cells = "".join(
-            f'<td><img src="{png_uri(pic)}" width="56" height="56" alt="head {layer}.{h}" '
-            f'title="head {layer}.{h}"{" class=sel" if (layer, h) == selected else ""}></td>'
+            _grid_cell(pic, layer, h, (layer, h) == selected, marks.get((layer, h), ("", "")))
             for h, pic in enumerate(pictures)
         )
         rows.append(f"<tr><td>{layer}</td>{cells}</tr>")
     return f'<table class="grid">{"".join(rows)}</table>'
+
+
+def _marks_legend(marks: Mapping[tuple[int, int], Mark]) -> str:
+    """What the letters on the pictures mean (each letter once)."""
+    meaning: dict[str, str] = {}
+    for letters, words in marks.values():
+        for letter, word in zip(letters, words.split(", "), strict=False):
+            meaning.setdefault(letter, word)
+    if not meaning:
+        return ""
+    said = "; ".join(f"{html.escape(k)}: {html.escape(v)}" for k, v in sorted(meaning.items()))
+    return (
+        '<p class="marks">Letters on a picture: what this prompt\'s scores mark the head as '
+        f"({said}).</p>"
+    )
 
 
 def view_html(
@@ -167,6 +206,7 @@ def view_html(
     heatmap: go.Figure,
     strip: Strip,
     title: str = "Attention Atlas",
+    marks: Mapping[tuple[int, int], Mark] | None = None,
 ) -> str:
     """The whole file.
 
@@ -178,6 +218,8 @@ def view_html(
             :data:`MAX_HEATMAP_CELLS` cells), e.g. from :func:`viz.heatmap.head_heatmap`.
         strip: the token strip.
         title: the page title (escaped).
+        marks: the letters on each marked head's picture, ``(layer, head) -> (letters,
+            meaning)``, e.g. ``(2, 1) -> ("I", "induction")`` (escaped).
 
     Raises:
         ExportTooLarge: a heatmap with more than :data:`MAX_HEATMAP_CELLS` cells.
@@ -188,6 +230,9 @@ def view_html(
             f"The heatmap shows {cells:,} cells; an exported view holds at most "
             f"{MAX_HEATMAP_CELLS:,}. Choose a smaller detail window."
         )
+    heatmap = go.Figure(heatmap)  # a copy: its labels push the margins out, whatever template
+    heatmap.update_xaxes(automargin=True)  # the figure was built under (Streamlit's has none)
+    heatmap.update_yaxes(automargin=True)
     figure = heatmap.to_html(
         include_plotlyjs=False,
         full_html=False,
@@ -205,7 +250,8 @@ def view_html(
             f"<h1>{name}</h1>",
             _caption_html(caption),
             "<h2>All heads (max-pooled pictures)</h2>",
-            _grid_html(grid, (caption.layer, caption.head)),
+            _grid_html(grid, (caption.layer, caption.head), marks or {}),
+            _marks_legend(marks or {}),
             f"<h2>Head {caption.layer}.{caption.head}</h2>",
             figure,
             f"<h2>Token strip: attention {verb} the selected token</h2>",

@@ -12,6 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from viz.colours import SIGNED
 from viz.heatmap import COLORSCALE, masked, safe_labels, score_grid
 
 PANEL_PX = 300  # each panel's height; its width follows (square cells)
@@ -100,7 +101,7 @@ def pattern_comparison(
             z=masked(diff, causal),
             x=text,
             y=text,
-            colorscale="RdBu",
+            colorscale=SIGNED,
             zmid=0.0,
             zmin=-span,
             zmax=span,

@@ -3,8 +3,8 @@ part does, and one pair over the prompt; and :func:`why_view`, everything a page
 cell.
 
 Matrices and bars show the strongest parts first and pool the rest as ``other``, so totals are
-kept: the pooled matrix still adds up to the logit. Colours are on a scale centred at 0 (blue
-raises the logit, red lowers it). Head parts carry their ``L.H`` as ``customdata`` so a page can
+kept: the pooled matrix still adds up to the logit. Colours are on a scale centred at 0 (red
+raises the logit, blue lowers it). Head parts carry their ``L.H`` as ``customdata`` so a page can
 open the head in the explorer; token text comes from the prompt and is escaped here.
 """
 
@@ -21,8 +21,9 @@ from models.circuits.why import WhySplit, part_head, part_words
 from models.circuits.why_bands import BandSplit
 from models.circuits.why_effects import PartEffect
 from models.circuits.why_rows import PairMap
+from viz.colours import NEGATIVE, POSITIVE, SIGNED
 
-DIVERGING = "RdBu"
+DIVERGING = SIGNED
 OTHER = "other"
 TOP = 12
 MARGIN = {"l": 10, "r": 10, "t": 50, "b": 10}
@@ -113,7 +114,7 @@ def _bars(names: Sequence[str], values: np.ndarray, top: int, side: str) -> go.B
         orientation="h",
         name=side,
         customdata=heads,
-        marker_color=["#1f77b4" if v >= 0 else "#d62728" for v in shown],
+        marker_color=[POSITIVE if v >= 0 else NEGATIVE for v in shown],
         hovertext=[html.escape(part_words(label)) for label in labels],
         hovertemplate="%{hovertext}<br>%{x:.4f}<extra>" + side + "</extra>",
     )

@@ -172,7 +172,12 @@ def test_the_graph_draws_the_edge_estimates_above_the_threshold(page, bundled, s
     nodes = figure["data"][-1]
     assert nodes["customdata"][:2] == ["0.0", "0.1"]  # a click names the head
     assert "strongest edges end at" in texts(at)
-    assert at.selectbox(key=Circuits.GRAPH_NODE).value == graph.edges[0].receiver
+    picked = graph.edges[0].receiver
+    assert at.selectbox(key=Circuits.GRAPH_NODE).value == picked
+    first = next(e for e in graph.edges if e.receiver == picked)  # the strongest into it
+    assert f"Head {picked}: into it from {first.sender} ({first.input}) {first.weight:+.3g}" in (
+        texts(at)
+    )
 
 
 def test_the_weights_panel_is_weight_scores_and_composition(page, bundled):
@@ -186,6 +191,8 @@ def test_the_weights_panel_is_weight_scores_and_composition(page, bundled):
     got = numbers(heat["z"])
     np.testing.assert_allclose(got[:2], want[:2], atol=1e-9)
     assert np.isnan(got[2]).all()  # the receiver's own layer cannot compose into it
+    assert heat["zmin"] == 0.0 and heat["zmax"] == pytest.approx(np.nanmax(want))
+    assert heat["colorscale"][0][1] == "rgb(247,251,255)"  # sequential: white at 0
     top = frame(at, "V")
     assert top["V"].iloc[0] == pytest.approx(np.nanmax(pairs.v))
     assert "token basis" in texts(at)

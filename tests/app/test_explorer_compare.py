@@ -316,7 +316,7 @@ def test_the_circuits_page_links_its_pair_into_compare_mode(bundled):
 
 
 @pytest.mark.parametrize("mode", ["single", "compare"])
-def test_the_exported_file_is_the_size_stated_and_holds_the_view(mode):
+def test_the_exported_file_is_the_size_stated_and_holds_the_view(mode, bundled):
     from ui.sections import explorer_export
 
     query = {"mode": "compare", "b": B} if mode == "compare" else {"words": 1}
@@ -337,6 +337,14 @@ def test_the_exported_file_is_the_size_stated_and_holds_the_view(mode):
         assert "A − B" in html and "prompt B" in html and "the dog sat" in html
     else:
         assert "(2) cat" in html  # the word view's labels
+    from models.heads.finding.prompt_scores import head_marks, prompt_scores
+    from models.heads.table import Thresholds
+
+    marked = head_marks(prompt_scores(capture(bundled, A)), Thresholds())
+    assert marked  # the grid's letters: every marked head's picture carries them
+    assert html.count('<span class="badge">') == len(marked)
+    for head, letters in marked.items():
+        assert f'title="head {head}: ' in html and f'<span class="badge">{letters}</span>' in html
 
 
 def test_the_compare_job_aligns_once_and_a_click_does_not_realign(monkeypatch):

@@ -6,9 +6,14 @@ carried to the next rerun), so each case opens the app, sets its state, then swi
 
 from __future__ import annotations
 
+import re
+
 from models.head import Head
 from tests.app.helpers import open_app, open_page, texts
-from ui.keys import Scaling, Sidebar
+from ui.keys import Scaling, Session, Sidebar
+from ui.runtime import server
+from ui.runtime.job_keys import LogitsKey, LossSweepKey
+from ui.sections.scaling import MAX_TOKENS
 from ui.state.scaling import ScalingView
 
 PAGE = "pages/scaling.py"
@@ -21,9 +26,41 @@ def open_scaling(model: str, **state):
     return at
 
 
+def press(at, key: str, source: str):
+    """Press a button (the sidebar's model is set again: AppTest drops it after a switch);
+    a button the page does not show (its work has finished before: kept) is left alone."""
+    if not any(button.key == key for button in at.button):
+        return at
+    at.button(key=key).click()
+    at.session_state[Sidebar.SOURCE] = source
+    at.run()
+    assert not at.exception
+    return at
+
+
+def test_arrival_runs_nothing_and_says_what_the_sweep_will_take():
+    prompt = "a prompt no other test sweeps: nothing of it is kept"
+    at = open_scaling(
+        "bundled",
+        **{Scaling.VIEW: ScalingView(points=9, low=1 / 8, high=8.0), Sidebar.PROMPT: prompt},
+    )
+    key = LogitsKey(
+        at.session_state[Session.GOOD_MODEL], at.session_state[Sidebar.PROMPT], MAX_TOKENS
+    )
+    assert server.current().pool.get(key) is None  # no pass over the prompt was started
+    assert len(at.get("plotly_chart")) == 2  # only the synthetic check's figures
+    label = at.button(key=Scaling.START).label
+    assert re.fullmatch(r"Sweep the model's logits \(9 points, about \d+ (s|min)\)", label)
+    press(at, Scaling.START, "bundled")
+    assert len(at.get("plotly_chart")) == 5  # saturation, heatmap, extremes, synthetic x2
+    loss = at.button(key=Scaling.LOSS).label
+    assert re.fullmatch(r"Run the model at all 9 points \(9 forward passes, about \d+ s\)", loss)
+    assert not any(isinstance(k, LossSweepKey) for k in at.session_state[Scaling.ASKED])
+
+
 def test_page_runs_for_minilm_and_says_there_is_no_loss():
     at = open_scaling("minilm", **{Scaling.VIEW: ScalingView(axis="alpha", head=Head(2, 3))})
-    said = texts(at)
+    said = texts(press(at, Scaling.START, "minilm"))
     assert "bidirectional encoder" in said and "hook_q/hook_k" in said
     assert "20,000 independent (q, k) pairs" in said
     assert at.radio(key=Scaling.AXIS).value == ALPHA
@@ -44,7 +81,8 @@ def test_page_runs_for_bundled_with_loss_sweep():
         "bundled",
         **{Scaling.VIEW: ScalingView(pick=0, head=Head(1, 0), low=1 / 8, high=8.0, points=9)},
     )
-    said = texts(at)
+    press(at, Scaling.START, "bundled")
+    said = texts(press(at, Scaling.LOSS, "bundled"))
     assert "hook_attn_scores" in said and "Loss at the model's own scale" in said
     assert at.select_slider(key=Scaling.PICK).value == 0
     assert len(at.get("plotly_chart")) == 6
@@ -69,12 +107,13 @@ def test_switching_to_alpha_keeps_the_point_at_the_models_own_scale():
 
 def test_a_link_opens_the_sweep_it_names():
     query = {"sweep": "factor", "lo": "0.25", "hi": "4", "points": "7", "layer": "1"}
-    query |= {"head": "1", "at": "5", "loss": "0", "sseed": "3"}
+    query |= {"head": "1", "at": "5", "sseed": "3", "prompt": "a prompt only this link sweeps"}
     at = open_app("pages/scaling.py", model="bundled", **query)
     assert not at.exception
-    view = ScalingView(points=7, low=1 / 4, high=4.0, head=Head(1, 1), pick=5, loss=False, seed=3)
+    view = ScalingView(points=7, low=1 / 4, high=4.0, head=Head(1, 1), pick=5, seed=3)
     assert at.session_state[Scaling.VIEW] == view
     assert at.select_slider(key=Scaling.PICK).value == 5
     assert at.selectbox(key=Scaling.HEAD).value == Head(1, 1)
     assert at.number_input(key=Scaling.SEED).value == 3
-    assert "Loss at the model's own scale" not in texts(at)  # the loss sweep is off
+    key = LogitsKey(at.session_state[Session.GOOD_MODEL], query["prompt"], MAX_TOKENS)
+    assert server.current().pool.get(key) is None  # a link sweeps nothing until asked

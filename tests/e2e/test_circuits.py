@@ -47,3 +47,11 @@ def test_atp_scatter_and_graph_are_drawn_and_a_node_opens_the_explorer(page, app
     settle(page)
     link = page.get_by_role("link", name="Open 1.0 in the explorer ↗")
     assert link.count() == 1 and "layer=1&head=0" in link.get_attribute("href")
+    assert page.get_by_text("Head 1.0: into it from").count() == 1  # the head's detail
+    graph = chart(page, "Circuit graph")
+    shades = (
+        graph.locator(".scatterlayer .trace")
+        .last.locator(".point")
+        .evaluate_all("els => els.map(e => getComputedStyle(e).opacity)")
+    )
+    assert shades and set(shades) == {"1"}  # the click greyed out no node

@@ -18,6 +18,7 @@ from urllib.parse import quote
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 from models.capture.run import capture
 from models.model.spec import BUNDLED_DIR
@@ -264,3 +265,31 @@ def test_a_click_on_the_explorers_heatmap_explains_that_cell(page, app_url, bund
     logit = float(ref.raw(ref.run(torch.tensor([capture(bundled, PROMPT).token_ids])), 1, 2)[5, 2])
     found = re.search(r"Score \(before the softmax\): ([-+]\d+\.\d+)", said)
     assert found and abs(float(found.group(1)) - logit) <= 1e-4 + 1e-5 * abs(logit)
+
+
+def test_the_saved_png_keeps_the_colour_bars_title(page, mount, bundled):
+    """The PNG is painted at twice the screen's scale: the colour bar's title (turned on its
+    side, centred at ``barTitle``) is drawn in full, with white between it and the edge."""
+    *_, data = window_of_head(bundled, slice(0, 7), list(range(7)), 0)
+    render = mount("heatmap")
+    render(
+        {
+            **data,
+            "value_name": "value-weighted weight",
+            "file_name": "head_1_2",
+            "label": "Head 1.2",
+            "clickable": False,
+        }
+    )
+    plot = page.locator(".hm").evaluate("el => el.__shown.plot")
+    with page.expect_download() as saved:
+        page.locator(".hmsave").click()
+    picture = np.asarray(Image.open(saved.value.path()).convert("L"), dtype=np.float64)
+    top, bottom = round(2 * plot["top"]), picture.shape[0] - 2 * 30
+    ink = np.flatnonzero((picture[top:bottom] < 160).any(axis=0))  # columns with dark text
+    assert ink.max() <= picture.shape[1] - 1 - 2 * 4  # 4 px of white to the edge
+    # the title is the last run of dark columns, as wide as an 11 px line of text
+    gaps = np.flatnonzero(np.diff(ink) > 1)
+    start = ink[gaps[-1] + 1]
+    assert 2 * 7 <= ink.max() - start + 1 <= 2 * 14
+    assert start > 2 * (plot["left"] + 14) + len(data["cols"]) * 2 * plot["cw"]

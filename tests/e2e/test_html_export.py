@@ -130,3 +130,62 @@ def test_export_draws_offline_with_no_request(browser, tmp_path):
     assert drawn["pictures"] == drawn["loaded"] == 30 * 9
     assert ATTACK in drawn["strip"] and drawn["caption"].startswith(ATTACK)
     assert dialogs == [] and attempted == reached == refused == []
+
+
+def test_labels_caption_and_letters_sit_where_they_belong(browser, tmp_path):
+    """Long token labels stay inside the figure even under a template without automatic
+    margins (Streamlit's, in the app); each caption label is level with its value; the marked
+    head's picture carries its letters."""
+    n = 30
+    labels = [
+        f"({i}) " + ("incomprehensibilities" * 2 if i % 4 == 0 else f"w{i}") for i in range(n)
+    ]
+    rng = np.random.default_rng(2)
+    fig = head_heatmap(
+        rng.dirichlet(np.ones(n), size=n).astype(np.float32), labels, causal=True, title="head 1.0"
+    )
+    fig.update_layout(template="none")  # no automargin, as under Streamlit's template
+    grid = [[pooled_png(np.tril(rng.random((16, 16))).astype(np.float32))] * 3] * 2
+    caption = Caption(
+        model="bundled",
+        prompt="p",
+        layer=1,
+        head=0,
+        settings={"colour scale": "square root, range 0 to 1", "value-weighted": "no"},
+    )
+    marks = {(1, 2): ("IP", "induction, previous token")}
+    html = view_html(caption, grid, fig, Strip(labels, rng.random(n), 3, "from"), marks=marks)
+    assert '<span class="badge">IP</span>' in html and "I: induction; P: previous token" in html
+    path = tmp_path / "labels.html"
+    path.write_text(html, encoding="utf-8")
+    read, *_ = open_blocked(
+        browser,
+        path.as_uri(),
+        """() => {
+        const box = (e) => e.getBoundingClientRect();
+        const fig = box(document.querySelector('.js-plotly-plot'));
+        const ticks = (axis) => [...document.querySelectorAll(`.${axis}tick text`)].map(box);
+        const pairs = [...document.querySelectorAll('.caption dt')].map(
+            (dt) => [dt.textContent, box(dt).top, box(dt.nextElementSibling).top, box(dt).height]);
+        const badge = document.querySelector('table.grid .badge');
+        const img = badge && badge.previousElementSibling;
+        return {
+            fig: [fig.left, fig.top, fig.right],
+            left: Math.min(...ticks('y').map((b) => b.left)),
+            top: Math.min(...ticks('x').map((b) => b.top)),
+            right: Math.max(...ticks('x').map((b) => b.right)),
+            n: [ticks('x').length, ticks('y').length],
+            pairs,
+            badge: badge && [badge.textContent, img.title, box(badge).left >= box(img).left,
+                             box(badge).bottom <= box(img).bottom],
+        };
+    }""",
+        ready=".js-plotly-plot .main-svg",
+    )
+    assert min(read["n"]) >= 10
+    assert read["left"] >= read["fig"][0] and read["top"] >= read["fig"][1]  # none cut off
+    assert read["right"] <= read["fig"][2]
+    for name, dt_top, dd_top, height in read["pairs"]:
+        assert abs(dt_top - dd_top) < 1 and height < 30, name  # beside its value, one line
+    assert [p[0] for p in read["pairs"]][-2:] == ["colour scale", "value-weighted"]
+    assert read["badge"] == ["IP", "head 1.2: induction, previous token", True, True]

@@ -100,9 +100,7 @@ CIRCUITS = CircuitsState(
     twin="prev_previous",
 )
 ATLAS = AtlasView(x="distance", y="sink", colour=None, size="activation", head=Head(3, 1))
-SCALING = ScalingView(
-    axis="alpha", low=0.25, high=8.0, points=31, head=Head(1, 2), pick=4, loss=False, seed=11
-)
+SCALING = ScalingView(axis="alpha", low=0.25, high=8.0, points=31, head=Head(1, 2), pick=4, seed=11)
 KERNEL = KernelView(dtype="bfloat16", head=Head(2, 3))
 HEADS = HeadsView(
     corpus="prompt",
@@ -307,13 +305,12 @@ def test_a_generation_link_asks_for_it_and_a_plain_link_does_not():
 
 def test_the_scaling_and_kernel_link_keys():
     query = links.query(Shared(), SCALING, Store().keep)
-    assert {k: query[k] for k in ("sweep", "lo", "hi", "points", "at", "loss", "sseed")} == {
+    assert {k: query[k] for k in ("sweep", "lo", "hi", "points", "at", "sseed")} == {
         "sweep": "alpha",
         "lo": "0.25",
         "hi": "8.0",
         "points": "31",
         "at": "4",
-        "loss": "0",
         "sseed": "11",
     }
     assert (query["layer"], query["head"]) == ("1", "2")

@@ -55,3 +55,17 @@ def test_an_edge_over_a_node_leaves_the_node_its_hover():
     # 0.0 -> 2.0 passes over node 1.0 at (0, 1): its hover point moves a quarter head aside;
     # 0.0 -> 1.1 has its midpoint (0.5, 0.5) between nodes and keeps it
     assert list(hover.x) == [0.25, 0.5] and list(hover.y) == [1.0, 0.5]
+
+
+def test_axes_hold_the_layers_the_scale_is_titled_and_a_click_greys_nothing():
+    edges = [Edge(Head(0, 1), Head(2, 0), "q", 0.5)]
+    fig = circuit_graph_figure(
+        graph(edges, np.arange(6.0).reshape(3, 2)), title="g", node_name="DLA"
+    )
+    assert list(fig.layout.yaxis.range) == [-0.5, 2.5]  # layers 0 to 2, no layer -1 or 3
+    assert list(fig.layout.xaxis.range) == [-0.5, 1.5]
+    nodes = fig.data[-1]
+    assert nodes.marker.showscale and nodes.marker.colorbar.title.text == "DLA"
+    for trace in fig.data:
+        if trace.mode == "markers":  # what a click selects: drawn as before, not dimmed
+            assert trace.unselected.marker.opacity == trace.selected.marker.opacity == 1.0

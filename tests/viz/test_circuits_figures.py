@@ -72,3 +72,13 @@ def test_weight_figures():
     assert list(fig.data[0].customdata) == ["0.0", "0.1", "1.0", "1.1"]
     assert fig.layout.xaxis.title.text == "previous-token &lt;score&gt;"
     assert "over 4 heads" in fig.layout.title.text
+
+
+def test_a_grid_of_scores_that_cannot_be_negative_runs_from_white_at_zero():
+    values = np.array([[0.0, 0.2], [0.4, np.nan]])
+    signed = head_grid(values, title="t", value_name="v").data[0]
+    plain = head_grid(values, title="t", value_name="v", signed=False).data[0]
+    assert (signed.zmin, signed.zmax) == (-0.4, 0.4)
+    assert (plain.zmin, plain.zmax) == (0.0, 0.4) and plain.zmid is None
+    assert plain.colorscale[0][1] == "rgb(247,251,255)"  # Blues: white at 0
+    assert plain.colorscale[-1][1] == "rgb(8,48,107)"

@@ -29,6 +29,7 @@ SOURCE_LABELS: dict[GraphSource, str] = {
     "paths": "path patching run so far",
     "weights": "the weights (composition scores)",
 }
+NODE_EDGES = 5  # edges listed each way for the picked head
 MODE_LABELS = {
     "recomputed": "MLPs recomputed (as path patching)",
     "direct": "direct (MLPs frozen, no extra pass)",
@@ -151,6 +152,23 @@ def node_picker(
         f"**[Open {head} in the explorer ↗]({session.explorer_link(head, prompt=prompt)})**"
         f" · {len(ins)} edge{'s' if len(ins) != 1 else ''} in, {len(outs)} out"
     )
+    c[1].markdown(node_detail(head, ins, outs))
+
+
+def node_detail(head: Head, ins: list[Edge], outs: list[Edge]) -> str:
+    """The picked head's strongest edges in and out (what a click on its node opens)."""
+
+    def listed(edges: list[Edge], other: str) -> str:
+        if not edges:
+            return "none shown"
+        parts = [f"{getattr(e, other)} ({e.input}) {e.weight:+.3g}" for e in edges[:NODE_EDGES]]
+        more = len(edges) - NODE_EDGES
+        return ", ".join(parts) + (f" and {more} more" if more > 0 else "")
+
+    return (
+        f"Head {head}: into it from {listed(ins, 'sender')}; "
+        f"out of it into {listed(outs, 'receiver')}."
+    )
 
 
 def draw(
@@ -194,7 +212,7 @@ def draw(
         width="stretch",
     )
     st.caption(
-        "Edges: blue positive, red negative, wider stronger; q solid, k dashed, v "
+        "Edges: red positive, blue negative, wider stronger; q solid, k dashed, v "
         "dotted"
         + ("; nodes coloured by direct logit attribution" if graph.node_values is not None else "")
         + ". A shared key/value head's edge is drawn into every query head that reads "

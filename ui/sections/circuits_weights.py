@@ -168,6 +168,7 @@ def composition_view(model: ModelHandle, found: WeightFindings, state: CircuitsS
             grid,
             title=f"{kind.upper()}-composition of each sender into {receiver}",
             value_name=f"{kind.upper()}-composition",
+            signed=False,
         ),
         width="stretch",
     )

@@ -323,11 +323,12 @@ TEXT_SIZES = {
     "larger": "Larger text (back row)",
 }
 _SCALE = {"normal": 1.0, "large": 1.25, "larger": 1.5}
+ROOT_PX = 16  # the browser's (and Streamlit's) root font size
 
 
 def projector_options() -> None:
     """Text size for a projector, and a hint to give the tables the sidebar's room."""
-    left, right = st.columns([1, 3])
+    left, right = st.columns([2, 3])
     size = left.selectbox(
         "Text size",
         list(TEXT_SIZES),
@@ -340,9 +341,5 @@ def projector_options() -> None:
         "matrices get its room. Wide matrices scroll sideways instead of being cut."
     )
     scale = _SCALE[size]
-    if scale != 1.0:
-        st.html(
-            f"<style>section.main .block-container, [data-testid='stMain'] "
-            f"{{ font-size: {scale:.2f}rem; }} .classroom-matrix {{ font-size: {scale:.2f}em; }}"
-            "</style>"
-        )
+    if scale != 1.0:  # every text size of the page is in rem: the root's size scales them all
+        st.html(f"<style>html {{ font-size: {ROOT_PX * scale:g}px; }}</style>")

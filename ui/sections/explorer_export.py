@@ -135,7 +135,21 @@ def build(request: ExportRequest) -> str:
             "open the view again and download once more.</p>"
         )
     grid = results.grid_pictures(request.key, request.weighted, run.facts.n_heads)
-    return view_html(caption(request, run.facts.name), grid, found[0], found[1])
+    return view_html(
+        caption(request, run.facts.name), grid, found[0], found[1], marks=marks(request.key)
+    )
+
+
+def marks(key: RunKey) -> dict[tuple[int, int], tuple[str, str]]:
+    """The letters the grid shows on each marked head (I, P, S) and what they mean."""
+    return {
+        (head.layer, head.index): (
+            letters,
+            ", ".join(results.MARK_WORDS[letter] for letter in letters),
+        )
+        for head, letters in results.marks(key).items()
+        if letters
+    }
 
 
 def absolute(query: dict[str, str]) -> str:

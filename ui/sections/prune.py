@@ -36,6 +36,7 @@ from ui.runtime.job_keys import CurveKey, ImportanceKey, PruneKey
 from ui.sections.heads import current_view, save
 from ui.state import heads as hs
 from ui.widgets import job_view
+from viz.colours import SIGNED
 from viz.heads_figures import pruning_curve
 from viz.heatmap import score_grid
 
@@ -198,7 +199,7 @@ def show_importance(model: ModelHandle, corpus: Corpus, measured: Measured) -> l
             title=COLUMN_LABELS[ABLATION_COLUMN[measured.ranking]],
             zmin=0.0 if gradient else -top,
             zmax=top,
-            colorscale="Magma" if gradient else "RdBu_r",
+            colorscale="Magma" if gradient else SIGNED,
         ),
         width="stretch",
     )

@@ -13,6 +13,7 @@ from models.cost import Cost
 from models.errors import UserError
 from models.head import Head, all_heads
 from models.model.facts import ModelFacts
+from models.model.forward import tokenize
 from models.model.handle import ModelHandle
 from models.progress import Progress
 from models.scaling import capture as scaling_capture
@@ -22,6 +23,7 @@ from ui import session
 from ui.keys import Scaling
 from ui.runtime import server
 from ui.runtime.job_keys import LogitsKey, LossSweepKey, SweepKey, SyntheticKey
+from ui.runtime.store import JobKey
 from ui.state import scaling as sc
 from ui.state.scaling import ScalingView
 from ui.text import md
@@ -77,10 +79,6 @@ def _point_changed() -> None:
     save(sc.choose_point(current_view(), int(st.session_state[Scaling.PICK])))
 
 
-def _loss_changed() -> None:
-    save(sc.with_loss(current_view(), bool(st.session_state[Scaling.LOSS])))
-
-
 def _seed_changed() -> None:
     save(sc.with_seed(current_view(), int(st.session_state[Scaling.SEED])))
 
@@ -134,30 +132,60 @@ def controls(view: ScalingView, facts: ModelFacts) -> tuple[Head, sc.Grid, int]:
     return head, found, int(pick)
 
 
-def logits(model: ModelHandle, prompt: str) -> tuple[LogitsKey, Any]:
+def logits_cost(facts: ModelFacts) -> Cost:
+    """One pass over the prompt's first :data:`MAX_TOKENS` tokens, every head's logits kept."""
+    return Cost(
+        flops=2 * facts.forward_flops(MAX_TOKENS),
+        peak_bytes=4 * facts.pattern_bytes(MAX_TOKENS) + facts.activation_bytes(MAX_TOKENS),
+    )
+
+
+def stats_cost(cells: int, n_factors: int) -> Cost:
+    """The saturation statistics of ``cells`` logits at ``n_factors`` factors."""
+    return Cost(flops=40.0 * cells * n_factors, peak_bytes=int(8 * 8 * cells))
+
+
+def loss_cost(facts: ModelFacts, n_factors: int) -> Cost:
+    """One forward pass of the model per factor."""
+    return Cost(
+        flops=n_factors * facts.forward_flops(MAX_TOKENS),
+        peak_bytes=2 * facts.pattern_bytes(MAX_TOKENS),
+    )
+
+
+def about(seconds: float) -> str:
+    """``about 3 s`` or ``about 2 min``: what a button says its work will take."""
+    return f"about {max(seconds, 1):.0f} s" if seconds < 90 else f"about {seconds / 60:.0f} min"
+
+
+def asked(key: JobKey[Any]) -> bool:
+    """Whether the visitor asked for the work of ``key`` (or it has already finished)."""
+    done = server.current().pool.finished(key)
+    return done is not None or key in st.session_state.get(Scaling.ASKED, set())
+
+
+def ask(key: JobKey[Any]) -> None:
+    """A button's callback: the work of ``key`` may start."""
+    st.session_state.setdefault(Scaling.ASKED, set()).add(key)
+
+
+def logits(model: ModelHandle, key: LogitsKey) -> Any:
     """Every head's logits on the prompt's first tokens, as a job."""
-    key = LogitsKey(session.allowed_spec(model), prompt, MAX_TOKENS)
-    facts = model.facts
-    found = job_view.run_job(
+    return job_view.run_job(
         key,
         "Capturing every head's attention logits",
-        lambda progress: scaling_capture.capture_scores(model, prompt, MAX_TOKENS),
-        cost=Cost(
-            flops=2 * facts.forward_flops(MAX_TOKENS),
-            peak_bytes=4 * facts.pattern_bytes(MAX_TOKENS) + facts.activation_bytes(MAX_TOKENS),
-        ),
+        lambda progress: scaling_capture.capture_scores(model, key.prompt, MAX_TOKENS),
+        cost=logits_cost(model.facts),
     )
-    return key, found
 
 
 def sweep_stats(key: LogitsKey, found: ScoreCapture, factors: np.ndarray) -> Any:
     values = tuple(float(f) for f in factors)
-    cells = found.scores.size
     return job_view.run_job(
         SweepKey(key, values),
         "Sweeping the scale",
         lambda progress: sweep(found.scores, np.asarray(values)),
-        cost=Cost(flops=40.0 * cells * len(values), peak_bytes=int(8 * 8 * cells)),
+        cost=stats_cost(found.scores.size, len(values)),
     )
 
 
@@ -171,15 +199,11 @@ def loss_curve(model: ModelHandle, key: LogitsKey, factors: tuple[float, ...]) -
             out.append(scaling_capture.loss_at(model, key.prompt, c, MAX_TOKENS))
         return out
 
-    facts = model.facts
     return job_view.run_job(
         LossSweepKey(key, factors),
         "Re-running the model at every point",
         work,
-        cost=Cost(
-            flops=len(factors) * facts.forward_flops(MAX_TOKENS),
-            peak_bytes=2 * facts.pattern_bytes(MAX_TOKENS),
-        ),
+        cost=loss_cost(model.facts, len(factors)),
     )
 
 
@@ -193,20 +217,26 @@ def loss_section(
     own_x: float,
     pick: int,
     log_x: bool,
-    on: bool,
 ) -> None:
     st.subheader("Next-token loss with every head at factor c")
     reason = loss_unavailable(model, n_tokens)
     if reason:
         st.info(reason)
         return
-    st.session_state[Scaling.LOSS] = on
-    if not st.toggle(
-        "Run the model at every point of the sweep", key=Scaling.LOSS, on_change=_loss_changed
-    ):
+    points = tuple(float(c) for c in factors)
+    sweep_key = LossSweepKey(key, points)
+    if not asked(sweep_key):
+        seconds = job_view.expected_seconds(sweep_key, loss_cost(model.facts, len(points)))
+        st.button(
+            f"Run the model at all {len(points)} points ({len(points)} forward passes, "
+            f"{about(seconds)})",
+            key=Scaling.LOSS,
+            on_click=ask,
+            args=(sweep_key,),
+        )
         return
     try:
-        losses = loss_curve(model, key, tuple(float(c) for c in factors))
+        losses = loss_curve(model, key, points)
     except UserError as err:
         session.show_error(err)
         return
@@ -231,14 +261,43 @@ def model_section() -> None:
     model = session.active_model()
     if model is None:
         return
+    facts = model.facts
     try:
-        key, cap = logits(model, session.current_prompt())
+        key = LogitsKey(session.allowed_spec(model), session.current_prompt(), MAX_TOKENS)
+        ids, _ = tokenize(model, key.prompt, MAX_TOKENS)  # a bad prompt is said before asking
+    except UserError as err:
+        session.show_error(err)
+        return
+    view = current_view(facts)
+    head, found, pick = controls(view, facts)
+    factors, x, x_title, own_x, log_x = (
+        found.factors,
+        found.x,
+        found.x_title,
+        found.own_x,
+        found.log_x,
+    )
+    if not asked(key):
+        cells = facts.n_layers * facts.n_heads * ids.shape[-1] ** 2
+        cost = logits_cost(facts).then(stats_cost(cells, len(factors)))
+        seconds = job_view.expected_seconds(key, cost)
+        st.button(
+            f"Sweep the model's logits ({len(factors)} points, {about(seconds)})",
+            key=Scaling.START,
+            type="primary",
+            on_click=ask,
+            args=(key,),
+            help="One pass over the prompt's first "
+            f"{MAX_TOKENS} tokens keeps every head's logits; the sweep rescales them.",
+        )
+        return
+    try:
+        cap = logits(model, key)
     except UserError as err:
         session.show_error(err)
         return
     if cap is job_view.MISSING:
         return
-    facts = model.facts
     if cap.n_prompt_tokens > cap.n_tokens:
         st.warning(
             f"The prompt has {cap.n_prompt_tokens:,} tokens; this page uses the first "
@@ -248,15 +307,6 @@ def model_section() -> None:
         f"**{md(facts.name)}** · d_head {facts.d_head} · {cap.n_tokens} tokens · logits "
         f"from `{cap.source}`; softmax of them matches the model's own patterns to "
         f"{cap.max_error:.1e}."
-    )
-    view = current_view(facts)
-    head, found, pick = controls(view, facts)
-    factors, x, x_title, own_x, log_x = (
-        found.factors,
-        found.x,
-        found.x_title,
-        found.own_x,
-        found.log_x,
     )
     stats = sweep_stats(key, cap, factors)
     if stats is job_view.MISSING:
@@ -301,7 +351,7 @@ def model_section() -> None:
         width="stretch",
     )
     st.caption("Small c flattens every row towards uniform; large c pushes it to one-hot.")
-    loss_section(model, key, cap.n_tokens, factors, x, x_title, own_x, pick, log_x, view.loss)
+    loss_section(model, key, cap.n_tokens, factors, x, x_title, own_x, pick, log_x)
 
 
 def synthetic_section() -> None:

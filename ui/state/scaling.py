@@ -1,6 +1,6 @@
 """The Scaling page's state as one frozen value: the sweep's grid, the head, the point looked at,
-whether the loss is swept, and the synthetic check's seed. Its link is read and written in
-:mod:`ui.links`. No Streamlit here.
+and the synthetic check's seed (the sweeps themselves run when asked). Its link is read and
+written in :mod:`ui.links`. No Streamlit here.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ class ScalingView:
         points: how many points the sweep has.
         head: the head drawn (None: the first).
         pick: the point looked at (None: the one nearest the model's own scale).
-        loss: whether the model is re-run at every point for its loss.
         seed: the synthetic check's random seed.
     """
 
@@ -44,7 +43,6 @@ class ScalingView:
     points: int = 25
     head: Head | None = None
     pick: int | None = None
-    loss: bool = True
     seed: int = 0
 
 
@@ -87,10 +85,6 @@ def choose_head(view: ScalingView, head: Head) -> ScalingView:
 
 def choose_point(view: ScalingView, pick: int) -> ScalingView:
     return replace(view, pick=pick)
-
-
-def with_loss(view: ScalingView, on: bool) -> ScalingView:
-    return replace(view, loss=on)
 
 
 def with_seed(view: ScalingView, seed: int) -> ScalingView:

@@ -17,16 +17,21 @@ function layout(ctx, data, width) {
   const widest = (labels) => labels.reduce((m, t) => Math.max(m, ctx.measureText(cut(t)).width), 0);
   const left = Math.ceil(Math.min(widest(data.rows), 170)) + 30;
   const top = Math.ceil(Math.min(widest(data.cols), 170) * Math.sin(Math.PI / 3)) + 36;
-  const right = 92, bottom = data.title ? 30 : 10;
+  // The colour bar (14 px off the cells, 14 wide), its tick labels, then its title turned on
+  // its side: ``barTitle`` is the title's centre from the cells' right edge, and the margin
+  // leaves room for the title's own height so that a saved PNG keeps all of it.
+  const ticks = data.ticks.reduce((m, [, t]) => Math.max(m, ctx.measureText(t).width), 0);
+  const barTitle = 14 + 14 + 6 + Math.ceil(ticks) + 14;
+  const right = barTitle + 14, bottom = data.title ? 30 : 10;
   const plotW = Math.max(120, width - left - right);
   const plotH = Math.min(860, Math.max(200, 16 * data.n_rows));
-  return { left, top, plotW, plotH, cw: plotW / data.n_cols, ch: plotH / data.n_rows,
+  return { left, top, plotW, plotH, barTitle, cw: plotW / data.n_cols, ch: plotH / data.n_rows,
            W: left + plotW + right, H: top + plotH + bottom };
 }
 
 // The whole picture on ``canvas`` at ``scale`` device pixels per CSS pixel.
 function paint(canvas, data, cells, box, scale) {
-  const { left, top, plotW, plotH, cw, ch, W, H } = box;
+  const { left, top, plotW, plotH, barTitle, cw, ch, W, H } = box;
   canvas.width = Math.round(W * scale); canvas.height = Math.round(H * scale);
   canvas.style.width = W + 'px'; canvas.style.height = H + 'px';
   const ctx = canvas.getContext('2d');
@@ -77,7 +82,7 @@ function paint(canvas, data, cells, box, scale) {
     ctx.beginPath(); ctx.moveTo(bx + bw, y); ctx.lineTo(bx + bw + 4, y); ctx.stroke();
     ctx.fillText(text, bx + bw + 6, y);
   }
-  ctx.save(); ctx.translate(bx + bw + 62, top + plotH / 2); ctx.rotate(-Math.PI / 2);
+  ctx.save(); ctx.translate(left + plotW + barTitle, top + plotH / 2); ctx.rotate(-Math.PI / 2);
   ctx.textAlign = 'center'; ctx.fillText(data.value_name, 0, 0); ctx.restore();
 }
 
@@ -125,7 +130,8 @@ export default function(component) {
     box = layout(canvas.getContext('2d'), data, Math.max(360, room));
     paint(canvas, data, cells, box, window.devicePixelRatio || 1);
     // Where the cells are on the canvas, in CSS pixels (read by the browser tests).
-    root.__shown.plot = { left: box.left, top: box.top, cw: box.cw, ch: box.ch };
+    root.__shown.plot = { left: box.left, top: box.top, cw: box.cw, ch: box.ch,
+                          barTitle: box.left + box.plotW + box.barTitle, width: box.W };
   };
   draw();
   if (!root.dataset.room) requestAnimationFrame(draw);  // not laid out yet: measure then
