@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import threading
 import time
 import uuid
@@ -50,6 +51,7 @@ NAMESPACE = "attention-atlas"
 RESULTS_NAME = "atlas-results"
 POLL_S = 0.1  # how often a front end asks a running job for its progress
 CALL_S = 30.0  # the longest a front end waits for a small call (progress, a lookup)
+PROBE_S = 5.0  # how long a front end waits for the cluster's port when it starts
 RESTART_S = 120.0  # the longest a job waits for its worker to be restarted
 Encoded = tuple[Any, list[Any]]
 
@@ -95,13 +97,22 @@ class ModelWorker:
         self.results = ResultStore(max_entries=32, max_bytes=settings.result_bytes)
         self.shared: Any = ray.get_actor(RESULTS_NAME, namespace=NAMESPACE)
         self.loads = 0
+        self.computed = 0
+        self.stopped = 0
         self._lock = threading.Lock()
         self._flags: dict[str, threading.Event] = {}
         self._progress: dict[str, tuple[float, str]] = {}
 
     def info(self) -> dict[str, int]:
-        """This worker's process id and how many times it loaded its model."""
-        return {"pid": os.getpid(), "loads": self.loads}
+        """This worker's process id, how many times it loaded its model, how many results it
+        computed (rather than found), how many jobs run now and how many were stopped."""
+        return {
+            "pid": os.getpid(),
+            "loads": self.loads,
+            "computed": self.computed,
+            "running": len(self._progress),
+            "stopped": self.stopped,
+        }
 
     def _model(self) -> Any:
         with self._lock:
@@ -131,6 +142,9 @@ class ModelWorker:
             encoded = encode(value)
             ray.get(self.shared.put.remote(key_name(key), encoded))
             return encoded, time.perf_counter() - start
+        except Cancelled:
+            self.stopped += 1
+            raise
         finally:
             self._flags.pop(job_id, None)
             self._progress.pop(job_id, None)
@@ -142,7 +156,9 @@ class ModelWorker:
             encoded: Encoded | None = ray.get(self.shared.get.remote(key_name(key)))
             if encoded is not None:
                 return decode(encoded[0], result_type(type(key)), encoded[1])
-            return job_work.compute(key, self._model(), self._dependency, progress)
+            value = job_work.compute(key, self._model(), self._dependency, progress)
+            self.computed += 1
+            return value
 
         return self.results.get_or_compute(key, compute)
 
@@ -290,7 +306,15 @@ def connect(settings: Settings) -> Cluster:
     Raises:
         ClusterUnavailable: nothing answers there (the front end then runs everything itself).
     """
-    address = settings.ray_address
+    address = settings.ray_address or ""
+    missing = ClusterUnavailable(
+        f"No Ray cluster answered at {address}; this server runs its work itself."
+    )
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:  # Ray's own connection waits minutes for an address where nothing listens
+        socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_S).close()
+    except (OSError, ValueError) as err:
+        raise missing from err
     try:
         ray.init(
             address=address,
@@ -301,6 +325,4 @@ def connect(settings: Settings) -> Cluster:
         )
         return Cluster(settings)
     except (ConnectionError, RaySystemError, RuntimeError, ValueError) as err:
-        raise ClusterUnavailable(
-            f"No Ray cluster answered at {address}; this server runs its work itself."
-        ) from err
+        raise missing from err
