@@ -13,8 +13,11 @@ import numpy as np
 import pytest
 
 from models.model.spec import ModelSpec
+from tests.app.helpers import open_app, shown
+from ui.keys import Session
+from ui.runtime import server
 from ui.runtime.job_keys import RunKey
-from ui.runtime.jobs import JobPool
+from ui.runtime.jobs import ClusterUnavailable, JobPool, WorkerLost
 from ui.runtime.models import ModelStore
 from ui.runtime.policy import admit
 from ui.runtime.settings import Settings
@@ -48,6 +51,43 @@ def test_an_address_is_read_only_when_it_is_host_and_port():
     assert Settings.from_env({"ATLAS_RAY_ADDRESS": "ray://head:10001"}).ray_address
     assert Settings.from_env({"ATLAS_RAY_ADDRESS": "head; rm -rf /"}).ray_address is None
     assert Settings.from_env({"ATLAS_RAY_GPUS": "0.25"}).ray_gpus == 0.25
+
+
+class FlakyCluster:
+    """A cluster whose worker dies on the first job, then stops answering."""
+
+    notice = None
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def runs(self, key) -> bool:
+        return isinstance(key, RunKey)
+
+    def lookup(self, key):
+        return None
+
+    def run(self, key, report):
+        self.calls += 1
+        if self.calls == 1:
+            raise WorkerLost("The worker computing this stopped before it finished. Press Retry.")
+        raise ClusterUnavailable("no answer")
+
+
+def test_a_lost_worker_shows_one_line_and_retry_draws_the_view(bundled):
+    flaky = FlakyCluster()
+    server.restart(Settings.from_env()).pool.cluster = flaky
+    try:
+        at = open_app(model="bundled")
+        assert not at.exception
+        said = [shown(e.value) for e in at.error]
+        assert said == ["The worker computing this stopped before it finished. Press Retry."]
+        next(b for b in at.button if b.label == "Retry").click().run()
+        assert not at.exception and not at.error and flaky.calls == 2
+        key = at.session_state[Session.LAST_RUN]  # read here once the cluster did not answer
+        assert server.current().results.get(key).n_tokens > 0
+    finally:
+        server.restart(Settings.from_env())
 
 
 def namespace_unavailable() -> str | None:
