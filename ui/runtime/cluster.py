@@ -235,18 +235,21 @@ class Cluster:
             return found
 
     def _until_up(self, actor: Any, report: Progress) -> None:
-        """Wait while Ray restarts ``actor`` (a worker that died is unavailable until its
-        model's process is back); ``report`` can stop the wait."""
+        """Wait while Ray starts or restarts ``actor`` (a new worker imports torch first; a
+        worker that died is unavailable until its process is back); ``report`` can stop the
+        wait."""
         end = time.monotonic() + RESTART_S
+        answer = actor.info.remote()
         while True:
-            try:
-                ray.get(actor.info.remote(), timeout=CALL_S)
-                return
-            except ActorUnavailableError:
-                if time.monotonic() > end:
-                    raise
-                report(0.0, "waiting for the worker to start again")
-                time.sleep(POLL_S)
+            if ray.wait([answer], timeout=POLL_S)[0]:
+                try:
+                    ray.get(answer)
+                    return
+                except ActorUnavailableError:
+                    answer = actor.info.remote()
+            if time.monotonic() > end:
+                raise GetTimeoutError("the worker did not start")
+            report(0.0, "waiting for the model's worker to start")
 
     def lookup(self, key: JobKey[R]) -> R | None:
         """``key``'s result if any front end's job finished it, without computing it."""
