@@ -20,6 +20,10 @@ Work reports through :mod:`models.progress` and is stopped by its callback raisi
 fails or is cancelled stores nothing. Work that has something to show before it finishes (text
 generated so far) writes it to a :class:`Partial` the page hands to :meth:`JobPool.submit`; the
 progress panel shows it. No Streamlit here: :mod:`ui.widgets.job_view` draws jobs.
+
+With a cluster (:attr:`JobPool.cluster`, ``ATLAS_RAY_ADDRESS``: :mod:`ui.runtime.cluster`),
+the admission above stays here and the work of every key kind the cluster runs is a call on its
+model's worker there; a cluster that stops answering leaves the work to this process.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import traceback
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Generic, cast
+from typing import Any, Generic, Protocol, cast
 
 from models.cost import Cost
 from models.errors import UserError
@@ -53,6 +57,26 @@ class RefusedError(UserError):
 
 class OverLimitError(RefusedError):
     """The request's estimate exceeds the operator's limit on one job's memory or time."""
+
+
+class WorkerLost(UserError):
+    """The cluster worker running a job died before it finished (a retry runs it again)."""
+
+
+class ClusterUnavailable(Exception):
+    """The cluster cannot be reached (its message says so, for the operator's notice)."""
+
+
+class Remote(Protocol):
+    """Where the pool's work runs past this process (:class:`ui.runtime.cluster.Cluster`)."""
+
+    notice: str | None
+
+    def runs(self, key: JobKey[Any]) -> bool: ...
+
+    def run(self, key: JobKey[R], report: Progress) -> R: ...
+
+    def lookup(self, key: JobKey[R]) -> R | None: ...
 
 
 class Throughput:
@@ -226,12 +250,17 @@ class JobPool:
         self.throughput = Throughput()
         self.kept = kept
         self.alive: Callable[[str], bool] | None = None  # set by the page side
+        self.cluster: Remote | None = None  # set by the server when ATLAS_RAY_ADDRESS is
 
     def finished(self, key: JobKey[R]) -> R | None:
         """The finished result for ``key``: in memory, or kept on disk from an earlier run."""
         found = self.results.get(key)
         if found is None and self.kept is not None:
             found = cast("R | None", self.kept.load(key))
+            if found is not None:
+                self.results.put(key, found)
+        if found is None and self.cluster is not None and self.cluster.runs(key):
+            found = self.cluster.lookup(key)
             if found is not None:
                 self.results.put(key, found)
         return found
@@ -328,7 +357,7 @@ class JobPool:
         try:
             job.report(0.0, "starting")
             job.started = time.monotonic()
-            value = work(job.report)
+            value = self._work(job, work)
             seconds = time.monotonic() - job.started
             if job.cost is not None:
                 self.throughput.record(job.kind, job.cost, seconds)
@@ -348,6 +377,16 @@ class JobPool:
             with self._lock:
                 if self._jobs.get(job.key) is job:
                     del self._jobs[job.key]
+
+    def _work(self, job: Job[R], work: Work[R]) -> R:
+        """The job's result: from the cluster when it runs this kind, else from ``work``."""
+        cluster = self.cluster
+        if cluster is not None and cluster.runs(job.key):
+            try:
+                return cluster.run(job.key, job.report)
+            except ClusterUnavailable:
+                pass  # the cluster's notice says so; the work runs here
+        return work(job.report)
 
     def get(self, key: JobKey[R]) -> Job[R] | None:
         with self._lock:

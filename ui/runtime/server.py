@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from models.model.allocator import keep_freed_blocks
 from ui.runtime.janitor import Janitor
-from ui.runtime.jobs import JobPool
+from ui.runtime.jobs import ClusterUnavailable, JobPool
 from ui.runtime.kept_results import KeptResults
 from ui.runtime.models import ModelStore
 from ui.runtime.prompt_store import PromptStore
@@ -35,6 +35,13 @@ class Runtime:
     derived: ResultStore
     prompts: PromptStore
     janitor: Janitor
+    cluster_notice: str | None = None
+
+    @property
+    def notice(self) -> str | None:
+        """What the operator's cluster setting came to, when it is not working (else None)."""
+        cluster = self.pool.cluster
+        return cluster.notice if cluster is not None else self.cluster_notice
 
     @property
     def results(self) -> ResultStore:
@@ -57,9 +64,24 @@ def build(settings: Settings, alive: Callable[[str], bool] = lambda _sid: True) 
     models = ModelStore(settings.model_bytes, settings.cache)
     derived = ResultStore(max_entries=4096, max_bytes=DERIVED_MB * MIB, alive=alive)
     janitor = Janitor([models.store, pool.results, derived], settings.idle_s, busy=pool.busy)
-    return Runtime(
+    runtime = Runtime(
         settings, models, pool, derived, PromptStore(settings.cache / "prompts"), janitor
     )
+    if settings.ray_address is not None:
+        runtime.cluster_notice = join_cluster(pool, settings)
+    return runtime
+
+
+def join_cluster(pool: JobPool, settings: Settings) -> str | None:
+    """Send the pool's work to the cluster at ``settings.ray_address`` (Ray is imported only
+    here); the notice for the operator when no cluster answers, else None."""
+    from ui.runtime.cluster import connect
+
+    try:
+        pool.cluster = connect(settings)
+    except ClusterUnavailable as err:
+        return str(err)
+    return None
 
 
 _lock = threading.Lock()

@@ -9,6 +9,7 @@ settings table shows; a test keeps that table and this class the same. No Stream
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -77,6 +78,30 @@ class Settings:
     disk_mb: int = _setting(
         "ATLAS_DISK_MB", 16384, "16,384", "disk for the app's cache folder (oldest files go first)"
     )
+    ray_address: str | None = _setting(
+        "ATLAS_RAY_ADDRESS",
+        None,
+        "off",
+        "a Ray cluster (`host:port`) that runs the heavy work; off: all in this process",
+    )
+    ray_gpus: float = _setting(
+        "ATLAS_RAY_GPUS",
+        1.0,
+        "1",
+        "GPUs one GPU model's worker takes on the cluster (fractions share a GPU)",
+    )
+    ray_model_mb: int | None = _setting(
+        "ATLAS_RAY_MODEL_MB",
+        None,
+        "none",
+        "memory the cluster reserves for one model's worker",
+    )
+    ray_result_mb: int = _setting(
+        "ATLAS_RAY_RESULT_MB",
+        1536,
+        "1,536",
+        "memory for the results every front end of the cluster shares",
+    )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -120,6 +145,10 @@ class Settings:
     def disk_bytes(self) -> int:
         return self.disk_mb * MIB
 
+    @property
+    def ray_result_bytes(self) -> int:
+        return self.ray_result_mb * MIB
+
 
 def _parse(name: str, raw: str) -> Any:
     """``raw`` as the type of field ``name``, or None when it does not parse or is out of range."""
@@ -133,6 +162,8 @@ def _parse(name: str, raw: str) -> Any:
             return None
     if name == "cache":
         return Path(raw).expanduser()
+    if name == "ray_address":  # host:port, or ray://host:port for Ray's client
+        return raw if re.fullmatch(r"(ray://)?[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}", raw) else None
     try:
         number = float(raw)
     except ValueError:
@@ -151,6 +182,8 @@ def _parse(name: str, raw: str) -> Any:
         "job_mb",
         "jobs_per_session",
         "disk_mb",
+        "ray_model_mb",
+        "ray_result_mb",
     ):
         return int(number) if number >= 1 else None
     return number

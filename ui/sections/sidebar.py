@@ -29,6 +29,7 @@ from ui.state.sidebar import (
     dtype_note,
     half_type,
 )
+from ui.text import md
 
 NO_EXAMPLE = "—"
 RATE_SIZE = 2048  # matrix edge of the once-per-process rate measurement (about 0.3 s)
@@ -85,6 +86,9 @@ def sidebar(pages: list[Any]) -> None:
     settings = server.current().settings
     with st.sidebar:
         menu(pages)
+        notice = server.current().notice
+        if notice:
+            st.warning(md(notice))
         st.subheader("Model")
         source = st.selectbox(
             "Source", SOURCES, key=Sidebar.SOURCE, format_func=SOURCE_LABELS.__getitem__

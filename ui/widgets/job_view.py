@@ -25,7 +25,7 @@ from models.cost import Cost
 from models.progress import Cancelled
 from ui.keys import Session
 from ui.runtime import server
-from ui.runtime.jobs import Job, OverLimitError, Partial, Work
+from ui.runtime.jobs import Job, OverLimitError, Partial, Work, WorkerLost
 from ui.runtime.store import JobKey
 from ui.text import md
 
@@ -183,6 +183,10 @@ def run_job(
         return MISSING
     except CancelledError as err:
         raise Cancelled(f"Stopped: {label}.") from err
+    except WorkerLost as err:
+        st.error(md(err))
+        st.button("Retry", key=_button_key("retry", key))  # its click runs the page again
+        return MISSING
     runtime.results.pin(key, sid)
     return value
 
