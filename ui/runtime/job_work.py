@@ -16,14 +16,14 @@ from typing import Any
 from models.capture.run import capture
 from models.circuits.patching import Baseline, baseline, head_effects, position_effects
 from models.circuits.task import prepare
-from models.model.loading import LoadedModel
+from models.model.handle import ModelHandle
 from models.progress import Progress
 from ui.runtime.job_keys import CircuitKey, HeadPatchKey, PositionPatchKey, RunKey
 from ui.runtime.policy import AllowedSpec
 from ui.runtime.store import JobKey
 
 Resolve = Callable[[JobKey[Any]], Any]  # the result of another key the work builds on
-Compute = Callable[[LoadedModel, Any, Resolve, Progress], Any]
+Compute = Callable[[ModelHandle, Any, Resolve, Progress], Any]
 
 _WORK: dict[type, tuple[Callable[[Any], AllowedSpec], Compute]] = {}
 
@@ -52,7 +52,7 @@ def spec_of(key: JobKey[Any]) -> AllowedSpec:
     return _WORK[type(key)][0](key)
 
 
-def compute(key: JobKey[Any], model: LoadedModel, resolve: Resolve, progress: Progress) -> Any:
+def compute(key: JobKey[Any], model: ModelHandle, resolve: Resolve, progress: Progress) -> Any:
     """``key``'s result, computed on ``model`` (``resolve`` gives the keys it builds on).
 
     Raises:
@@ -62,12 +62,12 @@ def compute(key: JobKey[Any], model: LoadedModel, resolve: Resolve, progress: Pr
 
 
 @register(RunKey, lambda key: key.spec)
-def _capture(model: LoadedModel, key: RunKey, _resolve: Resolve, progress: Progress) -> Any:
+def _capture(model: ModelHandle, key: RunKey, _resolve: Resolve, progress: Progress) -> Any:
     return capture(model, key.prompt, max_tokens=key.max_tokens, progress=progress)
 
 
 @register(CircuitKey, lambda key: key.spec)
-def _baseline(model: LoadedModel, key: CircuitKey, _resolve: Resolve, progress: Progress) -> Any:
+def _baseline(model: ModelHandle, key: CircuitKey, _resolve: Resolve, progress: Progress) -> Any:
     return baseline(model, prepare(model, key.task), progress=progress)
 
 
@@ -78,14 +78,14 @@ def _base(resolve: Resolve, key: CircuitKey) -> Baseline:
 
 
 @register(HeadPatchKey, lambda key: key.circuit.spec)
-def _head_patch(model: LoadedModel, key: HeadPatchKey, resolve: Resolve, progress: Progress) -> Any:
+def _head_patch(model: ModelHandle, key: HeadPatchKey, resolve: Resolve, progress: Progress) -> Any:
     setup = prepare(model, key.circuit.task)
     return head_effects(model, setup, _base(resolve, key.circuit), progress=progress)
 
 
 @register(PositionPatchKey, lambda key: key.circuit.spec)
 def _position_patch(
-    model: LoadedModel, key: PositionPatchKey, resolve: Resolve, progress: Progress
+    model: ModelHandle, key: PositionPatchKey, resolve: Resolve, progress: Progress
 ) -> Any:
     setup, head = prepare(model, key.circuit.task), key.head
     base = _base(resolve, key.circuit)
