@@ -1,0 +1,56 @@
+"""Where the explorer points on a prompt: the strip opens on the strongest weight.
+
+The expected positions come from Hugging Face eager attention on the same token ids.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from models.capture.run import capture
+from tests.app.helpers import component_data, open_app
+from ui.widgets.components import strongest
+
+PROMPT = "def area(w, h):\n    return w * h\n\ndef area(w, h):\n    return w * h\n"
+LAYER, HEAD, TOKEN = 1, 2, 6
+
+
+@pytest.fixture(scope="module")
+def eager(bundled) -> np.ndarray:
+    """``layer head query key`` patterns of PROMPT from Hugging Face eager attention."""
+    ids = capture(bundled, PROMPT).token_ids
+    hf = AutoModelForCausalLM.from_pretrained(
+        bundled.spec.path_or_name, attn_implementation="eager"
+    )
+    with torch.no_grad():
+        out = hf.eval()(torch.tensor([ids]), output_attentions=True)
+    return torch.stack([a[0] for a in out.attentions]).double().numpy()
+
+
+def top_beyond_first(weights: np.ndarray) -> int:
+    """The strongest position past the first, checked to stand clear of the runner-up by more
+    than float32 rounding (so the app's float32 weights pick the same one)."""
+    rest = np.sort(weights[1:])
+    assert rest[-1] - rest[-2] > 1e-4
+    return int(np.argmax(weights[1:])) + 1
+
+
+def strip_focus(at) -> int | None:
+    return component_data(at, "atlas_token_strip")["shaded"]["focus"]
+
+
+def test_strongest_leaves_out_the_first_position_and_masked_ones():
+    assert strongest(np.array([0.7, 0.1, np.nan, 0.2])) == 3
+    assert strongest(np.array([1.0, 0.0, 0.0])) is None
+    assert strongest(np.array([np.nan, np.nan])) is None
+    assert strongest(np.array([0.5])) is None
+
+
+def test_the_strip_opens_on_where_the_query_attends_most(eager):
+    at = open_app(model="bundled", prompt=PROMPT, layer=LAYER, head=HEAD)
+    assert not at.exception
+    last = eager.shape[2] - 1
+    assert strip_focus(at) == top_beyond_first(eager[LAYER, HEAD, last, : last + 1])
