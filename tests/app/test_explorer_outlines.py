@@ -1,9 +1,12 @@
-"""Where the explorer points on a prompt: the strip opens on the strongest weight.
+"""Where the explorer points on a prompt: the strip opens on the strongest weight, and the
+heatmaps outline the selected token as a query (its row) or as a key (its column).
 
 The expected positions come from Hugging Face eager attention on the same token ids.
 """
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
@@ -11,7 +14,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from models.capture.run import capture
-from tests.app.helpers import component_data, open_app
+from tests.app.helpers import component_data, detail_heatmap, open_app
+from ui.keys import Explorer
 from ui.widgets.components import strongest
 
 PROMPT = "def area(w, h):\n    return w * h\n\ndef area(w, h):\n    return w * h\n"
@@ -54,3 +58,40 @@ def test_the_strip_opens_on_where_the_query_attends_most(eager):
     assert not at.exception
     last = eager.shape[2] - 1
     assert strip_focus(at) == top_beyond_first(eager[LAYER, HEAD, last, : last + 1])
+    drawn = detail_heatmap(at)
+    assert drawn["rows"][drawn["selected"]].startswith(f"({last}) ")
+    assert drawn["selected_col"] is None
+
+
+def test_which_tokens_attend_to_it_outlines_the_key_column(eager):
+    at = open_app(model="bundled", prompt=PROMPT, layer=LAYER, head=HEAD, token=TOKEN)
+    at.radio(key=Explorer.DIRECTION).set_value("to").run()
+    assert not at.exception
+    drawn = detail_heatmap(at)
+    assert drawn["selected"] is None
+    assert drawn["cols"][drawn["selected_col"]].startswith(f"({TOKEN}) ")
+    column = eager[LAYER, HEAD, :, TOKEN]
+    assert strip_focus(at) == top_beyond_first(column)
+
+
+def test_compare_outlines_the_key_column_in_every_heatmap():
+    """A, B and A − B on aligned positions (the renamed token's columns share one bin)."""
+    at = open_app(
+        model="bundled",
+        prompt=PROMPT,
+        mode="compare",
+        b=PROMPT.replace("area", "size"),
+        layer=LAYER,
+        head=HEAD,
+        token=TOKEN,
+    )
+    at.radio(key=Explorer.DIRECTION).set_value("to").run()
+    assert not at.exception
+    for key in (Explorer.HEATMAP_A, Explorer.HEATMAP_B, Explorer.HEATMAP_DIFF):
+        found = [c for c in at.get("plotly_chart") if c.proto.id.endswith(str(key))]
+        fig = json.loads(found[0].proto.spec)
+        n_rows = len(fig["data"][0]["y"])
+        (box,) = [s for s in fig["layout"]["shapes"] if s["type"] == "rect"]
+        col = int(box["x0"] + 0.5)
+        assert box["x1"] == col + 0.5 and fig["data"][0]["x"][col].startswith(f"({TOKEN}) ")
+        assert (box["y0"], box["y1"]) == (-0.5, n_rows - 0.5)
