@@ -260,6 +260,17 @@ def heatmap_figure(data: HeatmapData) -> go.Figure:
     return fig
 
 
+def square_cells(fig: go.Figure, plot_px: int) -> go.Figure:
+    """Draw ``fig``'s cells square, in a plot about ``plot_px`` tall: a window shown in a
+    narrow column keeps its shape (rows by columns) instead of stretching into a tall strip,
+    whatever the column's width."""
+    margin = fig.layout.margin
+    fig.update_layout(height=plot_px + (margin.t or 0) + (margin.b or 0))
+    fig.update_xaxes(constrain="domain")
+    fig.update_yaxes(scaleanchor="x", scaleratio=1, constrain="domain")
+    return fig
+
+
 @functools.cache
 def colour_table(n: int = LEVELS) -> list[list[int]]:
     """``n`` RGB colours evenly spaced along :data:`COLORSCALE`, as plotly interpolates it."""

@@ -16,6 +16,7 @@ from transformers import AutoModelForCausalLM
 from models.capture.run import capture
 from tests.app.helpers import component_data, detail_heatmap, open_app
 from ui.keys import Explorer
+from ui.sections.explorer_compare_detail import HALF_PLOT_PX
 from ui.widgets.components import strongest
 
 PROMPT = "def area(w, h):\n    return w * h\n\ndef area(w, h):\n    return w * h\n"
@@ -95,3 +96,24 @@ def test_compare_outlines_the_key_column_in_every_heatmap():
         col = int(box["x0"] + 0.5)
         assert box["x1"] == col + 0.5 and fig["data"][0]["x"][col].startswith(f"({TOKEN}) ")
         assert (box["y0"], box["y1"]) == (-0.5, n_rows - 0.5)
+
+
+def test_compare_heatmaps_keep_square_cells_in_their_half_width_columns():
+    """A, B and A − B of a 120-token window each sit in half the page: drawn with square
+    cells in a plot about as tall as such a column is wide, never a tall strip."""
+    long_a = PROMPT * 4
+    at = open_app(
+        model="bundled",
+        prompt=long_a,
+        mode="compare",
+        b=long_a.replace("area", "size"),
+        layer=LAYER,
+        head=HEAD,
+    )
+    assert not at.exception
+    for key in (Explorer.HEATMAP_A, Explorer.HEATMAP_B, Explorer.HEATMAP_DIFF):
+        found = [c for c in at.get("plotly_chart") if c.proto.id.endswith(str(key))]
+        layout = json.loads(found[0].proto.spec)["layout"]
+        assert layout["yaxis"]["scaleanchor"] == "x" and layout["yaxis"]["scaleratio"] == 1
+        margin = layout["margin"]
+        assert layout["height"] - margin["t"] - margin["b"] == HALF_PLOT_PX

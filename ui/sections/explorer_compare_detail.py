@@ -34,8 +34,10 @@ from ui.state.explorer import ExplorerView, unit_of, unit_range
 from ui.text import md
 from ui.widgets import components, job_view
 from viz.compare_figures import difference_heatmap
-from viz.heatmap import head_heatmap
+from viz.heatmap import head_heatmap, square_cells
 from viz.token_view import legend_html
+
+HALF_PLOT_PX = 300  # a plot in half the page's width is about as wide as this
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,8 @@ def figures(view: ExplorerView, pair: Pair) -> Figures | None:
         outline(fig, row - rows.start, None, len(rows), len(cols))
     if col is not None and col in cols:
         outline(fig, None, col - cols.start, len(rows), len(cols))
+    for each in (*shown, fig):  # each in half the page's width
+        square_cells(each, HALF_PLOT_PX)
     return Figures(shown[0], shown[1], fig, selected, spread)
 
 
