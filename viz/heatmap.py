@@ -114,6 +114,8 @@ class HeatmapData:
         axis: the colour range and colour-bar ticks (see :func:`colour_axis`).
         scale: how colour follows the weight.
         selected: the row to outline (an index into the rows), or None.
+        selected_col: the column to outline (an index into the columns), or None: the
+            selected token as a key, when the view shows which tokens attend to it.
         pinned: how many leading columns are pinned keys (a line marks where the window starts).
         value_name: what a cell holds ("weight", or "value-weighted weight").
         title: the figure's title (plain text).
@@ -128,6 +130,7 @@ class HeatmapData:
     pinned: int
     value_name: str
     title: str
+    selected_col: int | None = None
 
     @property
     def cells(self) -> int:
@@ -142,6 +145,7 @@ def heatmap_data(
     title: str = "",
     zmax: float | None = 1.0,
     selected: int | None = None,
+    selected_key: int | None = None,
     rows: slice = slice(None),
     cols: slice | Sequence[int] = slice(None),
     scale: ColourScale = "linear",
@@ -158,6 +162,8 @@ def heatmap_data(
         title: figure title.
         zmax: top of the colour scale; ``None`` scales to the largest weight shown.
         selected: the absolute position of a query row to outline.
+        selected_key: the absolute position of a key column to outline (the first column
+            that holds it, pinned keys first).
         rows: which rows of the whole pattern ``pattern`` holds (default: all of them).
         cols: which columns: a slice, or the list of absolute key positions (pinned keys first).
         scale: colour from the weight, its square root, or its log10 (ticks stay in weights).
@@ -180,6 +186,9 @@ def heatmap_data(
         pinned=pinned,
         value_name=value_name,
         title=title,
+        selected_col=col_ids.index(selected_key)
+        if selected_key is not None and selected_key in col_ids
+        else None,
     )
 
 
@@ -217,6 +226,15 @@ def heatmap_figure(data: HeatmapData) -> go.Figure:
             y1=data.selected + 0.5,
             line={"color": SELECTED_COLOUR, "width": 2},
         )
+    if data.selected_col is not None:
+        fig.add_shape(
+            type="rect",
+            x0=data.selected_col - 0.5,
+            x1=data.selected_col + 0.5,
+            y0=-0.5,
+            y1=len(row_labels) - 0.5,
+            line={"color": SELECTED_COLOUR, "width": 2},
+        )
     if data.pinned:
         fig.add_shape(
             type="line",
@@ -241,6 +259,17 @@ def heatmap_figure(data: HeatmapData) -> go.Figure:
         yaxis={"title": QUERY_AXIS, "autorange": "reversed", "type": "category"},
         plot_bgcolor=BLANK_COLOUR,
     )
+    return fig
+
+
+def square_cells(fig: go.Figure, plot_px: int) -> go.Figure:
+    """Draw ``fig``'s cells square, in a plot about ``plot_px`` tall: a window shown in a
+    narrow column keeps its shape (rows by columns) instead of stretching into a tall strip,
+    whatever the column's width."""
+    margin = fig.layout.margin
+    fig.update_layout(height=plot_px + (margin.t or 0) + (margin.b or 0))
+    fig.update_xaxes(constrain="domain")
+    fig.update_yaxes(scaleanchor="x", scaleratio=1, constrain="domain")
     return fig
 
 
@@ -284,6 +313,7 @@ def canvas_data(data: HeatmapData) -> dict:
         "rows": list(data.row_labels),
         "cols": list(data.col_labels),
         "selected": data.selected,
+        "selected_col": data.selected_col,
         "pinned": data.pinned,
         "value_name": data.value_name,
         "axes": [KEY_AXIS, QUERY_AXIS],

@@ -66,6 +66,16 @@ def part_words(name: str) -> str:
     return _LAYERED[kind].format(layer) if kind in _LAYERED else name
 
 
+def part_group(name: str) -> str:
+    """The group a part is drawn in (:data:`viz.circuits_figures.GROUP_COLOURS`): embeddings,
+    heads, MLPs, or biases (norm, attention and query/key biases; ALiBi's penalty)."""
+    if name in ("embed", "pos_embed", "type_embed"):
+        return "embeddings"
+    if part_head(name) is not None:
+        return "heads"
+    return "MLPs" if name.rpartition(".")[0] == "mlp" else "biases"
+
+
 @dataclass(frozen=True)
 class PartPair:
     """One (query-side part, key-side part) pair and its share of the logit."""

@@ -70,3 +70,31 @@ def test_no_card_until_a_head_is_picked(bundled):
     assert not at.exception
     said = texts(at)
     assert "Click a head on the map" in said and "ax='nonsense'" in said
+
+
+def test_the_atlas_job_names_the_model_in_plain_text(monkeypatch, tmp_path):
+    """The job's label is shown through markdown by the job view, which escapes it: the page
+    hands it the model's name as it is (escaping twice showed ``gpt\\_oss``)."""
+    from tests.attention.tiny_variants import build_variants
+    from ui.sections import atlas
+    from ui.widgets import job_view
+
+    folder = build_variants(tmp_path, ["gpt_oss"])["gpt_oss"]
+    monkeypatch.setenv("ATLAS_MODEL_ROOTS", str(tmp_path))
+    labels: list[str] = []
+    real = job_view.run_job
+
+    def waiting(key, label, work, **kwargs):
+        if not label.startswith("Measuring"):
+            return real(key, label, work, **kwargs)
+        labels.append(label)
+        return job_view.MISSING
+
+    monkeypatch.setattr(atlas.job_view, "run_job", waiting)
+    operator_settings()
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.query_params["model"] = str(folder)
+    at.run()
+    at.switch_page(PAGE).run()
+    assert not at.exception
+    assert labels and labels[0].startswith("Measuring every head of gpt_oss on "), labels

@@ -1,5 +1,7 @@
 """AppTest: the circuits page on the bundled model (copying task), bad inputs and an encoder."""
 
+import html
+import json
 import re
 
 import numpy as np
@@ -118,3 +120,15 @@ def test_a_heads_dla_splits_by_earlier_head_and_closes_the_sum(bundled):
     assert abs(dla[head.layer, head.index]) == np.abs(dla).max()  # the strongest is offered first
     assert abs(carried + rest - total) <= 2e-4  # four decimals each
     assert abs(float(found.group(4))) <= 1e-4
+    (bars,) = [
+        json.loads(c.proto.spec)
+        for c in at.get("plotly_chart")
+        if "The rest" in json.dumps(json.loads(c.proto.spec)["layout"].get("title", ""))
+    ]
+    drawn = {
+        html.unescape(y): x
+        for trace in bars["data"]
+        for y, x in zip(trace["y"], trace["x"], strict=True)
+    }
+    assert "MLP 0's output" in drawn and "the token embedding" in drawn  # every part has a bar
+    assert abs(sum(drawn.values()) - rest) <= 1e-4  # the bars add up to the rest

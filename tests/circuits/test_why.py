@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from models.circuits.why import CellError, PartPair, part_head, part_words, split
+from models.circuits.why import CellError, PartPair, part_group, part_head, part_words, split
 from models.circuits.why_keep import keep, keep_cost
 from models.head import Head
 from tests.circuits.why_reference import Reference
@@ -119,3 +119,19 @@ def test_the_price_bounds_what_the_pass_keeps(why_cases, name):
     assert cost.forward_passes == 1 and cost.seconds > 0
     longer = keep_cost(model, 4 * ids.shape[1], layer)
     assert longer.peak_bytes > cost.peak_bytes and longer.seconds > cost.seconds
+
+
+def test_each_part_is_drawn_in_its_group():
+    groups = {
+        "embed": "embeddings",
+        "pos_embed": "embeddings",
+        "type_embed": "embeddings",
+        "b_ln_embed": "biases",
+        "1.2": "heads",
+        "mlp.3": "MLPs",
+        "b_O.0": "biases",
+        "b_ln1.1": "biases",
+        "b_Q": "biases",
+        "alibi": "biases",
+    }
+    assert {name: part_group(name) for name in groups} == groups

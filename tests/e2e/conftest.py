@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ui.widgets.frontend_code import source
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
@@ -162,3 +164,36 @@ def detail_heatmap(page) -> np.ndarray:
     )
     values = np.array([np.nan if v is None else v for v in got["values"]], dtype=float)
     return values.reshape(-1, got["cols"])
+
+
+# Mount a component's module as Streamlit does: parentElement is an open shadow root on a host
+# of the given width, the component's CSS inside it; trigger values are recorded in order.
+MOUNT = """async ({js, css, width}) => {
+  const host = document.createElement('div');
+  host.style.width = width + 'px';
+  document.body.replaceChildren(host);
+  const shadow = host.attachShadow({mode: 'open'});
+  const style = document.createElement('style');
+  style.textContent = css;
+  shadow.appendChild(style);
+  const module = await import('data:text/javascript;charset=utf-8,' + encodeURIComponent(js));
+  window.__sent = [];
+  window.__render = (data) => module.default({
+    data, parentElement: shadow,
+    setTriggerValue: (name, value) => window.__sent.push([name, value]),
+  });
+}"""
+
+
+@pytest.fixture
+def mount(page):
+    """``mount(stem)`` loads ``frontend/<stem>.js`` and ``.css`` into the page and returns
+    ``render(data)``, which runs the component with ``data`` as Streamlit would."""
+
+    def load(stem: str, width: int = 900):
+        page.evaluate(
+            MOUNT, {"js": source(f"{stem}.js"), "css": source(f"{stem}.css"), "width": width}
+        )
+        return lambda data: page.evaluate("(data) => window.__render(data)", data)
+
+    return load

@@ -145,3 +145,15 @@ def test_centring_on_a_cell_selects_its_query_and_shows_its_key():
     assert moved.token == 1500 and moved.span is None
     assert 1500 in moved.rows(LONG) and 40 in moved.cols(LONG)
     assert moved.row0 == 1500 - WINDOW // 2 and moved.col0 == 0
+
+
+def test_which_tokens_attend_to_it_brings_the_tokens_column_into_the_window():
+    view, _ = state.for_run(ExplorerView(), LONG, induction)
+    assert 1300 not in view.cols(LONG)  # the window opens on the stripe 1,000 tokens back
+    view = replace(view, token=1300, row0=1250)
+    turned = state.set_direction(view, "to", LONG, induction)
+    assert turned.direction == "to"
+    assert 1300 in turned.cols(LONG) and 1300 in turned.rows(LONG)
+    assert turned.col0 == 1300 - WINDOW // 2
+    back = state.choose_token(turned, 1400, LONG, induction)
+    assert 1400 in back.cols(LONG)  # a new token keeps its column on screen

@@ -57,7 +57,7 @@ def measure(model: ModelHandle, corpus: Corpus, cap: int) -> Any:
     sizes = [int(tokenize(model, text, cap)[0].shape[1]) for text in corpus.texts]
     return job_view.run_job(
         AtlasKey(session.allowed_spec(model), corpus.key, cap),
-        f"Measuring every head of {md(model.facts.name)} on {len(sizes)} texts "
+        f"Measuring every head of {model.facts.name} on {len(sizes)} texts "
         f"({sum(sizes):,} tokens): scores, weights, peaks and principal components",
         lambda progress: compute_atlas(model, corpus, cap, progress=progress),
         cost=atlas_estimate(model, sizes),
@@ -156,7 +156,7 @@ def second_model(first: ModelHandle, corpus: Corpus, cap: int) -> Any:
     sizes = [int(tokenize(model, text, cap)[0].shape[1]) for text in corpus.texts]
     found = job_view.run_job(
         AtlasKey(allowed, corpus.key, cap),
-        f"Measuring every head of {md(model.facts.name)} on the same {len(sizes)} texts",
+        f"Measuring every head of {model.facts.name} on the same {len(sizes)} texts",
         lambda progress: compute_atlas(model, corpus, cap, progress=progress),
         cost=atlas_estimate(model, sizes),
     )

@@ -9,6 +9,7 @@ import streamlit as st
 
 from models.circuits import Loadings, PathResult, dla_loadings, path_loadings
 from models.circuits.loadings import dla_loadings_cost, path_loadings_cost
+from models.circuits.why import part_group, part_words
 from models.errors import UserError
 from models.head import Head
 from models.model.handle import ModelHandle
@@ -87,7 +88,10 @@ def dla_section(model: ModelHandle, ready: Ready) -> None:
     left.plotly_chart(head_grid(found.heads, title=title, value_name="part"), width="stretch")
     if found.rest:
         right.plotly_chart(
-            parts_bars([("rest", name, value) for name, value in found.rest], title="The rest"),
+            parts_bars(
+                [(part_group(name), part_words(name), value) for name, value in found.rest],
+                title="The rest",
+            ),
             width="stretch",
         )
 

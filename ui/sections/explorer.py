@@ -210,7 +210,8 @@ def selectors(
         on_change=on_selectors,
         args=args,
         help=f"0 to {len(starts) - 1:,}; or click a {unit.lower()} in the strip below. The "
-        "heatmap's outlined row and the strip show which one it is.",
+        "heatmap's outlined row (its column, for which tokens attend to it) and the strip "
+        "show which one it is.",
     )
 
 

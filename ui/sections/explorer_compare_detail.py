@@ -34,8 +34,10 @@ from ui.state.explorer import ExplorerView, unit_of, unit_range
 from ui.text import md
 from ui.widgets import components, job_view
 from viz.compare_figures import difference_heatmap
-from viz.heatmap import head_heatmap
+from viz.heatmap import head_heatmap, square_cells
 from viz.token_view import legend_html
+
+HALF_PLOT_PX = 300  # a plot in half the page's width is about as wide as this
 
 
 @dataclass(frozen=True)
@@ -88,16 +90,12 @@ def largest(values: np.ndarray, cols: range, skip_first: bool) -> float:
     return float(finite.max()) if finite.size and finite.max() > 0 else 1.0
 
 
-def outline(fig: go.Figure, row: int, n_cols: int) -> None:
-    """Outline the selected query's row, as the explorer's heatmap does."""
-    fig.add_shape(
-        type="rect",
-        x0=-0.5,
-        x1=n_cols - 0.5,
-        y0=row - 0.5,
-        y1=row + 0.5,
-        line={"color": "#e4572e", "width": 2},
-    )
+def outline(fig: go.Figure, row: int | None, col: int | None, n_rows: int, n_cols: int) -> None:
+    """Outline the selected token's row (as a query) or column (as a key), as the explorer's
+    heatmap does."""
+    x0, x1 = (-0.5, n_cols - 0.5) if col is None else (col - 0.5, col + 0.5)
+    y0, y1 = (-0.5, n_rows - 0.5) if row is None else (row - 0.5, row + 0.5)
+    fig.add_shape(type="rect", x0=x0, x1=x1, y0=y0, y1=y1, line={"color": "#e4572e", "width": 2})
 
 
 def figures(view: ExplorerView, pair: Pair) -> Figures | None:
@@ -119,7 +117,12 @@ def figures(view: ExplorerView, pair: Pair) -> Figures | None:
     )
     row_labels = aligned_labels(pair.alignment, pair.names("a"), pair.names("b"))
     key_labels = aligned_labels(pair.alignment, pair.names("a"), pair.names("b"), keys=True)
-    selected = state.aligned_index(pair.query_axis(), unit_of(view.query, pair.words_a))
+    unit = unit_of(view.query, pair.words_a)
+    selected = state.aligned_index(pair.query_axis(), unit)
+    # The selected token is outlined as a query (its row) or, when the view shows which
+    # tokens attend to it, as a key (its column).
+    row = selected if view.direction == "from" else None
+    col = state.aligned_index(pair.key_axis(), unit) if view.direction == "to" else None
     top = (
         1.0
         if view.colour_range == "unit"
@@ -134,7 +137,8 @@ def figures(view: ExplorerView, pair: Pair) -> Figures | None:
             causal=False,
             title="",
             zmax=top,
-            selected=selected,
+            selected=row,
+            selected_key=None if col is None else offset + col,
             rows=slice(rows.start, rows.stop),
             cols=col_ids,
             scale=view.scale,
@@ -146,8 +150,12 @@ def figures(view: ExplorerView, pair: Pair) -> Figures | None:
     fig = difference_heatmap(
         diff, [row_labels[i] for i in rows], [key_labels[j] for j in cols], title="", zmax=spread
     )
-    if selected is not None and selected in rows:
-        outline(fig, selected - rows.start, len(cols))
+    if row is not None and row in rows:
+        outline(fig, row - rows.start, None, len(rows), len(cols))
+    if col is not None and col in cols:
+        outline(fig, None, col - cols.start, len(rows), len(cols))
+    for each in (*shown, fig):  # each in half the page's width
+        square_cells(each, HALF_PLOT_PX)
     return Figures(shown[0], shown[1], fig, selected, spread)
 
 
@@ -281,7 +289,8 @@ def strips(view: ExplorerView, pair: Pair, found: Figures | None, mean: float) -
         key=Explorer.DIRECTION,
         horizontal=True,
         format_func=strip.DIRECTIONS.__getitem__,
-        on_change=strip.on_options,
+        on_change=strip.on_direction,
+        args=(pair.key_a,),
     )
     selected = (
         found.selected

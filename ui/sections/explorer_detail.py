@@ -163,7 +163,10 @@ def detail_heatmap(
         causal=run.facts.causal,
         title="",
         zmax=1.0 if view.colour_range == "unit" else None,
-        selected=unit_of(view.query, words),
+        # The selected token is a query ("what it attends to") or a key ("which tokens
+        # attend to it"): its row or its column is outlined.
+        selected=unit_of(view.query, words) if view.direction == "from" else None,
+        selected_key=unit_of(view.query, words) if view.direction == "to" else None,
         rows=slice(rows.start, rows.stop),
         cols=pins + list(cols),
         scale=view.scale,

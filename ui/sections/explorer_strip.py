@@ -69,6 +69,11 @@ def on_span(run_key: RunKey, words: bool) -> None:
         update(run_key, lambda v, s, r: state.choose_span(v, start, stop, s, strongest(r)))
 
 
+def on_direction(run_key: RunKey) -> None:
+    direction = st.session_state.get(Explorer.DIRECTION) or current_view().direction
+    update(run_key, lambda v, s, r: state.set_direction(v, direction, s, strongest(r)))
+
+
 def on_options() -> None:
     ss, view = st.session_state, current_view()
     save(
@@ -215,7 +220,7 @@ def selection_text(view: ExplorerView, names: list[str], words: Words | None) ->
     return f"Selected: {kind} {units.start}–{units.stop - 1}, “{md(short)}”."
 
 
-def options(view: ExplorerView, rollout_on: bool, rolled: bool) -> Any:
+def options(view: ExplorerView, key: RunKey, rollout_on: bool, rolled: bool) -> Any:
     """The strip's colour and direction options; returns the column for the legend."""
     ss = st.session_state
     ss[Explorer.SCOPE], ss[Explorer.DIRECTION] = view.scope, view.direction
@@ -240,7 +245,8 @@ def options(view: ExplorerView, rollout_on: bool, rolled: bool) -> Any:
         list(DIRECTIONS),
         key=Explorer.DIRECTION,
         format_func=DIRECTIONS.__getitem__,
-        on_change=on_options,
+        on_change=on_direction,
+        args=(key,),
     )
     return c[2]
 
@@ -251,7 +257,7 @@ def strip(
     """The strip with its options; returns the weights it was coloured with."""
     st.subheader("Words" if words is not None else "Tokens")
     rolled = rollout(view, run, key, words) if view.rollout else None
-    legend = options(view, view.rollout, rolled is not None)
+    legend = options(view, key, view.rollout, rolled is not None)
     names = list(words.labels) if words is not None else list(run.tokens)
     if rolled is not None:
         weights = rolled

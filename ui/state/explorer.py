@@ -138,7 +138,8 @@ def clamp(view: ExplorerView, shape: RunShape) -> tuple[ExplorerView, list[str]]
 
 
 def follow(view: ExplorerView, shape: RunShape, strongest: Strongest) -> ExplorerView:
-    """Bring the selected query's row, and the key it attends to most, into the window.
+    """Bring the selected query's row, and the key it attends to most, into the window (the
+    selected token's own column when the view shows which tokens attend to it).
 
     Windows that already show them stay put, so a click never moves what is on screen for
     nothing; on a short prompt the window is the whole pattern and nothing moves.
@@ -148,7 +149,7 @@ def follow(view: ExplorerView, shape: RunShape, strongest: Strongest) -> Explore
     row0, col0 = view.row0, view.col0
     if not row0 <= view.token < row0 + WINDOW:
         row0 = _start(view.token, shape)
-    key = strongest(view.head, view.token)
+    key = view.token if view.direction == "to" else strongest(view.head, view.token)
     if not col0 <= key < col0 + WINDOW:
         col0 = _start(key, shape)
     return replace(view, row0=row0, col0=col0)
@@ -259,6 +260,14 @@ def aligned_index(positions: Sequence[float], unit: int) -> int | None:
     """The aligned index of prompt-A unit ``unit``; None when it is not aligned with B."""
     at = bisect_left(positions, unit)
     return at if at < len(positions) and positions[at] == unit else None
+
+
+def set_direction(
+    view: ExplorerView, direction: Direction, shape: RunShape, strongest: Strongest
+) -> ExplorerView:
+    """Show what the selected token attends to, or which tokens attend to it; the window
+    follows its row, or its column."""
+    return follow(replace(view, direction=direction), shape, strongest)
 
 
 def jump_to_strongest(view: ExplorerView, shape: RunShape, strongest: Strongest) -> ExplorerView:

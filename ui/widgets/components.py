@@ -108,13 +108,25 @@ def shaded(
 ) -> dict:
     """What :func:`token_strip` draws for tokens shaded by one weight each (NaN: masked), the
     way :func:`viz.token_view.token_spans` writes them: the tokens go as plain text, the
-    weights as float32 bytes, so a new head or query only restyles the spans already there."""
+    weights as float32 bytes, so a new head or query only restyles the spans already there.
+    ``focus`` is where the strip scrolls to: the strongest weight (see :func:`strongest`)."""
     return {
         "tokens": list(tokens),
         "weights": base64.b64encode(np.asarray(weights, dtype="<f4").tobytes()).decode("ascii"),
         "selected": selected,
         "verb": VERBS[direction],
+        "focus": strongest(weights),
     }
+
+
+def strongest(weights: np.ndarray) -> int | None:
+    """The position of the largest finite weight, the first position left out (a sink there
+    would hide where the rest of the attention goes); None when no weight is above zero."""
+    rest = np.asarray(weights, dtype=np.float64)[1:]
+    rest = np.where(np.isfinite(rest), rest, -np.inf)
+    if rest.size == 0 or not rest.max() > 0:
+        return None
+    return int(rest.argmax()) + 1
 
 
 def token_strip(

@@ -49,8 +49,12 @@ function paint(canvas, data, cells, box, scale) {
     ctx.fillStyle = mine ? '#c0392b' : '#333';
     ctx.fillText(cut(data.rows[r]), left - 4, top + (r + 0.5) * ch);
   }
-  ctx.fillStyle = '#333'; ctx.textAlign = 'left';
-  for (let c = 0; c < data.n_cols; c += colStep) {
+  const key = data.selected_col ?? null;  // the selected token as a key ("to it" view)
+  ctx.textAlign = 'left';
+  for (let c = 0; c < data.n_cols; c++) {
+    const mine = c === key;
+    if (!mine && (c % colStep || (key !== null && Math.abs(c - key) < colStep))) continue;
+    ctx.fillStyle = mine ? '#c0392b' : '#333';
     ctx.save(); ctx.translate(left + (c + 0.5) * cw, top - 4); ctx.rotate(-Math.PI / 3);
     ctx.fillText(cut(data.cols[c]), 0, 0); ctx.restore();
   }
@@ -62,6 +66,10 @@ function paint(canvas, data, cells, box, scale) {
   if (sel !== null) {
     ctx.strokeStyle = '#e4572e'; ctx.lineWidth = 2;
     ctx.strokeRect(left + 1, top + sel * ch, plotW - 2, Math.max(ch, 2));
+  }
+  if (key !== null) {
+    ctx.strokeStyle = '#e4572e'; ctx.lineWidth = 2;
+    ctx.strokeRect(left + key * cw, top + 1, Math.max(cw, 2), plotH - 2);
   }
   if (data.pinned) {
     const x = left + data.pinned * cw;
@@ -114,7 +122,8 @@ export default function(component) {
     img.data[4 * i + 3] = 255;
   }
   cctx.putImageData(img, 0, 0);
-  root.__shown = { values, n_rows: nr, n_cols: nc, selected: data.selected };
+  root.__shown = { values, n_rows: nr, n_cols: nc, selected: data.selected,
+                  selected_col: data.selected_col ?? null };
   root.dataset.rows = String(nr); root.dataset.cols = String(nc);
   canvas.setAttribute('aria-label', data.label);
   const host = parentElement.host || parentElement;  // a shadow root has no width of its own

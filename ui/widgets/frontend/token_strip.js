@@ -1,5 +1,7 @@
 // The token strip: the prompt's tokens as spans, shaded by a weight each (or HTML built by viz).
-// A click sends `clicked` (a position); a drag or a shift-click sends `span`.
+// A click sends `clicked` (a position); a drag or a shift-click sends `span`. A new selection
+// or head scrolls the strongest weight into view (on a long prompt the attended tokens may lie
+// a thousand tokens from the selected one); two buttons above go to either.
 
 // x with `digits` decimals as Python's f'{x:.{digits}f}' writes it. toFixed rounds a value
 // exactly halfway between two outputs away from zero, Python to the even digit (0.0625 is
@@ -17,6 +19,15 @@ export default function(component) {
   let root = parentElement.querySelector('.toks');
   if (!root) { root = document.createElement('div'); root.className = 'toks';
                parentElement.appendChild(root); }
+  let nav = parentElement.querySelector('.toknav');
+  if (!nav) {
+    nav = document.createElement('div'); nav.className = 'toknav';
+    for (const which of ['sel', 'focus']) {
+      const b = document.createElement('button'); b.type = 'button'; b.dataset.go = which;
+      nav.appendChild(b);
+    }
+    parentElement.insertBefore(nav, root);
+  }
   let toks = root.querySelectorAll('.tok');
   let same;  // whether the strip holds these tokens already (set below)
   if (data.shaded) {
@@ -105,14 +116,27 @@ export default function(component) {
     if (ev.shiftKey && data.anchor !== null && data.anchor !== undefined) sendSpan(data.anchor, p);
     else { root.dataset.clicked = String(p); setTriggerValue('clicked', p); }
   };
-  const chosen = root.querySelector('.tok.sel');
-  const moved = !same || root.dataset.shown !== (chosen ? chosen.dataset.pos : '');
-  root.dataset.shown = chosen ? chosen.dataset.pos : '';
-  const clicked = chosen && root.dataset.clicked === chosen.dataset.pos;
-  delete root.dataset.clicked;
-  if (chosen && moved && !clicked) {
-    const top = chosen.offsetTop - root.offsetTop;
+  const reveal = (el) => {  // centre ``el`` in the strip unless it is on screen already
+    const top = el.offsetTop - root.offsetTop;
     if (top < root.scrollTop || top > root.scrollTop + root.clientHeight - 30)
       root.scrollTop = Math.max(0, top - root.clientHeight / 2);
+  };
+  const chosen = root.querySelector('.tok.sel');
+  const at = data.shaded ? data.shaded.focus : null;
+  const focus = at !== null && at !== undefined && at < toks.length ? toks[at] : null;
+  const target = focus || chosen;
+  const shown = (chosen ? chosen.dataset.pos : '') + '/' + (target ? target.dataset.pos : '');
+  const moved = !same || root.dataset.shown !== shown;
+  root.dataset.shown = shown;
+  const clicked = chosen && root.dataset.clicked === chosen.dataset.pos;
+  delete root.dataset.clicked;
+  if (target && moved && !clicked) reveal(target);
+  const [goSel, goFocus] = nav.querySelectorAll('button');
+  nav.style.display = focus && chosen && focus !== chosen ? '' : 'none';
+  if (focus && chosen) {
+    goSel.textContent = `Go to the selected token (${chosen.dataset.pos})`;
+    goFocus.textContent = `Go to the strongest weight (${at})`;
+    goSel.onclick = () => reveal(chosen);
+    goFocus.onclick = () => reveal(focus);
   }
 }
