@@ -352,7 +352,9 @@ def active_run(model: ModelHandle) -> AttentionRun | None:
         run = previous
     else:
         st.session_state[Session.LAST_RUN] = key
-    server.current().results.pin(st.session_state[Session.LAST_RUN], job_view.session_id())
+    server.current().results.pin(
+        st.session_state[Session.LAST_RUN], job_view.session_id(), job_view.visitor_id()
+    )
     if run.truncated:
         limit = (
             f"{md(model.facts.name)} reads at most {model.facts.n_ctx:,}"
@@ -392,8 +394,8 @@ def page_query(
         dtype=model_choice().dtype,
         prompt=current_prompt() if prompt is None else prompt,
     )
-    sid = job_view.session_id()
-    return links.query(shared, state, lambda text: server.current().prompts.save(text, sid), limit)
+    who = job_view.visitor_id()
+    return links.query(shared, state, lambda text: server.current().prompts.save(text, who), limit)
 
 
 def page_url(state: links.PageState, prompt: str | None = None) -> str:

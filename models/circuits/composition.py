@@ -53,25 +53,26 @@ class HeadMatrices:
 
 
 def head_matrices(model: ModelHandle) -> HeadMatrices:
-    """Read :class:`HeadMatrices` off a loaded model."""
+    """Read :class:`HeadMatrices` off a loaded model (filled in place, layer by layer, so no
+    second copy of every head's weights is held while they are joined)."""
     facts = model.facts
-    qs, os_, ks, vs, layers, kv_of = [], [], [], [], [], []
+    n, kv, d_model, d_head = facts.n_heads, facts.n_kv_heads, facts.d_model, facts.d_head
+    f64 = torch.float64
+    q = torch.empty(facts.n_layers * n, d_model, d_head, dtype=f64)
+    o = torch.empty(facts.n_layers * n, d_head, d_model, dtype=f64)
+    k = torch.empty(facts.n_layers * kv, d_model, d_head, dtype=f64)
+    v = torch.empty(facts.n_layers * kv, d_model, d_head, dtype=f64)
+    layers, kv_of = [], []
     for layer in range(facts.n_layers):
         norm = attention_norm(model, layer)
-        qs.append(norm.fold(projection(model, layer, "q", torch.float64)[0]))
-        ks.append(norm.fold(projection(model, layer, "k", torch.float64)[0]))
-        vs.append(norm.fold(projection(model, layer, "v", torch.float64)[0]))
-        os_.append(output_weights(model, layer, torch.float64))
-        layers += [layer] * facts.n_heads
-        kv_of += [layer * facts.n_kv_heads + facts.groups.kv_head(h) for h in range(facts.n_heads)]
-    return HeadMatrices(
-        layer=np.array(layers),
-        q=torch.cat(qs),
-        o=torch.cat(os_),
-        k=torch.cat(ks),
-        v=torch.cat(vs),
-        kv_of=np.array(kv_of),
-    )
+        heads, kv_heads = slice(layer * n, (layer + 1) * n), slice(layer * kv, (layer + 1) * kv)
+        q[heads] = norm.fold(projection(model, layer, "q", f64)[0])
+        k[kv_heads] = norm.fold(projection(model, layer, "k", f64)[0])
+        v[kv_heads] = norm.fold(projection(model, layer, "v", f64)[0])
+        o[heads] = output_weights(model, layer, f64)
+        layers += [layer] * n
+        kv_of += [layer * kv + facts.groups.kv_head(h) for h in range(n)]
+    return HeadMatrices(layer=np.array(layers), q=q, o=o, k=k, v=v, kv_of=np.array(kv_of))
 
 
 def _gram(m: torch.Tensor) -> torch.Tensor:

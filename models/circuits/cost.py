@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from models.circuits.edges import chunk_size
 from models.circuits.patching import batch_size, copy_bytes
+from models.circuits.weight_circuits import VOCAB_CHUNK
 from models.cost import Cost, device_of
 from models.model.handle import ModelHandle
 from models.model.weights import vocab_size
@@ -24,6 +25,7 @@ BACKWARD_FACTOR = 1.0
 FLOAT = 4
 GRAPH_COPIES = 16  # d_model-wide tensors a block keeps for the backward pass (MLP included)
 POSITIONS = 64
+WEIGHTS_SLACK = 1.5  # the allocator's share over the arrays the weights job holds
 
 
 @dataclass(frozen=True)
@@ -192,14 +194,24 @@ def weights_cost(
     """Cost of :func:`models.circuits.weight_circuits.weight_scores` (and of
     :func:`models.circuits.composition.composition` when ``composition``): the token Gram
     ``W_U W_E`` (``2 d_vocab d_model^2``), one short forward pass for RoPE tables, and
-    ``2 d_head^2 d_model`` per pair of heads in different layers."""
+    ``2 d_head^2 d_model`` per pair of heads in different layers.
+
+    Memory: the Gram reads :data:`VOCAB_CHUNK` tokens of both matrices at a time in float64;
+    composition holds every head's four matrices in float64 and in float32, one float64
+    product on its way to float32, and a sender layer's ``d_head x d_head`` products with
+    every later head (indexed, reshaped, multiplied, squared: four ``n_heads x n_total``
+    blocks), with :data:`WEIGHTS_SLACK` over their sum for the allocator."""
     f = model.facts
     n_total = f.n_layers * f.n_heads
     vocab = vocab_size(model)
     flops = 2.0 * vocab * f.d_model**2 + n_total * 30 * f.d_head**3
-    peak = 2 * 8 * vocab * f.d_model + 8 * f.n_layers * f.n_heads * positions**2
+    gram = 2 * 8 * min(vocab, VOCAB_CHUNK) * f.d_model + 8 * f.d_model**2
+    peak = WEIGHTS_SLACK * (gram + 8 * f.n_layers * f.n_heads * positions**2)
     if composition:
         pairs = n_total * n_total / 2
         flops += pairs * (1 + 2 / (f.n_heads // f.n_kv_heads)) * 2 * f.d_head**2 * f.d_model
-        peak = max(peak, 3 * 8 * n_total**2 + 3 * FLOAT * f.n_heads * n_total * f.d_head**2)
+        matrices = f.d_model * f.d_head * 2 * (n_total + f.n_layers * f.n_kv_heads)
+        step = 4 * FLOAT * f.n_heads * n_total * f.d_head**2
+        held = (8 + FLOAT) * matrices + 8 * f.d_model * f.d_head * n_total + step
+        peak = max(peak, WEIGHTS_SLACK * (held + 3 * 8 * n_total**2))
     return _make(model, positions, 1.0 if f.positional == "rotary" else 0.0, 0.0, flops, peak)

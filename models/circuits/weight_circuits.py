@@ -49,11 +49,13 @@ from models.model.weights import (
     embedding_norm,
     final_reading_norm,
     input_norm,
+    mean_embedding,
     output_weights,
     position_embedding,
     projection,
     tied_embeddings,
     unembedding,
+    vocab_size,
 )
 from models.progress import Progress, part, quiet
 
@@ -89,17 +91,22 @@ def default_basis(model: ModelHandle) -> Basis:
 
 
 def token_gram(model: ModelHandle) -> torch.Tensor:
-    """``W_U' W_E`` (``d_model x d_model``, float64), W_U' with the final norm folded in."""
-    w_u, w_e = unembedding(model), embedding(model)
-    if w_u is None:
+    """``W_U' W_E`` (``d_model x d_model``, float64), W_U' with the final norm folded in.
+
+    Read :data:`VOCAB_CHUNK` tokens at a time; the norm is folded into the product (folding
+    multiplies ``W_U`` on the left, so it commutes with the sum over tokens)."""
+    if unembedding(model, slice(0, 1)) is None:
         raise CircuitsUnavailable(f"{model.facts.name} has no unembedding: use the residual basis.")
+    d_model = model.facts.d_model
+    gram = torch.zeros(d_model, d_model, dtype=torch.float64)
+    n_vocab = vocab_size(model)
+    for start in range(0, n_vocab, VOCAB_CHUNK):
+        tokens = slice(start, start + VOCAB_CHUNK)
+        w_u = unembedding(model, tokens)
+        assert w_u is not None
+        gram += w_u @ embedding(model, tokens)
     norm = final_reading_norm(model)
-    if norm is not None:
-        w_u = norm.fold(w_u)
-    gram = torch.zeros(w_u.shape[0], w_e.shape[1], dtype=torch.float64)
-    for start in range(0, w_e.shape[0], VOCAB_CHUNK):
-        gram += w_u[:, start : start + VOCAB_CHUNK] @ w_e[start : start + VOCAB_CHUNK]
-    return gram
+    return gram if norm is None else norm.fold(gram)
 
 
 def copying_score(eigenvalues: np.ndarray) -> float:
@@ -163,7 +170,7 @@ def positional_logits(
     rotation: dict[int, tuple[torch.Tensor, torch.Tensor]] | None,
 ) -> torch.Tensor:
     """``head_index query_pos key_pos`` logits of the average token (module docstring)."""
-    mean = embedding(model).mean(dim=0)
+    mean = mean_embedding(model)
     positions = position_embedding(model)
     rows = mean[None].expand(n, -1) if positions is None else mean[None] + positions[:n]
     norm = input_norm(model, layer)

@@ -150,16 +150,29 @@ def final_reading_norm(model: ModelHandle) -> ReadingNorm | None:
     return None if module is None else _affine(module, model.facts.d_model)
 
 
-def embedding(model: ModelHandle) -> Float[torch.Tensor, "d_vocab d_model"]:
-    """Token embeddings (float64, CPU)."""
-    weight: torch.Tensor = bridge_of(model).W_E.detach().to("cpu", torch.float64)
+def embedding(
+    model: ModelHandle, tokens: slice = slice(None)
+) -> Float[torch.Tensor, "d_vocab d_model"]:
+    """Token embeddings (float64, CPU) of the ``tokens`` rows (a slice is read alone, so a
+    caller going through the vocabulary in slices never holds a float64 copy of it all)."""
+    weight: torch.Tensor = bridge_of(model).W_E.detach()[tokens].to("cpu", torch.float64)
     return weight
 
 
-def unembedding(model: ModelHandle) -> Float[torch.Tensor, "d_model d_vocab"] | None:
-    """The unembedding (float64, CPU), or ``None`` for a model without one."""
+def mean_embedding(model: ModelHandle, chunk: int = 8192) -> Float[torch.Tensor, " d_model"]:
+    """The mean token embedding (float64, CPU), summed a slice of the vocabulary at a time."""
+    n = int(bridge_of(model).W_E.shape[0])
+    total = sum(embedding(model, slice(s, s + chunk)).sum(dim=0) for s in range(0, n, chunk))
+    return torch.as_tensor(total) / n
+
+
+def unembedding(
+    model: ModelHandle, tokens: slice = slice(None)
+) -> Float[torch.Tensor, "d_model d_vocab"] | None:
+    """The unembedding (float64, CPU), its ``tokens`` columns, or ``None`` for a model
+    without one."""
     try:
-        weight: torch.Tensor = bridge_of(model).W_U.detach().to("cpu", torch.float64)
+        weight: torch.Tensor = bridge_of(model).W_U.detach()[:, tokens].to("cpu", torch.float64)
         return weight
     except AttributeError:
         return None
@@ -181,12 +194,12 @@ def tied_embeddings(model: ModelHandle) -> bool:
     config = getattr(bridge_of(model).original_model, "config", None)
     if getattr(config, "tie_word_embeddings", None) is False:
         return False
-    w_u = unembedding(model)
-    return (
-        w_u is not None
-        and w_u.shape[::-1] == bridge_of(model).W_E.shape
-        and bool(torch.equal(w_u.T, embedding(model)))
-    )
+    try:
+        w_u = bridge_of(model).W_U.detach()
+    except AttributeError:
+        return False
+    w_e = bridge_of(model).W_E.detach()
+    return w_u.shape[::-1] == w_e.shape and bool(torch.equal(w_u.T, w_e.to(w_u.dtype)))
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from models.circuits.cost import edges_cost
+from models.circuits.cost import baseline_cost, edges_cost
 from models.errors import UserError
 from models.model.spec import ModelSpec
 from tests.app.helpers import open_app, texts
@@ -88,3 +88,19 @@ def test_attribution_patching_of_a_4000_character_prompt_says_what_fits():
     assert circuits_atp.total_cost(model, fits, options).peak_bytes <= limit
     assert circuits_atp.total_cost(model, fits + 1, options).peak_bytes > limit
     assert 100 < fits < 1053
+
+
+def test_the_clean_and_corrupted_runs_over_the_job_limit_say_what_fits(monkeypatch):
+    """The Circuits page's first job is priced like every job: with one job limited to 8 MiB,
+    the bundled model's preset task (about 10 MB of copies in one pass) is refused, and the
+    refusal says how many tokens would fit."""
+    monkeypatch.setenv("ATLAS_JOB_MB", "8")
+    at = open_app(model="bundled")
+    at.switch_page("pages/circuits.py").run()
+    assert not at.exception
+    said = next(e.value for e in at.error if "fit this server" in e.value)
+    fits = int(re.search(r"At most ([\d,]+) tokens", said).group(1).replace(",", ""))
+    model = server.current().models.get(admit(ModelSpec("bundled"), Settings()))
+    limit = server.current().settings.job_bytes
+    assert baseline_cost(model, fits).peak_bytes <= limit
+    assert baseline_cost(model, fits + 1).peak_bytes > limit

@@ -91,3 +91,20 @@ def test_a_view_is_counted_by_the_buffer_it_keeps_alive():
     assert size_of(tensor[:, 0].numpy()) == 1_000_000  # a NumPy view of torch storage
     assert size_of(tensor[0]) == 1_000_000
     assert size_of(tensor[0].clone()) == 1_000
+
+
+def test_a_visitors_tabs_give_up_their_own_pins_before_another_visitors():
+    """Four tabs of one browser pin a large result each; a fifth visitor's run, pinned first,
+    stays when the first visitor's next run needs room: the visitor holding the most pinned
+    bytes gives one up."""
+    store = ResultStore(max_entries=10, max_bytes=100)
+    store.put("fifth visitor's run", Blob(20))
+    store.pin("fifth visitor's run", "b", visitor="client:10.0.0.2")
+    for tab in range(4):
+        store.put(f"tab {tab}", Blob(20))
+        store.pin(f"tab {tab}", f"a{tab}", visitor="client:10.0.0.1")
+    store.put("tab 4", Blob(20))
+    store.pin("tab 4", "a4", visitor="client:10.0.0.1")
+    assert store.get("fifth visitor's run") is not None
+    assert store.get("tab 0") is None
+    assert store.nbytes <= 100

@@ -2,9 +2,11 @@
 
 A share link carries ``pid=<hash>`` instead of the text. The text lives in the app's cache
 folder (``prompts/<hash>.txt``), so links survive a restart of the same server. The store keeps
-:data:`MAX_FILES` prompts by recent use (opening a link counts as use), and one session may add
-at most :data:`SESSION_SHARE` of them: past that, its own oldest prompt goes, so one visitor
-pasting a thousand prompts cannot push everybody else's links out. A link whose prompt is not
+:data:`MAX_FILES` prompts by recent use (opening a link counts as use), and one visitor (a client
+address, so that opening new sessions does not multiply it; a session where the address is
+unknown) may add at most :data:`SESSION_SHARE` of them: past that, its own oldest prompt goes,
+so one visitor pasting a thousand prompts from fresh sessions cannot push everybody else's
+links out. A link whose prompt is not
 here is reported as such, never replaced silently. No Streamlit here.
 """
 
@@ -40,7 +42,8 @@ class PromptStore:
         self._added: dict[str, OrderedDict[str, None]] = {}
 
     def save(self, text: str, session: str = "") -> str:
-        """Keep ``text`` and return its id (saving the same text again only marks it used)."""
+        """Keep ``text`` for ``session`` (the visitor it counts against) and return its id
+        (saving the same text again only marks it used)."""
         if len(text) > MAX_PROMPT_CHARS:
             raise ValueError("prompt too long to store")
         pid = prompt_id(text)

@@ -5,7 +5,10 @@ Work files its result here only once it has finished: an interrupted run leaves 
 so partial work is never served as complete. Keys hold everything that changes the result. The
 store is bounded in entries and in bytes and drops what nobody used for a while; what an open
 browser session is showing right now is *pinned* and goes last, so one visitor filling the store
-with new prompts evicts their own old results before anyone else's view. No Streamlit here.
+with new prompts evicts their own old results before anyone else's view. When only pinned
+results are left to take, the visitor (a client address: every tab of one browser) holding the
+most pinned bytes gives one up first, so four tabs pinning large results push out their own
+before a fifth visitor's run. No Streamlit here.
 """
 
 from __future__ import annotations
@@ -110,8 +113,8 @@ class ResultStore:
 
     Holds at most ``max_entries`` results and, when ``max_bytes`` is set, at most that many bytes
     (by :func:`size_of`). Eviction takes the least recently used entry that no live session has
-    pinned; only when every remaining entry is pinned does it take pinned ones. The newest entry
-    always stays.
+    pinned; only when every remaining entry is pinned does it take pinned ones, from the visitor
+    whose pins hold the most bytes first. The newest entry always stays.
     """
 
     def __init__(
@@ -129,6 +132,7 @@ class ResultStore:
         self._used: dict[Hashable, float] = {}
         self._sizes: dict[Hashable, int] = {}
         self._pins: dict[str, list[Hashable]] = {}
+        self._visitors: dict[str, str] = {}
         self._computing: dict[Hashable, threading.Lock] = {}
         self._lock = threading.Lock()
 
@@ -143,11 +147,13 @@ class ResultStore:
             self._used.clear()
             self._sizes.clear()
 
-    def pin(self, key: Hashable, session: str) -> None:
-        """Mark ``key`` as shown by ``session`` (its most recent pins are kept)."""
+    def pin(self, key: Hashable, session: str, visitor: str = "") -> None:
+        """Mark ``key`` as shown by ``session`` (its most recent pins are kept), a tab of
+        ``visitor`` (the client; the session alone when not given)."""
         if not session:
             return
         with self._lock:
+            self._visitors[session] = visitor or session
             pins = self._pins.setdefault(session, [])
             if key in pins:
                 pins.remove(key)
@@ -158,7 +164,28 @@ class ResultStore:
         dead = [sid for sid in self._pins if not self.alive(sid)]
         for sid in dead:
             del self._pins[sid]
+            self._visitors.pop(sid, None)
         return {key for pins in self._pins.values() for key in pins}
+
+    def _pinned_by_visitor(self) -> dict[str, set[Hashable]]:
+        by: dict[str, set[Hashable]] = {}
+        for sid, pins in self._pins.items():
+            by.setdefault(self._visitors.get(sid, sid), set()).update(pins)
+        return by
+
+    def _drop_from_largest_visitor(self, keep: Hashable) -> bool:
+        """Drop the least recently used pinned entry of the visitor whose pins hold the most
+        bytes (never ``keep``); False when there is none to drop."""
+        held = {
+            visitor: [k for k in self._items if k in keys and k != keep]
+            for visitor, keys in self._pinned_by_visitor().items()
+        }
+        held = {visitor: keys for visitor, keys in held.items() if keys}
+        if not held:
+            return False
+        largest = max(held, key=lambda v: sum(self._sizes.get(k, 0) for k in held[v]))
+        self._drop(held[largest][0])
+        return True
 
     def evict_idle(self, idle_s: float, now: float | None = None) -> int:
         """Drop every unpinned entry nobody asked for in the last ``idle_s`` seconds."""
@@ -205,12 +232,13 @@ class ResultStore:
         if not self._over():
             return
         pinned = self._pinned()
-        for allow_pinned in (False, True):
-            for key in list(self._items):
-                if not self._over():
-                    return
-                if key != keep and (allow_pinned or key not in pinned):
-                    self._drop(key)
+        for key in list(self._items):
+            if not self._over():
+                return
+            if key != keep and key not in pinned:
+                self._drop(key)
+        while self._over() and self._drop_from_largest_visitor(keep):
+            pass
 
     def _drop(self, key: Hashable) -> None:
         del self._items[key]

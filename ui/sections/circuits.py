@@ -152,6 +152,9 @@ def task(model: ModelHandle, state: CircuitsState) -> Ready | UserError | None:
             "Running the clean and corrupted prompts",
             lambda progress: baseline(model, setup, progress=progress),
             cost=baseline_cost(model, setup.n_tokens).cost,
+            scale=job_view.Scale(
+                lambda n: baseline_cost(model, n).cost, setup.n_tokens, "tokens in each prompt"
+            ),
         )
     except UserError as err:
         session.show_error(err)

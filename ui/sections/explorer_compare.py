@@ -84,7 +84,7 @@ def run_b(key_b: RunKey) -> AttentionRun | None:
     runtime = server.current()
     found = runtime.pool.finished(key_b)
     if found is not None:
-        runtime.results.pin(key_b, job_view.session_id())
+        runtime.results.pin(key_b, job_view.session_id(), job_view.visitor_id())
         return found
     try:
         model = runtime.models.get(key_b.spec)

@@ -51,6 +51,16 @@ def session_id() -> str:
     return ctx.session_id if ctx is not None else ""
 
 
+def visitor_id() -> str:
+    """Who is asking: the client's address, so that every tab and every new session of one
+    browser count as one visitor (Streamlit gives no address for loopback: those clients are
+    one local visitor); the session where there is no client (a script run in tests)."""
+    address = st.context.ip_address
+    if address is None and len(st.context.headers) > 0:
+        address = "local"
+    return f"client:{address}" if address else session_id()
+
+
 def session_alive(sid: str) -> bool:
     """Whether the browser session ``sid`` is still connected (True outside a server)."""
     from streamlit.runtime import Runtime
@@ -155,7 +165,7 @@ def run_job(
     runtime, sid = server.current(), session_id()
     found = runtime.pool.finished(key)
     if found is not None:
-        runtime.results.pin(key, sid)
+        runtime.results.pin(key, sid, visitor_id())
         return found
     cancelled = st.session_state.setdefault(Session.CANCELLED, set())
     if key in cancelled:
@@ -187,7 +197,7 @@ def run_job(
         st.error(md(err))
         st.button("Retry", key=_button_key("retry", key))  # its click runs the page again
         return MISSING
-    runtime.results.pin(key, sid)
+    runtime.results.pin(key, sid, visitor_id())
     return value
 
 
