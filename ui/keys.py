@@ -19,6 +19,7 @@ class Session(StrEnum):
     FAILED_MODEL = "atlas_failed"  # (AllowedSpec, error) of the last failure
     LAST_RUN = "atlas_last_run"  # RunKey of the last run shown
     CANCELLED = "atlas_cancelled_jobs"
+    ASKED = "atlas_asked_jobs"  # keys of costly work the visitor asked to start
     EXPLORER = "atlas_view"  # the explorer's ExplorerView
 
 
@@ -112,6 +113,7 @@ class Heads(StrEnum):
 
 
 class HeadAtlas(StrEnum):
+    START = "headatlas_start"
     TEXTS = "headatlas_texts"
     MAX_TOKENS = "headatlas_max_tokens"
     VIEW = "headatlas_view"  # the page's AtlasView
@@ -181,7 +183,6 @@ class Scaling(StrEnum):
     PICK = "scaling_pick"
     LOSS = "scaling_loss"
     START = "scaling_start"
-    ASKED = "scaling_asked"
     SEED = "scaling_seed"
 
 

@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from models.head import Head
 from tests.app.helpers import APP, operator_settings, texts
-from ui.keys import HeadAtlas
+from ui.keys import HeadAtlas, Sidebar
 from ui.state.atlas import AtlasView
 
 PAGE = "pages/atlas.py"
@@ -32,6 +32,16 @@ def open_atlas(**query) -> AppTest:
     at.run()
     at.switch_page(PAGE)
     at.run()
+    return press_start(at)
+
+
+def press_start(at: AppTest) -> AppTest:
+    """Ask for the atlas (the sidebar's model is set again: AppTest drops it after a switch);
+    an atlas already measured shows no button."""
+    if any(button.key == HeadAtlas.START for button in at.button):
+        at.button(key=HeadAtlas.START).click()
+        at.session_state[Sidebar.SOURCE] = "bundled"
+        at.run()
     return at
 
 
@@ -96,5 +106,9 @@ def test_the_atlas_job_names_the_model_in_plain_text(monkeypatch, tmp_path):
     at.query_params["model"] = str(folder)
     at.run()
     at.switch_page(PAGE).run()
+    assert not at.exception and not labels  # asked for, not started on arrival
+    at.button(key=HeadAtlas.START).click()
+    at.session_state[Sidebar.SOURCE], at.session_state[Sidebar.NAME] = "local", str(folder)
+    at.run()
     assert not at.exception
     assert labels and labels[0].startswith("Measuring every head of gpt_oss on "), labels

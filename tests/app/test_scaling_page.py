@@ -55,7 +55,7 @@ def test_arrival_runs_nothing_and_says_what_the_sweep_will_take():
     assert len(at.get("plotly_chart")) == 5  # saturation, heatmap, extremes, synthetic x2
     loss = at.button(key=Scaling.LOSS).label
     assert re.fullmatch(r"Run the model at all 9 points \(9 forward passes, about \d+ s\)", loss)
-    assert not any(isinstance(k, LossSweepKey) for k in at.session_state[Scaling.ASKED])
+    assert not any(isinstance(k, LossSweepKey) for k in at.session_state[Session.ASKED])
 
 
 def test_page_runs_for_minilm_and_says_there_is_no_loss():

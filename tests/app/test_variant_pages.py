@@ -10,7 +10,7 @@ import pytest
 
 from tests.app.helpers import detail_heatmap, has_heatmap, open_app, texts
 from tests.attention.tiny_variants import build_variants
-from ui.keys import Explorer, Sidebar
+from ui.keys import Explorer, HeadAtlas, Scaling, Sidebar
 
 OPENED = ["gpt_oss", "gemma2", "gemma3", "qwen3", "qwen3_next", "deepseek_v3"]
 PAGES = [
@@ -52,6 +52,13 @@ def test_every_page_opens_each_variant(name, allowed):
     for page in PAGES:
         at.switch_page(page).run()
         assert not at.exception, (name, page)
+        starts = [b for b in at.button if b.key in (HeadAtlas.START, Scaling.START)]
+        if starts:  # costly work starts when asked: ask, so every variant is measured
+            starts[0].click()
+            at.session_state[Sidebar.SOURCE] = "local"
+            at.session_state[Sidebar.NAME] = str(allowed[name])
+            at.run()
+            assert not at.exception, (name, page, "asked")
 
 
 def test_differential_attention_is_refused_in_one_line(allowed):

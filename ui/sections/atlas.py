@@ -55,8 +55,20 @@ def corpus_choice(model: ModelHandle) -> tuple[Corpus | None, int]:
 def measure(model: ModelHandle, corpus: Corpus, cap: int) -> Any:
     """The model's atlas on ``corpus`` as a kept job (:data:`job_view.MISSING` while it runs)."""
     sizes = [int(tokenize(model, text, cap)[0].shape[1]) for text in corpus.texts]
+    key = AtlasKey(session.allowed_spec(model), corpus.key, cap)
+    if not job_view.asked(key):
+        seconds = job_view.expected_seconds(key, atlas_estimate(model, sizes))
+        st.button(
+            f"Measure every head on {len(sizes)} texts ({sum(sizes):,} tokens, "
+            f"{job_view.about(seconds)})",
+            key=HeadAtlas.START,
+            type="primary",
+            on_click=job_view.ask,
+            args=(key,),
+        )
+        return job_view.MISSING
     return job_view.run_job(
-        AtlasKey(session.allowed_spec(model), corpus.key, cap),
+        key,
         f"Measuring every head of {model.facts.name} on {len(sizes)} texts "
         f"({sum(sizes):,} tokens): scores, weights, peaks and principal components",
         lambda progress: compute_atlas(model, corpus, cap, progress=progress),

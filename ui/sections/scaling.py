@@ -23,7 +23,6 @@ from ui import session
 from ui.keys import Scaling
 from ui.runtime import server
 from ui.runtime.job_keys import LogitsKey, LossSweepKey, SweepKey, SyntheticKey
-from ui.runtime.store import JobKey
 from ui.state import scaling as sc
 from ui.state.scaling import ScalingView
 from ui.text import md
@@ -153,22 +152,6 @@ def loss_cost(facts: ModelFacts, n_factors: int) -> Cost:
     )
 
 
-def about(seconds: float) -> str:
-    """``about 3 s`` or ``about 2 min``: what a button says its work will take."""
-    return f"about {max(seconds, 1):.0f} s" if seconds < 90 else f"about {seconds / 60:.0f} min"
-
-
-def asked(key: JobKey[Any]) -> bool:
-    """Whether the visitor asked for the work of ``key`` (or it has already finished)."""
-    done = server.current().pool.finished(key)
-    return done is not None or key in st.session_state.get(Scaling.ASKED, set())
-
-
-def ask(key: JobKey[Any]) -> None:
-    """A button's callback: the work of ``key`` may start."""
-    st.session_state.setdefault(Scaling.ASKED, set()).add(key)
-
-
 def logits(model: ModelHandle, key: LogitsKey) -> Any:
     """Every head's logits on the prompt's first tokens, as a job."""
     return job_view.run_job(
@@ -225,13 +208,13 @@ def loss_section(
         return
     points = tuple(float(c) for c in factors)
     sweep_key = LossSweepKey(key, points)
-    if not asked(sweep_key):
+    if not job_view.asked(sweep_key):
         seconds = job_view.expected_seconds(sweep_key, loss_cost(model.facts, len(points)))
         st.button(
             f"Run the model at all {len(points)} points ({len(points)} forward passes, "
-            f"{about(seconds)})",
+            f"{job_view.about(seconds)})",
             key=Scaling.LOSS,
-            on_click=ask,
+            on_click=job_view.ask,
             args=(sweep_key,),
         )
         return
@@ -277,15 +260,15 @@ def model_section() -> None:
         found.own_x,
         found.log_x,
     )
-    if not asked(key):
+    if not job_view.asked(key):
         cells = facts.n_layers * facts.n_heads * ids.shape[-1] ** 2
         cost = logits_cost(facts).then(stats_cost(cells, len(factors)))
         seconds = job_view.expected_seconds(key, cost)
         st.button(
-            f"Sweep the model's logits ({len(factors)} points, {about(seconds)})",
+            f"Sweep the model's logits ({len(factors)} points, {job_view.about(seconds)})",
             key=Scaling.START,
             type="primary",
-            on_click=ask,
+            on_click=job_view.ask,
             args=(key,),
             help="One pass over the prompt's first "
             f"{MAX_TOKENS} tokens keeps every head's logits; the sweep rescales them.",

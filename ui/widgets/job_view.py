@@ -85,6 +85,23 @@ def expected_seconds(key: JobKey[Any], cost: Cost) -> float:
     return cost.seconds() if found is None else found
 
 
+def about(seconds: float) -> str:
+    """``about 3 s`` or ``about 2 min``: what a button says its work will take."""
+    return f"about {max(seconds, 1):.0f} s" if seconds < 90 else f"about {seconds / 60:.0f} min"
+
+
+def asked(key: JobKey[Any]) -> bool:
+    """Whether the visitor asked for the work of ``key``, or it has already finished (a page
+    starts costly work only when asked, never on arrival)."""
+    done = server.current().pool.finished(key)
+    return done is not None or key in st.session_state.get(Session.ASKED, set())
+
+
+def ask(key: JobKey[Any]) -> None:
+    """A start button's callback: the work of ``key`` may start."""
+    st.session_state.setdefault(Session.ASKED, set()).add(key)
+
+
 def cancelled(key: JobKey[Any]) -> bool:
     """Whether this session stopped the job for ``key`` (and has not started it again)."""
     return key in st.session_state.get(Session.CANCELLED, set())
