@@ -15,7 +15,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, ParamSpec
+from typing import Any, ParamSpec, TypeVar
 from urllib.parse import urlencode
 
 import streamlit as st
@@ -150,6 +150,24 @@ def link_notes(page: links.Page) -> list[str]:
     once, on the first page that asks."""
     shared = st.session_state.pop(Session.LINK_NOTES, [])
     return [*shared, *opened_with().notes.get(page, ())]
+
+
+V = TypeVar("V")
+
+
+def page_view(key: str, page: links.Page, kind: type[V]) -> V:
+    """A page's state value kept under ``key``: the one its opening link asked for on the first
+    visit (with the link's notes for ``page``), then as the visitor changed it."""
+    found = st.session_state.get(key)
+    if isinstance(found, kind):
+        return found
+    for note in link_notes(page):
+        st.caption(md(note))
+    view = getattr(opened_with(), page)
+    if not isinstance(view, kind):
+        raise TypeError(f"The link holds no {kind.__name__} for the {page} page")
+    st.session_state[key] = view
+    return view
 
 
 def current_prompt() -> str:

@@ -44,12 +44,7 @@ SOURCES = {
 
 def current_view() -> HeadsView:
     """The page's view: from the link the first time, then as the visitor changes it."""
-    found = st.session_state.get(Heads.VIEW)
-    if isinstance(found, HeadsView):
-        return found
-    for note in session.link_notes("heads"):
-        st.caption(md(note))
-    return save(session.opened_with().heads)
+    return session.page_view(Heads.VIEW, "heads", HeadsView)
 
 
 def save(view: HeadsView) -> HeadsView:

@@ -35,12 +35,7 @@ P_ERR, O_ERR = "max |P_kernel - P_model|", "max |O_kernel - z_model|"
 
 def current_view() -> KernelView:
     """The page's view: from the link the first time, then as the visitor changes it."""
-    found = st.session_state.get(Kernel.VIEW)
-    if isinstance(found, KernelView):
-        return found
-    for note in session.link_notes("kernel"):
-        st.caption(md(note))
-    return save(session.opened_with().kernel)
+    return session.page_view(Kernel.VIEW, "kernel", KernelView)
 
 
 def save(view: KernelView) -> KernelView:

@@ -44,11 +44,7 @@ def fmt_c(c: float) -> str:
 def current_view(facts: ModelFacts | None = None) -> ScalingView:
     """The page's view: from the link the first time, then as the visitor changes it; fitted
     to ``facts``' heads where given (with a note)."""
-    found = st.session_state.get(Scaling.VIEW)
-    if not isinstance(found, ScalingView):
-        for note in session.link_notes("scaling"):
-            st.caption(md(note))
-        found = session.opened_with().scaling
+    found = session.page_view(Scaling.VIEW, "scaling", ScalingView)
     notes: list[str] = []
     if facts is not None:
         found, notes = sc.clamp(found, facts.n_layers, facts.n_heads)
