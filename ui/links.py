@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Literal, TypeVar, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 from models.attention.check import KernelDType
 from models.circuits.paths import MLPMode
@@ -588,20 +588,23 @@ def _write_heads(w: Writer, view: HeadsView) -> None:
     w.put(drop=",".join(map(str, view.prune_pick)) or None, pdtype=view.prune_dtype)
 
 
+_WRITERS: tuple[tuple[type, Page, Callable[[Writer, Any], None]], ...] = (
+    (ExplorerView, "explorer", _write_explorer),
+    (GenerateState, "generate", _write_generate),
+    (CircuitsState, "circuits", _write_circuits),
+    (AtlasView, "atlas", _write_atlas),
+    (ScalingView, "scaling", _write_scaling),
+    (KernelView, "kernel", _write_kernel),
+    (HeadsView, "heads", _write_heads),
+)
+
+
+def _entry(state: PageState) -> tuple[Page, Callable[[Writer, Any], None]]:
+    return next((page, write) for kind, page, write in _WRITERS if isinstance(state, kind))
+
+
 def page_of(state: PageState) -> Page:
-    if isinstance(state, ExplorerView):
-        return "explorer"
-    if isinstance(state, GenerateState):
-        return "generate"
-    if isinstance(state, AtlasView):
-        return "atlas"
-    if isinstance(state, ScalingView):
-        return "scaling"
-    if isinstance(state, KernelView):
-        return "kernel"
-    if isinstance(state, HeadsView):
-        return "heads"
-    return "circuits"
+    return _entry(state)[0]
 
 
 def query(
@@ -615,20 +618,7 @@ def query(
         w.put(model=shared.model)
     w.put(dtype=shared.dtype)
     w.text("prompt", "pid", shared.prompt)
-    if isinstance(state, ExplorerView):
-        _write_explorer(w, state)
-    elif isinstance(state, GenerateState):
-        _write_generate(w, state)
-    elif isinstance(state, AtlasView):
-        _write_atlas(w, state)
-    elif isinstance(state, ScalingView):
-        _write_scaling(w, state)
-    elif isinstance(state, KernelView):
-        _write_kernel(w, state)
-    elif isinstance(state, HeadsView):
-        _write_heads(w, state)
-    else:
-        _write_circuits(w, state)
+    _entry(state)[1](w, state)
     return w.out
 
 
