@@ -111,14 +111,17 @@ def pattern_of_rows(
     # its query heads (a broadcast over the group would copy the keys group times)
     q_sel = q_rows.to(torch.float32).reshape(b, n_kv, group * n_rows, d)
     k_sel = k_cols.to(torch.float32)  # b kv cols d
-    s = (q_sel @ k_sel.transpose(-1, -2)).reshape(b, n_heads, n_rows, n_cols) * scale
+    # one block of scores, changed in place: a rebuilt layer costs its own size, not three
+    s = (q_sel @ k_sel.transpose(-1, -2)).reshape(b, n_heads, n_rows, n_cols).mul_(scale)
     s = options.capped(s)
     if alibi_slopes is not None:
         dist = key_distance(q_pos, k_pos, n_q, n_k, causal=causal)
-        s = s - alibi_slopes.to(torch.float32)[:, None, None] * dist
-    valid = allowed_keys(q_pos, k_pos, n_q, n_k, causal=causal, window=window)[None, None]
+        s.sub_(alibi_slopes.to(torch.float32)[:, None, None] * dist)
+    hidden = ~allowed_keys(q_pos, k_pos, n_q, n_k, causal=causal, window=window)[None, None]
     if key_padding_mask is not None:
-        valid = valid & key_padding_mask[:, None, None, k_pos]
+        hidden = hidden | ~key_padding_mask[:, None, None, k_pos]
     lse_sel = lse_rows.to(torch.float32)[..., None]
-    valid = valid & (lse_sel > float("-inf"))
-    return torch.where(valid, torch.exp(s - lse_sel), 0.0)
+    # exp(-inf) is exactly 0: hidden keys, and rows with no key at all (LSE -inf), come out 0;
+    # the masks stay the size of one head's block and one LSE, not of every head's scores
+    s.sub_(lse_sel).masked_fill_(hidden, float("-inf"))
+    return s.masked_fill_(lse_sel == float("-inf"), float("-inf")).exp_()
