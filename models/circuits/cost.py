@@ -24,6 +24,9 @@ LAYER_OVERHEAD_S = {"cpu": 0.01, "cuda": 0.001}  # per block and pass
 BACKWARD_FACTOR = 1.0
 FLOAT = 4
 GRAPH_COPIES = 16  # d_model-wide tensors a block keeps for the backward pass (MLP included)
+# attribution patching's own d_model-wide tensors per block and token (measured on SmolLM2 at
+# 150-450 tokens: the estimate 1.02-1.10x the peak with 24; 32 leaves room for the allocator)
+ATP_COPIES = 32
 POSITIONS = 64
 WEIGHTS_SLACK = 1.5  # the allocator's share over the arrays the weights job holds
 
@@ -120,8 +123,11 @@ def atp_cost(
     backward = 1.0 + ((f.n_layers - 1) / 2 if grad_drop else 0.0)
     extra = 2 * 4.0 * f.n_layers * f.n_heads * n_tokens**2 * f.d_head if qk_fix else 0.0
     values = 3 * _head_values_bytes(model, n_tokens)  # clean, corrupted, gradients
-    if qk_fix:
-        values += 4 * FLOAT * f.n_layers * f.n_heads * n_tokens**2  # scores, grads, 2 patterns
+    # the leaves and their sums, the rotated q and k of both runs and the MLP's wide
+    # activations, beyond what a plain backward keeps (:data:`ATP_COPIES`)
+    values += FLOAT * f.n_layers * ATP_COPIES * n_tokens * f.d_model
+    if qk_fix:  # the corrupted scores and the patterns' gradients, kept in place of the graph's
+        values += FLOAT * f.n_layers * f.n_heads * n_tokens**2
     if grad_drop:
         values += (f.n_layers - 1) / 2 * _head_values_bytes(model, n_tokens)
     peak = _activation_bytes(model, n_tokens) + values

@@ -65,6 +65,16 @@ def check_hooks(model: ModelHandle, names: Sequence[str]) -> None:
         )
 
 
+def kept(part: torch.Tensor) -> torch.Tensor:
+    """``part`` of an activation as a CPU float32 tensor that holds only itself: a slice such
+    as a pattern's last row is copied out, so keeping it does not keep the whole pattern (every
+    layer's ``n_heads x n^2`` floats) alive until the result is dropped."""
+    found = part.to("cpu", torch.float32)
+    if found.untyped_storage().nbytes() > found.numel() * found.element_size():
+        return found.clone()
+    return found
+
+
 def capture(
     model: ModelHandle,
     ids: Int[torch.Tensor, "1 pos"],
@@ -78,7 +88,7 @@ def capture(
 
     def make(name: str) -> Callable[..., None]:
         def hook(act: torch.Tensor, hook: object = None) -> None:
-            seen[name] = keep[name](act.detach()).to("cpu", torch.float32)
+            seen[name] = kept(keep[name](act.detach()))
 
         return hook
 
@@ -123,7 +133,7 @@ def gradient_run(
             leaf = torch.zeros_like(act, requires_grad=True)
             leaf_of[name] = leaf
             if name in keep:
-                values[name] = keep[name](act.detach()).to("cpu", torch.float32)
+                values[name] = kept(keep[name](act.detach()))
             out_of[name] = act + leaf
             return out_of[name]
 
@@ -131,7 +141,7 @@ def gradient_run(
 
     def keep_value(name: str) -> Callable[..., None]:
         def hook(act: torch.Tensor, hook: object = None) -> None:
-            values[name] = keep[name](act.detach()).to("cpu", torch.float32)
+            values[name] = kept(keep[name](act.detach()))
 
         return hook
 
