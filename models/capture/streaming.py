@@ -37,6 +37,7 @@ from models.capture.overview import (
     thumb_factor,
 )
 from models.capture.store import FactoredPatterns, SdpaCheck, read_only
+from models.model.facts import STREAM_ROWS
 from models.model.handle import ModelHandle
 from models.model.plain import LayerAttention, run_plain
 from models.model.weights import output_projection
@@ -44,7 +45,6 @@ from models.progress import Progress, quiet
 from models.shapes import TokenIds
 
 THUMB = 64
-CHUNK_ROWS = 256
 UNIT_ROUNDOFF = {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}
 EXP_SLACK = 2e-4  # relative: the CPU kernel's fast exp for half types, float32 accumulation
 ABS_SLACK = 1e-5
@@ -226,8 +226,8 @@ def layer_lse(
     """Float32 log-sum-exp of every row of ``q k^T * scale``, a block of rows at a time."""
     n = q.shape[1]
     parts = []
-    for r0 in range(0, n, CHUNK_ROWS):
-        rows = torch.arange(r0, min(r0 + CHUNK_ROWS, n), device=q.device)
+    for r0 in range(0, n, STREAM_ROWS):
+        rows = torch.arange(r0, min(r0 + STREAM_ROWS, n), device=q.device)
         parts.append(
             torch.logsumexp(
                 _scores(q, k, rows, int(rows[-1]) + 1 if causal else n, scale, causal), dim=-1

@@ -10,6 +10,7 @@ from models.head import HeadGroups, SharingKind
 # The most bytes a capture keeps as whole float32 patterns (every head's n x n); longer prompts
 # keep q, k and each row's log-sum-exp instead (models.capture.store).
 DENSE_LIMIT_BYTES = 192 * 1024**2
+STREAM_ROWS = 256  # query rows a streamed capture scores at once
 
 
 @dataclass(frozen=True)
@@ -78,9 +79,12 @@ class ModelFacts:
         """
         if self.holds_dense(n_tokens):
             return 2 * self.pattern_bytes(n_tokens) + self.activation_bytes(n_tokens)
-        kept = 4 * n_tokens * self.n_layers * self.n_heads * (2 * self.d_head + 1)
-        chunk = 4 * 3 * self.n_heads * min(n_tokens, 1024) * n_tokens
-        return int(1.5 * (kept + chunk + 32 * self.d_model * 4 * n_tokens))
+        # q and two floats per row (LSE, value norm) for every query head, k per key head
+        width = self.n_heads * (self.d_head + 2) + self.n_kv_heads * self.d_head
+        kept = 4 * n_tokens * self.n_layers * width
+        # a block of rows' scores, their exponentials and sums
+        chunk = 4 * 3 * self.n_heads * min(n_tokens, STREAM_ROWS) * n_tokens
+        return kept + chunk + 32 * self.d_model * 4 * n_tokens
 
     @property
     def attention_kind(self) -> SharingKind:
