@@ -170,6 +170,19 @@ def page_view(key: str, page: links.Page, kind: type[V]) -> V:
     return view
 
 
+def _from_widget(store: str, key: str, change: Callable[[Any, Any], Any]) -> None:
+    st.session_state[store] = change(st.session_state[store], st.session_state[key])
+
+
+def bound(store: str, key: str, value: Any, change: Callable[[V, Any], V]) -> dict[str, Any]:
+    """Seed widget ``key`` with ``value`` (read from the page's state value kept under
+    ``store``) and return the widget's ``key``, ``on_change`` and ``args``: its callback
+    replaces the state value by ``change(state, widget value)``, so the value stays the one
+    source of what the page shows and the widget only displays it."""
+    st.session_state[key] = value
+    return {"key": key, "on_change": _from_widget, "args": (store, key, change)}
+
+
 def current_prompt() -> str:
     return str(st.session_state.get(Sidebar.PROMPT, ""))
 

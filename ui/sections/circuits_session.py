@@ -83,29 +83,22 @@ def apply(change: Callable[..., CircuitsState], *args: Any, **kwargs: Any) -> No
     save(change(stored(), *args, **kwargs))
 
 
-def _from_widget(key: str, change: Callable[[CircuitsState, Any], CircuitsState]) -> None:
-    save(change(stored(), st.session_state[key]))
-
-
 def bound(
     key: str, value: Any, change: Callable[[CircuitsState, Any], CircuitsState]
 ) -> dict[str, Any]:
-    """Seed widget ``key`` with ``value`` (from the state) and return the widget's ``key``,
-    ``on_change`` and ``args``, so its callback replaces the state through ``change``."""
-    st.session_state[key] = value
-    return {"key": key, "on_change": _from_widget, "args": (key, change)}
+    """:func:`ui.session.bound` on the page's state."""
+    return session.bound(Circuits.STATE, key, value, change)
 
 
 def tabs(state: CircuitsState) -> dict[cs.Tab, Any]:
     """The page's tabs (only the open one runs), the open one kept in the state."""
     labels = list(TAB_LABELS.values())
     by_label = {label: tab for tab, label in TAB_LABELS.items()}
-    st.session_state[Circuits.TAB] = TAB_LABELS[state.tab]
     made = st.tabs(
         labels,
-        key=Circuits.TAB,
-        on_change=_from_widget,
-        args=(Circuits.TAB, lambda s, label: cs.choose_tab(s, by_label[label])),
+        **bound(
+            Circuits.TAB, TAB_LABELS[state.tab], lambda s, label: cs.choose_tab(s, by_label[label])
+        ),
     )
     return dict(zip(TAB_LABELS, made, strict=True))
 
