@@ -3,10 +3,7 @@
 import streamlit as st
 
 from ui import session
-from ui.keys import Classroom
 from ui.sections import classroom, classroom_topics
-
-TABS = ["Step by step", "Inside the model", "MHA · GQA · MQA", "Cost", "Positions", "Failure modes"]
 
 session.page_title("Classroom: attention, step by step")
 st.caption(
@@ -14,23 +11,25 @@ st.caption(
     "you can edit. Change any number and every step below follows. Only the second tab "
     "runs the model loaded in the sidebar, and only when it is opened."
 )
-classroom.projector_options()
-tabs = st.tabs(TABS, key=Classroom.TAB, on_change="rerun")  # only the open tab runs
-if tabs[0].open:
-    with tabs[0]:
-        classroom.step_by_step()
-if tabs[1].open:
-    with tabs[1]:
-        classroom.real_model()
-if tabs[2].open:
-    with tabs[2]:
+view = classroom.current_view()
+classroom.projector_options(view)
+tabs = classroom.tabs(view)  # only the open tab runs
+if tabs["steps"].open:
+    with tabs["steps"]:
+        classroom.step_by_step(view)
+if tabs["model"].open:
+    with tabs["model"]:
+        classroom.real_model(view)
+if tabs["sharing"].open:
+    with tabs["sharing"]:
         classroom_topics.head_sharing(session.load_facts())
-if tabs[3].open:
-    with tabs[3]:
+if tabs["cost"].open:
+    with tabs["cost"]:
         classroom_topics.cost_calculator(session.load_facts())
-if tabs[4].open:
-    with tabs[4]:
+if tabs["positions"].open:
+    with tabs["positions"]:
         classroom_topics.position_section()
-if tabs[5].open:
-    with tabs[5]:
+if tabs["failures"].open:
+    with tabs["failures"]:
         classroom_topics.failure_section()
+classroom.link(classroom.current_view())

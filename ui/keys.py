@@ -195,9 +195,10 @@ class Kernel(StrEnum):
 
 
 class Classroom(StrEnum):
+    VIEW = "classroom_view"
+    URL = "classroom_url"
     TAB = "classroom_tab"
     CAUSAL = "classroom_causal"
-    SAVED_CAUSAL = "classroom_saved_causal"
     LAYER = "classroom_layer"
     HEAD = "classroom_head"
     START = "classroom_start"
@@ -234,11 +235,6 @@ class Classroom(StrEnum):
     def matrix(name: str) -> str:
         """The text box of matrix ``name`` (``q``, ``k`` or ``v``)."""
         return f"classroom_{name}"
-
-    @staticmethod
-    def saved_matrix(name: str) -> str:
-        """Where the text of matrix ``name`` is kept while the box is off screen."""
-        return f"classroom_saved_{name}"
 
     @staticmethod
     def config(field: str) -> str:

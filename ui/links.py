@@ -33,12 +33,14 @@ from models.model.forward import MAX_PROMPT_CHARS
 from models.model.spec import DType
 from models.model.weights import Projection
 from ui.state import circuits as cs
+from ui.state import classroom as cl
 from ui.state import explorer as ex
 from ui.state import generate as gs
 from ui.state import heads as hs
 from ui.state import scaling as sc
 from ui.state.atlas import AtlasView
 from ui.state.circuits import CircuitsState, PathRequest
+from ui.state.classroom import ClassroomView
 from ui.state.explorer import ExplorerView
 from ui.state.generate import EvictionChoice, GenerateState
 from ui.state.heads import HeadsView
@@ -47,7 +49,9 @@ from ui.state.scaling import ScalingView
 from ui.state.sidebar import DTYPES, NAMED
 
 MAX_LINK_TEXT = 2000  # longer texts travel as the ids the server keeps them under
-Page = Literal["explorer", "generate", "circuits", "atlas", "scaling", "kernel", "heads"]
+Page = Literal[
+    "explorer", "generate", "circuits", "atlas", "scaling", "kernel", "heads", "classroom"
+]
 PAGE_PATHS: dict[Page, str] = {
     "explorer": "",
     "generate": "generate",
@@ -56,6 +60,7 @@ PAGE_PATHS: dict[Page, str] = {
     "scaling": "scaling",
     "kernel": "kernel",
     "heads": "heads",
+    "classroom": "classroom",
 }
 
 SCALES: tuple[ex.ColourScale, ...] = ("sqrt", "linear", "log")
@@ -68,7 +73,14 @@ Lookup = Callable[[str], str | None]  # a stored text by its id (None: not held 
 SaveText = Callable[[str], str]  # store a text, return its id
 T = TypeVar("T", bound=str)
 PageState = (
-    ExplorerView | GenerateState | CircuitsState | AtlasView | ScalingView | KernelView | HeadsView
+    ExplorerView
+    | GenerateState
+    | CircuitsState
+    | AtlasView
+    | ScalingView
+    | KernelView
+    | HeadsView
+    | ClassroomView
 )
 KERNEL_DTYPES: tuple[KernelDType, ...] = get_args(KernelDType)
 
@@ -96,6 +108,7 @@ class Link:
     scaling: ScalingView = field(default_factory=ScalingView)
     kernel: KernelView = field(default_factory=KernelView)
     heads: HeadsView = field(default_factory=HeadsView)
+    classroom: ClassroomView = field(default_factory=ClassroomView)
     notes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
@@ -432,6 +445,24 @@ def _heads(read: Reader) -> HeadsView:
     )
 
 
+def _classroom(read: Reader) -> ClassroomView:
+    """The open tab (``ctab``), the text size (``size``), the typed matrices (``mq``, ``mk``,
+    ``mv``), the causal mask, and the model's head (``layer``, ``head``) with the tokens shown
+    (``first``, ``shown``); numbers out of range are the page's to fit."""
+    d = ClassroomView()
+    return ClassroomView(
+        tab=read.choice("ctab", cl.TABS, d.tab),
+        text_size=read.choice("size", cl.TEXT_SIZES, d.text_size),
+        q=read.text("mq", "mq_id", "matrix") or d.q,
+        k=read.text("mk", "mk_id", "matrix") or d.k,
+        v=read.text("mv", "mv_id", "matrix") or d.v,
+        causal=read.flag("causal", d.causal),
+        head=_linked_head(read) or d.head,
+        start=read.whole("first", d.start, 0) or 0,
+        width=read.whole("shown", None, 1),
+    )
+
+
 def _words(read: Reader, key: str) -> list[str]:
     return [w.strip() for w in str(read.params.get(key) or "").split(",") if w.strip()]
 
@@ -446,8 +477,8 @@ def _parsed_head(read: Reader, word: str) -> Head | None:
 
 def parse(params: Mapping[str, str], stored: Lookup) -> Link:
     """The view a query string asks for (see the module docstring)."""
-    sidebar, explorer, generate, circuits, atlas, scaling, kernel, heads = (
-        Reader(params, stored) for _ in range(8)
+    sidebar, explorer, generate, circuits, atlas, scaling, kernel, heads, classroom = (
+        Reader(params, stored) for _ in range(9)
     )
     shared = Shared(
         model=str(params.get("model") or "") or None,
@@ -463,6 +494,7 @@ def parse(params: Mapping[str, str], stored: Lookup) -> Link:
         scaling=_scaling(scaling),
         kernel=_kernel(kernel),
         heads=_heads(heads),
+        classroom=_classroom(classroom),
         notes={
             "sidebar": tuple(sidebar.notes),
             "explorer": tuple(explorer.notes),
@@ -472,6 +504,7 @@ def parse(params: Mapping[str, str], stored: Lookup) -> Link:
             "scaling": tuple(scaling.notes),
             "kernel": tuple(kernel.notes),
             "heads": tuple(heads.notes),
+            "classroom": tuple(classroom.notes),
         },
     )
 
@@ -588,6 +621,14 @@ def _write_heads(w: Writer, view: HeadsView) -> None:
     w.put(drop=",".join(map(str, view.prune_pick)) or None, pdtype=view.prune_dtype)
 
 
+def _write_classroom(w: Writer, view: ClassroomView) -> None:
+    w.put(ctab=view.tab, size=view.text_size, causal=_on(view.causal))
+    for key, text in (("mq", view.q), ("mk", view.k), ("mv", view.v)):
+        w.text(key, f"{key}_id", text)
+    w.put(layer=str(view.head.layer), head=str(view.head.index), first=str(view.start))
+    w.put(shown=None if view.width is None else str(view.width))
+
+
 _WRITERS: tuple[tuple[type, Page, Callable[[Writer, Any], None]], ...] = (
     (ExplorerView, "explorer", _write_explorer),
     (GenerateState, "generate", _write_generate),
@@ -596,6 +637,7 @@ _WRITERS: tuple[tuple[type, Page, Callable[[Writer, Any], None]], ...] = (
     (ScalingView, "scaling", _write_scaling),
     (KernelView, "kernel", _write_kernel),
     (HeadsView, "heads", _write_heads),
+    (ClassroomView, "classroom", _write_classroom),
 )
 
 

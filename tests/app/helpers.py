@@ -3,6 +3,7 @@
 import base64
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
@@ -10,8 +11,10 @@ import numpy as np
 from streamlit.testing.v1 import AppTest
 
 from ui import links
+from ui.keys import Classroom
 from ui.runtime import server
 from ui.runtime.settings import Settings
+from ui.state import classroom as classroom_state
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
@@ -131,3 +134,14 @@ def opened(query: dict[str, str] | str) -> links.Link:
     if isinstance(query, str):
         query = dict(parse_qsl(urlsplit(query).query, keep_blank_values=True))
     return links.parse(query, server.current().prompts.load)
+
+
+def open_classroom_tab(at: AppTest, label: str) -> None:
+    """Open the Classroom tab called ``label`` on the next run, as a click on it would: the
+    page's state value holds the open tab and the tab widget displays it."""
+    by_label = {text: tab for tab, text in classroom_state.TAB_LABELS.items()}
+    try:
+        view = at.session_state[Classroom.VIEW]
+    except KeyError:
+        view = classroom_state.ClassroomView()
+    at.session_state[Classroom.VIEW] = replace(view, tab=by_label[label])

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.app.helpers import operator_settings
+from tests.app.helpers import open_classroom_tab, operator_settings
 from ui.keys import Classroom, Sidebar
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +30,7 @@ def rerun(at, tab: str | None = None, **sidebar):
     for key, value in {**SIDEBAR, **sidebar}.items():
         at.session_state[key] = value
     if tab is not None:
-        at.session_state[Classroom.TAB] = tab
+        open_classroom_tab(at, tab)
     at.run()
     assert not at.exception, at.exception
     return at

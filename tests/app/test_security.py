@@ -15,9 +15,9 @@ import pytest
 from models.errors import ModelLoadError
 from models.model.loading import load
 from models.model.spec import BUNDLED_DIR, ModelSpec
-from tests.app.helpers import has_heatmap, open_app, texts
+from tests.app.helpers import has_heatmap, open_app, open_classroom_tab, texts
 from tests.app.test_bad_input import switch_model
-from ui.keys import Classroom, Sidebar
+from ui.keys import Sidebar
 from ui.runtime import models as models_store
 from ui.runtime.policy import admit
 from ui.runtime.settings import Settings
@@ -219,7 +219,7 @@ def visits(model: str):
             for tab in CLASSROOM_TABS:
                 at.session_state[Sidebar.SOURCE] = "local"
                 at.session_state[Sidebar.NAME] = model
-                at.session_state[Classroom.TAB] = tab
+                open_classroom_tab(at, tab)
                 yield f"{page} / {tab}", at.run()
 
 

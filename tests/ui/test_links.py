@@ -17,6 +17,7 @@ from ui.links import Shared
 from ui.state import generate as gs
 from ui.state.atlas import AtlasView
 from ui.state.circuits import OWN, AtPOptions, CircuitsState, PathRequest
+from ui.state.classroom import ClassroomView
 from ui.state.explorer import ExplorerView
 from ui.state.generate import EvictionChoice, GenerateState
 from ui.state.heads import HeadsView
@@ -102,6 +103,17 @@ CIRCUITS = CircuitsState(
 ATLAS = AtlasView(x="distance", y="sink", colour=None, size="activation", head=Head(3, 1))
 SCALING = ScalingView(axis="alpha", low=0.25, high=8.0, points=31, head=Head(1, 2), pick=4, seed=11)
 KERNEL = KernelView(dtype="bfloat16", head=Head(2, 3))
+CLASSROOM = ClassroomView(
+    tab="model",
+    text_size="larger",
+    q="1, 0; 0, 1; 1, 1",
+    k="1, 0;\n0, 1; 1, 1",
+    v="<b>9</b>, 8 & 7",
+    causal=True,
+    head=Head(4, 2),
+    start=5,
+    width=3,
+)
 HEADS = HeadsView(
     corpus="prompt",
     texts=12,
@@ -122,7 +134,7 @@ HEADS = HeadsView(
     prune_pick=(Head(0, 1), Head(2, 0)),
     prune_dtype="bfloat16",
 )
-EVERY_PAGE = [EXPLORER, GENERATE, CIRCUITS, ATLAS, SCALING, KERNEL, HEADS]
+EVERY_PAGE = [EXPLORER, GENERATE, CIRCUITS, ATLAS, SCALING, KERNEL, HEADS, CLASSROOM]
 
 
 def through_a_url(shared: Shared, state, store: Store, limit: int = links.MAX_LINK_TEXT):
@@ -327,3 +339,27 @@ def test_garbage_in_a_scaling_or_kernel_link_gives_defaults_and_notes():
     assert found.scaling == ScalingView()
     assert found.kernel == KernelView()
     assert len(found.notes["scaling"]) == 4 and len(found.notes["kernel"]) == 1
+
+
+def test_the_classroom_link_keys_and_its_defaults():
+    query = links.query(Shared(), CLASSROOM, Store().keep)
+    assert {k: query[k] for k in ("ctab", "size", "causal", "layer", "head", "first", "shown")} == {
+        "ctab": "model",
+        "size": "larger",
+        "causal": "1",
+        "layer": "4",
+        "head": "2",
+        "first": "5",
+        "shown": "3",
+    }
+    assert (query["mq"], query["mk"], query["mv"]) == (CLASSROOM.q, CLASSROOM.k, CLASSROOM.v)
+    assert links.PAGE_PATHS[links.page_of(CLASSROOM)] == "classroom"
+    assert links.parse({}, Store().load).classroom == ClassroomView()  # worked example A
+    assert "shown" not in links.query(Shared(), ClassroomView(), Store().keep)
+
+
+def test_garbage_in_a_classroom_link_gives_defaults_and_notes():
+    bad = {"ctab": "lunch", "size": "huge", "causal": "maybe", "first": "-2", "shown": "0"}
+    link = links.parse(bad, Store().load)
+    assert link.classroom == ClassroomView()
+    assert len(link.notes["classroom"]) == len(bad)

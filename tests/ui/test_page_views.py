@@ -1,13 +1,17 @@
-"""The Scaling and Kernel pages' state values: every transition checked directly."""
+"""The Scaling, Kernel, Head finder and Classroom pages' state values: every transition checked
+directly."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from models.head import Head
+from ui.state import classroom as cl
 from ui.state import heads as hs
 from ui.state import kernel as ks
 from ui.state import scaling as sc
+from ui.state.classroom import ClassroomView
 from ui.state.heads import HeadsView
 from ui.state.kernel import KernelView
 from ui.state.scaling import ScalingView
@@ -96,3 +100,23 @@ def test_a_new_example_score_starts_on_its_strongest_head():
     assert other.example_score == "duplicate_token" and other.example_head is None
     kept = hs.with_pruning(view, "hand", None, 1, (Head(2, 0), Head(0, 1)), "bfloat16")
     assert kept.prune_pick == (Head(0, 1), Head(2, 0)) and kept.example_head == Head(1, 2)
+
+
+def test_the_classroom_window_fits_the_model_and_the_prompt():
+    wide = ClassroomView(head=Head(40, 12), start=100, width=20)
+    # 30 layers x 9 heads, 15 tokens: the last head, 8 tokens at most, the last 8 of 15
+    assert cl.fit(wide, 30, 9, 15) == replace(wide, head=Head(29, 8), start=7, width=8)
+    # a 3-token prompt shows all three from the first
+    assert cl.fit(wide, 30, 9, 3) == replace(wide, head=Head(29, 8), start=0, width=3)
+    # no width chosen: as many as fit; a chosen start inside the prompt stays
+    assert cl.fit(ClassroomView(start=4), 2, 2, 20).width == 8
+    assert cl.fit(ClassroomView(start=4), 2, 2, 20).start == 4
+
+
+def test_the_classroom_transitions_change_only_their_field():
+    view = cl.with_example(ClassroomView(causal=True, start=3), "B")
+    assert (view.q, view.k, view.v) == ("1, 0; 0, 1; 1, 1",) * 3 and view.causal
+    view = cl.with_matrix(view, "k", "2, 0; 1, 1; 0, 0")
+    assert (view.q, view.k) == ("1, 0; 0, 1; 1, 1", "2, 0; 1, 1; 0, 0")
+    view = cl.with_width(cl.with_start(cl.with_head(cl.with_layer(view, 5), 2), 6), 4)
+    assert (view.head, view.start, view.width, view.tab) == (Head(5, 2), 6, 4, "steps")

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any, Literal
+
 import numpy as np
 import streamlit as st
 
@@ -14,69 +18,93 @@ from models.model.handle import ModelHandle
 from ui import session
 from ui.keys import Classroom
 from ui.runtime.job_keys import LayerKey
+from ui.state import classroom as cl
+from ui.state.classroom import ClassroomView
 from ui.text import md
-from ui.widgets import job_view
+from ui.widgets import components, job_view
 from ui.widgets.matrix import show
 from viz.classroom_figures import labels
 
-MATRICES = ("q", "k", "v")
-K_CAUSAL = Classroom.CAUSAL
-K_LAYER, K_HEAD = Classroom.LAYER, Classroom.HEAD
-K_START, K_WIDTH = Classroom.START, Classroom.WIDTH
+MATRICES: tuple[Literal["q", "k", "v"], ...] = ("q", "k", "v")
 SHOWN_DIMS = 8
-SHOWN_TOKENS = 8
 MAX_TOKENS = 512  # the real-model tab reads at most this many tokens of the sidebar prompt
 
 
-def _widget_key(name: str) -> str:
-    return Classroom.matrix(name)
+def current_view() -> ClassroomView:
+    """The page's view: from the link the first time, then as the visitor changes it."""
+    return session.page_view(Classroom.VIEW, "classroom", ClassroomView)
 
 
-def _saved_key(name: str) -> str:
-    return Classroom.saved_matrix(name)
+def save(view: ClassroomView) -> ClassroomView:
+    st.session_state[Classroom.VIEW] = view
+    return view
 
 
-def load_example(name: str) -> None:
-    """on_click: put worked example ``name`` in the three text boxes."""
-    for m in MATRICES:
-        st.session_state[_widget_key(m)] = st.session_state[_saved_key(m)] = steps.EXAMPLES[name][m]
+def _apply(change: Callable[..., ClassroomView], *args: Any) -> None:
+    """on_click: replace the view by ``change(view, *args)``."""
+    save(change(current_view(), *args))
 
 
-def _restore_inputs() -> None:
-    """Text typed earlier survives page switches (widget keys are dropped off-page)."""
-    for m in MATRICES:
-        if _widget_key(m) not in st.session_state:
-            st.session_state[_widget_key(m)] = st.session_state.get(
-                _saved_key(m), steps.EXAMPLES["A"][m]
-            )
-    if K_CAUSAL not in st.session_state:
-        st.session_state[K_CAUSAL] = st.session_state.get(Classroom.SAVED_CAUSAL, False)
+def _bound(
+    key: str, value: Any, change: Callable[[ClassroomView, Any], ClassroomView]
+) -> dict[str, Any]:
+    return session.bound(Classroom.VIEW, key, value, change)
 
 
-def _inputs() -> tuple[str, str, str, bool]:
-    _restore_inputs()
+def tabs(view: ClassroomView) -> dict[cl.Lesson, Any]:
+    """The page's tabs (only the open one runs), the open one kept in the view."""
+    by_label = {label: tab for tab, label in cl.TAB_LABELS.items()}
+    made = st.tabs(
+        list(cl.TAB_LABELS.values()),
+        **_bound(Classroom.TAB, cl.TAB_LABELS[view.tab], lambda v, x: cl.open_tab(v, by_label[x])),
+    )
+    return dict(zip(cl.TAB_LABELS, made, strict=True))
+
+
+def link(view: ClassroomView) -> None:
+    """The page's link (the tab, the matrices, the head and its window) in the address bar and
+    on the page: a teacher can hand out the example on the screen."""
+    components.sync_url(session.page_query(view), key=Classroom.URL)
+    st.markdown(f"[Link to this view]({session.page_url(view)})")
+
+
+def _inputs(view: ClassroomView) -> tuple[str, str, str, bool]:
     b = st.columns([1, 1, 2])
-    b[0].button("Example A (2 tokens)", on_click=load_example, args=("A",), key=Classroom.EXAMPLE_A)
-    b[1].button("Example B (3 tokens)", on_click=load_example, args=("B",), key=Classroom.EXAMPLE_B)
-    b[2].toggle("Causal mask (hide later keys)", key=K_CAUSAL)
+    b[0].button(
+        "Example A (2 tokens)",
+        on_click=_apply,
+        args=(cl.with_example, "A"),
+        key=Classroom.EXAMPLE_A,
+    )
+    b[1].button(
+        "Example B (3 tokens)",
+        on_click=_apply,
+        args=(cl.with_example, "B"),
+        key=Classroom.EXAMPLE_B,
+    )
+    b[2].toggle(
+        "Causal mask (hide later keys)", **_bound(Classroom.CAUSAL, view.causal, cl.with_causal)
+    )
     st.caption(
         "One row per token: rows separated by `;` or new lines, numbers by commas. "
         f"Up to {steps.MAX_SIZE} × {steps.MAX_SIZE}. Q and K need the same number of "
         "columns (d_k); K and V the same number of rows."
     )
-    cols = st.columns(3)
-    texts = []
-    for col, m in zip(cols, MATRICES, strict=True):
-        texts.append(col.text_area(m.upper(), key=_widget_key(m), height=110))
-        st.session_state[_saved_key(m)] = texts[-1]
-    st.session_state[Classroom.SAVED_CAUSAL] = st.session_state[K_CAUSAL]
-    return texts[0], texts[1], texts[2], bool(st.session_state[K_CAUSAL])
+    for col, m in zip(st.columns(3), MATRICES, strict=True):
+        typed = getattr(view, m)
+        change = functools.partial(_with_matrix, m)
+        col.text_area(m.upper(), height=110, **_bound(Classroom.matrix(m), typed, change))
+    return view.q, view.k, view.v, view.causal
 
 
-def step_by_step() -> None:
+def _with_matrix(name: Literal["q", "k", "v"], view: ClassroomView, text: str) -> ClassroomView:
+    return cl.with_matrix(view, name, text)
+
+
+def step_by_step(view: ClassroomView) -> None:
     """Editable Q, K, V and every intermediate of scaled dot-product attention."""
     st.subheader("Scaled dot-product attention, one step at a time")
-    q_text, k_text, v_text, causal = _inputs()
+    q_text, k_text, v_text, causal = _inputs(view)
     try:
         s = steps.steps_from_text(q_text, k_text, v_text, causal=causal)
     except steps.MatrixError as err:
@@ -155,29 +183,36 @@ def _show_steps(s: steps.AttentionSteps, causal: bool) -> None:
             )
 
 
-def _clamp(key: str, low: int, high: int, default: int) -> None:
-    """Keep a stored choice inside the range the current model and prompt allow."""
-    value = st.session_state.get(key, default)
-    st.session_state[key] = int(min(max(value, low), high))
-
-
-def _window_controls(facts: ModelFacts, n_tokens: int) -> tuple[int, int, int, int]:
-    most = min(SHOWN_TOKENS, n_tokens)
-    _clamp(K_LAYER, 0, facts.n_layers - 1, 0)
-    _clamp(K_HEAD, 0, facts.n_heads - 1, 0)
-    _clamp(K_WIDTH, 1, most, most)
-    _clamp(K_START, 0, n_tokens - st.session_state[K_WIDTH], 0)
+def _window_controls(view: ClassroomView, facts: ModelFacts, n_tokens: int) -> ClassroomView:
+    """The head and the tokens shown, fitted to this model and prompt; returns the view."""
+    view = save(cl.fit(view, facts.n_layers, facts.n_heads, n_tokens))
+    most, width = min(cl.SHOWN_TOKENS, n_tokens), view.width or 1
     c = list(st.columns(4))
-    layer = c[0].selectbox("Layer", range(facts.n_layers), key=K_LAYER)
-    head = c[1].selectbox("Head", range(facts.n_heads), key=K_HEAD)
+    c[0].selectbox(
+        "Layer", range(facts.n_layers), **_bound(Classroom.LAYER, view.head.layer, cl.with_layer)
+    )
+    c[1].selectbox(
+        "Head", range(facts.n_heads), **_bound(Classroom.HEAD, view.head.index, cl.with_head)
+    )
     if most > 1:
-        c[2].slider("Tokens shown", 1, most, key=K_WIDTH)
-    width = st.session_state[K_WIDTH]
-    c[3].number_input("First token shown", 0, n_tokens - width, key=K_START)
-    return layer, head, int(st.session_state[K_START]), int(width)
+        c[2].slider(
+            "Tokens shown",
+            1,
+            most,
+            **_bound(Classroom.WIDTH, width, cl.with_width),
+        )
+    c[3].number_input(
+        "First token shown",
+        0,
+        n_tokens - width,
+        **_bound(Classroom.START, view.start, cl.with_start),
+    )
+    return view
 
 
-def _report_check(check: real.HeadCheck, acts: real.LayerActivations, facts: ModelFacts) -> None:
+def _report_check(
+    check: real.HeadCheck, acts: real.LayerActivations, facts: ModelFacts, head: Head
+) -> None:
     errors = [("hook_pattern", check.pattern_error), ("hook_z", check.z_error)]
     if check.score_error is not None:
         errors.insert(0, ("hook_attn_scores", check.score_error))
@@ -202,8 +237,7 @@ def _report_check(check: real.HeadCheck, acts: real.LayerActivations, facts: Mod
         )
     if facts.n_kv_heads != facts.n_heads:
         st.caption(
-            f"{facts.attention_kind}: query head {st.session_state[K_HEAD]} reads "
-            f"key/value head {check.kv_head}."
+            f"{facts.attention_kind}: query head {head.index} reads key/value head {check.kv_head}."
         )
 
 
@@ -226,7 +260,7 @@ def layer_activations(
     )
 
 
-def real_model() -> ModelFacts | None:
+def real_model(view: ClassroomView) -> ModelFacts | None:
     """The same steps on one head of the loaded model; returns its facts for other sections."""
     st.subheader("The same steps inside the loaded model")
     model = session.active_model()
@@ -246,7 +280,9 @@ def real_model() -> ModelFacts | None:
     except UserError as err:
         st.info(f"{md(err)} This section uses the sidebar prompt.")
         return facts
-    layer, head, start, width = _window_controls(facts, n_tokens)
+    view = _window_controls(view, facts, n_tokens)
+    chosen, start, width = view.head, view.start, view.width or 1
+    layer, head = chosen
     try:
         acts = layer_activations(model, prompt, layer)
         if acts is job_view.MISSING:
@@ -255,7 +291,7 @@ def real_model() -> ModelFacts | None:
     except UserError as err:
         session.show_error(err)
         return facts
-    _report_check(check, acts, facts)
+    _report_check(check, acts, facts, chosen)
     stop = min(start + width, acts.n_tokens)
     toks = [f"({i}) {t}" for i, t in enumerate(acts.tokens)][start:stop]
     s, dims = check.steps, min(SHOWN_DIMS, facts.d_head)
@@ -307,7 +343,6 @@ def real_model() -> ModelFacts | None:
         title="A V = z" + note,
         compact=True,
     )
-    chosen = Head(layer, head)
     st.markdown(f"[Open head {chosen} in the explorer]({session.explorer_link(chosen)})")
     st.caption(
         "For teachers: the model's q, k and v already include the projection biases. "
@@ -317,7 +352,7 @@ def real_model() -> ModelFacts | None:
     return facts
 
 
-TEXT_SIZES = {
+TEXT_SIZES: dict[cl.TextSize, str] = {
     "normal": "Normal text",
     "large": "Large text (projector)",
     "larger": "Larger text (back row)",
@@ -326,20 +361,20 @@ _SCALE = {"normal": 1.0, "large": 1.25, "larger": 1.5}
 ROOT_PX = 16  # the browser's (and Streamlit's) root font size
 
 
-def projector_options() -> None:
+def projector_options(view: ClassroomView) -> None:
     """Text size for a projector, and a hint to give the tables the sidebar's room."""
     left, right = st.columns([2, 3])
-    size = left.selectbox(
+    left.selectbox(
         "Text size",
         list(TEXT_SIZES),
-        key=Classroom.TEXT_SIZE,
         format_func=TEXT_SIZES.__getitem__,
         help="Larger text for the back of the room.",
+        **_bound(Classroom.TEXT_SIZE, view.text_size, cl.with_text_size),
     )
     right.caption(
         "On a projector (1,280 × 720), collapse the sidebar with « at its top: the "
         "matrices get its room. Wide matrices scroll sideways instead of being cut."
     )
-    scale = _SCALE[size]
+    scale = _SCALE[view.text_size]
     if scale != 1.0:  # every text size of the page is in rem: the root's size scales them all
         st.html(f"<style>html {{ font-size: {ROOT_PX * scale:g}px; }}</style>")

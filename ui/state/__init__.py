@@ -2,6 +2,8 @@
 
 - :mod:`ui.state.atlas` -- :class:`AtlasView`: the atlas scatter's axes and the open card;
 - :mod:`ui.state.circuits` -- :class:`CircuitsState`: the task, the open tab, what each looks at;
+- :mod:`ui.state.classroom` -- :class:`ClassroomView`: the open tab, text size, typed matrices
+  and the window on the loaded model's head;
 - :mod:`ui.state.circuits_derived` -- what the Circuits page derives from its results: defaults,
   composition edges, DLA ranks, cost sentences;
 - :mod:`ui.state.explorer` -- :class:`ExplorerView`: head, query token, windows, options;
