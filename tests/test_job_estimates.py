@@ -25,6 +25,8 @@ from models.capture.run import capture
 from models.circuits import CircuitTask, prepare
 from models.circuits.atp import attribution_patching
 from models.circuits.cost import atp_cost
+from models.capture.compare import head_divergence
+from models.capture.compare_cost import compare_cost
 from models.model.loading import load
 from models.model.spec import ModelSpec
 from tests.generate.long_text import long_prompt
@@ -52,6 +54,15 @@ WORK = {
         "cost = rollout_cost(run.facts, run.n_tokens, factored=run.factored)\n"
         "result = {'estimate': cost.peak_bytes, 'n': run.n_tokens}",
     ),
+    "compare": (
+        "run = capture(model, text)\n"
+        "other = capture(model, text.replace(' the ', ' a ', 40))\n"
+        "small = capture(model, long_prompt(model, 8))\n"
+        "head_divergence(small, small)",
+        "head_divergence(run, other)\n"
+        "cost = compare_cost(model.facts, run.n_tokens, other.n_tokens, run.factored)\n"
+        "result = {'estimate': cost.peak_bytes, 'n': run.n_tokens}",
+    ),
     "attribution patching": (
         "setup = setup_of(text)\nattribution_patching(model, setup_of(long_prompt(model, 8)))",
         "attribution_patching(model, setup)\n"
@@ -68,7 +79,7 @@ def measure(name: str, kind: str, n: int) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("n", [pytest.param(48, marks=pytest.mark.slow), 120])
-@pytest.mark.parametrize("kind", ["capture", "rollout"])
+@pytest.mark.parametrize("kind", ["capture", "rollout", "compare"])
 def test_bundled_estimate_holds(kind, n):
     peak, estimate = measure("bundled", kind, n)
     print(f"{kind} at {n} tokens: measured {peak / MIB:.1f} MiB, estimate {estimate / MIB:.1f}")
@@ -82,6 +93,7 @@ def test_bundled_estimate_holds(kind, n):
         ("capture", 2000),  # streamed: q, k and LSE
         ("rollout", 1000),  # rebuilt layer by layer (rollout stops at about 1,250 tokens)
         ("attribution patching", 300),  # with the QK fix
+        ("compare", 1500),  # streamed runs: the fused divergence
     ],
 )
 def test_smollm2_estimate_holds(kind, n):

@@ -16,6 +16,7 @@ FUSED_CELLS_PER_S = {"tokens": 6.0e7, "words": 3.0e7}
 FUSED_BUFFERS = 12  # chunks of logits, weights and terms held at once, both prompts
 CELL_BYTES = 32  # dense runs: per weight of one prompt's band, its copies and the other's band
 CELLS_PER_CPU_S = 3.7e7  # dense runs: binning + divergence, per CPU second
+LAYERS_HELD = 4
 CORES = 1.5  # what 2 CPU cores give this mix of threaded torch and single-threaded NumPy
 
 
@@ -36,15 +37,18 @@ def compare_cost(
     operations a weight, and the divergence terms with two exponentials, one logarithm and
     about ten more operations (:mod:`models.capture.compare_fused`); dense runs read stored rows
     and bin them. Seconds come from rates measured on 2 CPU cores; the peak is both prompts'
-    layer of q and k in float32 and a few chunks of logits (fused), or a band of rows per prompt
-    with its copies (dense).
+    layers of q and k in float32 (:data:`LAYERS_HELD`) and a few chunks of logits (fused), or a
+    band of rows per prompt with its copies (dense).
     """
     heads = facts.n_layers * facts.n_heads
     longest, shortest = max(n_a, n_b, 1), min(n_a, n_b)
     cells = heads * shortest * longest * (0.5 if facts.causal else 1.0)
     if factored:
         width = facts.d_head + 1
-        layer = (facts.n_heads + facts.n_kv_heads) * (n_a + n_b) * width * 4
+        # a layer's float32 copies of q and k, the layer before's still held while they are
+        # made, and a band's queries regrouped by key head: about three layers' worth, and one
+        # more for the heap (measured on SmolLM2 at 700-3,000 tokens a prompt: 17-59 MiB)
+        layer = LAYERS_HELD * (facts.n_heads + facts.n_kv_heads) * (n_a + n_b) * width * 4
         chunks = FUSED_BUFFERS * compare_fused.CHUNK_CELLS * 4 * (2 if words else 1)
         flops = float(cells * (4 * width + 20))
         seconds = cells / FUSED_CELLS_PER_S["words" if words else "tokens"]
