@@ -72,7 +72,7 @@ def check_rollout(run: AttentionRun, budget: int = DENSE_LIMIT_BYTES) -> None:
 def mixing(run: AttentionRun, layer: int) -> Float[np.ndarray, "query_pos key_pos"]:
     """``Ã_l``: the head mean of one layer mixed with the identity, rows renormalised."""
     # the head mean accumulates in float64 without a float64 copy of every head
-    mixed = run.layer_patterns(layer).mean(axis=0, dtype=np.float64)
+    mixed: np.ndarray = run.layer_patterns(layer).mean(axis=0, dtype=np.float64)
     mixed *= 1.0 - RESIDUAL
     mixed.flat[:: run.n_tokens + 1] += RESIDUAL
     mixed /= mixed.sum(axis=-1, keepdims=True)
