@@ -34,6 +34,7 @@ from ui import links
 from ui.keys import Session, Sidebar
 from ui.runtime import server
 from ui.runtime.job_keys import ConvertKey, RunKey
+from ui.runtime.jobs import Work
 from ui.runtime.policy import AllowedSpec, admit
 from ui.sections.examples import default_prompt
 from ui.state.explorer import ExplorerView
@@ -332,7 +333,7 @@ def run_key(model: ModelHandle, prompt: str) -> RunKey:
     return RunKey(allowed_spec(model), prompt, server.current().settings.max_tokens)
 
 
-def capture_work(model: ModelHandle, key: RunKey) -> Any:
+def capture_work(model: ModelHandle, key: RunKey) -> Work[AttentionRun]:
     return lambda progress: capture(model, key.prompt, max_tokens=key.max_tokens, progress=progress)
 
 

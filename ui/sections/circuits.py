@@ -202,7 +202,7 @@ def measured_cost(model: ModelHandle, ready: Ready, n_runs: int) -> Cost:
     return replace(estimate, flops=0.0, overhead_s=ready.base.estimate_s(n_runs))
 
 
-def exact_effects(model: ModelHandle, ready: Ready) -> Any:
+def exact_effects(model: ModelHandle, ready: Ready) -> np.ndarray | None:
     """Every head's exact patch effect (a job), or None while it runs."""
     n, base = model.facts.n_total_heads, ready.base
     effects = job_view.run_job(

@@ -37,6 +37,7 @@ from ui import session
 from ui.keys import Explorer
 from ui.runtime import server
 from ui.runtime.job_keys import CompareKey, RunKey
+from ui.runtime.jobs import Work
 from ui.sections import explorer_results as results
 from ui.sections.explorer_session import current_view, save, strongest, update
 from ui.state import explorer as state
@@ -135,7 +136,7 @@ def alignment_statement(
     )
 
 
-def compare_work(key: CompareKey) -> Any:
+def compare_work(key: CompareKey) -> Work[Comparison]:
     def work(progress: Progress) -> Comparison:
         runs = [server.current().results.get(k) for k in (key.run_a, key.run_b)]
         if runs[0] is None or runs[1] is None:

@@ -37,6 +37,7 @@ from ui.runtime.job_keys import (
     WeightingKey,
     WordsKey,
 )
+from ui.runtime.jobs import Work
 from ui.widgets import job_view
 from viz.thumbnails import data_uri, pooled_png, pooled_pngs
 
@@ -75,7 +76,7 @@ def _run(key: RunKey) -> AttentionRun:
     return found
 
 
-def weighting_work(key: RunKey) -> Any:
+def weighting_work(key: RunKey) -> Work[ValueWeighting]:
     """The job that computes a run's value weighting (norms from the capture when it has
     them, else from one pass over the v hooks)."""
 

@@ -26,6 +26,7 @@ from ui import session
 from ui.keys import Explorer
 from ui.runtime import server
 from ui.runtime.job_keys import RolloutKey, RunKey, SpanKey, WeightingKey
+from ui.runtime.jobs import Work
 from ui.sections import explorer_results as results
 from ui.sections.explorer_session import current_view, save, strongest, update
 from ui.state import explorer as state
@@ -116,7 +117,7 @@ def attention_weights(
     )
 
 
-def span_work(key: SpanKey) -> Any:
+def span_work(key: SpanKey) -> Work[np.ndarray]:
     def work(_progress: Progress) -> np.ndarray:
         run = server.current().results.get(key.run)
         weighting = server.current().results.get(WeightingKey(key.run)) if key.weighted else None
@@ -172,7 +173,7 @@ def span_job(
     return None if found is job_view.MISSING else found
 
 
-def rollout_work(key: RolloutKey) -> Any:
+def rollout_work(key: RolloutKey) -> Work[np.ndarray]:
     def work(progress: Progress) -> np.ndarray:
         run = server.current().results.get(key.run)
         if run is None:

@@ -71,7 +71,7 @@ def _example_changed(score_changed: bool) -> None:
     save(hs.choose_example(view, ss[Heads.EXAMPLE_SCORE], head))
 
 
-def bundled_corpus(model: ModelHandle) -> Any:
+def bundled_corpus(model: ModelHandle) -> Corpus | job_view.Pending:
     """The model's bundled corpus (the bundled model's held-out split reads the standard
     library once: a few seconds), as a light job."""
     return job_view.run_job(
@@ -105,9 +105,10 @@ def corpus_picker(model: ModelHandle, prompt: str) -> tuple[Corpus | None, int]:
             return None, 0
         corpus = Corpus("sidebar prompt", (prompt,), "the sidebar prompt: one text, so no spread")
     elif choice == "bundled":
-        corpus = bundled_corpus(model)
-        if corpus is job_view.MISSING:
+        found = bundled_corpus(model)
+        if found is job_view.MISSING:
             return None, 0
+        corpus = found
     else:
         upload = st.file_uploader(
             "Passages: .txt (separated by blank lines) or .jsonl (one "

@@ -3,7 +3,7 @@ only; the check is in models.attention.check)."""
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from typing import get_args
 
 import pandas as pd
 import streamlit as st
@@ -92,7 +92,7 @@ def dtype_choice(view: KernelView) -> KernelView:
     return view
 
 
-def report(model: ModelHandle, prompt: str, dtype: KernelDType) -> Any:
+def report(model: ModelHandle, prompt: str, dtype: KernelDType) -> KernelReport | job_view.Pending:
     """The kernel against the model on every head, as a job."""
     facts = model.facts
     key = KernelKey(session.allowed_spec(model), prompt, dtype, MAX_TOKENS)

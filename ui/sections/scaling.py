@@ -3,8 +3,6 @@ loss over the factor, and the synthetic check (layout only; maths in models.scal
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import streamlit as st
 import torch
@@ -18,7 +16,7 @@ from models.model.handle import ModelHandle
 from models.progress import Progress
 from models.scaling import capture as scaling_capture
 from models.scaling.capture import ScoreCapture, loss_unavailable
-from models.scaling.maths import scaled_patterns, sweep, synthetic_panel
+from models.scaling.maths import SweepStats, scaled_patterns, sweep, synthetic_panel
 from ui import session
 from ui.keys import Scaling
 from ui.runtime import server
@@ -148,7 +146,7 @@ def loss_cost(facts: ModelFacts, n_factors: int) -> Cost:
     )
 
 
-def logits(model: ModelHandle, key: LogitsKey) -> Any:
+def logits(model: ModelHandle, key: LogitsKey) -> ScoreCapture | job_view.Pending:
     """Every head's logits on the prompt's first tokens, as a job."""
     return job_view.run_job(
         key,
@@ -158,7 +156,9 @@ def logits(model: ModelHandle, key: LogitsKey) -> Any:
     )
 
 
-def sweep_stats(key: LogitsKey, found: ScoreCapture, factors: np.ndarray) -> Any:
+def sweep_stats(
+    key: LogitsKey, found: ScoreCapture, factors: np.ndarray
+) -> SweepStats | job_view.Pending:
     values = tuple(float(f) for f in factors)
     return job_view.run_job(
         SweepKey(key, values),
@@ -168,7 +168,9 @@ def sweep_stats(key: LogitsKey, found: ScoreCapture, factors: np.ndarray) -> Any
     )
 
 
-def loss_curve(model: ModelHandle, key: LogitsKey, factors: tuple[float, ...]) -> Any:
+def loss_curve(
+    model: ModelHandle, key: LogitsKey, factors: tuple[float, ...]
+) -> list[scaling_capture.FactorLoss] | job_view.Pending:
     """The model's loss at every factor, as one job with progress."""
 
     def work(progress: Progress) -> list[scaling_capture.FactorLoss]:
