@@ -22,6 +22,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from viz.colours import colour_bar
+
 WEBGL_FROM = 500
 SIZE_RANGE = (6.0, 18.0)  # marker diameters in px, smallest to largest value
 FLAGGED, PLAIN = "diamond", "circle"
@@ -116,7 +118,7 @@ def atlas_scatter(
     }
     if colour:
         marker.update(color=_column(rows, colour), colorscale="Viridis", showscale=True)
-        marker["colorbar"] = {"title": words[colour]}
+        marker["colorbar"] = colour_bar(words[colour])
     sizes = _column(rows, size) if size else np.full(len(rows), np.nan)
     custom = np.stack(
         [

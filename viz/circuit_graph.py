@@ -16,7 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.circuits_figures import DIVERGING, head_labels, symmetric_range
-from viz.colours import NEGATIVE, POSITIVE
+from viz.colours import NEGATIVE, POSITIVE, colour_bar
 
 if TYPE_CHECKING:
     from models.circuits.graph import CircuitGraph, Edge
@@ -123,7 +123,7 @@ def circuit_graph_figure(
                 "cmax": span,
                 "line": {"width": 1, "color": "#444444"},
                 "showscale": graph.node_values is not None,
-                "colorbar": {"title": html.escape(node_name), "thickness": 14},
+                "colorbar": colour_bar(html.escape(node_name), thickness=14),
             },
             # a click opens the head: the graph stays as it was, nothing is greyed out
             selected={"marker": {"opacity": 1.0}},

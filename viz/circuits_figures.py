@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.colours import SEQUENTIAL, SIGNED
+from viz.colours import SEQUENTIAL, SIGNED, colour_bar
 
 if TYPE_CHECKING:
     from models.circuits.agreement import Agreement
@@ -79,7 +79,7 @@ def head_grid(
             zmax=top,
             zmid=0.0 if signed else None,
             texttemplate="%{z:.2f}" if text else None,
-            colorbar={"title": html.escape(value_name)},
+            colorbar=colour_bar(html.escape(value_name)),
             hovertemplate=f"{where}<br>{html.escape(value_name)} %{{z:.4f}}<extra></extra>",
         )
     )

@@ -5,6 +5,10 @@
 - :data:`POSITIVE` and :data:`NEGATIVE`: the two ends of :data:`SIGNED`, for lines and bars.
 - :data:`SEQUENTIAL`: values that cannot be negative (attention weights, composition scores):
   white at 0, darker as the value grows.
+
+Every colour bar is titled on its side (:func:`colour_bar`): a title turned along the bar needs
+one line's height beside it, however long, where a title on top widens the bar's room to the
+title's length and squeezes the plot.
 """
 
 from __future__ import annotations
@@ -12,3 +16,9 @@ from __future__ import annotations
 SIGNED = "RdBu_r"
 POSITIVE, NEGATIVE = "#b2182b", "#2166ac"  # SIGNED's red and blue ends
 SEQUENTIAL = "Blues"
+
+
+def colour_bar(title: str, **options: object) -> dict:
+    """A colour bar's settings with ``title`` (markup: escape what a user typed) on its side,
+    reading upwards along the bar; ``options`` are further colour-bar settings."""
+    return {"title": {"text": title, "side": "right"}, **options}

@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 from jaxtyping import Float
 
-from viz.colours import SIGNED
+from viz.colours import SIGNED, colour_bar
 from viz.heatmap import safe_labels
 
 DIVERGENCE_COLOURS = "Reds"
@@ -107,7 +107,7 @@ def divergence_grid(
             colorscale=DIVERGENCE_COLOURS,
             zmin=0.0,
             zmax=max(top, 1e-9),
-            colorbar={"title": "JSD (bits)"},
+            colorbar=colour_bar("JSD (bits)"),
             hovertemplate="head %{y}.%{x}<br>divergence %{z:.3~g} bits<extra></extra>",
         )
     )
@@ -161,7 +161,7 @@ def difference_heatmap(
             zmid=0.0,
             zmin=-top,
             zmax=top,
-            colorbar={"title": "A − B"},
+            colorbar=colour_bar("A − B"),
             hoverongaps=False,
             hovertemplate="query %{y}<br>key %{x}<br>A − B %{z:+.4f}<extra></extra>",
         )

@@ -16,6 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from models.classroom.costs import human_bytes
+from viz.colours import colour_bar
 from viz.heatmap import COLORSCALE, safe_labels
 
 SERIES_COLOURS = {"sink": "#e4572e", "prompt": "#1f77b4", "output": "#2a9d8f"}
@@ -102,7 +103,7 @@ def step_grid_figure(values: np.ndarray, *, title: str, value_name: str) -> go.F
             colorscale=COLORSCALE,
             zmin=0.0,
             zmax=1.0,
-            colorbar={"title": name},
+            colorbar=colour_bar(name),
             texttemplate="%{z:.2f}" if n_layers * n_heads <= 120 else None,
             hovertemplate=f"head %{{y}}.%{{x}}<br>{name} %{{z:.3f}}<extra></extra>",
         )

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from viz.colours import colour_bar
 from viz.heatmap import COLORSCALE
 from viz.token_view import shade
 
@@ -68,12 +69,12 @@ def step_rows_figure(
             colorscale=COLORSCALE,
             zmin=0.0,
             zmax=1.0,
-            colorbar={
-                "title": "weight",
-                "x": 1.07,
-                "tickvals": np.sqrt([0.01, 0.1, 0.25, 0.5, 1.0]).tolist(),
-                "ticktext": ["0.01", "0.1", "0.25", "0.5", "1"],
-            },
+            colorbar=colour_bar(
+                "weight",
+                x=1.07,
+                tickvals=np.sqrt([0.01, 0.1, 0.25, 0.5, 1.0]).tolist(),
+                ticktext=["0.01", "0.1", "0.25", "0.5", "1"],
+            ),
             hovertemplate=f"head %{{y}}<br>{where}<br>weight %{{customdata:.4f}}<extra></extra>",
         )
     )

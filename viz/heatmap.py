@@ -19,7 +19,7 @@ import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
 
-from viz.colours import SEQUENTIAL
+from viz.colours import SEQUENTIAL, colour_bar
 
 COLORSCALE = SEQUENTIAL
 LEVELS = 255  # colour indices of the canvas heatmap (0 .. 254)
@@ -83,12 +83,12 @@ def colour_axis(top: float, scale: ColourScale, value_name: str = "weight") -> d
     return {
         "zmin": low,
         "zmax": high,
-        "colorbar": {
-            "title": html.escape(value_name),
-            "tickvals": [value for value, _ in kept],
-            "ticktext": [f"{tick:g}" for _, tick in kept],
-            "thickness": 14,
-        },
+        "colorbar": colour_bar(
+            html.escape(value_name),
+            tickvals=[value for value, _ in kept],
+            ticktext=[f"{tick:g}" for _, tick in kept],
+            thickness=14,
+        ),
     }
 
 

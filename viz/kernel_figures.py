@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from viz.colours import SIGNED
+from viz.colours import SIGNED, colour_bar
 from viz.heatmap import COLORSCALE, masked, safe_labels, score_grid
 
 PANEL_PX = 300  # each panel's height; its width follows (square cells)
@@ -34,7 +34,7 @@ def error_grid(errors: np.ndarray, *, title: str) -> go.Figure:
     )
     fig.update_traces(
         hovertemplate="head %{y}.%{x}<br>max error %{z:.3e}<extra></extra>",
-        colorbar={"tickformat": ".1e", "title": "max |Δ|"},
+        colorbar=colour_bar("max |Δ|", tickformat=".1e"),
         selector={"type": "heatmap"},
     )
     return fig
@@ -90,7 +90,7 @@ def pattern_comparison(
                 zmax=1.0,
                 hovertemplate=hover + "weight %{z:.6f}<extra></extra>",
                 hoverongaps=False,
-                colorbar={"title": "weight", "x": bar_x, "len": 0.9, "thickness": 12},
+                colorbar=colour_bar("weight", x=bar_x, len=0.9, thickness=12),
                 showscale=col == 2,
             ),
             1,
@@ -107,7 +107,7 @@ def pattern_comparison(
             zmax=span,
             hovertemplate=hover + "difference %{z:.3e}<extra></extra>",
             hoverongaps=False,
-            colorbar={"title": "Δ", "tickformat": ".1e", "x": 1.01, "len": 0.9, "thickness": 12},
+            colorbar=colour_bar("Δ", tickformat=".1e", x=1.01, len=0.9, thickness=12),
         ),
         1,
         3,

@@ -21,7 +21,7 @@ from models.circuits.why import WhySplit, part_head, part_words
 from models.circuits.why_bands import BandSplit
 from models.circuits.why_effects import PartEffect
 from models.circuits.why_rows import PairMap
-from viz.colours import NEGATIVE, POSITIVE, SIGNED
+from viz.colours import NEGATIVE, POSITIVE, SIGNED, colour_bar
 
 DIVERGING = SIGNED
 OTHER = "other"
@@ -89,7 +89,7 @@ def pairs_matrix(cell: WhySplit, top: int = TOP) -> go.Figure:
             zmax=span,
             zmid=0.0,
             texttemplate="%{z:.2f}",
-            colorbar={"title": "share of the logit"},
+            colorbar=colour_bar("share of the logit"),
             hovertemplate="%{customdata}<br>%{z:.4f}<extra></extra>",
         )
     )
@@ -201,7 +201,7 @@ def pair_map_figure(mapped: PairMap, tokens: Sequence[str]) -> go.Figure:
             zmin=-span,
             zmax=span,
             zmid=0.0,
-            colorbar={"title": "share of the logit"},
+            colorbar=colour_bar("share of the logit"),
             hovertemplate="query %{y}<br>key %{x}<br>%{z:.4f}<extra></extra>",
         )
     )

@@ -4,8 +4,19 @@ import io
 import numpy as np
 import pytest
 
+from viz.circuits_figures import head_grid
+from viz.compare_figures import difference_heatmap, divergence_grid
 from viz.export import pattern_csv
-from viz.heatmap import canvas_data, colour_axis, head_heatmap, heatmap_data, heatmap_figure, masked
+from viz.generate_figures import step_grid_figure
+from viz.heatmap import (
+    canvas_data,
+    colour_axis,
+    head_heatmap,
+    heatmap_data,
+    heatmap_figure,
+    masked,
+)
+from viz.kernel_figures import error_grid
 from viz.thumbnails import pooled_png
 from viz.token_view import token_spans
 
@@ -169,3 +180,30 @@ def test_plotly_and_the_canvas_draw_the_same_heatmap():
     fig = heatmap_figure(data)
     assert fig.data[0].zmin == data.axis["zmin"] and fig.data[0].zmax == data.axis["zmax"]
     np.testing.assert_array_equal(np.array(fig.data[0].customdata, dtype=float), pattern)
+
+
+def colour_bars(fig) -> list[dict]:
+    """The colour bars ``fig`` shows, as plotly will draw them (from the figure's dict)."""
+    bars = []
+    for trace in fig.to_dict()["data"]:
+        holder = trace if "colorbar" in trace else trace.get("marker", {})
+        if "colorbar" in holder and holder.get("showscale", True):
+            bars.append(holder["colorbar"])
+    return bars
+
+
+def test_every_colour_bar_is_titled_on_its_side():
+    """A title on top widens the bar's room to the title's length; on its side it takes one
+    line's height, whatever its length."""
+    grid = np.array([[0.1, -0.4], [0.3, 0.0]])
+    figures = [
+        head_heatmap(np.eye(3), ["a", "b", "c"], causal=True, value_name="value-weighted weight"),
+        divergence_grid(np.abs(grid), title="t"),
+        difference_heatmap(grid, ["a", "b"], ["a", "b"], title="t"),
+        head_grid(grid, title="t", value_name="patch effect"),
+        step_grid_figure(np.abs(grid), title="t", value_name="sink"),
+        error_grid(np.abs(grid), title="t"),
+    ]
+    for fig in figures:
+        (bar,) = colour_bars(fig)
+        assert bar["title"]["side"] == "right" and bar["title"]["text"]
