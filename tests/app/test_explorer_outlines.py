@@ -18,6 +18,7 @@ from tests.app.helpers import component_data, detail_heatmap, open_app
 from ui.keys import Explorer
 from ui.sections.explorer_compare_detail import HALF_PLOT_PX
 from ui.widgets.components import strongest
+from viz.heatmap import BAR_ROOM
 
 PROMPT = "def area(w, h):\n    return w * h\n\ndef area(w, h):\n    return w * h\n"
 LAYER, HEAD, TOKEN = 1, 2, 6
@@ -100,7 +101,8 @@ def test_compare_outlines_the_key_column_in_every_heatmap():
 
 def test_compare_heatmaps_keep_square_cells_in_their_half_width_columns():
     """A, B and A − B of a 120-token window each sit in half the page: drawn with square
-    cells in a plot about as tall as such a column is wide, never a tall strip."""
+    cells in a plot about as tall as such a column is wide, never a tall strip; A and B keep
+    the same room for one colour bar (B's), so that their plots, and cells, are equal."""
     long_a = PROMPT * 4
     at = open_app(
         model="bundled",
@@ -111,9 +113,23 @@ def test_compare_heatmaps_keep_square_cells_in_their_half_width_columns():
         head=HEAD,
     )
     assert not at.exception
+    drawn = {}
     for key in (Explorer.HEATMAP_A, Explorer.HEATMAP_B, Explorer.HEATMAP_DIFF):
         found = [c for c in at.get("plotly_chart") if c.proto.id.endswith(str(key))]
-        layout = json.loads(found[0].proto.spec)["layout"]
+        drawn[key] = fig = json.loads(found[0].proto.spec)
+        layout = fig["layout"]
         assert layout["yaxis"]["scaleanchor"] == "x" and layout["yaxis"]["scaleratio"] == 1
         margin = layout["margin"]
         assert layout["height"] - margin["t"] - margin["b"] == HALF_PLOT_PX
+        assert margin["r"] >= BAR_ROOM  # the colour bar's room, shown or not
+    a, b, diff = (drawn[k] for k in (Explorer.HEATMAP_A, Explorer.HEATMAP_B, Explorer.HEATMAP_DIFF))
+    for key in ("margin", "height"):
+        assert a["layout"][key] == b["layout"][key] == diff["layout"][key]
+    assert a["layout"]["xaxis"].get("domain", [0, 1]) == b["layout"]["xaxis"].get("domain", [0, 1])
+    assert a["data"][0]["y"] == b["data"][0]["y"] and a["data"][0]["x"] == b["data"][0]["x"]
+    assert [fig["data"][0].get("showscale", True) for fig in (a, b, diff)] == [False, True, True]
+    assert b["data"][0]["colorbar"]["title"] == {"text": "weight in B", "side": "right"}
+    for fig in (b, diff):  # the cells and their bar start at the plot's top, under the labels
+        assert fig["layout"]["yaxis"]["constraintoward"] == "top"
+        bar = fig["data"][0]["colorbar"]
+        assert (bar["y"], bar["yanchor"]) == (1, "top")

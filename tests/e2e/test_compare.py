@@ -37,6 +37,16 @@ def test_a_link_opens_compare_mode_with_the_grid_and_the_difference(page, app_ur
     assert diff.count() == 1
     assert diff.locator(".heatmaplayer image").count() == 1  # the cells, drawn as one image
     assert drawn_heatmap(page, "weight in B").locator(".heatmaplayer image").count() == 1
+    # A, B and A − B as drawn: equal plots (so equal cells), one colour bar for A and B
+    plots = page.evaluate(
+        "() => [...document.querySelectorAll('.js-plotly-plot')]"
+        ".filter((p) => p._fullData[0].type === 'heatmap')"
+        ".map((p) => [p._fullLayout.xaxis._length, p._fullLayout.yaxis._length,"
+        " p.querySelectorAll('.colorbar').length])"
+    )
+    sizes = [(round(width, 2), round(height, 2)) for width, height, _ in plots]  # px
+    assert len(plots) == 3 and sizes[0] == sizes[1] == sizes[2]
+    assert [bars for *_, bars in plots] == [0, 1, 1]
     assert page.locator('[data-testid="stException"]').count() == 0
     shoot(page, "explorer-compare")
 

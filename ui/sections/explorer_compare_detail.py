@@ -34,7 +34,7 @@ from ui.state.explorer import ExplorerView, unit_of, unit_range
 from ui.text import md
 from ui.widgets import components, job_view
 from viz.compare_figures import difference_heatmap
-from viz.heatmap import head_heatmap, square_cells
+from viz.heatmap import head_heatmap, side_by_side, square_cells
 from viz.token_view import legend_html
 
 HALF_PLOT_PX = 300  # a plot in half the page's width is about as wide as this
@@ -156,6 +156,8 @@ def figures(view: ExplorerView, pair: Pair) -> Figures | None:
         outline(fig, None, col - cols.start, len(rows), len(cols))
     for each in (*shown, fig):  # each in half the page's width
         square_cells(each, HALF_PLOT_PX)
+    side_by_side(*shown)  # A and B share B's colour bar
+    side_by_side(fig)  # A − B, under A, as wide as A
     return Figures(shown[0], shown[1], fig, selected, spread)
 
 
@@ -238,7 +240,6 @@ def head_view(view: ExplorerView, pair: Pair, mean: float, compare: CompareKey) 
         )
         strips(view, pair, None, mean)
         return None
-    found.a.update_traces(showscale=False)  # A and B share B's colour bar
     for column, title, fig, key in zip(
         st.columns(2),
         ("Prompt A", "Prompt B"),
