@@ -19,7 +19,7 @@ import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
 
-from viz.colours import SEQUENTIAL, colour_bar
+from viz.colours import SEQUENTIAL, SIGNED, colour_bar
 
 COLORSCALE = SEQUENTIAL
 LEVELS = 255  # colour indices of the canvas heatmap (0 .. 254)
@@ -92,6 +92,28 @@ def colour_axis(top: float, scale: ColourScale, value_name: str = "weight") -> d
     }
 
 
+MIXING = "mixing (signed)"  # what a cell of a linear-attention layer's matrix holds
+
+
+def signed_axis(values: np.ndarray, value_name: str = MIXING) -> dict:
+    """Colour range symmetric about 0 for signed values (a linear-attention layer's mixing
+    matrix): from minus to plus the largest absolute finite value (1 when every value is 0)."""
+    finite = np.abs(values[np.isfinite(values)])
+    top = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+    ticks = [-top, -top / 2, 0.0, top / 2, top]
+    return {
+        "zmin": -top,
+        "zmax": top,
+        "zmid": 0.0,
+        "colorbar": colour_bar(
+            html.escape(value_name),
+            tickvals=ticks,
+            ticktext=[f"{tick:+.3g}" if tick else "0" for tick in ticks],
+            thickness=14,
+        ),
+    }
+
+
 def scale_top(shown: np.ndarray, cols: Sequence[int], fixed: bool, skip_first: bool) -> float:
     """Top of the colour scale: 1, or the largest weight shown (without key 0 if asked)."""
     if fixed:
@@ -117,8 +139,12 @@ class HeatmapData:
         selected_col: the column to outline (an index into the columns), or None: the
             selected token as a key, when the view shows which tokens attend to it.
         pinned: how many leading columns are pinned keys (a line marks where the window starts).
-        value_name: what a cell holds ("weight", or "value-weighted weight").
+        value_name: what a cell holds ("weight", "value-weighted weight", or
+            :data:`MIXING`).
         title: the figure's title (plain text).
+        selected_col: see above.
+        colorscale: :data:`COLORSCALE` for weights; :data:`viz.colours.SIGNED` (symmetric
+            about 0) for a linear-attention layer's signed mixing matrix.
     """
 
     shown: np.ndarray
@@ -131,6 +157,11 @@ class HeatmapData:
     value_name: str
     title: str
     selected_col: int | None = None
+    colorscale: str = COLORSCALE
+
+    @property
+    def signed(self) -> bool:
+        return self.colorscale == SIGNED
 
     @property
     def cells(self) -> int:
@@ -152,6 +183,7 @@ def heatmap_data(
     skip_first: bool = False,
     pinned: int = 0,
     value_name: str = "weight",
+    signed: bool = False,
 ) -> HeatmapData:
     """One head's pattern ready to draw: rows are queries, columns keys, masked cells blank.
 
@@ -170,17 +202,25 @@ def heatmap_data(
         skip_first: leave key 0 out when scaling to the largest weight.
         pinned: how many leading columns are pinned keys.
         value_name: what a cell holds ("weight", or "value-weighted weight").
+        signed: the cells are a linear-attention layer's signed mixing matrix, not weights:
+            drawn on :data:`viz.colours.SIGNED` from minus to plus their largest absolute
+            value (``zmax``, ``scale`` and ``skip_first`` do not apply).
     """
     n_all = len(labels)
     row_ids = list(range(n_all))[rows]
     col_ids = list(range(n_all))[cols] if isinstance(cols, slice) else [int(c) for c in cols]
     shown = masked(pattern, causal, row_ids[0] if row_ids else 0, col_ids)
-    top = scale_top(shown, col_ids, zmax is None, skip_first) if zmax is None else zmax
+    if signed:
+        scale, value_name = "linear", MIXING
+        axis = signed_axis(shown, value_name)
+    else:
+        top = scale_top(shown, col_ids, zmax is None, skip_first) if zmax is None else zmax
+        axis = colour_axis(top, scale, value_name)
     return HeatmapData(
         shown=shown,
         row_labels=[labels[i] for i in row_ids],
         col_labels=[labels[i] for i in col_ids],
-        axis=colour_axis(top, scale, value_name),
+        axis=axis,
         scale=scale,
         selected=row_ids.index(selected) if selected is not None and selected in row_ids else None,
         pinned=pinned,
@@ -189,6 +229,7 @@ def heatmap_data(
         selected_col=col_ids.index(selected_key)
         if selected_key is not None and selected_key in col_ids
         else None,
+        colorscale=SIGNED if signed else COLORSCALE,
     )
 
 
@@ -206,7 +247,7 @@ def heatmap_figure(data: HeatmapData) -> go.Figure:
             customdata=data.shown,
             x=col_labels,
             y=row_labels,
-            colorscale=COLORSCALE,
+            colorscale=data.colorscale,
             **data.axis,
             hovertemplate=(
                 "query %{y}<br>key %{x}<br>"
@@ -290,9 +331,9 @@ def side_by_side(*figs: go.Figure) -> tuple[go.Figure, ...]:
 
 
 @functools.cache
-def colour_table(n: int = LEVELS) -> list[list[int]]:
-    """``n`` RGB colours evenly spaced along :data:`COLORSCALE`, as plotly interpolates it."""
-    scale = plotly.colors.get_colorscale(COLORSCALE)
+def colour_table(n: int = LEVELS, colorscale: str = COLORSCALE) -> list[list[int]]:
+    """``n`` RGB colours evenly spaced along ``colorscale``, as plotly interpolates it."""
+    scale = plotly.colors.get_colorscale(colorscale)
     picked = plotly.colors.sample_colorscale(scale, [i / (n - 1) for i in range(n)])
     return [list(plotly.colors.unlabel_rgb(colour)) for colour in picked]
 
@@ -320,7 +361,7 @@ def canvas_data(data: HeatmapData) -> dict:
         "n_cols": int(data.shown.shape[1]),
         "levels": base64.b64encode(colour_levels(data).tobytes()).decode("ascii"),
         "values": base64.b64encode(data.shown.astype("<f4").tobytes()).decode("ascii"),
-        "colours": colour_table(),
+        "colours": colour_table(LEVELS, data.colorscale),
         "blank": BLANK_COLOUR,
         "ticks": [
             [(value - low) / span, text]

@@ -94,12 +94,14 @@ class Caption:
 
 @dataclass(frozen=True)
 class Strip:
-    """The token strip: labels, one weight per label (NaN: masked), selection, direction."""
+    """The token strip: labels, one weight per label (NaN: masked), selection, direction, and
+    whether the weights are a linear layer's signed mixing entries."""
 
     tokens: Sequence[str]
     weights: Float[np.ndarray, " pos"]
     selected: int | None
     direction: Direction
+    signed: bool = False
 
 
 @lru_cache(maxsize=1)
@@ -255,13 +257,14 @@ def view_html(
             f"<h2>Head {caption.layer}.{caption.head}</h2>",
             figure,
             f"<h2>Token strip: attention {verb} the selected token</h2>",
-            legend_html(np.asarray(strip.weights, dtype=np.float64)),
+            legend_html(np.asarray(strip.weights, dtype=np.float64), strip.signed),
             '<div class="strip">',
             token_spans(
                 strip.tokens,
                 np.asarray(strip.weights, dtype=np.float64),
                 strip.selected,
                 strip.direction,
+                strip.signed,
             ),
             "</div></body></html>",
         ]

@@ -6,6 +6,10 @@ By default each head is normalised to its own strongest weight (leaving out the 
 row, which in a causal model always puts 1.0 on the first key) and drawn on a square-root
 scale, so that a head's structure shows even when its weights are spread thin: a diagonal, an
 offset stripe, a bright first column.
+
+A linear-attention layer's mixing matrix is signed, not weights: :func:`signed_pngs` draws it
+on :data:`viz.colours.SIGNED` (blue negative, white 0, red positive), each picture from minus
+to plus its own largest magnitude.
 """
 
 from __future__ import annotations
@@ -15,12 +19,16 @@ import functools
 import io
 
 import numpy as np
+import plotly.colors
 from PIL import Image
+
+from viz.colours import SIGNED
 
 LOW = np.array([255, 255, 255], dtype=np.float32)
 HIGH = np.array([8, 48, 107], dtype=np.float32)
 MASKED = np.array([225, 225, 225], dtype=np.uint8)
 LEVELS = 128  # shades of blue a picture is drawn in (the same in every picture)
+SIGNED_LEVELS = 127  # shades of a signed picture: odd, so that 0 is the middle one (white)
 
 
 def head_tops(pooled: np.ndarray) -> np.ndarray:
@@ -48,7 +56,28 @@ def pooled_pngs(
     weights = np.clip(np.nan_to_num(pooled, nan=0.0) / tops[:, None, None], 0.0, 1.0) ** gamma
     shades = np.rint(weights * (LEVELS - 1)).astype(np.uint8)
     shades[np.isnan(pooled)] = LEVELS  # the masked grey, after the blues
-    palette = _palette()
+    return _encode(shades, _palette(), size)
+
+
+def signed_tops(pooled: np.ndarray) -> np.ndarray:
+    """Each signed picture's largest magnitude (1.0 where it has none)."""
+    flat = np.abs(pooled.reshape(len(pooled), -1))
+    top = np.fmax.reduce(flat, axis=1, initial=-np.inf)
+    return np.where(np.isfinite(top) & (top > 0), top, 1.0)
+
+
+def signed_pngs(pooled: np.ndarray, size: int = 72) -> list[bytes]:
+    """PNG bytes of each pooled signed ``q_pixel k_pixel`` picture (NaN = masked), each drawn
+    on :data:`viz.colours.SIGNED` from minus to plus its own largest magnitude
+    (:func:`signed_tops`): white at 0, red positive, blue negative, linear."""
+    pooled = np.asarray(pooled, dtype=np.float32)
+    share = np.clip(np.nan_to_num(pooled, nan=0.0) / signed_tops(pooled)[:, None, None], -1, 1)
+    shades = np.rint((share + 1.0) / 2.0 * (SIGNED_LEVELS - 1)).astype(np.uint8)
+    shades[np.isnan(pooled)] = SIGNED_LEVELS  # the masked grey, after the colours
+    return _encode(shades, _signed_palette(), size)
+
+
+def _encode(shades: np.ndarray, palette: list[int], size: int) -> list[bytes]:
     pictures = []
     for shade in shades:
         image = Image.fromarray(shade, mode="P")
@@ -66,6 +95,17 @@ def pooled_png(
 ) -> bytes:
     """PNG bytes of one pooled ``q_pixel k_pixel`` pattern (see :func:`pooled_pngs`)."""
     return pooled_pngs(np.asarray(pooled)[None], size, normalise, gamma)[0]
+
+
+@functools.cache
+def _signed_palette() -> list[int]:
+    """:data:`SIGNED_LEVELS` colours evenly spaced along :data:`viz.colours.SIGNED`, then the
+    masked grey."""
+    scale = plotly.colors.get_colorscale(SIGNED)
+    steps = [i / (SIGNED_LEVELS - 1) for i in range(SIGNED_LEVELS)]
+    picked = plotly.colors.sample_colorscale(scale, steps)
+    colours = [list(plotly.colors.unlabel_rgb(c)) for c in picked] + [list(MASKED)]
+    return [round(float(x)) for colour in colours for x in colour]
 
 
 @functools.cache

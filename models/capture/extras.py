@@ -77,9 +77,11 @@ class RunExtras:
             )
         elif variant.kind == "linear":
             said.append(
-                f"Layer {layer} is linear attention (Gated DeltaNet), not a softmax: its "
-                "mixing matrix is signed and its rows do not sum to 1; softmax scores do not "
-                "apply to it."
+                f"Layer {layer} is linear attention (Gated DeltaNet), not a softmax: the map "
+                "shown is its mixing matrix M (o_t = Σ_s M[t, s] v_s), whose entries are not "
+                "attention weights and can be negative (red positive, blue negative, white 0, "
+                "the range set by the largest |M|); its rows do not sum to 1 and softmax "
+                "scores do not apply to it."
             )
         sink = self.sinks.get(layer)
         if sink is not None:

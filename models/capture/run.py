@@ -103,6 +103,23 @@ class AttentionRun:
         n = self.facts.n_layers
         return list(range(n)) if self.extras is None else self.extras.softmax_layers()
 
+    def signed(self, layer: int) -> bool:
+        """Whether layer ``layer`` is drawn from a signed mixing matrix (a linear-attention
+        layer), not from softmax weights."""
+        return self.kind(layer) == "linear"
+
+    def drawn(self, layer: int, head: int, rows: slice, cols: slice) -> HeadPattern:
+        """What a view draws of head ``layer.head``: its pattern's window, or for a
+        linear-attention layer the window of its signed mixing matrix (NaN for a head past the
+        layer's value heads)."""
+        found = self.extras.mixing.get(layer) if self.extras is not None else None
+        if found is None:
+            return self.window(layer, head, rows, cols)
+        if head >= found.shape[0]:
+            return np.full_like(self.window(layer, 0, rows, cols), np.nan)
+        drawn: HeadPattern = found[head, rows, cols]
+        return drawn
+
     @property
     def truncated(self) -> bool:
         return self.n_prompt_tokens > self.n_tokens

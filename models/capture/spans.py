@@ -57,7 +57,8 @@ def _reduce(
     total = np.zeros(n_cols if row_weights is not None else len(rows))
     for li in sorted({li for li, _ in heads}):
         wanted = [h for lj, h in heads if lj == li]
-        whole = weighting is None and len(wanted) == run.facts.n_heads
+        signed = run.signed(li)  # a linear layer: its mixing matrix, never weighted
+        whole = weighting is None and not signed and len(wanted) == run.facts.n_heads
         step = max(1, CHUNK_BYTES // ((4 * len(wanted) if whole else 8) * max(n_cols, 1)))
         for lo in range(0, len(rows), step):
             part = slice(rows.start + lo, rows.start + min(lo + step, len(rows)))
@@ -66,8 +67,8 @@ def _reduce(
             else:
                 window = np.zeros((part.stop - part.start, n_cols))
                 for h in wanted:
-                    one = run.window(li, h, part, cols).astype(np.float64)
-                    if weighting is not None:
+                    one = run.drawn(li, h, part, cols).astype(np.float64)
+                    if weighting is not None and not signed:
                         one *= weighting.scale(li, h, part, cols)
                     window += one
             if row_weights is not None:

@@ -3,7 +3,8 @@ whole-pattern overview, and where a query attends most.
 
 Pictures of long patterns are max-pooled: a block shows its strongest weight, so a one-token-wide
 diagonal (previous-token heads), an offset stripe (induction heads) or a single column (a sink)
-survives at any prompt length, where an average would wash it out.
+survives at any prompt length, where an average would wash it out. A linear-attention layer's
+signed mixing matrix is pooled to the entry of largest magnitude, its sign kept.
 """
 
 from __future__ import annotations
@@ -55,10 +56,17 @@ def scoped_weights(
     ``token``. Means over a layer or over all heads are plain averages of the heads' weights.
     NaN marks positions the query cannot see. ``weighting`` (a
     :class:`models.capture.weighted.ValueWeighting`) turns every head's weights value-weighted.
+    One head or the layer's mean of a linear-attention layer reads its signed mixing matrix
+    (never weighted).
     """
     one = slice(token, token + 1)
     rows, cols = (one, slice(None)) if direction == "from" else (slice(None), one)
-    if weighting is not None:
+    if scope != "all" and run.signed(layer):
+        shown = [head] if scope == "head" else list(range(run.facts.n_heads))
+        weights = np.mean(
+            [run.drawn(layer, h, rows, cols).astype(np.float64) for h in shown], axis=0
+        )
+    elif weighting is not None:
         heads = {
             "head": [(layer, head)],
             "layer": [(layer, h) for h in range(run.facts.n_heads)],
@@ -110,6 +118,21 @@ def pooled_layer(
         thumbnails: np.ndarray = pooled[layer]
         return thumbnails
     return _banded(run, size, lambda rows: run.store.layer_window(layer, rows, slice(None)))
+
+
+def pooled_signed(run: AttentionRun, layer: int, size: int) -> Float[np.ndarray, "head pix pix"]:
+    """Pictures of a linear-attention layer's signed mixing matrices (one per head of the
+    grid), masked cells NaN: each block shows its entry of largest magnitude, sign kept."""
+    heads = range(run.facts.n_heads)
+    every = slice(None)
+
+    def read(rows: slice, sign: float) -> np.ndarray:
+        return sign * np.stack([run.drawn(layer, h, rows, every) for h in heads])
+
+    above = _banded(run, size, lambda rows: read(rows, 1.0))
+    below = _banded(run, size, lambda rows: read(rows, -1.0))
+    signed: np.ndarray = np.where(above >= below, above, -below)
+    return signed
 
 
 def head_overview(

@@ -126,8 +126,8 @@ def word_window(
     run: AttentionRun, words: Words, layer: int, head: int, rows: slice, cols: slice
 ) -> Float[np.ndarray, "query_word key_word"]:
     """Words ``rows`` x words ``cols`` of one head, read from the run's window of their pieces
-    (a long prompt rebuilds only that window)."""
-    window = run.window(layer, head, words.tokens_of(rows), words.tokens_of(cols))
+    (a long prompt rebuilds only that window; a linear layer: its mixing matrix)."""
+    window = run.drawn(layer, head, words.tokens_of(rows), words.tokens_of(cols))
     return merge_queries(merge_keys(window, local_starts(words, cols)), local_starts(words, rows))
 
 

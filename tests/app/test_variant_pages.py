@@ -3,14 +3,29 @@ without an exception; DiffLlama is refused in one line that names it."""
 
 from __future__ import annotations
 
+import base64
+import io
 import re
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
+from PIL import Image
+from transformers import AutoTokenizer
 
-from tests.app.helpers import detail_heatmap, has_heatmap, open_app, texts
+from tests.app.helpers import (
+    component_data,
+    detail_heatmap,
+    has_heatmap,
+    open_app,
+    strip_weights,
+    texts,
+)
 from tests.attention.tiny_variants import build_variants
+from tests.model.variant_reference import mixing_inside_transformers
 from ui.keys import Explorer, HeadAtlas, Scaling, Sidebar
+from viz.colours import SIGNED
+from viz.heatmap import heatmap_data, heatmap_figure
 
 OPENED = ["gpt_oss", "gemma2", "gemma3", "qwen3", "qwen3_next", "deepseek_v3"]
 PAGES = [
@@ -88,3 +103,79 @@ def test_a_linear_layer_says_it_is_not_a_softmax(allowed):
     at = opened_on(allowed["qwen3_next"])
     assert not at.exception
     assert "linear attention (Gated DeltaNet), not a softmax" in texts(at).replace("\n", " ")
+
+
+def test_a_linear_layer_is_drawn_signed_and_a_softmax_layer_is_not(allowed):
+    """Qwen3-Next: layer 0's heatmap holds its mixing matrix (as transformers' delta rule mixes
+    one-hot values) on the signed scale, from -max|M| (blue) through 0 (white) to +max|M|
+    (red); layer 1 (softmax) keeps the 0-1 weight scale."""
+    at = opened_on(allowed["qwen3_next"])
+    path = allowed["qwen3_next"]
+    drawn = detail_heatmap(at)
+    n = drawn["n_rows"]
+    ids = AutoTokenizer.from_pretrained(path)(PROMPT, return_tensors="pt").input_ids[:, :n]
+    head = at.selectbox(key=Explorer.HEAD).value
+    want = mixing_inside_transformers(path, ids)[head].numpy()
+    assert drawn["n_cols"] == n == want.shape[0] and at.selectbox(key=Explorer.LAYER).value == 0
+    lower = np.tril(np.ones((n, n), dtype=bool))
+    np.testing.assert_allclose(drawn["values"][lower], want[lower], atol=1e-5, rtol=1e-4)
+    assert np.isnan(drawn["values"][~lower]).all()
+    assert (want < -1e-3).any() and (want > 1e-3).any()  # signed: both colours are used
+    top = float(np.abs(want[lower]).max())
+    levels = np.rint((want + top) / (2 * top) * 254)
+    assert np.abs(drawn["levels"][lower] - levels[lower]).max() <= 1  # -top..top, 0 mid-way
+    assert drawn["value_name"] == "mixing (signed)"
+    assert drawn["colours"][127] == [247, 247, 247]  # RdBu_r's white at 0
+    assert drawn["colours"][0][2] > drawn["colours"][0][0]  # blue below 0
+    assert drawn["colours"][-1][0] > drawn["colours"][-1][2]  # red above
+    ticks = {text: share for share, text in drawn["ticks"]}
+    assert ticks["0"] == 0.5 and abs(float(drawn["ticks"][-1][1]) - top) <= 5e-3 * top  # 3 digits
+    assert "can be negative" in texts(at)
+    labels = [str(i) for i in range(n)]
+    figure = heatmap_figure(heatmap_data(want, labels, causal=True, signed=True)).data[0]
+    assert figure.zmid == 0 and figure.zmin == -figure.zmax and abs(figure.zmax - top) < 1e-6
+    assert figure.colorbar.title.text == "mixing (signed)"
+    assert figure.colorscale == go.Heatmap(colorscale=SIGNED).colorscale  # red +, blue -
+
+    at.selectbox(key=Explorer.LAYER).set_value(1).run()
+    weights = detail_heatmap(at)
+    assert weights["value_name"] == "weight" and weights["colours"][0] != [247, 247, 247]
+    softmax = heatmap_figure(heatmap_data(weights["values"], labels, causal=True)).data[0]
+    assert (softmax.zmin, softmax.zmax, softmax.zmid) == (0.0, 1.0, None)
+    assert abs(np.nansum(weights["values"], axis=1) - 1).max() < 1e-4  # softmax rows
+
+
+def picture_colours(src: str) -> set[tuple[int, int, int]]:
+    png = base64.b64decode(src.split(",", 1)[1])
+    return {
+        tuple(int(x) for x in p)
+        for p in np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).reshape(-1, 3)
+    }
+
+
+def test_a_linear_layers_grid_and_strip_are_signed(allowed):
+    """Qwen3-Next's grid: each layer-0 picture reaches the signed scale's end of the sign of
+    its largest-magnitude entry (blue -, red +) and holds white; softmax pictures hold no red.
+    The token strip of a layer-0 head is the selected query's row of M, sent as signed."""
+    at = opened_on(allowed["qwen3_next"])
+    path = allowed["qwen3_next"]
+    n = detail_heatmap(at)["n_rows"]
+    ids = AutoTokenizer.from_pretrained(path)(PROMPT, return_tensors="pt").input_ids[:, :n]
+    want = mixing_inside_transformers(path, ids).numpy()
+    cells = {c["id"]: c["src"] for c in component_data(at, "atlas_head_grid")["cells"]}
+    blue, white, red = (5, 48, 97), (247, 247, 247), (103, 0, 31)  # RdBu_r: -1, 0, +1
+    for head, m in enumerate(want):
+        strongest = m.flat[np.abs(m).argmax()]
+        colours = picture_colours(cells[f"0.{head}"])
+        assert (red if strongest > 0 else blue) in colours and white in colours, head
+    for head in range(want.shape[0]):
+        assert not any(r > b + 20 for r, _, b in picture_colours(cells[f"1.{head}"]))
+    strip = component_data(at, "atlas_token_strip")["shaded"]
+    head, query = at.selectbox(key=Explorer.HEAD).value, at.selectbox(key=Explorer.TOKEN).value
+    row = want[head, query].astype(np.float64)
+    row[query + 1 :] = np.nan  # a causal query sees no later key
+    np.testing.assert_allclose(strip_weights(at), row, atol=1e-5, rtol=1e-4)
+    assert strip["signed"] and (row[: query + 1] < 0).any()
+    assert any("mixing, signed: not attention weights" in h.proto.body for h in at.get("html"))
+    at.selectbox(key=Explorer.LAYER).set_value(1).run()
+    assert not component_data(at, "atlas_token_strip")["shaded"]["signed"]

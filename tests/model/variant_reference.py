@@ -49,3 +49,24 @@ def hf_gate(path, ids, layer: int, n_heads: int):
     n = ids.shape[1]
     gate = seen["q"][0].view(n, n_heads, 2 * attn.head_dim).chunk(2, dim=-1)[1]
     return torch.sigmoid(gate).mean(-1).transpose(0, 1)
+
+
+def mixing_inside_transformers(path, ids, layer: int = 0):
+    """``v_head query_pos key_pos`` mixing matrix of the ``layer``-th linear-attention layer,
+    read from transformers' own delta rule: called again on the model's q, k, g and beta with
+    one-hot values (token s's value is the unit vector e_s), so output t is row t of M."""
+    real = modeling_qwen3_next.torch_chunk_gated_delta_rule
+    calls = []
+
+    def record(query, key, value, g, beta, **kwargs):
+        calls.append((query, key, value, g, beta, kwargs))
+        return real(query, key, value, g=g, beta=beta, **kwargs)
+
+    patched = mock.patch.object(modeling_qwen3_next, "torch_chunk_gated_delta_rule", record)
+    with patched, torch.no_grad():
+        eager(path)(ids)
+        query, key, value, g, beta, kwargs = calls[layer]
+        n, heads = value.shape[1], value.shape[2]
+        one_hot = torch.eye(n, dtype=value.dtype)[None, :, None, :].expand(1, n, heads, n)
+        out = real(query, key, one_hot.contiguous(), g=g, beta=beta, **kwargs)[0]
+    return out[0].permute(1, 0, 2)

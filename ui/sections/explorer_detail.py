@@ -101,7 +101,10 @@ def colour_options(view: ExplorerView, long: bool) -> None:
 
 
 def read(run: AttentionRun, weighting: Any, head: Head, rows: slice, cols: slice) -> np.ndarray:
-    """A window of one head's pattern, value-weighted when ``weighting`` is given."""
+    """A window of one head's pattern, value-weighted when ``weighting`` is given; for a
+    linear-attention layer, its signed mixing matrix (never weighted)."""
+    if run.signed(head.layer):
+        return run.drawn(head.layer, head.index, rows, cols)
     window = run.window(head.layer, head.index, rows, cols)
     if weighting is None:
         return window
@@ -173,6 +176,7 @@ def detail_heatmap(
         skip_first=view.skip_first,
         pinned=len(pins),
         value_name=word,
+        signed=run.signed(view.head.layer),
     )
     names = list(words.labels) if words is not None else list(run.tokens)
     keys = pins + list(cols)

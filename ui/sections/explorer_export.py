@@ -114,6 +114,7 @@ def figure_and_strip(request: ExportRequest) -> tuple[go.Figure, Strip] | None:
         rolled = server.current().results.get(
             RolloutKey(key, state.selection(view), view.direction, words is not None)
         )
+    rolled_out = rolled is not None
     if rolled is None and view.span is not None:  # what the strip was coloured with (kept)
         rolled = server.current().results.get(
             strip.span_key(view, key, weighting is not None, words is not None)
@@ -121,7 +122,8 @@ def figure_and_strip(request: ExportRequest) -> tuple[go.Figure, Strip] | None:
         if rolled is None:
             return None
     weights = rolled if rolled is not None else strip.attention_weights(view, run, weighting, words)
-    drawn = Strip(names, np.asarray(weights), selected, view.direction)
+    mixing = strip.signed(view, run, rolled_out)
+    drawn = Strip(names, np.asarray(weights), selected, view.direction, mixing)
     return heatmap_figure(shown.heatmap), drawn
 
 

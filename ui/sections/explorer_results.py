@@ -15,7 +15,7 @@ from models.capture.precision import (
     pattern_difference,
 )
 from models.capture.run import AttentionRun
-from models.capture.views import head_overview, pooled_layer, strongest_sink
+from models.capture.views import head_overview, pooled_layer, pooled_signed, strongest_sink
 from models.capture.weighted import ValueWeighting, value_norms, value_weighting
 from models.capture.word_split import split_words
 from models.capture.words import Words
@@ -39,7 +39,7 @@ from ui.runtime.job_keys import (
 )
 from ui.runtime.jobs import Work
 from ui.widgets import job_view
-from viz.thumbnails import data_uri, pooled_png, pooled_pngs
+from viz.thumbnails import data_uri, pooled_png, pooled_pngs, signed_pngs
 
 THUMB = 64
 OVERVIEW = 256
@@ -96,16 +96,22 @@ def weighting(key: RunKey) -> ValueWeighting | None:
 
 
 def thumbnails(key: RunKey, weighted: bool) -> list[dict[str, str]]:
-    """Every head's max-pooled pattern as a PNG data URI, ``{"id": "L.H", "src": ...}``."""
+    """Every head's max-pooled pattern as a PNG data URI, ``{"id": "L.H", "src": ...}``; a
+    linear-attention layer's signed mixing matrix on the signed scale (never value-weighted)."""
 
     def build() -> list[dict[str, str]]:
         run, weights = _run(key), weighting(key) if weighted else None
         cells = []
         for layer in range(run.facts.n_layers):
-            pooled = (
-                weights.pooled[layer] if weights is not None else pooled_layer(run, layer, THUMB)
-            )
-            pictures = pooled_pngs(pooled, THUMB, normalise=True)
+            if run.signed(layer):
+                pictures = signed_pngs(pooled_signed(run, layer, THUMB), THUMB)
+            else:
+                pooled = (
+                    weights.pooled[layer]
+                    if weights is not None
+                    else pooled_layer(run, layer, THUMB)
+                )
+                pictures = pooled_pngs(pooled, THUMB, normalise=True)
             cells += [
                 {"id": str(Head(layer, h)), "src": data_uri(png)} for h, png in enumerate(pictures)
             ]
@@ -140,6 +146,10 @@ def overview_png(key: RunKey, head: Head, weighted: bool) -> str:
     """One head's whole pattern, max-pooled to at most :data:`OVERVIEW` pixels."""
 
     def build() -> str:
+        run = _run(key)
+        if run.signed(head.layer):
+            signed = pooled_signed(run, head.layer, OVERVIEW)[head.index : head.index + 1]
+            return data_uri(signed_pngs(signed, OVERVIEW)[0])
         pooled = head_overview(
             _run(key), head.layer, head.index, OVERVIEW, weighting(key) if weighted else None
         )

@@ -211,6 +211,12 @@ def rollout(
     return None if found is job_view.MISSING else found
 
 
+def signed(view: ExplorerView, run: AttentionRun, rolled_out: bool) -> bool:
+    """Whether the strip holds a linear-attention layer's signed mixing entries (one head or
+    the layer's mean, not a rollout): shaded red and blue, not as weights."""
+    return not rolled_out and view.scope != "all" and run.signed(view.head.layer)
+
+
 def selection_text(view: ExplorerView, names: list[str], words: Words | None) -> str:
     units = selected_units(view, words)
     kind = "words" if words is not None else "tokens"
@@ -268,7 +274,7 @@ def strip(
     else:
         weights = attention_weights(view, run, weighting, words)
     with legend:
-        st.html(legend_html(weights))
+        st.html(legend_html(weights, signed(view, run, rolled is not None)))
         st.caption(f"{selection_text(view, names, words)} {HOW}")
         if rolled is not None:
             st.caption(ROLLOUT_RULE)
@@ -278,7 +284,13 @@ def strip(
             st.caption(SPAN_RULE)
     units = selected_units(view, words)
     components.token_strip(
-        components.shaded(names, weights, unit_of(view.query, words), view.direction),
+        components.shaded(
+            names,
+            weights,
+            unit_of(view.query, words),
+            view.direction,
+            signed(view, run, rolled is not None),
+        ),
         Explorer.TOKENS,
         lambda: on_click(key, words is not None),
         lambda: on_span(key, words is not None),

@@ -104,18 +104,24 @@ def overview(
 
 
 def shaded(
-    tokens: Sequence[str], weights: np.ndarray, selected: int | None, direction: Direction
+    tokens: Sequence[str],
+    weights: np.ndarray,
+    selected: int | None,
+    direction: Direction,
+    signed: bool = False,
 ) -> dict:
     """What :func:`token_strip` draws for tokens shaded by one weight each (NaN: masked), the
     way :func:`viz.token_view.token_spans` writes them: the tokens go as plain text, the
     weights as float32 bytes, so a new head or query only restyles the spans already there.
-    ``focus`` is where the strip scrolls to: the strongest weight (see :func:`strongest`)."""
+    ``focus`` is where the strip scrolls to: the strongest weight (see :func:`strongest`);
+    ``signed``: a linear layer's signed mixing entries, shaded red and blue."""
     return {
         "tokens": list(tokens),
         "weights": base64.b64encode(np.asarray(weights, dtype="<f4").tobytes()).decode("ascii"),
         "selected": selected,
         "verb": VERBS[direction],
         "focus": strongest(weights),
+        "signed": signed,
     }
 
 

@@ -34,7 +34,8 @@ export default function(component) {
     // Tokens (plain text) and their weights: the spans are built once per prompt and only
     // restyled after that. The rule is viz.token_view.token_spans's, to the character:
     // colour = (w / top) ** 0.6 of the heatmap's dark blue, top the largest finite weight,
-    // white text past half of it (tests/e2e/test_frontend.py holds the two together).
+    // white text past half of it (tests/e2e/test_frontend.py holds the two together). Signed
+    // (a linear layer's mixing entries): |w| / top of red (w >= 0) or blue, top the largest |w|.
     const s = data.shaded, raw = atob(s.weights), buf = new Uint8Array(raw.length);
     for (let i = 0; i < raw.length; i++) buf[i] = raw.charCodeAt(i);
     const w = new Float32Array(buf.buffer);
@@ -50,15 +51,20 @@ export default function(component) {
       toks = root.querySelectorAll('.tok');
     }
     let top = 0;
-    for (const v of w) if (v > top && v !== Infinity) top = v;  // NaN (masked) never wins
+    for (const v of w) {
+      const m = s.signed ? Math.abs(v) : v;
+      if (m > top && m !== Infinity) top = m;  // NaN (masked) never wins
+    }
     if (!(top > 0)) top = 1;
     toks.forEach((el, i) => {
       const v = w[i], seen = !Number.isNaN(v);
       let style = 'opacity:0.45;', tip = `(${i}) ${s.tokens[i]}: masked`;
       if (seen) {
-        const alpha = Math.pow(Math.min(Math.max(v / top, 0), 1), 0.6);
-        style = `background:rgba(8, 81, 156, ${fixed(alpha, 3)});` +
-                (v / top > 0.5 ? 'color:white;' : '');
+        const share = s.signed ? Math.abs(v) / top : v / top;
+        const alpha = Math.pow(Math.min(Math.max(share, 0), 1), 0.6);
+        const rgb = !s.signed ? '8, 81, 156' : v >= 0 ? '178, 24, 43' : '33, 102, 172';
+        style = `background:rgba(${rgb}, ${fixed(alpha, 3)});` +
+                (share > 0.5 ? 'color:white;' : '');
         tip = `(${i}) ${s.tokens[i]}: ${s.verb} ${fixed(v, 3)}`;
       }
       if (el.getAttribute('style') !== style) el.setAttribute('style', style);
