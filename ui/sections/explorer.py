@@ -244,9 +244,17 @@ def weighting_toggle(view: ExplorerView, run: AttentionRun, key: RunKey) -> Any:
 def grid(view: ExplorerView, run: AttentionRun, key: RunKey, weighted: bool) -> None:
     ss = st.session_state
     st.subheader("All heads")
+    linear = [layer for layer in range(run.facts.n_layers) if run.signed(layer)]
     st.caption(
         "Each picture is one head's whole pattern (rows: queries, columns: keys), "
         "max-pooled and scaled to its own strongest weight. Click one to open it."
+        + (
+            f" Linear-attention layers ({', '.join(map(str, linear))}) show their signed "
+            "mixing matrix instead, pooled by the largest magnitude and scaled to it: red "
+            "positive, blue negative, white 0."
+            if linear
+            else ""
+        )
     )
     found = results.marks(key)
     shown = (key, weighted)
