@@ -28,16 +28,18 @@ Direction = Literal["from", "to"]
 SPAN_RULE = (
     "Attention from a span is the mean of its positions' rows (it still sums to 1); attention to "
     "a span is, for each position, the sum of its weights on the span's positions. Over a layer "
-    "or all heads, heads are averaged."
+    "or all heads, heads are averaged; all heads means those of the softmax layers, since a "
+    "linear-attention layer's signed mixing matrix holds no attention weights to average with "
+    "them (its own layer or head shows it)."
 )
 CHUNK_BYTES = 32 * 2**20  # one block of rows read at once
 
 
 def _heads(run: AttentionRun, scope: Scope, layer: int, head: int) -> list[tuple[int, int]]:
-    n_layers, n_heads = run.facts.n_layers, run.facts.n_heads
+    n_heads = run.facts.n_heads
     if scope == "head":
         return [(layer, head)]
-    layers = [layer] if scope == "layer" else range(n_layers)
+    layers = [layer] if scope == "layer" else run.softmax_layers()
     return [(li, h) for li in layers for h in range(n_heads)]
 
 

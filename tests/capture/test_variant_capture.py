@@ -9,6 +9,7 @@ import torch
 
 from models.capture.fidelity import measure, sample_rows, tolerance
 from models.capture.run import capture
+from models.capture.spans import span_weights
 from models.model.eager import run_eager
 from models.model.forward import pattern_hook, tokenize
 from models.model.loading import load
@@ -155,3 +156,18 @@ def test_plain_models_keep_their_paths_and_are_measured(bundled, bundled_bf16):
     assert fused.path == "fused" and fused.extras is None
     assert fused.fidelity.passes and len(fused.fidelity.errors) == bundled.facts.n_layers
     assert 0 < fused.fidelity.worst[1] <= tolerance("bfloat16")
+
+
+def test_a_span_over_all_heads_averages_the_softmax_layers_only(tiny_variants, runs):
+    """Qwen3-Next: "all heads" is the mean of HF's eager weights over the heads of its softmax
+    layers; the linear layer's signed mixing matrix is not averaged in."""
+    run = runs["qwen3_next"]
+    found = hf_attentions(tiny_variants.path("qwen3_next"), ids_of(run))
+    softmax = [a[0].double().numpy() for a in found if a is not None]
+    assert 0 < len(softmax) < run.facts.n_layers  # the tiny model has both kinds of layer
+    rows = slice(2, 6)
+    want = np.mean([a[:, rows].mean(axis=1) for a in softmax], axis=(0, 1))  # from the span
+    got = span_weights(run, "all", 0, 0, rows, "from")
+    seen = np.isfinite(got)
+    np.testing.assert_allclose(got[seen], want[seen], atol=1e-6)
+    assert not seen[rows.stop :].any()  # causal: keys after the span are NaN
