@@ -35,7 +35,9 @@ ROLLOUT_RULE = (
     "over its heads, mixed half and half with the identity for the residual stream "
     "(Ã = 0.5·A + 0.5·I, rows renormalised to sum to 1), multiplied through the layers from the "
     "first to the last (R = Ã_L ⋯ Ã_1). From a token: how much its last layer draws on each input "
-    "token; to a token: how much each position draws on it."
+    "token; to a token: how much each position draws on it. A linear-attention layer has no "
+    "attention weights (its mixing matrix is signed, its rows do not sum to 1): it counts as "
+    "the identity, the residual stream alone."
 )
 
 

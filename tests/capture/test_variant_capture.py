@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from models.capture.fidelity import measure, sample_rows, tolerance
+from models.capture.rollout import attention_rollout
 from models.capture.run import capture
 from models.capture.spans import span_weights
 from models.model.eager import run_eager
@@ -171,3 +172,16 @@ def test_a_span_over_all_heads_averages_the_softmax_layers_only(tiny_variants, r
     seen = np.isfinite(got)
     np.testing.assert_allclose(got[seen], want[seen], atol=1e-6)
     assert not seen[rows.stop :].any()  # causal: keys after the span are NaN
+
+
+def test_rollout_counts_a_linear_layer_as_the_identity(runs):
+    """Qwen3-Next's rollout is the product over its softmax layers alone: each layer's head
+    mean of HF-equal patterns, half and half with the identity, rows renormalised."""
+    run = runs["qwen3_next"]
+    n = run.n_tokens
+    want = np.eye(n)
+    for layer in run.softmax_layers():
+        mixed = 0.5 * np.eye(n) + 0.5 * run.layer_patterns(layer).astype(np.float64).mean(axis=0)
+        want = mixed / mixed.sum(axis=-1, keepdims=True) @ want
+    assert len(run.softmax_layers()) < run.facts.n_layers
+    np.testing.assert_allclose(attention_rollout(run), want, atol=1e-12)
