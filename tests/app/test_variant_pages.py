@@ -178,5 +178,7 @@ def test_a_linear_layers_grid_and_strip_are_signed(allowed):
     assert strip["signed"] and (row[: query + 1] < 0).any()
     assert any("mixing, signed: not attention weights" in h.proto.body for h in at.get("html"))
     assert any("Linear-attention layers (0) show their signed" in c.value for c in at.caption)
+    assert at.selectbox(key=Explorer.SCALE).disabled and at.selectbox(key=Explorer.RANGE).disabled
     at.selectbox(key=Explorer.LAYER).set_value(1).run()
+    assert not at.selectbox(key=Explorer.SCALE).disabled
     assert not component_data(at, "atlas_token_strip")["shaded"]["signed"]

@@ -68,7 +68,9 @@ def on_jump(key: RunKey) -> None:
         save(state.jump_to_strongest(current_view(), shape_of(run, key), strongest(run)))
 
 
-def colour_options(view: ExplorerView, long: bool) -> None:
+def colour_options(view: ExplorerView, long: bool, signed: bool = False) -> None:
+    """The colour scale and range of attention weights; ``signed`` (a linear-attention layer's
+    mixing matrix, drawn from -max|M| to +max|M|) shows them unavailable, with why."""
     ss = st.session_state
     ss[Explorer.SCALE], ss[Explorer.RANGE] = view.scale, view.colour_range
     ss[Explorer.PIN] = view.pin_sinks
@@ -79,6 +81,7 @@ def colour_options(view: ExplorerView, long: bool) -> None:
         key=Explorer.SCALE,
         format_func=SCALES.__getitem__,
         on_change=on_colour,
+        disabled=signed,
         help="Square root and log bring out small weights.",
     )
     c[1].selectbox(
@@ -87,9 +90,15 @@ def colour_options(view: ExplorerView, long: bool) -> None:
         key=Explorer.RANGE,
         format_func=RANGES.__getitem__,
         on_change=on_colour,
+        disabled=signed,
         help="Most heads park weight on the first token (a sink); leaving it out of "
         "the colour range lets the rest of the pattern use the whole range.",
     )
+    if signed:
+        st.caption(
+            "This layer's signed mixing matrix is drawn on a linear scale from −max|M| to "
+            "+max|M|; the scale and range choices apply to attention weights."
+        )
     if long:
         st.checkbox(
             "Pin key 0 and the strongest sink",
@@ -202,11 +211,12 @@ def window_caption(view: ExplorerView, shape: RunShape, words: Words | None) -> 
 def controls(view: ExplorerView, run: AttentionRun, key: RunKey, weighted: bool) -> None:
     """Beside the grid: the chosen head's overview (long prompts) and the colour options."""
     shape = shape_of(run, key)
+    signed = run.signed(view.head.layer)
     if not shape.long:
-        colour_options(view, False)
+        colour_options(view, False, signed)
         return
     overview_picker(view, key, shape, weighted)  # stacked: the grid beside is as tall
-    colour_options(view, True)
+    colour_options(view, True, signed)
     st.button(
         "Jump to where this query attends most",
         key=Explorer.JUMP,
