@@ -68,5 +68,7 @@ def test_a_classroom_link_opens_the_typed_example_and_follows_the_tabs(page, app
     assert page.locator("table.classroom-matrix", has_text="masked scores").count() == 1
     page.get_by_role("tab", name="Cost").click()
     settle(page)
+    # the address bar is rewritten by the link component once its frame has drawn
+    page.wait_for_function("() => location.search.includes('ctab=cost')", timeout=60_000)
     query = dict(parse_qsl(urlsplit(page.url).query))
     assert query["ctab"] == "cost" and query["mq"] == typed["mq"] and query["causal"] == "1"
