@@ -19,7 +19,7 @@ import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
 
-from viz.colours import SEQUENTIAL, SIGNED, colour_bar
+from viz.colours import SEQUENTIAL, SIGNED, colour_bar, largest_magnitude
 
 COLORSCALE = SEQUENTIAL
 LEVELS = 255  # colour indices of the canvas heatmap (0 .. 254)
@@ -98,8 +98,7 @@ MIXING = "mixing (signed)"  # what a cell of a linear-attention layer's matrix h
 def signed_axis(values: np.ndarray, value_name: str = MIXING) -> dict:
     """Colour range symmetric about 0 for signed values (a linear-attention layer's mixing
     matrix): from minus to plus the largest absolute finite value (1 when every value is 0)."""
-    finite = np.abs(values[np.isfinite(values)])
-    top = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+    top = largest_magnitude(values)
     ticks = [-top, -top / 2, 0.0, top / 2, top]
     return {
         "zmin": -top,

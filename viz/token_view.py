@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from models.capture.spans import Direction
-from viz.colours import NEGATIVE, POSITIVE
+from viz.colours import NEGATIVE, POSITIVE, largest_magnitude
 
 VERBS: dict[Direction, str] = {"from": "attention from the selected token", "to": "attention to it"}
 
@@ -36,13 +36,6 @@ def signed_shade(value: float, top: float = 1.0) -> str:
     return f"rgba({_rgb(POSITIVE if value >= 0 else NEGATIVE)}, {alpha:.3f})"
 
 
-def signed_top(values: np.ndarray) -> float:
-    """The magnitude drawn darkest: the largest visible one (1.0 when all are 0)."""
-    finite = np.abs(values[np.isfinite(values)])
-    top = float(finite.max()) if finite.size else 0.0
-    return top if top > 0 else 1.0
-
-
 def colour_top(weights: np.ndarray) -> float:
     """The weight drawn darkest: the largest visible one (1.0 when none is positive)."""
     finite = weights[np.isfinite(weights)]
@@ -54,7 +47,7 @@ def legend_html(weights: np.ndarray, signed: bool = False) -> str:
     """A small colour bar from 0 to the darkest weight of the token strip (escaped numbers);
     ``signed``: from minus to plus the largest magnitude of a linear layer's mixing entries."""
     if signed:
-        top = signed_top(weights)
+        top = largest_magnitude(weights)
         stops = ", ".join(signed_shade(top * f, top) for f in np.linspace(-1, 1, 11))
         return (
             '<div style="font:12px sans-serif;display:flex;align-items:center;gap:6px;">'
@@ -93,7 +86,7 @@ def token_spans(
             :func:`signed_shade`).
     """
     verb = VERBS[direction]
-    top = signed_top(weights) if signed else colour_top(weights)
+    top = largest_magnitude(weights) if signed else colour_top(weights)
     paint = signed_shade if signed else shade
     parts = []
     for pos, (tok, weight) in enumerate(zip(tokens, weights, strict=True)):
