@@ -115,8 +115,8 @@ class AttentionRun:
         found = self.extras.mixing.get(layer) if self.extras is not None else None
         if found is None:
             return self.window(layer, head, rows, cols)
-        if head >= found.shape[0]:
-            return np.full_like(self.window(layer, 0, rows, cols), np.nan)
+        if head >= found.shape[0]:  # the window's shape, without reading a pattern for it
+            return np.full(found[0, rows, cols].shape, np.nan, dtype=np.float32)
         drawn: HeadPattern = found[head, rows, cols]
         return drawn
 
