@@ -72,3 +72,58 @@ def test_bundled_generation_stays_under_its_estimate():
     only the upper side is checked here."""
     peak, found = measure("bundled", 100, 27)
     assert peak <= found["estimate"] + 8 * MIB
+
+
+POOL = """
+import threading
+from models.progress import Cancelled
+from ui.runtime.jobs import JobPool
+from ui.runtime.settings import Settings
+
+pool = JobPool(Settings(heavy_jobs=1))
+warm = pool.submit("warm", "warming up", lambda progress: generate(
+    model, "Warm up the pool's thread", GenerationSettings(max_new_tokens=4)), waiter="visitor")
+warm.future.result(600)
+written = threading.Event()
+held = []
+
+def on_step(step):
+    if step.index == {n_before}:
+        held.append(status("RssAnon"))
+        written.set()
+
+def work(progress):
+    return generate(model, prompt, GenerationSettings(max_new_tokens={n_new}), on_step=on_step,
+                    progress=progress)
+"""
+
+CANCEL = """
+job = pool.submit("generation", "writing", work, waiter="visitor")
+assert written.wait(900)
+pool.cancel(job, "visitor")
+try:
+    job.future.result(900)
+    stopped = False
+except Cancelled:
+    stopped = True
+after = status("RssAnon")
+result = {"stopped": stopped, "held": held[0] - before, "after": after - before}
+"""
+
+
+@pytest.mark.slow
+def test_a_cancelled_generation_gives_its_memory_back():
+    """Cancel, through the server's job pool, a SmolLM2 generation part-way after a 1,000-token
+    prompt: once its future has settled the process holds no more than it did before the job
+    (the pool drops the work's frames and trims the heap), although the job held its prompt's
+    rows and KV cache at the time. Once, memory stayed up after Cancel."""
+    peak, found = peak_bytes(
+        SETUP.format(name="smollm2", n_prompt=1000) + POOL.format(n_before=8, n_new=400), CANCEL
+    )
+    assert isinstance(found, dict) and found["stopped"]
+    print(
+        f"held {found['held'] / MIB:.0f} MiB when cancelled (peak {peak / MIB:.0f}), "
+        f"{found['after'] / MIB:.1f} MiB after"
+    )
+    assert found["held"] > 64 * MIB  # the job really held its cache when it was stopped
+    assert found["after"] < found["held"] / 8, found  # what stays: the pool's own bookkeeping
