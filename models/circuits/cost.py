@@ -69,7 +69,8 @@ class PassPlan:
         passes = f"{self.forward_passes:.3g} forward"
         if self.backward_passes:
             passes += f" + {self.backward_passes:.3g} backward"
-        return f"{passes} passes, {self.cost.describe()}"
+        one = self.forward_passes + self.backward_passes == 1
+        return f"{passes} {'pass' if one else 'passes'}, {self.cost.describe()}"
 
 
 def _make(

@@ -118,7 +118,8 @@ def baseline(
     logits, acts = capture_pass(model, setup.clean_ids, names)
     ld_clean = float(logit_diff(logits, setup.answer_id, setup.wrong_id)[0])
     del logits  # every position's logits: let them go before the corrupted pass needs room
-    progress(0.4, f"the corrupted prompt ({batch} copies in one pass, timed)")
+    copies = "one copy" if batch == 1 else f"{batch} copies in one pass"
+    progress(0.4, f"the corrupted prompt ({copies}, timed)")
     start = time.perf_counter()
     corrupted = run_with_hooks(model, setup.corrupted_ids.expand(batch, -1))
     seconds = time.perf_counter() - start

@@ -7,6 +7,7 @@ from models.circuits.cost import (
     atp_cost,
     edges_cost,
     exact_cost,
+    forward_cost,
     path_cost,
     weights_cost,
 )
@@ -22,6 +23,7 @@ def test_atp_passes(bundled):
     assert dropped.seconds > plain.seconds and dropped.peak_bytes > plain.peak_bytes
     assert atp_cost(bundled, 96).peak_bytes > atp_cost(bundled, 24).peak_bytes
     assert "2 forward + 1 backward passes" in plain.describe()
+    assert forward_cost(bundled, 24).describe().startswith("1 forward pass, about")
 
 
 def test_patching_and_path_passes(bundled, smollm2):
