@@ -56,10 +56,13 @@ def test_a_message_meant_for_the_visitor_that_escapes_is_shown_as_it_is(monkeypa
 
 
 @pytest.mark.slow
-def test_attribution_patching_of_a_4000_character_prompt_says_what_fits():
+def test_attribution_patching_of_a_4000_character_prompt_says_what_fits(monkeypatch):
     """SmolLM2, clean and corrupted prompts of about 4,000 characters (1,053 tokens): AtP with
     the QK fix would need about 11 GB, over the 4 GiB one job may use. The tab says so, and how
-    many tokens would fit, instead of showing the exception box."""
+    many tokens would fit, instead of showing the exception box, and before it is asked for:
+    no button offers work the server would refuse (every run counts as slow here, so the tab
+    waits to be asked)."""
+    monkeypatch.setattr(cs, "AUTO_S", 0.0)
     at = open_app(model="smollm2")
     at.switch_page("pages/circuits.py").run()
     words = ("the cat sat on the mat and " * 200)[:4000]
@@ -70,7 +73,7 @@ def test_attribution_patching_of_a_4000_character_prompt_says_what_fits():
     state = cs.edit_task(
         state, "corrupted", words + " When Mary and John went to the store, Mary gave a drink to"
     )
-    at.session_state[Circuits.STATE] = cs.ask(cs.choose_tab(state, "atp"), "atp")
+    at.session_state[Circuits.STATE] = cs.choose_tab(state, "atp")
     at.run()
     for _ in range(60):  # the clean and corrupted runs go first, as a job
         if not any("Waiting for the clean" in i.value for i in at.info):
@@ -88,6 +91,7 @@ def test_attribution_patching_of_a_4000_character_prompt_says_what_fits():
     assert circuits_atp.total_cost(model, fits, options).peak_bytes <= limit
     assert circuits_atp.total_cost(model, fits + 1, options).peak_bytes > limit
     assert 100 < fits < 1053
+    assert not [b for b in at.button if b.label.startswith("Estimate every head")]
 
 
 def test_the_clean_and_corrupted_runs_over_the_job_limit_say_what_fits(monkeypatch):

@@ -105,7 +105,17 @@ def run(model: ModelHandle, ready: Ready, state: CircuitsState) -> AtPFindings |
         + ". Estimates are normalised like patch effects: divided by LD_clean − "
         "LD_corrupted."
     )
+    key, label = atp_key(ready, options), "Attribution patching of every head"
+    scale = job_view.Scale(
+        lambda n: total_cost(model, n, options).cost,
+        ready.setup.n_tokens,
+        "tokens in each prompt with these options",
+    )
     if not cs.should_run(state, "atp", cost.seconds):
+        refused = job_view.refusal(key, label, cost.cost, scale)
+        if refused is not None:
+            session.show_error(refused)
+            return None
         st.button(
             f"Estimate every head (about {cost.seconds:.2g} s)",
             key=Circuits.RUN_ATP,
@@ -116,8 +126,8 @@ def run(model: ModelHandle, ready: Ready, state: CircuitsState) -> AtPFindings |
         return None
     try:
         found = job_view.run_job(
-            atp_key(ready, options),
-            "Attribution patching of every head",
+            key,
+            label,
             lambda p: attribution_findings(
                 model,
                 ready.setup,
@@ -128,11 +138,7 @@ def run(model: ModelHandle, ready: Ready, state: CircuitsState) -> AtPFindings |
                 progress=p,
             ),
             cost=cost.cost,
-            scale=job_view.Scale(
-                lambda n: total_cost(model, n, options).cost,
-                ready.setup.n_tokens,
-                "tokens in each prompt with these options",
-            ),
+            scale=scale,
         )
     except UserError as err:
         session.show_error(err)

@@ -60,7 +60,12 @@ def weights(model: ModelHandle, state: CircuitsState) -> Any:
     """The weights job's result (started when cheap or asked), or None."""
     cost = weights_cost(model)
     key = weights_key(model)
+    label = "Reading every head's weights"
     if finished(key) is None and not cs.should_run(state, "weights", cost.seconds):
+        refused = job_view.refusal(key, label, cost.cost)
+        if refused is not None:
+            session.show_error(refused)
+            return None
         st.button(
             f"Read the weights ({cost.describe()})",
             key=Circuits.RUN_WEIGHTS,
@@ -72,7 +77,7 @@ def weights(model: ModelHandle, state: CircuitsState) -> Any:
     try:
         found = job_view.run_job(
             key,
-            "Reading every head's weights",
+            label,
             lambda p: weight_findings(model, p),
             cost=cost.cost,
         )

@@ -151,6 +151,18 @@ def refused_with_room(err: OverLimitError, key: JobKey[Any], scale: Scale) -> Ov
     return OverLimitError(f"{err} {fit}")
 
 
+def refusal(
+    key: JobKey[Any], label: str, cost: Cost, scale: Scale | None = None
+) -> OverLimitError | None:
+    """Why the server would refuse ``key``'s work (with how much would fit, given ``scale``),
+    or None: a page that asks before it runs says so instead of offering a button that fails."""
+    try:
+        server.current().pool.check(label, cost, key)
+    except OverLimitError as err:
+        return err if scale is None else refused_with_room(err, key, scale)
+    return None
+
+
 def _button_key(prefix: str, key: JobKey[Any]) -> str:
     return f"{prefix}_{abs(hash(key))}"
 
