@@ -2,13 +2,18 @@
 gets a message or a place in the queue, and the server stays inside the memory it was given.
 
 One server on loopback with small, explicit budgets (results 256 MiB, one job 1 GiB, two jobs per
-session, one job at most 60 s). Attacker tabs, each its own browser session, send what once
-exhausted a shared server through the real pages and links: repeated-token scores at span 500 and
-batch 64 on SmolLM2, the classroom's real-model tab on a very long prompt, six ~400-token prompts
-from one tab then a second page in the same session (supersede; the per-session cap), the
+session, one job at most 300 s: long enough for the span attack's capture on a busy machine).
+Attacker tabs, each its own browser session, send what once exhausted a shared server through
+the real pages and links: repeated-token scores at span 500 and batch 64 on SmolLM2, the
+classroom's real-model tab on a very long prompt, six ~400-token prompts from one tab then a
+second page in the same session (supersede; the per-session cap), the
 per-head CSV of a ~8,000-token prompt, path probes through relative names and absolute paths, a
-200,000-character prompt, and Streamlit's metrics route. Meanwhile a light visitor clicks heads
-of the bundled model in its own browser.
+200,000-character prompt, Streamlit's metrics route, a span over every head of a ~2,000-token
+prompt from three tabs at once, rollout at that length, attribution patching and the weights
+tab on a 4,000-character task, and a Generate link with temperature 1e-300. (At ~8,000 tokens
+the capture itself is refused under these budgets, so the span and rollout attacks use the
+a prompt whose capture fits.) Meanwhile a light visitor clicks heads of the bundled model
+in its own browser.
 
 Checked: each attack page shows a message or a progress panel and never a Streamlit exception;
 the probes of an existing and a missing path read the same; the server's resident memory,
@@ -36,7 +41,7 @@ from tests.e2e.conftest import CHART, CHROMIUM, FLAGS, ROOT, app_server, rss_mib
 
 pytestmark = pytest.mark.e2e
 
-RESULT_MB, JOB_MB, JOBS_PER_SESSION, JOB_MAX_S = 256, 1024, 2, 60
+RESULT_MB, JOB_MB, JOBS_PER_SESSION, JOB_MAX_S = 256, 1024, 2, 300
 # Beyond the budgets: glibc keeps freed arenas of the page and worker threads, each open session
 # holds its widgets, tokenizer output and websocket buffers (nine sessions here, one with a
 # 200,000-character prompt), and pages draw pictures in their own thread. Measured on 2 busy
@@ -45,6 +50,8 @@ MARGIN_MB = 512
 ENGLISH = (ROOT / "models" / "heads" / "finding" / "corpora" / "english.txt").read_text(
     encoding="utf-8"
 )
+LONG = ENGLISH[:9_000]  # about 2,000 SmolLM2 tokens: its capture fits one job's budget
+TASK = ENGLISH[:4_000]  # the clean and corrupted prompts of a long circuits task
 HEADING = re.compile(r"^Head \d+\.\d+$")
 MESSAGE = re.compile(
     r"at most|refused|limit|waiting|would need|would take|already have|only the first|"
@@ -167,11 +174,17 @@ def alerts(page) -> list[str]:
 
 
 def answered(
-    page, name: str, attacker: Attacker, timeout: float = 90, results: bool = False
+    page,
+    name: str,
+    attacker: Attacker,
+    timeout: float = 90,
+    results: bool = False,
+    want: re.Pattern[str] | None = None,
 ) -> str:
     """Wait (bounded) until ``page`` shows a message matching :data:`MESSAGE` or a progress
-    panel (or, with ``results``, finished charts); return what it showed. Fails on a Streamlit
-    exception or on silence."""
+    panel (or, with ``results``, finished charts); return what it showed. With ``want``, wait
+    instead for a message or caption matching it (a progress panel is not an answer then).
+    Fails on a Streamlit exception or on silence."""
     deadline = time.monotonic() + timeout
     said = ""
     while time.monotonic() < deadline:
@@ -181,10 +194,13 @@ def answered(
         texts = alerts(page) + [
             e.inner_text().strip() for e in page.locator('[data-testid="stCaptionContainer"]').all()
         ]
-        hits = [t for t in texts if MESSAGE.search(t)]
+        hits = [t for t in texts if (want or MESSAGE).search(t)]
         if hits:
             said = hits[0]
             break
+        if want is not None:
+            page.wait_for_timeout(1000)
+            continue
         bars = page.locator('[data-testid="stProgress"]')
         if bars.count():
             said = "progress: " + bars.first.inner_text().strip()
@@ -246,7 +262,9 @@ def attack_huge_prompt(attacker: Attacker) -> None:
 def attack_head_finder(attacker: Attacker) -> None:
     """Repeated-token scores at span 500, batch 64, on SmolLM2: refused before it runs."""
     page = attacker.open("/heads?model=smollm2&prompt=" + quote("the cat sat on the mat"))
-    page.get_by_text("The sidebar prompt").click(timeout=120_000)
+    page.get_by_text("The sidebar prompt").wait_for(timeout=120_000)
+    settle(page)  # the first run has finished: the link's prompt is in the sidebar
+    page.get_by_text("The sidebar prompt").click()
     settle(page)
     page.get_by_text("Settings: repeated random tokens and flag thresholds").click()
     for label, value in (("Span length L", "500"), ("Sequences (batch)", "64")):
@@ -296,6 +314,82 @@ def attack_csv(attacker: Attacker) -> None:
     assert page.get_by_text("whole pattern (CSV)").count() == 0
 
 
+# A refusal of the prompt's own capture is an answer too: on a slow or busy machine the pool's
+# measured rate can put it over the time limit, and then no span or rollout can start.
+REFUSED = r"would (take|need) about"
+SPAN_PATH = f"/?model=smollm2&prompt={quote(LONG)}&span=0-1970&by=all"
+
+
+def open_spans(attacker: Attacker) -> list[Any]:
+    """Three tabs, each its own session, ask for the whole of a ~2,000-token SmolLM2 prompt as a
+    span coloured by the mean over every head (once, at 3,921 tokens: 458 s of the page thread
+    and +1.9 GiB for one tab, 2.5 to 6.5 GiB for three). Opened first; :func:`attack_spans`
+    reads them last."""
+    return [attacker.open(SPAN_PATH) for _ in range(3)]
+
+
+def attack_spans(pages: list[Any], attacker: Attacker) -> None:
+    """Each span tab ends priced: the capture and then the span as jobs, shown (the strip's
+    caption names the span and no job is left running) or refused with a message."""
+    for i, page in enumerate(pages):
+        name = f"span over every head, tab {i + 1}"
+        deadline, said = time.monotonic() + 600, ""
+        while not said and time.monotonic() < deadline:
+            assert page.locator('[data-testid="stException"]').count() == 0, name
+            refused = [t for t in alerts(page) if re.search(REFUSED, t)]
+            shown = page.get_by_text(re.compile("^Selected: tokens 0–")).count() > 0
+            if refused:
+                said = refused[0]
+            elif shown and page.locator('[data-testid="stProgress"]').count() == 0:
+                said = "shown: " + page.get_by_text(re.compile("^Selected: tokens 0–")).inner_text()
+            else:
+                page.wait_for_timeout(1000)
+        if not said:
+            shoot(page, f"adversarial-{name}")
+            raise AssertionError(f"{name}: no answer:\n{page.locator('body').inner_text()[:3000]}")
+        attacker.seen[name] = said
+
+
+def attack_rollout(attacker: Attacker) -> None:
+    """Rollout through every layer of the same ~2,000-token prompt: refused with the length it
+    allows (its capture is the span tabs')."""
+    page = attacker.open(f"/?model=smollm2&prompt={quote(LONG)}&rollout=1")
+    want = re.compile(rf"rollout.*available up to|{REFUSED}", re.S)
+    answered(page, "rollout at ~2,000 tokens", attacker, 600, want=want)
+
+
+def circuits_path(tab: str) -> str:
+    clean, corrupted = TASK + " and then he went to the", TASK + " and then we went to the"
+    return (
+        f"/circuits?model=smollm2&clean={quote(clean)}&corrupted={quote(corrupted)}"
+        f"&answer=%20the&wrong=%20a&tab={tab}"
+    )
+
+
+def attack_circuits(attacker: Attacker) -> list[Any]:
+    """Attribution patching and the weights tab on a 4,000-character task (AtP once ended in
+    the exception box at this length): the weights a queued, priced job; the pages are read
+    again by :func:`attack_atp` once the task's own runs are done."""
+    pages = [attacker.open(circuits_path(tab)) for tab in ("atp", "weights")]
+    answered(pages[1], "circuits weights at 4,000 chars", attacker)
+    return pages
+
+
+def attack_atp(page, attacker: Attacker) -> None:
+    """Once the clean and corrupted runs are done, AtP on ~900 tokens (several GiB) is refused
+    with how much would fit, before any button offers it (or the runs themselves are refused)."""
+    said = answered(page, "circuits AtP at 4,000 chars", attacker, 600, want=re.compile(REFUSED))
+    assert "fit this server" in said or not said.startswith("Attribution"), said
+    assert page.get_by_role("button", name=re.compile("Estimate every head")).count() == 0
+
+
+def attack_temperature(attacker: Attacker) -> None:
+    """A Generate link with temperature 1e-300 (once a NaN in sampling and the exception box)."""
+    page = attacker.open("/generate?model=bundled&prompt=hello&n=4&decoding=sample&temp=1e-300")
+    said = answered(page, "temperature 1e-300", attacker, want=re.compile("temperature between"))
+    assert "greedy" in said, said
+
+
 def timed(attacker: Attacker, name: str, attack):
     start = time.monotonic()
     try:
@@ -333,9 +427,15 @@ def test_one_visitor_cannot_exhaust_the_server(browser, small_server):
         timed(attacker, "metrics", lambda: attack_metrics(url, attacker))
         timed(attacker, "huge prompt", lambda: attack_huge_prompt(attacker))
         timed(attacker, "head finder", lambda: attack_head_finder(attacker))
+        spans = timed(attacker, "span tabs opened", lambda: open_spans(attacker))
         timed(attacker, "classroom", lambda: attack_classroom(attacker))
         timed(attacker, "queue", lambda: attack_queue(attacker))
         timed(attacker, "csv", lambda: attack_csv(attacker))
+        timed(attacker, "temperature", lambda: attack_temperature(attacker))
+        circuits = timed(attacker, "circuits", lambda: attack_circuits(attacker))
+        timed(attacker, "rollout", lambda: attack_rollout(attacker))
+        timed(attacker, "spans", lambda: attack_spans(spans, attacker))
+        timed(attacker, "atp", lambda: attack_atp(circuits[0], attacker))
     finally:
         light.done.set()
         light.go.set()
