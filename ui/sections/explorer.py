@@ -10,13 +10,13 @@ so the view survives a visit to another page.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from models.capture.run import AttentionRun
 from models.capture.sinks import measured_sink
+from models.capture.weighted import ValueWeighting
 from models.capture.words import WORD_RULE, Words
 from models.cost import Cost
 from models.errors import UserError
@@ -109,7 +109,7 @@ def full_run() -> None:
 
 
 def on_head_click(run_key: RunKey) -> None:
-    clicked = components.clicked_value(Explorer.GRID)
+    clicked = components.clicked_head(Explorer.GRID)
     if clicked:
         head = Head.parse(clicked)
         update(run_key, lambda v, s, r: state.choose_head(v, head, s, strongest(r)))
@@ -215,7 +215,7 @@ def selectors(
     )
 
 
-def weighting_toggle(view: ExplorerView, run: AttentionRun, key: RunKey) -> Any:
+def weighting_toggle(view: ExplorerView, run: AttentionRun, key: RunKey) -> ValueWeighting | None:
     """The value-weighting toggle; the run's weighting while on (None while off or computing)."""
     st.session_state[Explorer.WEIGHTED] = view.weighted
     on = st.toggle(

@@ -209,7 +209,7 @@ def divergence(
 
 
 def on_grid_click(run_key: RunKey) -> None:
-    clicked = components.clicked_value(Explorer.DIVERGENCE_GRID)
+    clicked = components.clicked_head(Explorer.DIVERGENCE_GRID)
     if clicked:
         head = Head.parse(clicked)
         update(run_key, lambda v, s, r: state.choose_head(v, head, s, strongest(r)))

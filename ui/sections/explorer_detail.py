@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 import streamlit as st
 
 from models.capture.run import AttentionRun
+from models.capture.weighted import ValueWeighting
 from models.capture.words import (
     Words,
     local_starts,
@@ -30,9 +30,9 @@ from ui.state.explorer import WINDOW, ExplorerView, RunShape, unit_of, unit_rang
 from ui.widgets import components
 from ui.widgets.canvas_heatmap import canvas_heatmap
 from viz.export import pattern_csv
-from viz.heatmap import HeatmapData, canvas_data, heatmap_data, masked
+from viz.heatmap import ColourScale, HeatmapData, canvas_data, heatmap_data, masked
 
-SCALES: dict[state.ColourScale, str] = {"sqrt": "Square root", "linear": "Linear", "log": "Log"}
+SCALES: dict[ColourScale, str] = {"sqrt": "Square root", "linear": "Linear", "log": "Log"}
 RANGES: dict[state.ColourRange, str] = {
     "unit": "0 to 1",
     "view": "This view's largest weight",
@@ -54,7 +54,7 @@ def on_colour() -> None:
 
 
 def on_overview_pick(key: RunKey, n_tokens: int, n_layers: int, n_heads: int) -> None:
-    picked = components.clicked_value(Explorer.OVERVIEW, "picked")
+    picked = components.picked_positions(Explorer.OVERVIEW, "picked")
     if not picked:
         return
     q0, q1, k0, k1 = (int(picked[name]) for name in ("q0", "q1", "k0", "k1"))
@@ -109,7 +109,9 @@ def colour_options(view: ExplorerView, long: bool, signed: bool = False) -> None
         )
 
 
-def read(run: AttentionRun, weighting: Any, head: Head, rows: slice, cols: slice) -> np.ndarray:
+def read(
+    run: AttentionRun, weighting: ValueWeighting | None, head: Head, rows: slice, cols: slice
+) -> np.ndarray:
     """A window of one head's pattern, value-weighted when ``weighting`` is given; for a
     linear-attention layer, its signed mixing matrix (never weighted)."""
     if run.signed(head.layer):
@@ -117,11 +119,17 @@ def read(run: AttentionRun, weighting: Any, head: Head, rows: slice, cols: slice
     window = run.window(head.layer, head.index, rows, cols)
     if weighting is None:
         return window
-    return window * weighting.scale(head.layer, head.index, rows, cols)
+    weighted: np.ndarray = window * weighting.scale(head.layer, head.index, rows, cols)
+    return weighted
 
 
 def read_units(
-    run: AttentionRun, weighting: Any, head: Head, rows: range, cols: range, words: Words | None
+    run: AttentionRun,
+    weighting: ValueWeighting | None,
+    head: Head,
+    rows: range,
+    cols: range,
+    words: Words | None,
 ) -> np.ndarray:
     """A window of units (tokens, or words: to a word = sum, from a word = mean)."""
     row_slice, col_slice = slice(rows.start, rows.stop), slice(cols.start, cols.stop)
@@ -155,7 +163,11 @@ class Shown:
 
 
 def detail_heatmap(
-    view: ExplorerView, run: AttentionRun, key: RunKey, weighting: Any, words: Words | None
+    view: ExplorerView,
+    run: AttentionRun,
+    key: RunKey,
+    weighting: ValueWeighting | None,
+    words: Words | None,
 ) -> Shown:
     """The chosen head's detail heatmap as data: the window (as words in the word view), sink
     keys pinned before it on long prompts."""
@@ -229,7 +241,7 @@ def detail(
     view: ExplorerView,
     run: AttentionRun,
     key: RunKey,
-    weighting: Any,
+    weighting: ValueWeighting | None,
     words: Words | None = None,
     on_cell: Callable[[Shown], Callable[[], None]] | None = None,
 ) -> Shown:

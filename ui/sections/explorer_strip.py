@@ -16,8 +16,8 @@ import streamlit as st
 
 from models.capture.rollout import ROLLOUT_RULE, check_rollout, rollout_cost, rollout_weights
 from models.capture.run import AttentionRun
-from models.capture.spans import SPAN_RULE, span_cost, span_weights
-from models.capture.views import scoped_weights
+from models.capture.spans import SPAN_RULE, Direction, span_cost, span_weights
+from models.capture.views import Scope, scoped_weights
 from models.capture.words import Words
 from models.cost import Cost
 from models.errors import UserError
@@ -35,12 +35,12 @@ from ui.text import md
 from ui.widgets import components, job_view
 from viz.token_view import legend_html
 
-SCOPES: dict[state.Scope, str] = {
+SCOPES: dict[Scope, str] = {
     "head": "This head",
     "layer": "Mean over the layer's heads",
     "all": "Mean over all heads",
 }
-DIRECTIONS: dict[state.Direction, str] = {
+DIRECTIONS: dict[Direction, str] = {
     "from": "What the token attends to",
     "to": "Which tokens attend to it",
 }
@@ -56,14 +56,14 @@ def to_token(run_key: RunKey, unit: int, words: bool) -> int:
 
 
 def on_click(run_key: RunKey, words: bool) -> None:
-    clicked = components.clicked_value(Explorer.TOKENS)
+    clicked = components.clicked_position(Explorer.TOKENS)
     if clicked is not None:
         token = to_token(run_key, int(clicked), words)
         update(run_key, lambda v, s, r: state.choose_token(v, token, s, strongest(r)))
 
 
 def on_span(run_key: RunKey, words: bool) -> None:
-    picked = components.clicked_value(Explorer.TOKENS, "span")
+    picked = components.picked_positions(Explorer.TOKENS, "span")
     if picked:
         start = to_token(run_key, int(picked["start"]), words)
         stop = to_token(run_key, int(picked["stop"]), words)

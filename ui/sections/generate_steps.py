@@ -33,13 +33,13 @@ STOPS = {"eos": "the model ended its text", "length": "the limit of new tokens w
 
 
 def _on_output_click(n_steps: int) -> None:
-    clicked = components.clicked_value(Generate.OUTPUT)
+    clicked = components.clicked_position(Generate.OUTPUT)
     if clicked is not None:
         save(gs.choose_step(current_state(), int(clicked), n_steps))
 
 
 def _on_strip_click(n_prompt: int, n_steps: int) -> None:
-    clicked = components.clicked_value(Generate.STRIP)
+    clicked = components.clicked_position(Generate.STRIP)
     if clicked is not None and int(clicked) >= n_prompt:  # a written token: the step that wrote it
         save(gs.choose_step(current_state(), int(clicked) - n_prompt, n_steps))
 

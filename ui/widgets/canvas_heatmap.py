@@ -12,6 +12,7 @@ markup.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import streamlit as st
 
@@ -23,7 +24,7 @@ _heatmap = st.components.v2.component("atlas_heatmap", css=source("heatmap.css")
 
 
 def canvas_heatmap(
-    data: dict,
+    data: dict[str, Any],
     key: str,
     file_name: str,
     label: str,

@@ -18,7 +18,8 @@ from typing import Any
 MAX_POSITION = 1 << 24  # no prompt the app runs has this many tokens
 _HEAD = re.compile(r"^\d{1,6}\.\d{1,6}$")
 
-Check = Callable[[Any], Any]
+Message = str | int | bool | dict[str, int]  # what a checker lets through
+Check = Callable[[Any], Message | None]
 
 
 def head_id(raw: Any) -> str | None:
@@ -35,7 +36,7 @@ def position(raw: Any) -> int | None:
     return None
 
 
-def positions(*names: str) -> Check:
+def positions(*names: str) -> Callable[[Any], dict[str, int] | None]:
     """A mapping holding each of ``names`` as a position (extra keys are dropped)."""
 
     def check(raw: Any) -> dict[str, int] | None:
@@ -61,7 +62,7 @@ SENDS: dict[str, dict[str, Check]] = {
 }
 
 
-def checked(component: str | None, trigger: str, raw: Any) -> Any:
+def checked(component: str | None, trigger: str, raw: Any) -> Message | None:
     """``raw`` as ``component`` may send it under ``trigger``, or None."""
     check = SENDS.get(component or "", {}).get(trigger)
     return None if check is None or raw is None else check(raw)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import streamlit as st
 
 from models.capture.spans import Direction
-from ui.widgets.component_messages import checked
+from ui.widgets.component_messages import Message, checked
 from ui.widgets.frontend_code import component
 from viz.token_view import VERBS
 
@@ -30,7 +31,7 @@ def mounted(key: str, component_name: str) -> None:
     _mounted[key] = component_name
 
 
-def clicked_value(key: str, name: str = "clicked"):
+def clicked_value(key: str, name: str = "clicked") -> Message | None:
     """The trigger value ``name`` the component mounted under ``key`` sent, in the shape that
     component sends it (:mod:`ui.widgets.component_messages`); None if there is none, or if
     what arrived is not such a value."""
@@ -41,8 +42,27 @@ def clicked_value(key: str, name: str = "clicked"):
     return checked(_mounted.get(key), name, raw)
 
 
+def clicked_head(key: str) -> str | None:
+    """The head (``L.H``) clicked in the head grid mounted under ``key``, or None."""
+    value = clicked_value(key)
+    return value if isinstance(value, str) else None
+
+
+def clicked_position(key: str) -> int | None:
+    """The position clicked in the component mounted under ``key``, or None."""
+    value = clicked_value(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def picked_positions(key: str, name: str) -> dict[str, int] | None:
+    """The named positions (a span, a window, a cell) sent as ``name`` by the component mounted
+    under ``key``, or None."""
+    value = clicked_value(key, name)
+    return value if isinstance(value, dict) else None
+
+
 def head_grid(
-    cells: list[dict] | None,
+    cells: list[dict[str, Any]] | None,
     n_heads: int,
     selected: str,
     key: str,
@@ -86,8 +106,8 @@ def overview(
     caption: str = "",
 ) -> None:
     """One head's whole pattern with the detail window outlined; a click centres the window
-    there, a drag picks the query and key ranges (read back with ``clicked_value(key, "picked")``:
-    ``{q0, q1, k0, k1}`` in positions)."""
+    there, a drag picks the query and key ranges (read back with
+    ``picked_positions(key, "picked")``: ``{q0, q1, k0, k1}`` in positions)."""
     mounted(key, "overview")
     _overview(
         data={
@@ -109,7 +129,7 @@ def shaded(
     selected: int | None,
     direction: Direction,
     signed: bool = False,
-) -> dict:
+) -> dict[str, Any]:
     """What :func:`token_strip` draws for tokens shaded by one weight each (NaN: masked), the
     way :func:`viz.token_view.token_spans` writes them: the tokens go as plain text, the
     weights as float32 bytes, so a new head or query only restyles the spans already there.
@@ -136,7 +156,7 @@ def strongest(weights: np.ndarray) -> int | None:
 
 
 def token_strip(
-    content: str | dict,
+    content: str | dict[str, Any],
     key: str,
     on_click: Callable[[], None],
     on_span: Callable[[], None] | None = None,
@@ -148,7 +168,7 @@ def token_strip(
 
     A click sends ``clicked`` (a position); a drag across several positions, or a shift-click
     (from ``anchor``, the selected position), sends ``span`` (``{start, stop}``, stop
-    exclusive; read back with ``clicked_value(key, "span")``). ``span`` outlines a selection.
+    exclusive; read back with ``picked_positions(key, "span")``). ``span`` outlines a selection.
     """
     drawn = {"html": content} if isinstance(content, str) else {"shaded": content}
     mounted(key, "token_strip")
