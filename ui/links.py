@@ -21,6 +21,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal, TypeVar, get_args
 
 from models.attention.check import KernelDType
+from models.capture.spans import Direction
+from models.capture.views import Scope
 from models.circuits.paths import MLPMode
 from models.circuits.task import CircuitTask
 from models.generate.policies import Policy
@@ -47,6 +49,7 @@ from ui.state.heads import HeadsView
 from ui.state.kernel import KernelView
 from ui.state.scaling import ScalingView
 from ui.state.sidebar import DTYPES, NAMED
+from viz.heatmap import ColourScale
 
 MAX_LINK_TEXT = 2000  # longer texts travel as the ids the server keeps them under
 Page = Literal[
@@ -63,10 +66,10 @@ PAGE_PATHS: dict[Page, str] = {
     "classroom": "classroom",
 }
 
-SCALES: tuple[ex.ColourScale, ...] = ("sqrt", "linear", "log")
+SCALES: tuple[ColourScale, ...] = ("sqrt", "linear", "log")
 RANGES: tuple[ex.ColourRange, ...] = get_args(ex.ColourRange)
-SCOPES: tuple[ex.Scope, ...] = ("head", "layer", "all")
-DIRECTIONS: tuple[ex.Direction, ...] = ("from", "to")
+SCOPES: tuple[Scope, ...] = ("head", "layer", "all")
+DIRECTIONS: tuple[Direction, ...] = ("from", "to")
 MODES: tuple[ex.Mode, ...] = get_args(ex.Mode)
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 Lookup = Callable[[str], str | None]  # a stored text by its id (None: not held here)

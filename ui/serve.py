@@ -30,7 +30,7 @@ def main(argv: list[str]) -> None:
     from streamlit.web import cli
     from streamlit.web.server.starlette import starlette_app
 
-    starlette_app.create_metrics_routes = no_routes
+    vars(starlette_app)["create_metrics_routes"] = no_routes  # imported there by name
     PagesManager.uses_pages_directory = False
     sys.argv = ["streamlit", "run", str(APP), *argv]
     cli.main()

@@ -403,7 +403,10 @@ def active_run(model: ModelHandle) -> AttentionRun | None:
 def shown_run_key() -> RunKey:
     """The key of the run :func:`active_run` showed last (the previous prompt's while a new one
     is being read)."""
-    return st.session_state[Session.LAST_RUN]
+    key = st.session_state[Session.LAST_RUN]
+    if not isinstance(key, RunKey):
+        raise TypeError(f"{Session.LAST_RUN} holds {type(key).__name__}, not a RunKey")
+    return key
 
 
 def model_and_run() -> tuple[ModelHandle | None, AttentionRun | None]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import streamlit as st
 
@@ -17,10 +17,13 @@ from ui import session
 from ui.keys import Circuits
 from ui.runtime import server
 from ui.runtime.job_keys import AttributionKey, CircuitKey, PathKey, PresetsKey, WeightsKey
+from ui.runtime.store import JobKey
 from ui.state import circuits as cs
 from ui.state.circuits import AtPOptions, CircuitsState, PathRequest
 from ui.text import md
 from ui.widgets import components
+
+R = TypeVar("R")
 
 TAB_LABELS: dict[cs.Tab, str] = {
     "patching": "Patching and direct attribution",
@@ -124,6 +127,6 @@ def weights_key(model: ModelHandle) -> WeightsKey:
     return WeightsKey(session.allowed_spec(model))
 
 
-def finished(key: Any) -> Any | None:
+def finished(key: JobKey[R]) -> R | None:
     """A finished result for ``key`` (in memory or kept on disk), without starting anything."""
     return server.current().pool.finished(key)

@@ -56,7 +56,7 @@ TOP_PAIRS = 15
 FINDER_TEXTS, FINDER_TOKENS, FINDER_SPAN, FINDER_BATCH, FINDER_SEED = 48, 256, 50, 8, 0
 
 
-def weights(model: ModelHandle, state: CircuitsState) -> Any:
+def weights(model: ModelHandle, state: CircuitsState) -> WeightFindings | None:
     """The weights job's result (started when cheap or asked), or None."""
     cost = weights_cost(model)
     key = weights_key(model)

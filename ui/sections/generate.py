@@ -16,14 +16,14 @@ from typing import Any
 import streamlit as st
 
 from models.errors import UserError
-from models.generate import Generation, generate
+from models.generate import Generation, Step, generate
 from models.generate.cost import generation_estimate
 from models.generate.settings import DECODINGS, MAX_NEW_TOKENS, chat_text, check, prepare_prompt
 from models.model.handle import ModelHandle
 from ui import session
 from ui.keys import Generate, Session
 from ui.runtime.job_keys import GenerationKey
-from ui.runtime.jobs import Partial
+from ui.runtime.jobs import Partial, Work
 from ui.runtime.policy import AllowedSpec
 from ui.state import generate as gs
 from ui.state.generate import GenerateState, Request
@@ -173,10 +173,10 @@ def templated(model: ModelHandle, chat: bool) -> None:
 # --- the generation as a job --------------------------------------------------------------------
 
 
-def _work(model: ModelHandle, request: Request, partial: Partial):
+def _work(model: ModelHandle, request: Request, partial: Partial) -> Work[Generation]:
     written: list[int] = []
 
-    def on_step(step) -> None:
+    def on_step(step: Step) -> None:
         written.append(step.choice.token_id)
         partial.update(model.tokenizer.decode(written, skip_special_tokens=False))
 

@@ -5,8 +5,6 @@ its cost stated before it runs)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -31,6 +29,7 @@ from models.progress import Progress
 from ui import session
 from ui.keys import Generate, Session
 from ui.runtime.job_keys import EvictionKey
+from ui.runtime.jobs import Work
 from ui.runtime.policy import AllowedSpec
 from ui.sections.generate import current_state, save
 from ui.state import generate as gs
@@ -217,7 +216,9 @@ def plain_perplexity(model: ModelHandle, ids: torch.Tensor) -> float:
     return float(torch.exp(out.loss.to(torch.float64)))
 
 
-def _sweep_work(model: ModelHandle, text: str, settings: Any):
+def _sweep_work(
+    model: ModelHandle, text: str, settings: EvictionSettings
+) -> Work[tuple[EvictionResult, float]]:
     def work(progress: Progress) -> tuple[EvictionResult, float]:
         result = eviction_sweep(model, text, settings, progress)
         ids, _ = tokenize(model, text, settings.max_tokens)

@@ -14,14 +14,19 @@ from models.errors import UserError
 from models.head import Head
 from models.heads.finding.corpus import Corpus, default_corpus, parse_upload
 from models.heads.finding.corpus_scores import (
-    EXAMPLE_SCORES,
     CorpusScores,
     score_corpus,
     score_estimate,
 )
 from models.heads.finding.induction import MAX_BATCH, measure_repeated, repeated_estimate
 from models.heads.finding.spread import Z
-from models.heads.names import ABLATION_COLUMN, COLUMN_HELP, COLUMN_LABELS, SCORE_LABELS
+from models.heads.names import (
+    ABLATION_COLUMN,
+    COLUMN_HELP,
+    COLUMN_LABELS,
+    EXAMPLE_SCORES,
+    SCORE_LABELS,
+)
 from models.heads.table import Thresholds, repeated_spread
 from models.model.forward import tokenize
 from models.model.handle import ModelHandle
