@@ -41,8 +41,8 @@ lint: $(VENV)/.dev node_modules/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
-	# the core and the server runtime: every value typed, nothing returned as Any
-	$(PY) -m mypy --strict models ui/runtime
+	# the core and the whole Streamlit side: every value typed, nothing returned as Any
+	$(PY) -m mypy --strict models ui
 	node_modules/.bin/eslint .
 
 format: $(VENV)/.dev
