@@ -37,13 +37,14 @@ from typing import Any
 import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RaySystemError
 
+from models.model.handle import ModelHandle
 from models.progress import Cancelled, Progress, quiet
 from ui.runtime import job_work
 from ui.runtime.jobs import ClusterUnavailable, WorkerLost
 from ui.runtime.kept_results import key_name
 from ui.runtime.models import ModelStore
 from ui.runtime.policy import AllowedSpec, admit
-from ui.runtime.result_codec import decode, encode, result_type
+from ui.runtime.result_codec import decode_result, encode
 from ui.runtime.settings import MIB, Settings
 from ui.runtime.store import JobKey, R, ResultStore
 
@@ -114,7 +115,7 @@ class ModelWorker:
             "stopped": self.stopped,
         }
 
-    def _model(self) -> Any:
+    def _model(self) -> ModelHandle:
         with self._lock:
             loaded = self.models.loaded(self.allowed)
             if loaded is None:
@@ -149,20 +150,20 @@ class ModelWorker:
             self._flags.pop(job_id, None)
             self._progress.pop(job_id, None)
 
-    def _resolve(self, key: JobKey[Any], progress: Progress = quiet) -> Any:
+    def _resolve(self, key: JobKey[R], progress: Progress = quiet) -> R:
         """``key``'s result: kept here, shared by another worker, or computed now."""
 
-        def compute() -> Any:
+        def compute() -> R:
             encoded: Encoded | None = ray.get(self.shared.get.remote(key_name(key)))
             if encoded is not None:
-                return decode(encoded[0], result_type(type(key)), encoded[1])
+                return decode_result(key, encoded[0], encoded[1])
             value = job_work.compute(key, self._model(), self._dependency, progress)
             self.computed += 1
             return value
 
         return self.results.get_or_compute(key, compute)
 
-    def _dependency(self, key: JobKey[Any]) -> Any:
+    def _dependency(self, key: JobKey[R]) -> R:
         value = self._resolve(key)
         ray.get(self.shared.put.remote(key_name(key), encode(value)))
         return value
@@ -259,7 +260,7 @@ class Cluster:
             return None
         if encoded is None:
             return None
-        value: R = decode(encoded[0], result_type(type(key)), encoded[1])
+        value = decode_result(key, encoded[0], encoded[1])
         return value
 
     def run(self, key: JobKey[R], report: Progress) -> R:
@@ -285,7 +286,7 @@ class Cluster:
                 raise
             finished = time.perf_counter()
             encoded, seconds = ray.get(ref)
-            value: R = decode(encoded[0], result_type(type(key)), encoded[1])
+            value = decode_result(key, encoded[0], encoded[1])
         except RayActorError as err:
             raise WorkerLost(
                 "The worker computing this stopped before it finished; it is starting "

@@ -10,10 +10,12 @@ registered here always runs in the front end's own pool. No Streamlit, no Ray he
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Hashable
+from typing import Any, Protocol, TypeVar, overload
 
-from models.capture.run import capture
+import numpy as np
+
+from models.capture.run import AttentionRun, capture
 from models.circuits.patching import Baseline, baseline, head_effects, position_effects
 from models.circuits.task import prepare
 from models.model.handle import ModelHandle
@@ -22,8 +24,16 @@ from ui.runtime.job_keys import CircuitKey, HeadPatchKey, PositionPatchKey, RunK
 from ui.runtime.policy import AllowedSpec
 from ui.runtime.store import JobKey
 
-Resolve = Callable[[JobKey[Any]], Any]  # the result of another key the work builds on
-Compute = Callable[[ModelHandle, Any, Resolve, Progress], Any]
+R = TypeVar("R")
+
+
+class Resolve(Protocol):
+    """The result of another key the work builds on, of the type that key declares."""
+
+    def __call__(self, key: JobKey[R], /) -> R: ...
+
+
+Compute = Callable[[ModelHandle, Any, Resolve, Progress], object]
 
 _WORK: dict[type, tuple[Callable[[Any], AllowedSpec], Compute]] = {}
 
@@ -52,8 +62,17 @@ def spec_of(key: JobKey[Any]) -> AllowedSpec:
     return _WORK[type(key)][0](key)
 
 
-def compute(key: JobKey[Any], model: ModelHandle, resolve: Resolve, progress: Progress) -> Any:
-    """``key``'s result, computed on ``model`` (``resolve`` gives the keys it builds on).
+@overload
+def compute(key: JobKey[R], model: ModelHandle, resolve: Resolve, progress: Progress) -> R: ...
+
+
+@overload
+def compute(key: Hashable, model: ModelHandle, resolve: Resolve, progress: Progress) -> object: ...
+
+
+def compute(key: Hashable, model: ModelHandle, resolve: Resolve, progress: Progress) -> object:
+    """``key``'s result, computed on ``model`` (``resolve`` gives the keys it builds on): the
+    work registered for ``key``'s class, which returns what that class declares.
 
     Raises:
         KeyError: a kind not registered here.
@@ -62,23 +81,27 @@ def compute(key: JobKey[Any], model: ModelHandle, resolve: Resolve, progress: Pr
 
 
 @register(RunKey, lambda key: key.spec)
-def _capture(model: ModelHandle, key: RunKey, _resolve: Resolve, progress: Progress) -> Any:
+def _capture(
+    model: ModelHandle, key: RunKey, _resolve: Resolve, progress: Progress
+) -> AttentionRun:
     return capture(model, key.prompt, max_tokens=key.max_tokens, progress=progress)
 
 
 @register(CircuitKey, lambda key: key.spec)
-def _baseline(model: ModelHandle, key: CircuitKey, _resolve: Resolve, progress: Progress) -> Any:
+def _baseline(
+    model: ModelHandle, key: CircuitKey, _resolve: Resolve, progress: Progress
+) -> Baseline:
     return baseline(model, prepare(model, key.task), progress=progress)
 
 
 def _base(resolve: Resolve, key: CircuitKey) -> Baseline:
-    found = resolve(key)
-    assert isinstance(found, Baseline)  # a CircuitKey's result
-    return found
+    return resolve(key)
 
 
 @register(HeadPatchKey, lambda key: key.circuit.spec)
-def _head_patch(model: ModelHandle, key: HeadPatchKey, resolve: Resolve, progress: Progress) -> Any:
+def _head_patch(
+    model: ModelHandle, key: HeadPatchKey, resolve: Resolve, progress: Progress
+) -> np.ndarray:
     setup = prepare(model, key.circuit.task)
     return head_effects(model, setup, _base(resolve, key.circuit), progress=progress)
 
@@ -86,7 +109,7 @@ def _head_patch(model: ModelHandle, key: HeadPatchKey, resolve: Resolve, progres
 @register(PositionPatchKey, lambda key: key.circuit.spec)
 def _position_patch(
     model: ModelHandle, key: PositionPatchKey, resolve: Resolve, progress: Progress
-) -> Any:
+) -> np.ndarray:
     setup, head = prepare(model, key.circuit.task), key.head
     base = _base(resolve, key.circuit)
     return position_effects(model, setup, base, head.layer, head.index, progress=progress)

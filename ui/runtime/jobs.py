@@ -256,7 +256,7 @@ class JobPool:
         """The finished result for ``key``: in memory, or kept on disk from an earlier run."""
         found = self.results.get(key)
         if found is None and self.kept is not None:
-            found = cast("R | None", self.kept.load(key))
+            found = self.kept.load(key)
             if found is not None:
                 self.results.put(key, found)
         if found is None and self.cluster is not None and self.cluster.runs(key):

@@ -24,13 +24,17 @@ import logging
 import os
 import threading
 import zipfile
+from collections.abc import Hashable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import numpy as np
 
 from models.disk_budget import DiskSpaceError, make_room, touch
 from ui.runtime.result_codec import UnreadableResult, decode, encode, result_type
+from ui.runtime.store import JobKey
+
+R = TypeVar("R")
 
 KEEP_AFTER_S = 5.0
 FORMAT = "2"  # bump when a kept type changes shape: old files are then never read
@@ -63,7 +67,7 @@ def to_bytes(value: Any) -> bytes:
     return out.getvalue()
 
 
-def from_bytes(data: bytes, kind: Any) -> Any:
+def from_bytes(data: bytes, kind: object) -> object:
     """The value of type ``kind`` that :func:`to_bytes` wrote.
 
     Raises:
@@ -116,8 +120,15 @@ class KeptResults:
             except (OSError, DiskSpaceError) as err:
                 log.warning("could not keep a result on disk: %s", err)
 
-    def load(self, key: Any) -> Any | None:
-        """The kept value for ``key``, or None (a file that fails a check is removed)."""
+    @overload
+    def load(self, key: JobKey[R]) -> R | None: ...
+
+    @overload
+    def load(self, key: Hashable) -> object | None: ...
+
+    def load(self, key: Hashable) -> object | None:
+        """The kept value for ``key``, of the type its key class declares (each file is decoded
+        as that type and refused otherwise), or None (a file that fails a check is removed)."""
         if not getattr(key, "persist", False):
             return None
         for path in self._files(key):
@@ -127,7 +138,7 @@ class KeptResults:
                 return value
         return None
 
-    def _read(self, path: Path, key: Any) -> Any | None:
+    def _read(self, path: Path, key: Hashable) -> object | None:
         try:
             if path.stat().st_size > self.budget:
                 raise UnreadableResult("larger than the folder's budget")

@@ -14,11 +14,19 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from typing import Any, Literal, Union
+from collections.abc import Callable, Hashable
+from typing import Any, Literal, TypeVar, Union, overload
 
 import numpy as np
 
+from ui.runtime.store import JobKey
+
+R = TypeVar("R")
+
 _ARRAY, _BYTES, _DICT = "$array", "$bytes", "$dict"
+# A tree as JSON holds it: what encode writes and decode reads.
+Json = None | bool | int | float | str | list["Json"] | dict[str, "Json"]
+
 _KINDS = "biufc"  # bool, signed and unsigned integers, floats, complex: nothing NumPy pickles
 
 
@@ -26,8 +34,9 @@ class UnreadableResult(ValueError):
     """A value that cannot be written as data, or a file that does not match its type."""
 
 
-def result_type(key_type: type) -> Any:
-    """The ``R`` a key class declares as ``JobKey[R]`` (``Any`` when it declares none)."""
+def result_type(key_type: type) -> object:
+    """The ``R`` a key class declares as ``JobKey[R]`` (``Any`` when it declares none), as a
+    type expression :func:`decode` reads."""
     for klass in key_type.__mro__:
         for base in getattr(klass, "__orig_bases__", ()):
             args = typing.get_args(base)
@@ -36,7 +45,7 @@ def result_type(key_type: type) -> Any:
     return Any
 
 
-def encode(value: Any) -> tuple[Any, list[np.ndarray]]:
+def encode(value: object) -> tuple[Json, list[np.ndarray]]:
     """``value`` as a JSON-able tree and the arrays it refers to by index.
 
     Raises:
@@ -46,7 +55,7 @@ def encode(value: Any) -> tuple[Any, list[np.ndarray]]:
     return _encode(value, arrays, 0), arrays
 
 
-def _encode(value: Any, arrays: list[np.ndarray], depth: int) -> Any:
+def _encode(value: Any, arrays: list[np.ndarray], depth: int) -> Json:
     if depth > 32:
         raise UnreadableResult("nested too deep")
     inner = depth + 1
@@ -81,7 +90,7 @@ def _encode(value: Any, arrays: list[np.ndarray], depth: int) -> Any:
     raise UnreadableResult(f"a {type(value).__name__} is not plain data")
 
 
-def decode(tree: Any, kind: Any, arrays: list[np.ndarray]) -> Any:
+def decode(tree: Any, kind: object, arrays: list[np.ndarray]) -> object:
     """The value of type ``kind`` that :func:`encode` wrote as ``tree`` and ``arrays``.
 
     Raises:
@@ -91,6 +100,24 @@ def decode(tree: Any, kind: Any, arrays: list[np.ndarray]) -> Any:
         return _decode(tree, kind, arrays)
     except (TypeError, KeyError, IndexError, AttributeError) as err:
         raise UnreadableResult(f"does not match {kind}: {err}") from None
+
+
+@overload
+def decode_result(key: JobKey[R], tree: Any, arrays: list[np.ndarray]) -> R: ...
+
+
+@overload
+def decode_result(key: Hashable, tree: Any, arrays: list[np.ndarray]) -> object: ...
+
+
+def decode_result(key: Hashable, tree: Any, arrays: list[np.ndarray]) -> object:
+    """``key``'s result that :func:`encode` wrote as ``tree`` and ``arrays``, decoded as the type
+    its key class declares (so a ``JobKey[R]`` gives an ``R``: anything else is refused).
+
+    Raises:
+        UnreadableResult: the tree does not match that type.
+    """
+    return decode(tree, result_type(type(key)), arrays)
 
 
 def _array(tree: Any, arrays: list[np.ndarray], tag: str = _ARRAY) -> np.ndarray:
@@ -104,7 +131,7 @@ def _is_array_type(kind: Any) -> bool:
     return kind is np.ndarray or getattr(kind, "array_type", None) is np.ndarray
 
 
-def _decode(tree: Any, kind: Any, arrays: list[np.ndarray]) -> Any:
+def _decode(tree: Any, kind: Any, arrays: list[np.ndarray]) -> object:
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if kind is Any or kind is object:
         return _generic(tree, arrays)
@@ -142,13 +169,14 @@ def _decode(tree: Any, kind: Any, arrays: list[np.ndarray]) -> Any:
         hints = typing.get_type_hints(kind)
         if not isinstance(tree, list) or len(tree) != len(kind._fields):
             raise UnreadableResult(f"{kind.__name__} has {len(kind._fields)} fields")
-        return kind(
+        make: Callable[..., object] = kind  # a named tuple: one argument per field
+        return make(
             *(_decode(t, hints[f], arrays) for t, f in zip(tree, kind._fields, strict=True))
         )
     raise UnreadableResult(f"{kind} is not a type a kept result may hold")
 
 
-def _union(tree: Any, args: tuple[Any, ...], arrays: list[np.ndarray]) -> Any:
+def _union(tree: Any, args: tuple[Any, ...], arrays: list[np.ndarray]) -> object:
     if tree is None and type(None) in args:
         return None
     for arg in args:
@@ -161,7 +189,7 @@ def _union(tree: Any, args: tuple[Any, ...], arrays: list[np.ndarray]) -> Any:
     raise UnreadableResult(f"matches none of {args}")
 
 
-def _container(tree: Any, origin: Any, args: tuple[Any, ...], arrays: list[np.ndarray]) -> Any:
+def _container(tree: Any, origin: Any, args: tuple[Any, ...], arrays: list[np.ndarray]) -> object:
     if origin is dict:
         key, value = args or (Any, Any)
         if not isinstance(tree, dict) or set(tree) != {_DICT} or not isinstance(tree[_DICT], list):
@@ -181,7 +209,7 @@ def _container(tree: Any, origin: Any, args: tuple[Any, ...], arrays: list[np.nd
     return tuple(_decode(t, a, arrays) for t, a in zip(tree, args, strict=True))
 
 
-def _dataclass(tree: Any, kind: type, arrays: list[np.ndarray]) -> Any:
+def _dataclass(tree: Any, kind: type, arrays: list[np.ndarray]) -> object:
     hints = typing.get_type_hints(kind)
     fields = [f for f in dataclasses.fields(kind) if f.init]
     if not isinstance(tree, dict) or set(tree) != {f.name for f in fields}:
@@ -189,7 +217,7 @@ def _dataclass(tree: Any, kind: type, arrays: list[np.ndarray]) -> Any:
     return kind(**{f.name: _decode(tree[f.name], hints[f.name], arrays) for f in fields})
 
 
-def _generic(tree: Any, arrays: list[np.ndarray]) -> Any:
+def _generic(tree: Any, arrays: list[np.ndarray]) -> object:
     """A value whose type is not declared: numbers, strings, lists, dicts and arrays only."""
     if tree is None or isinstance(tree, (bool, int, float, str)):
         return tree
@@ -204,5 +232,5 @@ def _generic(tree: Any, arrays: list[np.ndarray]) -> Any:
     raise UnreadableResult("not data this reader knows")
 
 
-def _hashable(value: Any) -> Any:
+def _hashable(value: object) -> Hashable:
     return tuple(_hashable(v) for v in value) if isinstance(value, list) else value
