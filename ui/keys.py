@@ -61,7 +61,6 @@ class Explorer(StrEnum):
     DIVERGENCE_GRID = "explorer_divergence_grid"
     DIVERGENCE_TABLE = "explorer_divergence_table"
     COMPARE_START = "explorer_compare_start"
-    COMPARE_REQUESTED = "explorer_compare_requested"  # CompareKeys the visitor asked to run
     COMPARE_CSV = "explorer_compare_csv"
     HEATMAP_A = "explorer_heatmap_a"
     HEATMAP_B = "explorer_heatmap_b"
@@ -70,7 +69,6 @@ class Explorer(StrEnum):
     TOKENS_B = "explorer_tokens_b"
     JUMP_DIFFERENCE = "explorer_jump_difference"
     WHY_KEY = "explorer_why_key"  # the key position the Why here? panel explains
-    WHY_ASKED = "explorer_why_asked"  # the Head the visitor asked Why here? for
     WHY_START = "explorer_why_start"
     WHY_PAIR = "explorer_why_pair"
 

@@ -3,6 +3,10 @@
 from dataclasses import replace
 
 from models.head import Head
+from models.model.spec import ModelSpec
+from ui.runtime.job_keys import CompareKey, RunKey
+from ui.runtime.policy import admit
+from ui.runtime.settings import Settings
 from ui.state import explorer as state
 from ui.state.explorer import WINDOW, ExplorerView, RunShape
 
@@ -157,3 +161,34 @@ def test_which_tokens_attend_to_it_brings_the_tokens_column_into_the_window():
     assert turned.col0 == 1300 - WINDOW // 2
     back = state.choose_token(turned, 1400, LONG, induction)
     assert 1400 in back.cols(LONG)  # a new token keeps its column on screen
+
+
+def _compare_key(prompt_b: str) -> CompareKey:
+    spec = admit(ModelSpec("bundled"), Settings())
+    return CompareKey(RunKey(spec, "a b c", None), RunKey(spec, prompt_b, None), words=False)
+
+
+def test_asked_comparisons_accumulate_and_stay_out_of_the_link():
+    first, second = _compare_key("a b d"), _compare_key("x y")
+    view = state.ask_compare(state.ask_compare(ExplorerView(), first), second)
+    assert view.compare_asked == frozenset({first, second})
+    assert state.ask_compare(view, first).compare_asked == frozenset({first, second})
+    assert ExplorerView().compare_asked == frozenset()
+    assert {"compare_asked", "why_asked", "why_key"} <= ExplorerView.IN_SESSION
+
+
+def test_why_here_transitions():
+    view = ExplorerView(head=Head(1, 2), token=9, span=(3, 6))
+    picked = state.pick_why_cell(view, query=4, key=2)
+    assert (picked.token, picked.span, picked.why_key, picked.why_asked) == (4, None, 2, Head(1, 2))
+    assert replace(picked, token=9, span=(3, 6), why_key=0, why_asked=None) == view
+    typed = state.choose_why_key(view, 7)
+    assert (typed.why_key, typed.token, typed.why_asked) == (7, 9, None)
+    assert state.ask_why(view, Head(0, 3)).why_asked == Head(0, 3)
+
+
+def test_the_why_key_is_kept_within_the_prompt():
+    assert state.why_key(ExplorerView(), 5) == 0
+    assert state.why_key(ExplorerView(why_key=3), 5) == 3
+    assert state.why_key(ExplorerView(why_key=12), 5) == 4
+    assert state.why_key(ExplorerView(why_key=-2), 5) == 0

@@ -152,7 +152,7 @@ def compare_work(key: CompareKey) -> Work[Comparison]:
 
 
 def request(key: CompareKey) -> None:
-    st.session_state.setdefault(Explorer.COMPARE_REQUESTED, set()).add(key)
+    save(state.ask_compare(current_view(), key))
 
 
 def about(seconds: float) -> str:
@@ -189,7 +189,7 @@ def divergence(
                 f"{about(seconds)} on this server and "
                 f"{megabytes(cost.peak_bytes)} of memory beyond the two runs."
             )
-            asked = key in st.session_state.get(Explorer.COMPARE_REQUESTED, set())
+            asked = key in current_view().compare_asked
             if seconds > AUTO_START_S and not asked:
                 st.button(
                     "Compare every head",

@@ -29,8 +29,9 @@ from ui.runtime import server
 from ui.runtime.job_keys import RunKey, WhyEffectsKey, WhyKey
 from ui.runtime.jobs import Work
 from ui.sections.explorer_detail import Shown
-from ui.sections.explorer_session import update
-from ui.state.explorer import ExplorerView, RunShape
+from ui.sections.explorer_session import current_view, save, update
+from ui.state import explorer as state
+from ui.state.explorer import ExplorerView
 from ui.text import md
 from ui.widgets import components, job_view
 from ui.widgets.component_messages import positions
@@ -53,9 +54,7 @@ class Cell:
 
 def chosen_cell(view: ExplorerView, n_tokens: int) -> Cell:
     """The explorer's query, and the key typed or clicked (kept within the prompt)."""
-    ss = st.session_state
-    key = int(ss.get(Explorer.WHY_KEY, 0))
-    return Cell(view.query, min(max(key, 0), n_tokens - 1))
+    return Cell(view.query, state.why_key(view, n_tokens))
 
 
 def clicked_cell(clicked: object, rows: range, keys: list[int]) -> Cell | None:
@@ -75,13 +74,7 @@ def on_cell_click(run_key: RunKey, rows: range, keys: list[int]) -> None:
     cell = clicked_cell(components.clicked_value(Explorer.HEATMAP), rows, keys)
     if cell is None:
         return
-    st.session_state[Explorer.WHY_KEY] = cell.key
-
-    def choose(view: ExplorerView, _shape: RunShape, _run: AttentionRun) -> ExplorerView:
-        st.session_state[Explorer.WHY_ASKED] = view.head
-        return replace(view, token=cell.query, span=None)
-
-    update(run_key, choose)
+    update(run_key, lambda view, _shape, _run: state.pick_why_cell(view, cell.query, cell.key))
 
 
 def click_handler(run_key: RunKey) -> Callable[[Shown], Callable[[], None]]:
@@ -122,13 +115,16 @@ def effects_work(
 
 
 def on_ask(head: Head) -> None:
-    st.session_state[Explorer.WHY_ASKED] = head
+    save(state.ask_why(current_view(), head))
+
+
+def on_key() -> None:
+    save(state.choose_why_key(current_view(), int(st.session_state[Explorer.WHY_KEY])))
 
 
 def ask(view: ExplorerView, run: AttentionRun, cell: Cell) -> None:
     """The key input and the *Why here?* button."""
-    ss = st.session_state
-    ss.setdefault(Explorer.WHY_KEY, cell.key)
+    st.session_state[Explorer.WHY_KEY] = cell.key  # the input shows the view's key
     c = st.columns([2, 2, 1])
     c[0].markdown(f"**Query** {cell.query} `{md(run.tokens[cell.query])}` (chosen above)")
     c[1].number_input(
@@ -137,6 +133,7 @@ def ask(view: ExplorerView, run: AttentionRun, cell: Cell) -> None:
         max_value=run.n_tokens - 1,
         step=1,
         key=Explorer.WHY_KEY,
+        on_change=on_key,
         help="Or click a cell of the heatmap: its row becomes the query, its column the key.",
     )
     c[2].button(
@@ -271,11 +268,11 @@ def why_panel(
     view: ExplorerView, run: AttentionRun, run_key: RunKey, rows: range, cols: range
 ) -> None:
     """The *Why here?* panel under the detail heatmap (token view)."""
-    asked = st.session_state.get(Explorer.WHY_ASKED) == view.head
+    asked = view.why_asked == view.head
     with st.expander("Why here? Split this score into the parts that made it", expanded=asked):
         cell = chosen_cell(view, run.n_tokens)
         ask(view, run, cell)
-        if st.session_state.get(Explorer.WHY_ASKED) != view.head:
+        if not asked:
             st.caption(
                 "The stream entering the head's layer is a sum of parts: the embeddings, each "
                 "earlier head's output, each earlier MLP's output and the biases. With every "

@@ -2,7 +2,8 @@
 
 :class:`ExplorerView` is what the explorer shows: the head, the selected query token, the detail
 window's first row and column, the colour and scope options, the mode (one prompt, or prompt A
-against prompt B), the word view, a selected span of tokens and the rollout colouring. The page
+against prompt B), the word view, a selected span of tokens and the rollout colouring, and what
+the visitor asked the page to work out (a long comparison, the *Why here?* split). The page
 keeps one in the session and replaces it through the transitions below; widgets only display it.
 Nothing here knows Streamlit, so every rule is unit-tested directly: a new prompt opens on its
 last token with the window on where that token attends; a clicked token brings its row and the
@@ -25,6 +26,7 @@ from models.capture.spans import Direction
 from models.capture.views import Scope
 from models.capture.words import Words
 from models.head import Head
+from ui.runtime.job_keys import CompareKey
 from viz.heatmap import ColourScale
 
 WINDOW = 160
@@ -61,11 +63,15 @@ class ExplorerView:
     """What the explorer shows (see the module docstring).
 
     Its link carries every field but where the detail window stands (``row0``, ``col0``: a link
-    opens it on the selected token and where that token attends) and which run it was fitted
-    to (``run_id``).
+    opens it on the selected token and where that token attends), which run it was fitted
+    to (``run_id``) and what the visitor asked to be worked out: the comparisons started by
+    hand (``compare_asked``), the head *Why here?* was asked for (``why_asked``) and the key
+    position it explains (``why_key``, typed or clicked).
     """
 
-    IN_SESSION: ClassVar[frozenset[str]] = frozenset({"row0", "col0", "run_id"})
+    IN_SESSION: ClassVar[frozenset[str]] = frozenset(
+        {"row0", "col0", "run_id", "compare_asked", "why_asked", "why_key"}
+    )
     head: Head = Head(0, 0)  # noqa: RUF009 - a Head is immutable
     token: int | None = None
     row0: int = 0
@@ -82,6 +88,9 @@ class ExplorerView:
     words: bool = False
     span: tuple[int, int] | None = None  # token positions [start, stop) selected in the strip
     rollout: bool = False
+    compare_asked: frozenset[CompareKey] = frozenset()
+    why_asked: Head | None = None
+    why_key: int = 0
 
     @property
     def skip_first(self) -> bool:
@@ -295,3 +304,31 @@ def pick_overview(
         else min(max(k0, 0), shape.last_start)
     )
     return replace(view, row0=row0, col0=col0)
+
+
+def ask_compare(view: ExplorerView, key: CompareKey) -> ExplorerView:
+    """The visitor asked for the comparison ``key`` (one too long to start by itself)."""
+    return replace(view, compare_asked=view.compare_asked | {key})
+
+
+def ask_why(view: ExplorerView, head: Head) -> ExplorerView:
+    """The visitor asked *Why here?* for ``head`` (its panel opens and splits the score)."""
+    return replace(view, why_asked=head)
+
+
+def choose_why_key(view: ExplorerView, key: int) -> ExplorerView:
+    """The key position typed for the *Why here?* panel (kept within the prompt by
+    :func:`why_key`)."""
+    return replace(view, why_key=key)
+
+
+def pick_why_cell(view: ExplorerView, query: int, key: int) -> ExplorerView:
+    """A click on a cell of the detail heatmap: its row becomes the selected token (a selected
+    span is dropped), its column the key the panel explains, and the panel opens on the head
+    shown."""
+    return replace(view, token=query, span=None, why_key=key, why_asked=view.head)
+
+
+def why_key(view: ExplorerView, n_tokens: int) -> int:
+    """The key position the *Why here?* panel explains, within a prompt of ``n_tokens``."""
+    return min(max(view.why_key, 0), n_tokens - 1)
