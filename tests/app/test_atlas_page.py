@@ -27,10 +27,12 @@ def open_atlas(**query) -> AppTest:
     at.query_params["model"] = "bundled"
     for key, value in query.items():
         at.query_params[key] = value
-    at.session_state[HeadAtlas.TEXTS] = 4
-    at.session_state[HeadAtlas.MAX_TOKENS] = 48
     at.run()
     at.switch_page(PAGE)
+    at.run()
+    at.number_input(key=HeadAtlas.TEXTS).set_value(4)
+    at.number_input(key=HeadAtlas.MAX_TOKENS).set_value(48)
+    at.session_state[Sidebar.SOURCE] = "bundled"
     at.run()
     return press_start(at)
 
@@ -49,7 +51,7 @@ def test_the_map_takes_its_axes_and_head_from_the_link(bundled):
     at = open_atlas(ax="distance", ay="sink", ac="", layer="2", head="1")
     assert not at.exception
     view = at.session_state[HeadAtlas.VIEW]
-    assert view == AtlasView("distance", "sink", None, None, Head(2, 1))
+    assert view == AtlasView("distance", "sink", None, None, Head(2, 1), 4, 48, notes_shown=True)
     said = texts(at)
     assert "Head 2.1" in said and "corpus scores over 4 texts" in said
     figure = plotly.io.from_json(at.get("plotly_chart")[0].proto.spec)

@@ -22,17 +22,30 @@ from ui.runtime import server
 from ui.runtime.job_keys import AtlasKey
 from ui.runtime.policy import admit
 from ui.sections.heads import bundled_corpus
-from ui.state.atlas import AtlasView, axis_label, clamp, select, with_axes
+from ui.state.atlas import (
+    MIN_TOKENS,
+    AtlasView,
+    axis_label,
+    clamp,
+    fit_corpus,
+    noted,
+    select,
+    with_axes,
+    with_max_tokens,
+    with_texts,
+)
 from ui.text import md
 from ui.widgets import components, job_view
+from ui.widgets.job_view import Pending
 from viz.atlas_figures import atlas_scatter, shared_ranges
 
 OPTIONAL = (None, *METRIC_NAMES)
 
 
-def clamp_start(key: str, value: int, low: int, high: int) -> None:
-    """Seed a number widget once and keep its stored value inside ``[low, high]``."""
-    st.session_state[key] = min(max(st.session_state.setdefault(key, value), low), high)
+def stored_view() -> AtlasView:
+    """The session's view, or the one its link asked for."""
+    found = st.session_state.get(HeadAtlas.VIEW)
+    return found if isinstance(found, AtlasView) else session.opened_with().atlas
 
 
 def corpus_choice(model: ModelHandle) -> tuple[Corpus | None, int]:
@@ -41,18 +54,26 @@ def corpus_choice(model: ModelHandle) -> tuple[Corpus | None, int]:
     if corpus is job_view.MISSING:
         return None, 0
     left, right = st.columns(2)
-    clamp_start(HeadAtlas.TEXTS, min(len(corpus.texts), 24), 1, len(corpus.texts))
-    clamp_start(HeadAtlas.MAX_TOKENS, min(model.facts.n_ctx, 256), 8, model.facts.n_ctx)
-    count = left.number_input("Texts", 1, len(corpus.texts), key=HeadAtlas.TEXTS)
+    view = fit_corpus(stored_view(), len(corpus.texts), model.facts.n_ctx)
+    st.session_state[HeadAtlas.VIEW] = view
+    count = left.number_input(
+        "Texts",
+        1,
+        len(corpus.texts),
+        **session.bound(HeadAtlas.VIEW, HeadAtlas.TEXTS, view.texts, with_texts),
+    )
     cap = right.number_input(
-        "Tokens per text, at most", 8, model.facts.n_ctx, key=HeadAtlas.MAX_TOKENS
+        "Tokens per text, at most",
+        MIN_TOKENS,
+        model.facts.n_ctx,
+        **session.bound(HeadAtlas.VIEW, HeadAtlas.MAX_TOKENS, view.max_tokens, with_max_tokens),
     )
     corpus = corpus.head(int(count))
     st.caption(f"Corpus: {md(corpus.source)}. Using {len(corpus.texts)} of them.")
     return corpus, int(cap)
 
 
-def measure(model: ModelHandle, corpus: Corpus, cap: int) -> Any:
+def measure(model: ModelHandle, corpus: Corpus, cap: int) -> Atlas | Pending:
     """The model's atlas on ``corpus`` as a kept job (:data:`job_view.MISSING` while it runs)."""
     sizes = [int(tokenize(model, text, cap)[0].shape[1]) for text in corpus.texts]
     key = AtlasKey(session.allowed_spec(model), corpus.key, cap)
@@ -77,12 +98,14 @@ def measure(model: ModelHandle, corpus: Corpus, cap: int) -> Any:
 
 
 def current_view(atlas: Atlas) -> AtlasView:
-    """The page's view: from the link the first time, then as the visitor changes it."""
-    if HeadAtlas.VIEW not in st.session_state:
+    """The page's view: from the link the first time (its notes shown once), then as the
+    visitor changes it."""
+    view = stored_view()
+    if not view.notes_shown:
         for note in session.link_notes("atlas"):
             st.caption(md(note))
-        st.session_state[HeadAtlas.VIEW] = session.opened_with().atlas
-    view, notes = clamp(st.session_state[HeadAtlas.VIEW], atlas.facts.n_layers, atlas.facts.n_heads)
+        view = noted(view)
+    view, notes = clamp(view, atlas.facts.n_layers, atlas.facts.n_heads)
     for note in notes:
         st.caption(md(note))
     st.session_state[HeadAtlas.VIEW] = view
@@ -151,7 +174,7 @@ def _picked(key: str) -> None:
             return
 
 
-def second_model(first: ModelHandle, corpus: Corpus, cap: int) -> Any:
+def second_model(first: ModelHandle, corpus: Corpus, cap: int) -> Atlas | None:
     """Another model's atlas on the same corpus, or None (no name, refused, or still running)."""
     name = st.text_input(
         "Compare with another model (its atlas on the same texts, drawn on the same axes)",
