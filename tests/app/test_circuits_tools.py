@@ -73,8 +73,11 @@ def numbers(data) -> np.ndarray:
 
 
 def titled(at, text):
-    found = [f for f in figures(at) if text in f["layout"].get("title", {}).get("text", "")]
-    assert len(found) == 1, [f["layout"].get("title") for f in figures(at)]
+    """The one figure titled ``text`` (or, failing that, whose title contains it): the weights
+    tab also draws "OV copying score against …" once the head finder's scores are stored."""
+    titles = [(f, f["layout"].get("title", {}).get("text", "")) for f in figures(at)]
+    found = [f for f, title in titles if title == text] or [f for f, t in titles if text in t]
+    assert len(found) == 1, [title for _, title in titles]
     return found[0]
 
 
