@@ -31,6 +31,7 @@ from models.shapes import TokenIds
 MAX_GAP = {torch.float32: 1e-4, torch.float64: 1e-4}  # relative; low precision: LOW_PRECISION_GAP
 LOW_PRECISION_GAP = 3e-2
 SAMPLE = 32  # positions the rebuilt stream is checked at (queries and keys: every position)
+POSITION_BLOCK = 128  # positions a side's parts are computed at at once
 
 
 class WhyUnavailable(UserError):
@@ -86,6 +87,18 @@ class KeptHead:
         return dots + self.terms.position_bias(query, keys)
 
 
+def _every_position(side: ScoreSide, n_pos: int) -> Float[torch.Tensor, "pos part d_head"]:
+    """``side.at`` every position in float32, :data:`POSITION_BLOCK` positions at a time: the
+    projection and rotation's temporaries are a block's size, not the prompt's."""
+    first = side.at(slice(0, min(n_pos, POSITION_BLOCK)), torch.float32)
+    out = torch.empty((n_pos, *first.shape[1:]), dtype=torch.float32)
+    out[: first.shape[0]] = first
+    for start in range(POSITION_BLOCK, n_pos, POSITION_BLOCK):
+        block = slice(start, min(n_pos, start + POSITION_BLOCK))
+        out[block] = side.at(block, torch.float32)
+    return out
+
+
 def _gap(parts: torch.Tensor, own: torch.Tensor) -> float:
     own = own.to(torch.float64)
     return float((parts - own).abs().max() / own.abs().max().clamp_min(1e-30))
@@ -127,8 +140,7 @@ def keep(model: ModelHandle, ids: TokenIds, head: Head, progress: Progress = qui
     key = read_side(model, stream, acts.resid_pre, head, "key", reading, rope)
     kv = facts.groups.kv_head(head.index)
     q, k = acts.q[:, head.index], acts.k[:, kv]
-    everywhere = slice(None)
-    query_parts, key_parts = query.at(everywhere, torch.float32), key.at(everywhere, torch.float32)
+    query_parts, key_parts = _every_position(query, acts.n_pos), _every_position(key, acts.n_pos)
     sample = torch.unique(torch.linspace(0, acts.n_pos - 1, min(acts.n_pos, SAMPLE)).long())
     kept = KeptHead(
         head=head,

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from models.circuits import why_keep
 from models.circuits.why import CellError, PartPair, part_group, part_head, part_words, split
 from models.circuits.why_keep import keep, keep_cost
 from models.head import Head
@@ -119,6 +120,21 @@ def test_the_price_bounds_what_the_pass_keeps(why_cases, name):
     assert cost.forward_passes == 1 and cost.seconds > 0
     longer = keep_cost(model, 4 * ids.shape[1], layer)
     assert longer.peak_bytes > cost.peak_bytes and longer.seconds > cost.seconds
+
+
+@pytest.mark.parametrize("name", ["bundled", "qwen3_qk_norm"])
+def test_parts_kept_a_block_of_positions_at_a_time_are_the_whole_prompts(
+    why_cases, name, monkeypatch
+):
+    model, _, ids = why_cases[name]
+    monkeypatch.setattr(why_keep, "POSITION_BLOCK", 3)
+    kept = keep(model, ids, Head(1, 0))
+    assert ids.shape[1] > 2 * why_keep.POSITION_BLOCK
+    for side, parts in ((kept.query, kept.query_parts), (kept.key, kept.key_parts)):
+        whole = side.at(slice(None), torch.float32)
+        assert parts.shape == whole.shape
+        # the same float32 sums, only blocked differently by the matrix product
+        assert (parts - whole).abs().max() <= 1e-6 * whole.abs().max()
 
 
 def test_each_part_is_drawn_in_its_group():
