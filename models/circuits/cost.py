@@ -172,6 +172,19 @@ def path_cost(
     return _make(model, n_tokens, 2.0 + senders * share, 0.0, 0.0, run.peak_bytes)
 
 
+def runs_bytes(model: ModelHandle, n_tokens: int, qk_fix: bool = True) -> float:
+    """What :func:`models.circuits.atp_runs.attribution_runs` leaves for the edge estimates,
+    held while they run: every head's z, q, k and v clean, corrupted and their gradients,
+    every block's incoming residual and, with the QK fix, three ``head x pos x pos`` float32
+    arrays a layer (on SmolLM2 at 206 tokens 246 MiB held against 249 MiB here; at 606, 1,224
+    against 1,494)."""
+    f = model.facts
+    held = 3 * _head_values_bytes(model, n_tokens) + FLOAT * f.n_layers * n_tokens * f.d_model
+    if qk_fix:
+        held += 3 * FLOAT * f.n_layers * f.n_heads * n_tokens**2
+    return held
+
+
 def edges_cost(
     model: ModelHandle, n_tokens: int, qk_fix: bool = True, mlps: str = "recomputed"
 ) -> PassPlan:
@@ -179,7 +192,8 @@ def edges_cost(
     passes of :func:`models.circuits.atp_runs.attribution_runs` (not included): with MLPs
     recomputed, one forward pass per sender from its own block on; then, for each pair of
     sender and receiver layer, the receivers' inputs recomputed (``2 d_model (n_heads +
-    2 n_kv_heads) d_head`` per token) and, with the QK fix, their patterns."""
+    2 n_kv_heads) d_head`` per token) and, with the QK fix, their patterns. Its peak includes
+    what the runs hold meanwhile (:func:`runs_bytes`)."""
     f = model.facts
     pairs = f.n_heads * f.n_layers * (f.n_layers - 1) / 2  # sender heads x later layers
     per_pair = 2 * n_tokens * f.d_model * (f.n_heads + 2 * f.n_kv_heads) * f.d_head
@@ -192,6 +206,7 @@ def edges_cost(
     held = chunk * (4 * f.n_layers * n_tokens * f.d_model + 24 * f.n_heads * n_tokens**2)
     edges = 8 * f.n_layers * f.n_heads * f.n_layers * (f.n_heads + 2 * f.n_kv_heads)
     peak = held + edges + (exact_cost(model, n_tokens, chunk).peak_bytes if forward else 0)
+    peak += int(runs_bytes(model, n_tokens, qk_fix))
     return _make(model, n_tokens, forward, 0.0, pairs * per_pair, peak)
 
 
