@@ -29,6 +29,10 @@ from models.model.stream import qk_with_reading
 from models.model.weights import input_norm, parameter_dtype
 
 GAINERS = 3
+FLOAT = 4
+# pos x d_model float32 arrays per copy of the prompt at the resumed pass's peak: SmolLM2's last
+# layer measured 15 (77 MiB at 400 tokens, 199 MiB at 1,000, with 6 copies)
+WIDTHS_PER_COPY = 20
 
 
 @dataclass(frozen=True)
@@ -137,11 +141,16 @@ def free_changes(
 
 def part_effects_cost(model: ModelHandle, kept: KeptHead, k: int = 5) -> Cost:
     """Cost of :func:`part_effects`: one layer's norm and query/key projections on ``1 + k``
-    copies of the prompt (the weights' changes are lookups in the kept parts)."""
+    copies of the prompt (the weights' changes are lookups in the kept parts).
+
+    Memory: :data:`WIDTHS_PER_COPY` ``pos x d_model`` float32 arrays per copy (the query and
+    key projections' inputs, and the resumed pass's embeddings, resumed stream, norm, q, k, v,
+    RoPE's temporaries and the captured copies)."""
     n, width, d_head = kept.n_pos, model.facts.d_model, model.facts.d_head
     copies = 1 + k
     flops = copies * 2.0 * n * width * d_head * 4
-    return Cost(flops, int(copies * 3 * n * width * 4), 0.05, device_of(model.spec.device))
+    peak = FLOAT * n * width * WIDTHS_PER_COPY * copies
+    return Cost(flops, int(peak), 0.05, device_of(model.spec.device))
 
 
 def part_effects(
