@@ -7,9 +7,10 @@ Kinds here: capture, rollout, compare, attribution patching, path patching, the 
 (AtP with every edge), Why here's kept parts and its part effects, the KV eviction sweep, corpus
 scores, the head atlas, the pruning curve and DLA loadings (:data:`WORK`; the SmolLM2 tests
 check the kinds whose memory grows fastest with the prompt, the rest run on the bundled model
-here and were measured on SmolLM2 by hand with :func:`measure`). Kinds measured elsewhere: generation
-(tests/generate/test_generation_memory.py), spans (tests/capture/test_span_memory.py), the
-circuits page's first run and its weights job (tests/circuits/test_circuits_memory.py).
+here and were measured on SmolLM2 by hand with :func:`measure`). Kinds measured elsewhere:
+generation (tests/generate/test_generation_memory.py), spans
+(tests/capture/test_span_memory.py), the circuits page's first run and its weights job
+(tests/circuits/test_circuits_memory.py).
 SmolLM2 (slow) at a long prompt checks both sides. The bundled model's work is a few MiB, at
 the allocator's grain (its arrays are smaller than the heap's own growth steps), so on it only
 the upper side is checked, with :data:`GRAIN`.
