@@ -24,7 +24,7 @@ from models.errors import UserError
 from models.head import Head
 from models.progress import Progress
 from ui import session
-from ui.keys import Explorer
+from ui.keys import Explorer, Session
 from ui.runtime import server
 from ui.runtime.job_keys import RunKey, WhyEffectsKey, WhyKey
 from ui.runtime.jobs import Work
@@ -118,13 +118,8 @@ def on_ask(head: Head) -> None:
     save(state.ask_why(current_view(), head))
 
 
-def on_key() -> None:
-    save(state.choose_why_key(current_view(), int(st.session_state[Explorer.WHY_KEY])))
-
-
 def ask(view: ExplorerView, run: AttentionRun, cell: Cell) -> None:
     """The key input and the *Why here?* button."""
-    st.session_state[Explorer.WHY_KEY] = cell.key  # the input shows the view's key
     c = st.columns([2, 2, 1])
     c[0].markdown(f"**Query** {cell.query} `{md(run.tokens[cell.query])}` (chosen above)")
     c[1].number_input(
@@ -132,8 +127,7 @@ def ask(view: ExplorerView, run: AttentionRun, cell: Cell) -> None:
         min_value=0,
         max_value=run.n_tokens - 1,
         step=1,
-        key=Explorer.WHY_KEY,
-        on_change=on_key,
+        **session.bound(Session.EXPLORER, Explorer.WHY_KEY, cell.key, state.choose_why_key),
         help="Or click a cell of the heatmap: its row becomes the query, its column the key.",
     )
     c[2].button(
