@@ -156,6 +156,18 @@ def link_notes(page: links.Page) -> list[str]:
 V = TypeVar("V")
 
 
+def stored_view(key: str, page: links.Page, kind: type[V]) -> V:
+    """A page's state value kept under ``key``, or (before the page keeps one) the one its
+    opening link asked for; nothing is stored or shown."""
+    found = st.session_state.get(key)
+    if isinstance(found, kind):
+        return found
+    view = getattr(opened_with(), page)
+    if not isinstance(view, kind):
+        raise TypeError(f"The link holds no {kind.__name__} for the {page} page")
+    return view
+
+
 def page_view(key: str, page: links.Page, kind: type[V]) -> V:
     """A page's state value kept under ``key``: the one its opening link asked for on the first
     visit (with the link's notes for ``page``), then as the visitor changed it."""
@@ -164,9 +176,7 @@ def page_view(key: str, page: links.Page, kind: type[V]) -> V:
         return found
     for note in link_notes(page):
         st.caption(md(note))
-    view = getattr(opened_with(), page)
-    if not isinstance(view, kind):
-        raise TypeError(f"The link holds no {kind.__name__} for the {page} page")
+    view = stored_view(key, page, kind)
     st.session_state[key] = view
     return view
 

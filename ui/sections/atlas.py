@@ -44,8 +44,7 @@ OPTIONAL = (None, *METRIC_NAMES)
 
 def stored_view() -> AtlasView:
     """The session's view, or the one its link asked for."""
-    found = st.session_state.get(HeadAtlas.VIEW)
-    return found if isinstance(found, AtlasView) else session.opened_with().atlas
+    return session.stored_view(HeadAtlas.VIEW, "atlas", AtlasView)
 
 
 def corpus_choice(model: ModelHandle) -> tuple[Corpus | None, int]:

@@ -32,8 +32,7 @@ def strongest(run: AttentionRun) -> state.Strongest:
 
 def current_view() -> ExplorerView:
     """The session's view, or the one its link asked for."""
-    found = st.session_state.get(Session.EXPLORER)
-    return found if isinstance(found, ExplorerView) else session.opened_with().explorer
+    return session.stored_view(Session.EXPLORER, "explorer", ExplorerView)
 
 
 def save(view: ExplorerView) -> None:
