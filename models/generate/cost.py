@@ -94,14 +94,15 @@ def eviction_estimate(
     )
     kv = n_tokens * kv_bytes_per_token(facts, bytes_per_element)
     layer_f32 = n_tokens * (facts.n_heads + 2 * facts.n_kv_heads) * facts.d_head * FLOAT
+    hidden = 12 * n_tokens * facts.d_model * FLOAT  # the hidden states, either pass
     peak = (
         2 * kv
         + 2 * layer_f32
         + 3 * facts.n_heads * BLOCK * n_tokens * FLOAT
-        + 12 * n_tokens * facts.d_model * FLOAT
+        + hidden
         + 2 * LOGIT_CHUNK * vocab * FLOAT
     )
-    plain = PLAIN_LOGIT_COPIES * n_tokens * vocab * FLOAT + 12 * n_tokens * facts.d_model * FLOAT
+    plain = PLAIN_LOGIT_COPIES * n_tokens * vocab * FLOAT + hidden
     return Cost(
         flops + 2.0 * facts.n_params * n_tokens, int(max(peak, plain)), overhead, device_of(device)
     )
