@@ -94,16 +94,12 @@ def _baseline(
     return baseline(model, prepare(model, key.task), progress=progress)
 
 
-def _base(resolve: Resolve, key: CircuitKey) -> Baseline:
-    return resolve(key)
-
-
 @register(HeadPatchKey, lambda key: key.circuit.spec)
 def _head_patch(
     model: ModelHandle, key: HeadPatchKey, resolve: Resolve, progress: Progress
 ) -> np.ndarray:
     setup = prepare(model, key.circuit.task)
-    return head_effects(model, setup, _base(resolve, key.circuit), progress=progress)
+    return head_effects(model, setup, resolve(key.circuit), progress=progress)
 
 
 @register(PositionPatchKey, lambda key: key.circuit.spec)
@@ -111,5 +107,5 @@ def _position_patch(
     model: ModelHandle, key: PositionPatchKey, resolve: Resolve, progress: Progress
 ) -> np.ndarray:
     setup, head = prepare(model, key.circuit.task), key.head
-    base = _base(resolve, key.circuit)
+    base = resolve(key.circuit)
     return position_effects(model, setup, base, head.layer, head.index, progress=progress)
