@@ -17,6 +17,7 @@ from jaxtyping import Float
 from models.capture.views import Scope
 from models.capture.words import Words, merge_strip
 from models.cost import Cost
+from models.model.allocator import MMAP_THRESHOLD
 
 if TYPE_CHECKING:
     from models.capture.run import AttentionRun
@@ -32,7 +33,14 @@ SPAN_RULE = (
     "linear-attention layer's signed mixing matrix holds no attention weights to average with "
     "them (its own layer or head shows it)."
 )
-CHUNK_BYTES = 32 * 2**20  # one block of rows read at once
+# One block of rows read at once. A whole layer's block is made larger than the C allocator's
+# mmap threshold, so it is mapped for itself and unmapped when freed: blocks of one size after
+# another then never leave holes in the heap (at 32 MiB, just under the threshold, the same span
+# measured 47 to 94 MiB on different runs and machines).
+CHUNK_BYTES = 2 * MMAP_THRESHOLD
+# bytes per row-by-key cell of a block besides the weights themselves: the float64 sum (8) and,
+# for a rebuilt block, the causal mask's int64 distances and three bool masks (11)
+SUM_BYTES, MASK_BYTES = 8, 11
 
 
 def _heads(run: AttentionRun, scope: Scope, layer: int, head: int) -> list[tuple[int, int]]:
@@ -41,6 +49,13 @@ def _heads(run: AttentionRun, scope: Scope, layer: int, head: int) -> list[tuple
         return [(layer, head)]
     layers = [layer] if scope == "layer" else run.softmax_layers()
     return [(li, h) for li in layers for h in range(n_heads)]
+
+
+def _block_rows(n_cols: int, bytes_per_cell: int) -> int:
+    """Rows per block: whole layers' float32 weights (``4 * n_heads`` bytes a cell) fill
+    :data:`CHUNK_BYTES`; head by head, the float64 sum (8 bytes a cell) fills half of it."""
+    budget = CHUNK_BYTES if bytes_per_cell > SUM_BYTES else CHUNK_BYTES // 2
+    return max(1, budget // (bytes_per_cell * max(n_cols, 1)))
 
 
 def _reduce(
@@ -53,15 +68,15 @@ def _reduce(
 ) -> Float[np.ndarray, " pos"]:
     """Mean over ``heads`` of their ``rows`` x ``cols`` windows, reduced as it is read: with
     ``row_weights``, the rows' weighted sum (one value per key); without, each row's sum over
-    ``cols`` (one value per query). Read in blocks of rows of about :data:`CHUNK_BYTES`, whole
-    layers at once where no weighting is asked for, so memory stays bounded at any length."""
+    ``cols`` (one value per query). Read in blocks of rows (:func:`_block_rows`), whole layers
+    at once where no weighting is asked for, so memory stays bounded at any length."""
     n_cols = len(range(run.n_tokens)[cols])
     total = np.zeros(n_cols if row_weights is not None else len(rows))
     for li in sorted({li for li, _ in heads}):
         wanted = [h for lj, h in heads if lj == li]
         signed = run.signed(li)  # a linear layer: its mixing matrix, never weighted
         whole = weighting is None and not signed and len(wanted) == run.facts.n_heads
-        step = max(1, CHUNK_BYTES // ((4 * len(wanted) if whole else 8) * max(n_cols, 1)))
+        step = _block_rows(n_cols, 4 * len(wanted) if whole else SUM_BYTES)
         for lo in range(0, len(rows), step):
             part = slice(rows.start + lo, rows.start + min(lo + step, len(rows)))
             if whole:
@@ -69,14 +84,15 @@ def _reduce(
             else:
                 window = np.zeros((part.stop - part.start, n_cols))
                 for h in wanted:
-                    one = run.drawn(li, h, part, cols).astype(np.float64)
+                    one = run.drawn(li, h, part, cols)
                     if weighting is not None and not signed:
-                        one *= weighting.scale(li, h, part, cols)
-                    window += one
+                        one = one * weighting.scale(li, h, part, cols)
+                    window += one  # float32 added into float64 in place, no float64 copy
             if row_weights is not None:
                 total += row_weights[lo : lo + len(window)] @ window
             else:
                 total[lo : lo + len(window)] += window.sum(axis=1)
+            del window  # the next block is built without this one's sum still held
     return total / len(heads)
 
 
@@ -85,19 +101,21 @@ def span_cost(
 ) -> Cost:
     """Cost of :func:`span_weights` for a span of ``n_span`` tokens of an ``n_tokens`` run: it
     reads ``n_span x n_tokens`` weights of each head in ``scope`` (rebuilt from q and k when
-    ``factored``), a block of rows of about :data:`CHUNK_BYTES` at a time."""
+    ``factored``), a block of rows (:func:`_block_rows`) at a time."""
     n_heads = 1 if scope == "head" else facts.n_heads * (1 if scope == "layer" else facts.n_layers)
     cells = float(n_heads) * n_span * n_tokens
     per_cell = (2 * facts.d_head + 8 if factored else 1) + (4 if weighted else 1)
-    block = min(
-        CHUNK_BYTES,
-        (4 * facts.n_heads if not weighted and scope != "head" else 8) * n_span * n_tokens,
-    )
-    # the block read and its float64 sum or copies; a rebuilt block is built in place, so it
-    # costs about the same (measured on SmolLM2 at 1,000 tokens over every head: 1.5 to 2.4
-    # blocks, the allocator's grain included)
-    peak = 11 * block // 4 + 4 * n_tokens * 8
-    return Cost(flops=cells * per_cell, peak_bytes=int(peak))
+    whole = not weighted and scope != "head"
+    weights = 4 * facts.n_heads if whole else 4
+    rows = min(n_span, _block_rows(n_tokens, weights if whole else SUM_BYTES))
+    # per cell of a block: the weights read (every head's at once for a whole layer), the
+    # float64 sum, the masks of a rebuilt block, and with a weighting its factors and product
+    extra = (MASK_BYTES if factored else 0) + (2 * SUM_BYTES if weighted else 0)
+    block = rows * n_tokens * (weights + SUM_BYTES + extra)
+    kept = 4 * facts.d_head * (facts.n_heads * rows + facts.n_kv_heads * n_tokens)  # q, k copies
+    # half again for what the kernels and the allocator hold besides (measured on SmolLM2 over
+    # every head: 1.1 times the sum above at 1,000 and 2,000 tokens; one head 0.95)
+    return Cost(flops=cells * per_cell, peak_bytes=int(3 * (block + kept) // 2 + 4 * n_tokens * 8))
 
 
 def span_weights(

@@ -2,7 +2,8 @@
 
 The job pool refuses a span whose estimate is over the operator's limit, so the estimate must
 hold: the measured peak under it, and the estimate at most twice the peak. Before spans were
-read in blocks, a span over a 3,921-token prompt, over every head, held +1.86 GiB.
+read in blocks, a span over a 3,921-token prompt, over every head, held +1.86 GiB; while the
+blocks sat just under the allocator's mmap threshold, the same span measured 47 to 94 MiB.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ result = {{"estimate": cost.peak_bytes, "factored": run.factored}}
 
 
 @pytest.mark.slow
-def test_a_span_over_every_head_of_a_long_prompt_stays_within_its_estimate():
-    peak, found = peak_bytes(SETUP.format(n=1000, scope="all"), WORK.format(scope="all"))
+@pytest.mark.parametrize("scope", ["all", "head"])
+def test_a_span_over_a_long_prompt_stays_within_its_estimate(scope):
+    peak, found = peak_bytes(SETUP.format(n=1000, scope=scope), WORK.format(scope=scope))
     assert isinstance(found, dict) and found["factored"]  # long prompts keep q, k and LSE
     assert peak <= found["estimate"] <= 2 * peak, (peak, found["estimate"])
