@@ -81,9 +81,13 @@ from ui.runtime.jobs import JobPool
 from ui.runtime.settings import Settings
 
 pool = JobPool(Settings(heavy_jobs=1))
+# the same prompt and first steps once to the end, on the pool's thread: the BLAS library's
+# per-thread buffers and the kernels' caches for these shapes stay for the process's life and
+# are counted before the job, not as memory the job failed to give back
 warm = pool.submit("warm", "warming up", lambda progress: generate(
-    model, "Warm up the pool's thread", GenerationSettings(max_new_tokens=4)), waiter="visitor")
+    model, prompt, GenerationSettings(max_new_tokens={n_before} + 2)), waiter="visitor")
 warm.future.result(600)
+del warm
 written = threading.Event()
 held = []
 
