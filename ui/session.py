@@ -15,6 +15,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 from urllib.parse import urlencode
 
@@ -240,7 +241,7 @@ def _converted(allowed: AllowedSpec) -> bool:
     cache = runtime.settings.cache
     gguf.check_conversion_fits(path, available_bytes("cpu"), free_disk(cache))
 
-    def work(progress: Progress) -> Any:
+    def work(progress: Progress) -> Path:
         make_room(
             gguf.converted_root(cache),
             runtime.settings.disk_bytes // DISK_SHARES,

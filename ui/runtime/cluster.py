@@ -208,7 +208,7 @@ class Cluster:
     def runs(self, key: JobKey[Any]) -> bool:
         return job_work.runs(key)
 
-    def worker(self, allowed: AllowedSpec) -> Any:
+    def worker(self, allowed: AllowedSpec) -> Any:  # a Ray actor handle (Ray types it loosely)
         """The worker actor of ``allowed``'s model, created by the first front end to ask."""
         name = worker_name(allowed)
         with self._lock:

@@ -13,12 +13,15 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 MIB = 1024**2
+T = TypeVar("T")
+# what one environment setting parses to (None: it does not parse)
+Parsed = bool | float | str | Path | tuple[Path, ...] | None
 
 
-def _setting(env: str, default: Any, readme: str, text: str) -> Any:
+def _setting(env: str, default: T, readme: str, text: str) -> T:
     """A field read from ``env``; ``readme`` is the default as the README's table writes it."""
     return field(default=default, metadata={"env": env, "readme": readme, "text": text})
 
@@ -111,7 +114,7 @@ class Settings:
         stops the server, and never widens what a visitor may do.
         """
         env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
+        values: dict[str, Any] = {}  # each value parsed to its own field's type
         for spec in fields(cls):
             raw = env.get(spec.metadata["env"], "").strip()
             if raw:
@@ -150,7 +153,7 @@ class Settings:
         return self.ray_result_mb * MIB
 
 
-def _parse(name: str, raw: str) -> Any:
+def _parse(name: str, raw: str) -> Parsed:
     """``raw`` as the type of field ``name``, or None when it does not parse or is out of range."""
     if name == "allow_remote_code":
         return raw.lower() in ("1", "true", "yes", "on")

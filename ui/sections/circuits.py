@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 import streamlit as st
@@ -214,7 +213,7 @@ def exact_effects(model: ModelHandle, ready: Ready) -> np.ndarray | None:
     return None if effects is job_view.MISSING else effects
 
 
-def patching(model: ModelHandle, ready: Ready, state: CircuitsState) -> Any:
+def patching(model: ModelHandle, ready: Ready, state: CircuitsState) -> np.ndarray | None:
     """The per-head patching heatmap, or None while it runs or is switched off."""
     st.subheader("Activation patching, head by head")
     st.caption(
@@ -234,7 +233,9 @@ def patching(model: ModelHandle, ready: Ready, state: CircuitsState) -> Any:
     return effects
 
 
-def positions(model: ModelHandle, ready: Ready, state: CircuitsState, effects: Any) -> None:
+def positions(
+    model: ModelHandle, ready: Ready, state: CircuitsState, effects: np.ndarray | None
+) -> None:
     st.subheader("Which positions carry one head's effect")
     heads = list(all_heads(model.facts.n_layers, model.facts.n_heads))
     head = state.position_head
@@ -320,7 +321,9 @@ def attribution(base: Baseline) -> None:
     )
 
 
-def head_table(model: ModelHandle, task: CircuitTask, base: Baseline, effects: Any) -> None:
+def head_table(
+    model: ModelHandle, task: CircuitTask, base: Baseline, effects: np.ndarray | None
+) -> None:
     st.subheader("All heads")
     table = circuit_table(effects, base.attribution.heads)
     table["open"] = [

@@ -4,6 +4,7 @@ models.circuits.paths)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -43,7 +44,7 @@ def receiver_form(model: ModelHandle, ready: Ready, state: CircuitsState) -> Pat
 
     dla = ready.base.attribution.heads
 
-    def change(field: str) -> Any:
+    def change(field: str) -> Callable[[CircuitsState, Any], CircuitsState]:
         return lambda s, value: cs.choose_path(
             s, replace(cs.shown_path(s, dla), **{field: value}), facts.n_layers, facts.n_heads
         )

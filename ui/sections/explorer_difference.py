@@ -9,7 +9,7 @@ computed a band of aligned query rows at a time, reading only those rows from ea
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,13 +18,17 @@ from models.cost import Cost
 from models.head import Head
 from models.progress import Progress
 from ui.runtime import server
-from ui.runtime.job_keys import DifferenceOverviewKey
+from ui.runtime.job_keys import CompareKey, DifferenceOverviewKey
+from ui.runtime.jobs import Work
 from viz.thumbnails import data_uri, pooled_png
+
+if TYPE_CHECKING:
+    from ui.sections.explorer_compare_detail import Pair
 
 BAND = 128  # aligned query rows read at a time
 
 
-def token_axes(pair: Any) -> tuple[np.ndarray, np.ndarray]:
+def token_axes(pair: Pair) -> tuple[np.ndarray, np.ndarray]:
     """Prompt A's token position of every aligned query and aligned key (the unaligned bin just
     after the aligned key before it; a word at its first token)."""
     queries = np.asarray(pair.query_axis(), dtype=np.int64)
@@ -42,7 +46,7 @@ def groups(pixels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def pooled_grid(
-    pair: Any, head: Head, size: int, progress: Progress
+    pair: Pair, head: Head, size: int, progress: Progress
 ) -> tuple[np.ndarray, tuple[float, int, int]]:
     """|A − B| of ``head`` max-pooled to at most ``size`` pixels a side (pixel ``p`` holds
     prompt-A tokens ``p * factor`` to ``(p + 1) * factor - 1``, ``factor = ceil(n / size)``),
@@ -78,13 +82,13 @@ def pooled_grid(
     return grid, best
 
 
-def pooled_difference(pair: Any, head: Head, size: int, progress: Progress) -> DifferenceOverview:
+def pooled_difference(pair: Pair, head: Head, size: int, progress: Progress) -> DifferenceOverview:
     """The overview picture of :func:`pooled_grid` and its strongest cell."""
     grid, (top, query, key) = pooled_grid(pair, head, size, progress)
     return DifferenceOverview(data_uri(pooled_png(grid, size, normalise=True)), query, key, top)
 
 
-def cost(pair: Any) -> Cost:
+def cost(pair: Pair) -> Cost:
     """Both prompts' whole rows of one head, rebuilt from q and k on a long prompt."""
     facts, n_a, n_b = pair.run_a.facts, pair.run_a.n_tokens, pair.run_b.n_tokens
     cells = pair.alignment.n_aligned * (n_a + n_b)
@@ -95,13 +99,13 @@ def cost(pair: Any) -> Cost:
     )
 
 
-def work(pair: Any, head: Head, size: int) -> Any:
+def work(pair: Pair, head: Head, size: int) -> Work[DifferenceOverview]:
     return lambda progress: pooled_difference(pair, head, size, progress)
 
 
-def key_for(compare: Any, head: Head) -> DifferenceOverviewKey:
+def key_for(compare: CompareKey, head: Head) -> DifferenceOverviewKey:
     return DifferenceOverviewKey(compare, head)
 
 
-def stored(compare: Any, head: Head) -> DifferenceOverview | None:
+def stored(compare: CompareKey, head: Head) -> DifferenceOverview | None:
     return server.current().results.get(DifferenceOverviewKey(compare, head))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, replace
-from typing import Any
 from urllib.parse import urlencode
 
 import numpy as np
@@ -177,7 +176,7 @@ def button(
     size = export_size(grid, cells, labels, names, caption(request, model))
     file_name = f"attention_L{view.head.layer}_H{view.head.index}_{view.mode}.html"
 
-    def data() -> Any:
+    def data() -> str:
         try:
             return build(request)
         except ExportTooLarge as err:

@@ -9,15 +9,16 @@ token positions, the unit the view keeps.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from models.capture.rollout import ROLLOUT_RULE, check_rollout, rollout_cost, rollout_weights
 from models.capture.run import AttentionRun
 from models.capture.spans import SPAN_RULE, Direction, span_cost, span_weights
 from models.capture.views import Scope, scoped_weights
+from models.capture.weighted import ValueWeighting
 from models.capture.words import Words
 from models.cost import Cost
 from models.errors import UserError
@@ -96,7 +97,7 @@ def selected_units(view: ExplorerView, words: Words | None) -> slice:
 
 
 def attention_weights(
-    view: ExplorerView, run: AttentionRun, weighting: Any, words: Words | None
+    view: ExplorerView, run: AttentionRun, weighting: ValueWeighting | None, words: Words | None
 ) -> np.ndarray:
     """One weight per unit: attention from (or to) the selection, in the chosen scope (in the
     page: for one token, or words of one head; a span goes through :func:`span_job`)."""
@@ -227,7 +228,7 @@ def selection_text(view: ExplorerView, names: list[str], words: Words | None) ->
     return f"Selected: {kind} {units.start}–{units.stop - 1}, “{md(short)}”."
 
 
-def options(view: ExplorerView, key: RunKey, rollout_on: bool, rolled: bool) -> Any:
+def options(view: ExplorerView, key: RunKey, rollout_on: bool, rolled: bool) -> DeltaGenerator:
     """The strip's colour and direction options; returns the column for the legend."""
     ss = st.session_state
     ss[Explorer.SCOPE], ss[Explorer.DIRECTION] = view.scope, view.direction
@@ -259,7 +260,11 @@ def options(view: ExplorerView, key: RunKey, rollout_on: bool, rolled: bool) -> 
 
 
 def strip(
-    view: ExplorerView, run: AttentionRun, key: RunKey, weighting: Any, words: Words | None
+    view: ExplorerView,
+    run: AttentionRun,
+    key: RunKey,
+    weighting: ValueWeighting | None,
+    words: Words | None,
 ) -> np.ndarray:
     """The strip with its options; returns the weights it was coloured with."""
     st.subheader("Words" if words is not None else "Tokens")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import streamlit as st
@@ -22,13 +21,19 @@ from models.heads.names import (
 )
 from models.heads.pruning import importance as imp_
 from models.heads.pruning.ablation import check_hooks, pruning_order
-from models.heads.pruning.export import export_estimate, prune_and_export, zip_directory
+from models.heads.pruning.export import (
+    PruneReport,
+    export_estimate,
+    prune_and_export,
+    zip_directory,
+)
 from models.heads.pruning.loss import LossTask, budget_tasks, default_budget, loss_kind
 from models.heads.pruning.prune import PruneError, family, uniform_group_heads
 from models.heads.table import corpus_prune_list, prune_list_json
 from models.model.handle import ModelHandle
 from models.model.spec import DType
 from models.model.weights import original
+from models.progress import Progress
 from ui import session
 from ui.keys import Heads
 from ui.runtime import server
@@ -57,7 +62,7 @@ EXPORT_DTYPES: dict[DType, str] = {
 class Measured:
     """Importance over the corpus and what it was measured with."""
 
-    importance: Any
+    importance: imp_.CorpusImportance
     tasks: list[LossTask]
     ranking: Ranking
     method: AblationMethod
@@ -170,7 +175,7 @@ def show_importance(model: ModelHandle, corpus: Corpus, measured: Measured) -> l
     ks = imp_.curve_points(len(order))
     sizes = [int(t.ids.shape[1]) for t in measured.tasks]
 
-    def work_curve(progress: Any) -> Any:
+    def work_curve(progress: Progress) -> tuple[list[int], np.ndarray]:
         means = imp.means
         if measured.method == "mean" and means is None:
             means = imp_.corpus_means(model, measured.tasks)
@@ -235,7 +240,7 @@ def show_importance(model: ModelHandle, corpus: Corpus, measured: Measured) -> l
     return order
 
 
-def choose_heads(model: ModelHandle, order: list[Head], fam: str, values: Any) -> list[Head]:
+def choose_heads(model: ModelHandle, order: list[Head], fam: str, values: np.ndarray) -> list[Head]:
     facts = model.facts
     modes = {"least": "The k least important", "hand": "Hand-picked"}
     if fam == "llama" and facts.n_kv_heads > 1:
@@ -346,10 +351,10 @@ def export(model: ModelHandle, measured: Measured, order: list[Head]) -> None:
     show_report(report, root, budget)
 
 
-def show_report(report: Any, root: Path, budget: int) -> None:
+def show_report(report: PruneReport, root: Path, budget: int) -> None:
     st.write(report.plan.describe())
     c = st.columns(3)
-    if report.loss_before is not None:
+    if report.loss_before is not None and report.loss_after is not None:
         c[0].metric(
             "Loss on the corpus",
             f"{report.loss_after:.4f}",
