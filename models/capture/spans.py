@@ -51,11 +51,12 @@ def _heads(run: AttentionRun, scope: Scope, layer: int, head: int) -> list[tuple
     return [(li, h) for li in layers for h in range(n_heads)]
 
 
-def _block_rows(n_cols: int, bytes_per_cell: int) -> int:
-    """Rows per block: whole layers' float32 weights (``4 * n_heads`` bytes a cell) fill
+def _block_rows(n_cols: int, n_heads: int, whole: bool) -> int:
+    """Rows per block: a whole layer's float32 weights (``4 * n_heads`` bytes a cell) fill
     :data:`CHUNK_BYTES`; head by head, the float64 sum (8 bytes a cell) fills half of it."""
-    budget = CHUNK_BYTES if bytes_per_cell > SUM_BYTES else CHUNK_BYTES // 2
-    return max(1, budget // (bytes_per_cell * max(n_cols, 1)))
+    if whole:
+        return max(1, CHUNK_BYTES // (4 * n_heads * max(n_cols, 1)))
+    return max(1, CHUNK_BYTES // 2 // (SUM_BYTES * max(n_cols, 1)))
 
 
 def _reduce(
@@ -76,7 +77,7 @@ def _reduce(
         wanted = [h for lj, h in heads if lj == li]
         signed = run.signed(li)  # a linear layer: its mixing matrix, never weighted
         whole = weighting is None and not signed and len(wanted) == run.facts.n_heads
-        step = _block_rows(n_cols, 4 * len(wanted) if whole else SUM_BYTES)
+        step = _block_rows(n_cols, len(wanted), whole)
         for lo in range(0, len(rows), step):
             part = slice(rows.start + lo, rows.start + min(lo + step, len(rows)))
             if whole:
@@ -107,7 +108,7 @@ def span_cost(
     per_cell = (2 * facts.d_head + 8 if factored else 1) + (4 if weighted else 1)
     whole = not weighted and scope != "head"
     weights = 4 * facts.n_heads if whole else 4
-    rows = min(n_span, _block_rows(n_tokens, weights if whole else SUM_BYTES))
+    rows = min(n_span, _block_rows(n_tokens, facts.n_heads, whole))
     # per cell of a block: the weights read (every head's at once for a whole layer), the
     # float64 sum, the masks of a rebuilt block, and with a weighting its factors and product
     extra = (MASK_BYTES if factored else 0) + (2 * SUM_BYTES if weighted else 0)
