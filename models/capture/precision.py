@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from models.capture.run import AttentionRun
+from models.cost import Cost
 from models.model.handle import ModelHandle
 from models.model.plain import LayerAttention, run_plain_float32
 from models.progress import Progress, quiet
@@ -62,6 +63,24 @@ def difference_rows(run: AttentionRun, n_rows: int = ROWS) -> int:
 def difference_flops(run: AttentionRun, n_rows: int = ROWS) -> float:
     """Floating-point operations of :func:`pattern_difference` (one float32 pass)."""
     return run.facts.forward_flops(max(1, difference_rows(run, n_rows)))
+
+
+def difference_cost(run: AttentionRun, n_rows: int = ROWS) -> Cost:
+    """The cost of :func:`pattern_difference` on ``run``.
+
+    Memory: the float32 pass over the first rows (:meth:`ModelFacts.activation_bytes`), the
+    module it runs upcast to float32 (bounded by a whole layer's share of the parameters, 4
+    bytes each), and one layer's comparison: the float32 reference and the run's rows, both in
+    float64, and their difference (``head_index rows rows`` each, 32 bytes a cell in all).
+    """
+    facts = run.facts
+    rows = max(1, difference_rows(run, n_rows))
+    upcast = 4 * facts.n_params // max(1, facts.n_layers)
+    compared = 32 * facts.n_heads * rows * rows
+    return Cost(
+        flops=difference_flops(run, n_rows),
+        peak_bytes=facts.activation_bytes(rows) + upcast + compared,
+    )
 
 
 def pattern_difference(

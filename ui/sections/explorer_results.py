@@ -10,7 +10,7 @@ import torch
 
 from models.capture.precision import (
     PatternDifference,
-    difference_flops,
+    difference_cost,
     difference_rows,
     pattern_difference,
 )
@@ -19,7 +19,6 @@ from models.capture.views import head_overview, pooled_layer, pooled_signed, str
 from models.capture.weighted import ValueWeighting, value_norms, value_weighting
 from models.capture.word_split import split_words
 from models.capture.words import Words
-from models.cost import Cost
 from models.head import Head
 from models.heads.finding.prompt_scores import head_marks, prompt_scores
 from models.heads.table import Thresholds
@@ -197,10 +196,7 @@ def difference(key: RunKey, run: AttentionRun) -> PatternDifference | Any | None
         f"Comparing the first {rows:,} rows with float32",
         work,
         background=f"Measuring how far {run.dtype} lies from float32 on the first {rows:,} rows…",
-        cost=Cost(
-            flops=difference_flops(run),
-            peak_bytes=run.facts.capture_bytes(rows),
-        ),
+        cost=difference_cost(run),
     )
 
 
