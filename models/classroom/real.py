@@ -14,8 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.classroom.steps import AttentionSteps, attention_steps
+from models.cost import Cost
 from models.errors import UserError
 from models.head import HeadGroups
+from models.heads.cost import forward_peak_bytes
+from models.model.facts import ModelFacts
 from models.model.forward import (
     missing_hooks,
     pattern_hook,
@@ -96,6 +99,22 @@ class HeadCheck:
     score_error: float | None
     pattern_error: float
     z_error: float
+
+
+def layer_cost(facts: ModelFacts, max_tokens: int) -> Cost:
+    """The cost of :func:`layer_activations` on at most ``max_tokens`` tokens.
+
+    Memory: one forward pass with its logits (:func:`models.heads.cost.forward_peak_bytes`)
+    and what it keeps of the layer in float32: the scores and the pattern (``head_index pos
+    pos``), and q, k, v and z (``pos head_index d_head`` each, q and k twice: as hooked and
+    as the softmax sees them).
+    """
+    n = max_tokens
+    kept = 4 * facts.n_heads * n * (2 * n + 6 * facts.d_head)
+    return Cost(
+        flops=facts.forward_flops(n),
+        peak_bytes=forward_peak_bytes(facts, facts.d_vocab, n) + kept,
+    )
 
 
 def layer_activations(

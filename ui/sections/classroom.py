@@ -10,7 +10,6 @@ import numpy as np
 import streamlit as st
 
 from models.classroom import real, steps
-from models.cost import Cost
 from models.errors import UserError
 from models.head import Head
 from models.model.facts import ModelFacts
@@ -246,17 +245,12 @@ def layer_activations(
 ) -> real.LayerActivations | job_view.Pending:
     """One layer's q, k, v, scores, pattern and z on the prompt's first tokens, as a job
     (:data:`ui.widgets.job_view.MISSING` while it runs)."""
-    facts = model.facts
     key = LayerKey(session.allowed_spec(model), prompt, layer, MAX_TOKENS)
     return job_view.run_job(
         key,
         f"Reading layer {layer}'s q, k and v from the model",
         lambda progress: real.layer_activations(model, prompt, layer, MAX_TOKENS),
-        cost=Cost(
-            flops=facts.forward_flops(MAX_TOKENS),
-            peak_bytes=facts.activation_bytes(MAX_TOKENS)
-            + 6 * 4 * facts.n_heads * MAX_TOKENS * max(MAX_TOKENS, facts.d_head),
-        ),
+        cost=real.layer_cost(model.facts, real.token_count(model, prompt, MAX_TOKENS)),
     )
 
 
