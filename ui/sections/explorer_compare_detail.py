@@ -176,7 +176,7 @@ def difference_picker(view: ExplorerView, pair: Pair, compare: CompareKey) -> bo
             difference.key_for(compare, view.head),
             f"Finding where A and B differ in head {view.head}",
             difference.work(pair, view.head, results.OVERVIEW),
-            cost=difference.cost(pair),
+            cost=difference.cost(pair, results.OVERVIEW),
         )
     except UserError as err:
         session.show_error(err)

@@ -88,14 +88,29 @@ def pooled_difference(pair: Pair, head: Head, size: int, progress: Progress) -> 
     return DifferenceOverview(data_uri(pooled_png(grid, size, normalise=True)), query, key, top)
 
 
-def cost(pair: Pair) -> Cost:
-    """Both prompts' whole rows of one head, rebuilt from q and k on a long prompt."""
+# Bytes a cell of a band (one aligned query row by one key of the longer prompt), every array
+# the band makes counted as if none were freed: for each prompt, its rows rebuilt in float32
+# with the causal mask's int64 distances and three bool masks (4 + 11), their float32 copy,
+# the aligned keys joined and the unaligned bin added (4 each); then both sides' float32
+# copies, A - B and its absolute value (4 each).
+BAND_CELL_BYTES = 2 * (4 + 11 + 4 + 4 + 4) + 4 * 4
+# Bytes a pixel of the picture: the pooled grid (float32) and, while it is shaded, its float32
+# copies (as read, NaN set to 0, divided, clipped, raised to the gamma), the shades and the
+# mask (one byte each), the picture scaled up and its PNG (a byte each, at most).
+PICTURE_PIXEL_BYTES = 4 + 5 * 4 + 2 + 2
+
+
+def cost(pair: Pair, size: int) -> Cost:
+    """Both prompts' whole rows of one head (rebuilt from q and k on a long prompt), a band of
+    :data:`BAND` aligned query rows at a time, pooled into a picture of ``size`` pixels."""
     facts, n_a, n_b = pair.run_a.facts, pair.run_a.n_tokens, pair.run_b.n_tokens
     cells = pair.alignment.n_aligned * (n_a + n_b)
     per_cell = 2 * facts.d_head + 8 if pair.run_a.factored else 4
+    band = min(BAND, pair.alignment.n_aligned) * (max(n_a, n_b) + 1)
+    pixels = min(size, n_a) ** 2
     return Cost(
         flops=float(cells * per_cell),
-        peak_bytes=int(BAND * (n_a + n_b) * 16 + 4 * n_a * n_a // max(1, n_a // 256)),
+        peak_bytes=BAND_CELL_BYTES * band + PICTURE_PIXEL_BYTES * pixels,
     )
 
 
