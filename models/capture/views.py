@@ -239,18 +239,26 @@ def strongest_sink(run: AttentionRun, layer: int, head: int, max_rows: int = 512
 
 
 def pool_rows(
-    chunk: Float[np.ndarray, "... band key_pos"], factor: int, size: int, how: Pooling = "max"
+    chunk: Float[np.ndarray, "... band key_pos"],
+    factor: int,
+    size: int,
+    how: Pooling = "max",
+    offset: int = 0,
 ) -> Float[np.ndarray, "... band_pixel pixel"]:
     """Pool a band of rows with the block height of the whole pattern.
 
     Args:
-        chunk: a band of query rows (its first row starts a block of ``factor`` rows).
+        chunk: a band of query rows (its first row is row ``offset`` of a block of ``factor``
+            rows).
         factor: query rows per pixel of the whole pattern.
         size: the most pixels across the key axis.
         how: the largest weight of each block, or its mean (NaN cells left out).
+        offset: rows of the first block that lie before the band (``0 <= offset < factor``);
+            left out, as NaN cells are, so a partial first or last block holds only the band's
+            own rows.
 
     Returns:
-        ``ceil(band / factor)`` rows of pixels; an all-masked block stays NaN.
+        ``ceil((offset + band) / factor)`` rows of pixels; an all-masked block stays NaN.
     """
     n_k = chunk.shape[-1]
     fk = -(-n_k // size)
@@ -258,11 +266,11 @@ def pool_rows(
         return chunk
     n_rows = chunk.shape[-2]
     pad = np.full(
-        (*chunk.shape[:-2], -(-n_rows // factor) * factor, -(-n_k // fk) * fk),
+        (*chunk.shape[:-2], -(-(offset + n_rows) // factor) * factor, -(-n_k // fk) * fk),
         np.nan,
         dtype=np.float32,
     )
-    pad[..., :n_rows, :n_k] = chunk
+    pad[..., offset : offset + n_rows, :n_k] = chunk
     blocks = pad.reshape(
         (*chunk.shape[:-2], pad.shape[-2] // factor, factor, pad.shape[-1] // fk, fk)
     )

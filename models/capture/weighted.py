@@ -20,7 +20,6 @@ Hugging Face's ``repeat_kv`` lays them out.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -29,6 +28,9 @@ import torch
 from jaxtyping import Float
 
 from models.capture.views import pool_rows
+from models.cost import Cost
+from models.model.allocator import MMAP_THRESHOLD
+from models.model.facts import ModelFacts
 from models.model.forward import every_layer, run_hooks, v_hook
 from models.model.handle import ModelHandle
 from models.model.weights import output_projection
@@ -36,6 +38,10 @@ from models.progress import Progress, quiet
 from models.shapes import TokenIds
 
 NormStack = Float[np.ndarray, "layer head_index key_pos"]
+# A band of rows read at once: every head's float32 rows, larger than the C allocator's mmap
+# threshold, so each band's arrays are mapped for themselves and unmapped when freed, leaving
+# no holes in the heap for the next band to grow past.
+BAND_BYTES = 2 * MMAP_THRESHOLD
 
 if TYPE_CHECKING:
     from models.capture.run import AttentionRun
@@ -131,6 +137,15 @@ class ValueWeighting:
         return self.norms[layer, head, cols][None, :] / safe[:, None]
 
 
+def weighting_band(n_tokens: int, size: int, n_heads: int) -> int:
+    """Query rows :func:`value_weighting` reads at a time: whole blocks of the thumbnails'
+    pooling, enough that every head's float32 rows fill :data:`BAND_BYTES` (or the whole
+    prompt)."""
+    factor = -(-n_tokens // size)
+    rows = max(1, BAND_BYTES // (4 * n_heads * n_tokens))
+    return factor * -(-rows // factor)
+
+
 def value_weighting(
     run: AttentionRun,
     norms: NormStack,
@@ -151,36 +166,78 @@ def value_weighting(
     n, n_layers = run.n_tokens, run.facts.n_layers
     factor = -(-n // size)
     big = -(-n // overview) if overview else 0
-    band = factor * max(1, 256 // factor)
-    if big:  # bands whole blocks of both pictures
-        band = math.lcm(factor, big) * max(1, 256 // math.lcm(factor, big))
+    band = weighting_band(n, size, run.facts.n_heads)
     totals, pooled, overviews = [], [], []
     for layer in range(n_layers):
-        layer_totals, parts, big_parts = [], [], []
+        layer_totals, parts = [], []
+        if big:  # a band may end inside an overview block: its pixels are merged by fmax
+            big_pixels = -(-n // big)
+            layer_big = np.full((run.facts.n_heads, big_pixels, big_pixels), np.nan, np.float16)
         for start in range(0, n, band):
             rows = slice(start, min(start + band, n))
-            chunk = run.store.layer_window(layer, rows, slice(None)).astype(np.float64)
-            weighted = chunk * norms[layer][:, None, :]
+            # in place: one float64 copy of the band at a time
+            weighted = run.store.layer_window(layer, rows, slice(None)).astype(np.float64)
+            weighted *= norms[layer][:, None, :]
             row_totals = weighted.sum(axis=-1)
             layer_totals.append(row_totals)
-            shown = (weighted / np.where(row_totals > 0, row_totals, np.inf)[..., None]).astype(
-                np.float32
-            )
+            weighted /= np.where(row_totals > 0, row_totals, np.inf)[..., None]
+            shown = weighted.astype(np.float32)
+            del weighted
             if run.facts.causal:
                 above = np.arange(n)[None, :] > np.arange(rows.start, rows.stop)[:, None]
                 shown[:, above] = np.nan
             parts.append(pool_rows(shown, factor, size))
             if big:
-                big_parts.append(pool_rows(shown, big, overview).astype(np.float16))
+                part = pool_rows(shown, big, overview, offset=start % big).astype(np.float16)
+                at = slice(start // big, start // big + part.shape[-2])
+                layer_big[:, at] = np.fmax(layer_big[:, at], part)
         totals.append(np.concatenate(layer_totals, axis=-1))
         pooled.append(np.concatenate(parts, axis=-2))
         if big:
-            overviews.append(np.concatenate(big_parts, axis=-2))
+            overviews.append(layer_big)
         progress((layer + 1) / n_layers, f"layer {layer + 1} of {n_layers}")
     return ValueWeighting(
         norms=np.asarray(norms, np.float32),
-        totals=np.stack(totals).astype(np.float64),
+        totals=np.stack(totals),
         pooled=np.stack(pooled),
         overview=np.stack(overviews) if big else None,
         overview_factor=big or 1,
     )
+
+
+def weighting_cost(run: AttentionRun, size: int = 64, overview: int = 256) -> Cost:
+    """The cost of :func:`value_weighting` of ``run`` (after :func:`value_norms` when the
+    capture kept no norms).
+
+    Memory: a band of every head's rows (:func:`weighting_band`) at 12 bytes a cell (the rows
+    read in float32 and their float64 copy; later the float64 copy and the float32 rows shown;
+    then those and each picture's padded float32 copy), and what it keeps, twice (each layer's
+    parts, then their stack): float32 norms, float64 row totals, float32 thumbnails and
+    float16 overviews of every head. Before it, when the capture kept no norms, the pass that
+    computes them. The sum is doubled for what the heap holds beyond the arrays counted
+    (measured, not all explained: smaller arrays such as the causal mask's index arrays change
+    size from band to band and likely leave holes); on SmolLM2 at 2,000 tokens the weighting
+    measured 477 MiB against 283 MiB counted.
+    """
+    facts, n = run.facts, run.n_tokens
+    heads = facts.n_layers * facts.n_heads
+    band = min(n, weighting_band(n, size, facts.n_heads))
+    working = 12 * facts.n_heads * band * n
+    thumb = -(-n // -(-n // size))  # pixels a side
+    big = -(-n // -(-n // overview)) if overview else 0
+    kept = 2 * heads * (4 * n + 8 * n + 4 * thumb * thumb + 2 * big * big)
+    peak = 2 * (working + kept)
+    if getattr(run.store, "value_norms", None) is None:
+        peak = max(peak, norms_bytes(facts, n))
+    return Cost(flops=facts.forward_flops(n), peak_bytes=peak)
+
+
+def norms_bytes(facts: ModelFacts, n_tokens: int) -> int:
+    """Memory :func:`value_norms` adds: a forward pass that keeps every layer's ``v`` (float32),
+    then per layer ``v`` in float64 and repeated for every query head, the einsum's
+    ``pos head d_head`` product, and each layer's float64 norms with their float32 stack."""
+    n, d = n_tokens, facts.d_head
+    kept_v = 4 * facts.n_layers * n * facts.n_kv_heads * d
+    per_layer = 8 * n * d * (facts.n_kv_heads + 2 * facts.n_heads)
+    norms = (8 + 8 + 4) * facts.n_layers * facts.n_heads * n
+    return facts.activation_bytes(n) + kept_v + per_layer + norms

@@ -134,12 +134,17 @@ def test_strongest_key_can_leave_the_first_key_out():
     assert strongest_key(run, 1, 2, 30, skip_first=True) == 1 + int(np.argmax(row[1:]))
 
 
-@pytest.mark.parametrize("n, size", [(37, 8), (40, 7), (64, 16)])
-def test_value_weighted_overview_from_the_weighting_pass_equals_the_rebuilt_one(n, size):
+# 700 tokens: bands of 175 rows (the thumbnails' blocks) end inside the overview's 88-row blocks
+@pytest.mark.parametrize("n, size", [(37, 8), (40, 7), (64, 16), (700, 8)])
+def test_value_weighted_overview_from_the_weighting_pass_equals_the_rebuilt_one(
+    n, size, monkeypatch
+):
     import dataclasses
 
+    from models.capture import weighted
     from models.capture.weighted import value_weighting
 
+    monkeypatch.setattr(weighted, "BAND_BYTES", 4 * 3 * n * 100)  # bands of about 100 rows
     run, _ = make_run(causal=True, n=n)
     norms = np.random.default_rng(1).random((2, 3, n)).astype(np.float32) + 0.1
     weighting = value_weighting(run, norms, size=4, overview=size)

@@ -16,9 +16,8 @@ from streamlit.delta_generator import DeltaGenerator
 
 from models.capture.run import AttentionRun
 from models.capture.sinks import measured_sink
-from models.capture.weighted import ValueWeighting
+from models.capture.weighted import ValueWeighting, weighting_cost
 from models.capture.words import WORD_RULE, Words
-from models.cost import Cost
 from models.errors import UserError
 from models.head import Head
 from models.model.facts import ModelFacts
@@ -233,7 +232,7 @@ def weighting_toggle(view: ExplorerView, run: AttentionRun, key: RunKey) -> Valu
             WeightingKey(key),
             "Weighting every head by its values",
             results.weighting_work(key),
-            cost=Cost(flops=run.facts.forward_flops(run.n_tokens)),
+            cost=weighting_cost(run),
         )
     except UserError as err:
         session.show_error(err)
