@@ -9,10 +9,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from models.cost import Cost
 from models.errors import UserError
 from models.head import Head
-from models.heads.finding.corpus import Corpus, default_corpus, parse_upload
+from models.heads.finding.corpus import Corpus, corpus_cost, default_corpus, parse_upload
 from models.heads.finding.corpus_scores import (
     CorpusScores,
     score_corpus,
@@ -39,7 +38,6 @@ from ui.text import md
 from ui.widgets import components, job_view
 from viz.heatmap import score_grid
 
-CORPUS_READ_S = 2.0  # the bundled model reads its held-out split of the standard library
 SOURCES = {
     "bundled": "The bundled corpus",
     "prompt": "The sidebar prompt",
@@ -83,7 +81,7 @@ def bundled_corpus(model: ModelHandle) -> Corpus | job_view.Pending:
         CorpusKey(session.allowed_spec(model)),
         "Reading the bundled corpus",
         lambda progress: default_corpus(model),
-        cost=Cost(overhead_s=CORPUS_READ_S),
+        cost=corpus_cost(model),
     )
 
 

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from models.cost import Cost
 from models.errors import UserError
 
 CORPORA_DIR = Path(__file__).resolve().parent / "corpora"
@@ -44,6 +45,14 @@ STDLIB_PASSAGES = 48
 # sha256 of the bundled model's 12,000,000-character training corpus on the Python that trained
 # it (3.11.7); its tokenization has the 3,894,685 tokens the training log records.
 STDLIB_SHA256 = "0f03610f83f82031e835f0115fa56bb6b70dd82aad431a4dc81d2902eebc854e"
+CORPUS_READ_S = 2.0  # the bundled model reads its held-out split of the standard library
+# Python holds the standard library's text at two bytes a character (it has characters beyond
+# Latin-1, none beyond the BMP)
+STR_BYTES = 2
+# the fast tokenizer's working memory per character it encodes: its Rust encoding's ids, offsets,
+# alignments and token strings, then the Python lists of ids and mask (measured: 99 MiB for the
+# held-out tail's 468,303 characters, 220 bytes a character)
+TOKENIZE_BYTES = 300
 
 
 class CorpusError(UserError):
@@ -325,6 +334,26 @@ def stdlib_held_out(
             "trained on, so some passages may be text it saw in training)"
         )
     return Corpus("stdlib held-out", tuple(spread_pick(chunks, n_passages)), source)
+
+
+def corpus_cost(model: Any) -> Cost:
+    """The cost of :func:`default_corpus`, before it runs.
+
+    Memory, the bundled model: the training corpus's text, held while the tail holding its
+    held-out split (``6`` characters a held-out token, as :func:`held_out_text` first tries) is
+    tokenized, at :data:`TOKENIZE_BYTES` a character; the text while it is read (its parts,
+    their join and its slice, and UTF-8 bytes for the hash: under six bytes a character) stays
+    below that. Every other model: the English passages' file, tokenized.
+    """
+    from models.model.spec import BUNDLED_DIR
+
+    if model.spec.kind == "bundled":
+        max_chars, corpus_tokens = training_facts(BUNDLED_DIR)
+        tail = 6 * (corpus_tokens // 50)
+        peak = STR_BYTES * max_chars + TOKENIZE_BYTES * tail
+    else:
+        peak = TOKENIZE_BYTES * (CORPORA_DIR / "english.txt").stat().st_size
+    return Cost(peak_bytes=peak, overhead_s=CORPUS_READ_S)
 
 
 def default_corpus(model: Any) -> Corpus:
