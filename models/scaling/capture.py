@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 
 ScoreSource = Literal["hook_attn_scores"] | QKSource
 REPRODUCE_TOL = 1e-4
+LOSS_ROWS = 32  # positions whose float64 log-softmax over the vocabulary is formed at once
 
 
 class ScalingUnavailable(UserError):
@@ -143,6 +144,24 @@ def _error(scores: torch.Tensor, patterns: torch.Tensor) -> float:
     return float((scaled_patterns(scores, 1.0) - patterns.float()).abs().max())
 
 
+def _layer_error(scores: torch.Tensor, patterns: torch.Tensor) -> float:
+    """:func:`_error` of every layer's heads, one layer at a time (its softmax and difference
+    are a layer's size, not the model's)."""
+    if scores.shape != patterns.shape:
+        return float("inf")
+    return max(_error(s, p) for s, p in zip(scores, patterns, strict=True))
+
+
+def _stacked(layers: list[torch.Tensor]) -> torch.Tensor:
+    """``torch.stack(layers)``, each layer let go once copied: the stacked array and the
+    layers are never both held whole."""
+    out = torch.empty((len(layers), *layers[0].shape), dtype=layers[0].dtype)
+    for i in range(len(layers)):
+        out[i] = layers[i]
+        layers[i] = out[i]
+    return out
+
+
 def capture_scores(model: ModelHandle, prompt: str, max_tokens: int | None = None) -> ScoreCapture:
     """Every head's logits on ``prompt``, checked against the model's own patterns.
 
@@ -164,24 +183,24 @@ def capture_scores(model: ModelHandle, prompt: str, max_tokens: int | None = Non
         model, ids, every_layer(scores_hook, n_layers) + every_layer(pattern_hook, n_layers)
     )
     tol = tolerance(acts[pattern_hook(0)].dtype)
-    patterns = torch.stack([acts[pattern_hook(l)].float() for l in range(n_layers)])
-    scores = torch.stack(
-        [with_inf_mask(acts[scores_hook(l)], torch.float32) for l in range(n_layers)]
+    patterns = _stacked([acts.pop(pattern_hook(l)).float() for l in range(n_layers)])
+    scores = _stacked(
+        [with_inf_mask(acts.pop(scores_hook(l)), torch.float32) for l in range(n_layers)]
     )
     source: ScoreSource = "hook_attn_scores"
-    error = _error(scores, patterns) if scores.shape == patterns.shape else float("inf")
+    error = _layer_error(scores, patterns)
     qk = qk_source(model)
     if not error <= tol and qk is not None:
         scales, _ = layer_scales(model)
         acts = _cache(model, ids, [name for l in range(n_layers) for name in qk_names(qk, l)])
         try:
-            scores = torch.stack(
+            scores = _stacked(
                 [
                     scores_from_qk(*softmax_qk(acts, l, qk), model.facts.causal, scales[l])
                     for l in range(n_layers)
                 ]
             )
-            source, error = qk, _error(scores, patterns)
+            source, error = qk, _layer_error(scores, patterns)
         except (RuntimeError, ValueError):  # q/k hooks laid out other than pos head d_head
             error = float("inf")
     if not error <= tol:
@@ -257,9 +276,14 @@ def next_token_loss(model: ModelHandle, ids: torch.Tensor, factor: float) -> Fac
             "so scaling them does not change the forward pass: the model cannot be re-run at "
             "another scale this way."
         )
-    log_probs = torch.log_softmax(logits[0, :-1].double(), dim=-1)
-    targets = ids[0, 1:].to(log_probs.device)
-    nll = -log_probs.gather(-1, targets[:, None])[:, 0]
+    rows, targets = logits[0, :-1], ids[0, 1:].to(logits.device)
+    blocks = [slice(i, i + LOSS_ROWS) for i in range(0, rows.shape[0], LOSS_ROWS)]
+    nll = torch.cat(
+        [
+            -torch.log_softmax(rows[b].double(), dim=-1).gather(-1, targets[b, None])[:, 0]
+            for b in blocks
+        ]
+    )
     return FactorLoss(
         factor=float(factor),
         loss=float(nll.mean()),

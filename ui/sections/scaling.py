@@ -13,6 +13,7 @@ from models.head import Head, all_heads
 from models.model.facts import ModelFacts
 from models.model.forward import tokenize
 from models.model.handle import ModelHandle
+from models.model.weights import vocab_size
 from models.progress import Progress
 from models.scaling import capture as scaling_capture
 from models.scaling.capture import ScoreCapture, loss_unavailable
@@ -125,11 +126,21 @@ def controls(view: ScalingView, facts: ModelFacts) -> tuple[Head, sc.Grid, int]:
     return head, found, int(pick)
 
 
-def logits_cost(facts: ModelFacts) -> Cost:
-    """One pass over the prompt's first :data:`MAX_TOKENS` tokens, every head's logits kept."""
+def logits_cost(model: ModelHandle) -> Cost:
+    """One pass over the prompt's first :data:`MAX_TOKENS` tokens, every head's logits kept.
+
+    Memory: four pattern-sized float32 arrays (every head's scores and patterns, copied layer
+    by layer into the arrays returned and checked, and as much again held as the pass ends:
+    SmolLM2 at 256 tokens peaked at 289 MiB, 4.3 arrays with the logits; the q and k rebuild
+    holds three), the pass's working memory and its float32 logits.
+    """
+    facts = model.facts
+    logits = 4 * MAX_TOKENS * vocab_size(model)
     return Cost(
         flops=2 * facts.forward_flops(MAX_TOKENS),
-        peak_bytes=4 * facts.pattern_bytes(MAX_TOKENS) + facts.activation_bytes(MAX_TOKENS),
+        peak_bytes=4 * facts.pattern_bytes(MAX_TOKENS)
+        + facts.activation_bytes(MAX_TOKENS)
+        + logits,
     )
 
 
@@ -138,11 +149,22 @@ def stats_cost(cells: int, n_factors: int) -> Cost:
     return Cost(flops=40.0 * cells * n_factors, peak_bytes=int(8 * 8 * cells))
 
 
-def loss_cost(facts: ModelFacts, n_factors: int) -> Cost:
-    """One forward pass of the model per factor."""
+def loss_cost(model: ModelHandle, n_factors: int) -> Cost:
+    """One forward pass of the model per factor.
+
+    Memory, one pass at a time: its working memory and float32 logits, a block of
+    :data:`models.scaling.capture.LOSS_ROWS` positions' float64 log-softmax (the rows in float64
+    and their result), and per layer the scaled scores with their mask beside layer 0's scores
+    and pattern kept for the check (four layers' patterns).
+    """
+    facts = model.facts
+    vocab = vocab_size(model)
+    logits = 4 * MAX_TOKENS * vocab
+    log_softmax = 2 * 8 * scaling_capture.LOSS_ROWS * vocab
+    layers = 4 * facts.pattern_bytes(MAX_TOKENS) // max(facts.n_layers, 1)
     return Cost(
         flops=n_factors * facts.forward_flops(MAX_TOKENS),
-        peak_bytes=2 * facts.pattern_bytes(MAX_TOKENS),
+        peak_bytes=facts.activation_bytes(MAX_TOKENS) + logits + log_softmax + layers,
     )
 
 
@@ -152,7 +174,7 @@ def logits(model: ModelHandle, key: LogitsKey) -> ScoreCapture | job_view.Pendin
         key,
         "Capturing every head's attention logits",
         lambda progress: scaling_capture.capture_scores(model, key.prompt, MAX_TOKENS),
-        cost=logits_cost(model.facts),
+        cost=logits_cost(model),
     )
 
 
@@ -184,7 +206,7 @@ def loss_curve(
         LossSweepKey(key, factors),
         "Re-running the model at every point",
         work,
-        cost=loss_cost(model.facts, len(factors)),
+        cost=loss_cost(model, len(factors)),
     )
 
 
@@ -207,7 +229,7 @@ def loss_section(
     points = tuple(float(c) for c in factors)
     sweep_key = LossSweepKey(key, points)
     if not job_view.asked(sweep_key):
-        seconds = job_view.expected_seconds(sweep_key, loss_cost(model.facts, len(points)))
+        seconds = job_view.expected_seconds(sweep_key, loss_cost(model, len(points)))
         st.button(
             f"Run the model at all {len(points)} points ({len(points)} forward passes, "
             f"{job_view.about(seconds)})",
@@ -260,7 +282,7 @@ def model_section() -> None:
     )
     if not job_view.asked(key):
         cells = facts.n_layers * facts.n_heads * ids.shape[-1] ** 2
-        cost = logits_cost(facts).then(stats_cost(cells, len(factors)))
+        cost = logits_cost(model).then(stats_cost(cells, len(factors)))
         seconds = job_view.expected_seconds(key, cost)
         st.button(
             f"Sweep the model's logits ({len(factors)} points, {job_view.about(seconds)})",
