@@ -20,6 +20,7 @@ from models.cost import Cost
 from models.head import Head
 from models.model.facts import ModelFacts
 from models.model.handle import ModelHandle
+from models.model.weights import vocab_size
 from ui import session
 from ui.keys import Kernel
 from ui.runtime.job_keys import KernelKey
@@ -94,16 +95,32 @@ def dtype_choice(view: KernelView) -> KernelView:
 
 def report(model: ModelHandle, prompt: str, dtype: KernelDType) -> KernelReport | job_view.Pending:
     """The kernel against the model on every head, as a job."""
-    facts = model.facts
     key = KernelKey(session.allowed_spec(model), prompt, dtype, MAX_TOKENS)
     return job_view.run_job(
         key,
         "Running the kernel on every layer",
         lambda progress: check_kernel(model, prompt, max_tokens=MAX_TOKENS, dtype=dtype),
-        cost=Cost(
-            flops=3 * facts.forward_flops(MAX_TOKENS),
-            peak_bytes=4 * facts.pattern_bytes(MAX_TOKENS) + facts.activation_bytes(MAX_TOKENS),
-        ),
+        cost=kernel_cost(model),
+    )
+
+
+def kernel_cost(model: ModelHandle) -> Cost:
+    """The kernel check on the prompt's first :data:`MAX_TOKENS` tokens.
+
+    Memory: four pattern-sized float32 arrays (the pass's patterns and their stack in the
+    inputs, the kernel's patterns layer by layer and their stack in the report), the float64
+    rebuild of one layer's patterns beside its difference from the model's (four float64
+    layers), and the pass's working memory and float32 logits.
+    """
+    facts = model.facts
+    layer = facts.pattern_bytes(MAX_TOKENS) // max(facts.n_layers, 1)
+    logits = 4 * MAX_TOKENS * vocab_size(model)
+    return Cost(
+        flops=3 * facts.forward_flops(MAX_TOKENS),
+        peak_bytes=4 * facts.pattern_bytes(MAX_TOKENS)
+        + 4 * 2 * layer
+        + facts.activation_bytes(MAX_TOKENS)
+        + logits,
     )
 
 
