@@ -16,13 +16,13 @@ plus a remainder that closes the sum.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
 from models.circuits.attribution import readout
-from models.circuits.cost import PassPlan, forward_cost
+from models.circuits.cost import FLOAT, PassPlan, forward_cost
 from models.circuits.gradients import capture
 from models.circuits.input_patching import HOOK_OF, input_hooks
 from models.circuits.paths import PathResult
@@ -34,7 +34,7 @@ from models.head import Head
 from models.model.forward import final_norm_in_hook, run_hooks, run_with_hooks, z_hook
 from models.model.handle import ModelHandle
 from models.model.norms import block_norm
-from models.model.weights import output_projection, pre_norm
+from models.model.weights import output_projection, pre_norm, vocab_size
 from models.progress import Progress, quiet
 
 
@@ -72,8 +72,15 @@ def dla_loadings_cost(model: ModelHandle, n_tokens: int, receiver: Head) -> Pass
 
 
 def path_loadings_cost(model: ModelHandle, n_tokens: int) -> PassPlan:
-    """Cost of :func:`path_loadings`: a clean pass keeping the input, a patched pass."""
-    return forward_cost(model, n_tokens, 2.0)
+    """Cost of :func:`path_loadings`: a clean pass keeping the input, a patched pass.
+
+    Memory: a pass's working memory (:func:`models.circuits.cost.forward_cost`), its float32
+    logits over every position, and the receiver's clean input it patches in (a ``pos x
+    d_model`` stream, kept as the hook hands it on)."""
+    plan = forward_cost(model, n_tokens, 2.0)
+    logits = FLOAT * n_tokens * vocab_size(model)
+    stream = FLOAT * n_tokens * model.facts.d_model
+    return replace(plan, cost=replace(plan.cost, peak_bytes=plan.peak_bytes + logits + stream))
 
 
 def dla_loadings(
