@@ -21,6 +21,14 @@ from models.model.spec import Device
 ASSUMED_FLOPS: dict[Device, float] = {"cpu": 4e10, "cuda": 2e12}
 
 
+def with_slack(counted: float) -> int:
+    """``counted`` bytes and a quarter again: for what the C allocator's grain and the matrix
+    library's buffers add to the arrays an estimate counts one by one, where that count comes
+    close to the measured peak (a batch sized to fill a budget, a pass whose arrays are all
+    counted)."""
+    return int(5 * counted // 4)
+
+
 def device_of(device: str) -> Device:
     """The estimators' device for a model's device string (``cuda:1`` is a GPU too)."""
     return "cuda" if str(device).startswith("cuda") else "cpu"

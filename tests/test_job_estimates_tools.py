@@ -52,6 +52,7 @@ def setup_of(text):
 
 PATCH_SETUP = (
     "from models.circuits.cost import exact_cost\n"
+    "from models.cost import with_slack\n"
     "from models.circuits.patching import baseline, head_effects, position_effects\n"
     "setup = setup_of(text)\n"
     "base = baseline(model, setup)\n"
@@ -100,13 +101,13 @@ WORK = {
         PATCH_SETUP + "head_effects(model, small, baseline(model, small))",
         "head_effects(model, setup, base)\n"
         "cost = exact_cost(model, setup.n_tokens, model.facts.n_total_heads, base.batch)\n"
-        "result = {'estimate': cost.peak_bytes, 'n': setup.n_tokens}",
+        "result = {'estimate': with_slack(cost.peak_bytes), 'n': setup.n_tokens}",
     ),
     "position patching": (
         PATCH_SETUP + "position_effects(model, small, baseline(model, small), 1, 0)",
         "position_effects(model, setup, base, 1, 0)\n"
         "cost = exact_cost(model, setup.n_tokens, setup.n_tokens, base.batch)\n"
-        "result = {'estimate': cost.peak_bytes, 'n': setup.n_tokens}",
+        "result = {'estimate': with_slack(cost.peak_bytes), 'n': setup.n_tokens}",
     ),
     "logits": (
         SCALING + "capture_scores(model, short, MAX_TOKENS)",
