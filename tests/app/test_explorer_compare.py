@@ -281,8 +281,7 @@ def test_the_difference_overview_is_the_pooled_absolute_difference(bundled):
     from models.capture.compare import align_runs
     from models.head import Head
     from models.progress import quiet
-    from ui.sections.explorer_compare_detail import Pair
-    from ui.sections.explorer_difference import pooled_grid
+    from ui.sections.explorer_difference import Pair, pooled_grid
 
     run_a, run_b = capture(bundled, A), capture(bundled, B)
     pair = Pair(run_a, run_b, None, align_runs(run_a, run_b), None, None)

@@ -32,6 +32,7 @@ from ui.sections import explorer_export as export
 from ui.sections import explorer_results as results
 from ui.sections import explorer_strip as strip
 from ui.sections import explorer_why as why
+from ui.sections.explorer_difference import Pair
 from ui.sections.explorer_session import current_view, save, seed, strongest, update
 from ui.state import explorer as state
 from ui.state.explorer import ExplorerView, RunShape, unit_of
@@ -320,7 +321,7 @@ def compare(view: ExplorerView, run: AttentionRun, key: RunKey, words: Words | N
     compare_section.overview(view, comparison, key, compare_key)
     view = current_view()
     st.subheader(f"Head {view.head}: A, B and A − B")
-    pair = compare_detail.Pair(run, run_b, key, comparison.alignment, words, words_b)
+    pair = Pair(run, run_b, key, comparison.alignment, words, words_b)
     mean = float(comparison.divergence[view.head.layer, view.head.index])
     figures = compare_detail.head_view(view, pair, mean, compare_key)
     if figures is not None:

@@ -14,7 +14,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from models.capture.alignment import Alignment, Side, aligned_labels
+from models.capture.alignment import Side, aligned_labels
 from models.capture.compare import jensen_shannon
 from models.capture.difference import aligned_rows, difference_window
 from models.capture.run import AttentionRun
@@ -28,6 +28,7 @@ from ui.sections import explorer_detail as detail
 from ui.sections import explorer_difference as difference
 from ui.sections import explorer_results as results
 from ui.sections import explorer_strip as strip
+from ui.sections.explorer_difference import Pair
 from ui.sections.explorer_session import current_view, save, shape_of
 from ui.state import explorer as state
 from ui.state.explorer import ExplorerView, unit_of, unit_range
@@ -38,31 +39,6 @@ from viz.heatmap import head_heatmap, side_by_side, square_cells
 from viz.token_view import legend_html
 
 HALF_PLOT_PX = 300  # a plot in half the page's width is about as wide as this
-
-
-@dataclass(frozen=True)
-class Pair:
-    """Prompt A's and prompt B's runs, words (word view) and how they line up."""
-
-    run_a: AttentionRun
-    run_b: AttentionRun
-    key_a: RunKey
-    alignment: Alignment
-    words_a: Words | None
-    words_b: Words | None
-
-    def names(self, side: str) -> list[str]:
-        words, run = (self.words_a, self.run_a) if side == "a" else (self.words_b, self.run_b)
-        return list(words.labels) if words is not None else list(run.tokens)
-
-    def query_axis(self) -> list[float]:
-        return [float(p) for p in self.alignment.positions("a")]
-
-    def key_axis(self) -> list[float]:
-        """Prompt-A unit of each aligned key; the unaligned bin stands just after the aligned
-        key before it (ascending, as the window mapping needs)."""
-        at = self.alignment.bin_position("a")
-        return [float(at if p is None else p) for p in self.alignment.key_positions("a")]
 
 
 @dataclass(frozen=True)

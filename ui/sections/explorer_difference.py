@@ -9,23 +9,48 @@ computed a band of aligned query rows at a time, reading only those rows from ea
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import numpy as np
 
+from models.capture.alignment import Alignment
 from models.capture.difference import DifferenceOverview, aligned_rows
+from models.capture.run import AttentionRun
+from models.capture.words import Words
 from models.cost import Cost
 from models.head import Head
 from models.progress import Progress
 from ui.runtime import server
-from ui.runtime.job_keys import CompareKey, DifferenceOverviewKey
+from ui.runtime.job_keys import CompareKey, DifferenceOverviewKey, RunKey
 from ui.runtime.jobs import Work
 from viz.thumbnails import data_uri, pooled_png
 
-if TYPE_CHECKING:
-    from ui.sections.explorer_compare_detail import Pair
-
 BAND = 128  # aligned query rows read at a time
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Prompt A's and prompt B's runs, words (word view) and how they line up."""
+
+    run_a: AttentionRun
+    run_b: AttentionRun
+    key_a: RunKey
+    alignment: Alignment
+    words_a: Words | None
+    words_b: Words | None
+
+    def names(self, side: str) -> list[str]:
+        words, run = (self.words_a, self.run_a) if side == "a" else (self.words_b, self.run_b)
+        return list(words.labels) if words is not None else list(run.tokens)
+
+    def query_axis(self) -> list[float]:
+        return [float(p) for p in self.alignment.positions("a")]
+
+    def key_axis(self) -> list[float]:
+        """Prompt-A unit of each aligned key; the unaligned bin stands just after the aligned
+        key before it (ascending, as the window mapping needs)."""
+        at = self.alignment.bin_position("a")
+        return [float(at if p is None else p) for p in self.alignment.key_positions("a")]
 
 
 def token_axes(pair: Pair) -> tuple[np.ndarray, np.ndarray]:

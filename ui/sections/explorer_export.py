@@ -26,6 +26,7 @@ from ui.sections import explorer_compare_detail as compare_detail
 from ui.sections import explorer_detail as detail
 from ui.sections import explorer_results as results
 from ui.sections import explorer_strip as strip
+from ui.sections.explorer_difference import Pair
 from ui.state import explorer as state
 from ui.state.explorer import ExplorerView, unit_of
 from viz.heatmap import HeatmapData, heatmap_figure
@@ -100,7 +101,7 @@ def figure_and_strip(request: ExportRequest) -> tuple[go.Figure, Strip] | None:
         if run_b is None or comparison is None:
             return None
         words_b = results.words_of(key_b) if view.words else None
-        pair = compare_detail.Pair(run, run_b, key, comparison.alignment, words, words_b)
+        pair = Pair(run, run_b, key, comparison.alignment, words, words_b)
         found = compare_detail.figures(view, pair)
         if found is None:
             return None
