@@ -8,7 +8,7 @@ adds beside the loaded weights.
 
 from __future__ import annotations
 
-from models.cost import Cost, device_of
+from models.cost import Cost, device_of, with_slack
 from models.generate.kv import kv_bytes_per_token
 from models.model.facts import ModelFacts
 
@@ -47,7 +47,9 @@ def generation_estimate(
     text (:func:`models.generate.kv.reserved_cache`), the recorder's float32 keys and the copy
     the finished result keeps of them, the kept rows' queries and series, one step's rows with
     their scores, the prompt's pass (:data:`PREFILL_WIDTHS` tensors as wide as the residual
-    stream and as the MLP per token, float32) and the logits.
+    stream and as the MLP per token, float32) and the logits, with
+    :func:`models.cost.with_slack` (the count comes close to the peak: SmolLM2 after a
+    1,000-token prompt measured 160 to 187 MiB against 172 counted).
     """
     flops = 2.0 * facts.n_params * (n_prompt + n_new)
     flops += _attention_flops(facts, n_prompt, n_prompt / 2) * 0.5
@@ -66,7 +68,7 @@ def generation_estimate(
         + n_prompt * (residual * facts.d_model + mlp * d_mlp) * FLOAT
         + 2 * (facts.d_vocab or vocab) * FLOAT
     )
-    return Cost(flops, int(peak), overhead, where)
+    return Cost(flops, with_slack(peak), overhead, where)
 
 
 def eviction_estimate(
