@@ -23,6 +23,25 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# The start of an estimate test's setup: the model named ``{name}`` loaded, ``text`` a prompt
+# of ``{n}`` tokens, and ``setup_of`` building a circuits task (clean and corrupted runs) on it.
+MODEL_SETUP = """
+from models.circuits import CircuitTask, prepare
+from models.head import Head
+from models.model.loading import load
+from models.model.spec import ModelSpec
+from tests.generate.long_text import long_prompt
+
+model = load(ModelSpec({name!r}))
+N = {n}
+text = long_prompt(model, N)
+
+def setup_of(text):
+    return prepare(model, CircuitTask(
+        text + " and then he went to the", text + " and then we went to the", " the", " a"
+    ))
+"""
+
 _SCRIPT = """
 import ctypes, gc, json, os, sys
 from models.model.allocator import keep_freed_blocks

@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import pytest
 
-from tests.memory_probe import peak_bytes
+from tests.memory_probe import MODEL_SETUP, peak_bytes
 
 MIB = 2**20
 GRAIN = 8 * MIB
 
-SETUP = """
+SETUP = (
+    MODEL_SETUP
+    + """
 from models.capture.rollout import rollout_cost, rollout_weights
 from models.capture.run import capture
-from models.circuits import CircuitTask, prepare
 from models.circuits.atp import attribution_patching
 from models.circuits.cost import atp_cost, path_cost, edges_cost
 from models.circuits.paths import path_patching
@@ -36,25 +37,13 @@ from models.circuits.findings import attribution_findings
 from models.circuits.why import split
 from models.circuits.why_effects import part_effects, part_effects_cost
 from models.circuits.why_keep import keep, keep_cost
-from models.head import Head
 from models.model.forward import tokenize
 from models.capture.compare import head_divergence
 from models.capture.compare_cost import compare_cost
-from models.model.loading import load
-from models.model.spec import ModelSpec
-from tests.generate.long_text import long_prompt
-
-model = load(ModelSpec({name!r}))
-N = {n}
-text = long_prompt(model, N)
-
-def setup_of(text):
-    return prepare(model, CircuitTask(
-        text + " and then he went to the", text + " and then we went to the", " the", " a"
-    ))
 
 {warm}
 """
+)
 
 WORK = {
     "capture": (

@@ -25,30 +25,19 @@ from __future__ import annotations
 
 import pytest
 
-from tests.memory_probe import peak_bytes
+from tests.memory_probe import MODEL_SETUP, peak_bytes
 
 MIB = 2**20
 GRAIN = 8 * MIB
 
-SETUP = """
-from models.circuits import CircuitTask, prepare
-from models.head import Head
-from models.model.loading import load
-from models.model.spec import ModelSpec
-from tests.generate.long_text import long_prompt
-
-model = load(ModelSpec({name!r}))
-N = {n}
-text = long_prompt(model, N)
+SETUP = (
+    MODEL_SETUP
+    + """
 short = long_prompt(model, 12)
-
-def setup_of(text):
-    return prepare(model, CircuitTask(
-        text + " and then he went to the", text + " and then we went to the", " the", " a"
-    ))
 
 {warm}
 """
+)
 
 PATCH_SETUP = (
     "from models.circuits.cost import exact_cost\n"
