@@ -17,7 +17,7 @@ from models.capture.alignment import Alignment
 from models.capture.difference import DifferenceOverview, aligned_rows
 from models.capture.run import AttentionRun
 from models.capture.words import Words
-from models.cost import Cost
+from models.cost import Cost, with_slack
 from models.head import Head
 from models.progress import Progress
 from ui.runtime import server
@@ -127,7 +127,8 @@ PICTURE_PIXEL_BYTES = 4 + 5 * 4 + 2 + 2
 
 def cost(pair: Pair, size: int) -> Cost:
     """Both prompts' whole rows of one head (rebuilt from q and k on a long prompt), a band of
-    :data:`BAND` aligned query rows at a time, pooled into a picture of ``size`` pixels."""
+    :data:`BAND` aligned query rows at a time, pooled into a picture of ``size`` pixels; with
+    slack, as the count is of every array the band makes and sits near the measured peak."""
     facts, n_a, n_b = pair.run_a.facts, pair.run_a.n_tokens, pair.run_b.n_tokens
     cells = pair.alignment.n_aligned * (n_a + n_b)
     per_cell = 2 * facts.d_head + 8 if pair.run_a.factored else 4
@@ -135,7 +136,7 @@ def cost(pair: Pair, size: int) -> Cost:
     pixels = min(size, n_a) ** 2
     return Cost(
         flops=float(cells * per_cell),
-        peak_bytes=BAND_CELL_BYTES * band + PICTURE_PIXEL_BYTES * pixels,
+        peak_bytes=with_slack(BAND_CELL_BYTES * band + PICTURE_PIXEL_BYTES * pixels),
     )
 
 
