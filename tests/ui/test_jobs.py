@@ -292,6 +292,21 @@ def test_one_session_may_queue_only_a_few_jobs():
     release.set()
 
 
+def test_light_jobs_are_not_counted_against_a_sessions_few():
+    """A page asks for several small views of a held run in one pass: a job expected to take
+    under LIGHT_S neither counts towards the session's limit nor is refused by it."""
+    pool, release = pool_of(jobs_per_session=1), threading.Event()
+    HEAVY = Cost(flops=30 * ASSUMED_FLOPS["cpu"])  # half a minute at the assumed rate
+    pool.submit(CaptureKey("a"), "heavy", blocking_work(release), waiter="s1", cost=HEAVY)
+    light = pool.submit(
+        ScoresKey("v"), "a view", blocking_work(release), waiter="s1", cost=Cost(flops=1e3)
+    )
+    assert light.light and pool.get(ScoresKey("v")) is light
+    with pytest.raises(RefusedError, match="already have 1 requests"):
+        pool.submit(ScoresKey("w"), "heavy too", blocking_work(release), waiter="s1", cost=HEAVY)
+    release.set()
+
+
 def test_work_over_the_operators_limits_is_refused_before_it_starts():
     pool, ran = pool_of(job_mb=100, job_max_s=60), []
     with pytest.raises(RefusedError, match="GiB of memory"):

@@ -319,9 +319,9 @@ class JobPool:
         with self._lock:
             job = self._jobs.get(key)
             if job is None:
-                self._make_room(key, waiter)
                 if cost is not None:
                     estimate_s = self.estimate(key, cost)
+                self._make_room(key, waiter, estimate_s is not None and estimate_s < LIGHT_S)
                 job = Job(
                     key=key,
                     label=label,
@@ -337,8 +337,12 @@ class JobPool:
             job.waiters.add(waiter)
         return job
 
-    def _make_room(self, key: JobKey[Any], waiter: str) -> None:
-        """Supersede ``waiter``'s other jobs of this kind; refuse one job too many (locked)."""
+    def _make_room(self, key: JobKey[Any], waiter: str, light: bool) -> None:
+        """Supersede ``waiter``'s other jobs of this kind; refuse one job too many (locked).
+
+        Light jobs (expected under :data:`LIGHT_S`) are not counted, nor refused: a session
+        has at most one job of each kind, so its light ones are few and end within seconds,
+        and a page that draws several views of a held run asks for them in one pass."""
         if not waiter:
             return
         kind = kind_of(key)
@@ -346,8 +350,8 @@ class JobPool:
         for job in mine:
             if job.kind == kind:
                 self._leave(job, waiter)
-        waiting = [job for job in self._jobs.values() if waiter in job.waiters]
-        if len(waiting) >= self.settings.jobs_per_session:
+        waiting = [job for job in self._jobs.values() if waiter in job.waiters and not job.light]
+        if not light and len(waiting) >= self.settings.jobs_per_session:
             raise RefusedError(
                 f"You already have {len(waiting)} requests running or waiting on this server. "
                 "Cancel one, or wait for one to finish."
