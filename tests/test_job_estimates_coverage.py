@@ -63,6 +63,10 @@ MEASURED = {
         "tests.circuits.test_circuits_memory",
         "test_smollm2_weights_job_stays_within_its_estimate",
     ),
+    "HeadMarksKey": ("tests.test_job_estimates_views", "head marks"),
+    "SinkSummaryKey": ("tests.test_job_estimates_views", "sink summary"),
+    "OverviewKey": ("tests.test_job_estimates_views", "overview"),
+    "SinkKey": ("tests.test_job_estimates_views", "strongest sink"),
     "ConvertKey": (
         "tests.model.test_gguf_memory",
         "test_a_gguf_conversion_stays_within_its_estimate",
@@ -70,13 +74,10 @@ MEASURED = {
 }
 
 # derived views: computed by the page from a finished result (``derived.get_or_compute``), their
-# work bounded by a fixed number of rows or pixels, whatever the prompt's length
+# work bounded by something other than the prompt's length (the model, a streaming capture's
+# pooled pictures, a dense run's size limit, a fixed sample) or one tokenizer pass over it
 DERIVED = {
     "ThumbnailsKey": "a streaming capture's pooled pictures, or a dense run's own patterns",
-    "OverviewKey": "at most 8 sampled rows a pixel of one head",
-    "SinkKey": "at most 512 sampled rows of one head",
-    "SinkSummaryKey": "a fixed sample of rows of every head",
-    "HeadMarksKey": "one weight a position a head (induction, previous-token, first column)",
     "WordsKey": "the tokenizer's text of each token",
     "PresetsKey": "the model's fixed list of tasks",
     "SyntheticKey": "a fixed number of random vectors",

@@ -29,6 +29,11 @@ HIGH = np.array([8, 48, 107], dtype=np.float32)
 MASKED = np.array([225, 225, 225], dtype=np.uint8)
 LEVELS = 128  # shades of blue a picture is drawn in (the same in every picture)
 SIGNED_LEVELS = 127  # shades of a signed picture: odd, so that 0 is the middle one (white)
+# Bytes a pixel of a picture takes while it is drawn: the pooled grid (float32) and, while it
+# is shaded, its float32 copies (as read, NaN set to 0, divided, clipped, raised to the gamma),
+# the shades and the mask (a byte each), the picture scaled up and its PNG (a byte each, at
+# most). What a job that draws a picture adds to its estimate.
+PIXEL_BYTES = 4 + 5 * 4 + 2 + 2
 
 
 def head_tops(pooled: np.ndarray) -> np.ndarray:

@@ -70,7 +70,7 @@ def _max_over(x: torch.Tensor, dim: int) -> torch.Tensor:
     return x.squeeze(dim)
 
 
-def _rows_per_chunk(n: int, factor: int, stride: int = 1) -> int:
+def rows_per_chunk(n: int, factor: int, stride: int = 1) -> int:
     """Query rows per chunk: whole pixel rows, about 8 chunks a layer (fewer calls), and at
     most :data:`CHUNK_BYTES` of logits (``factor / stride`` rows a block by every key)."""
     blocks = math.ceil(n / factor)
@@ -173,10 +173,10 @@ def layer_overview(
     folded = arithmetic == "model" and q.dtype in (torch.bfloat16, torch.float16)
     n_pix = math.ceil(n / factor)
     slabs = _key_slabs(k, factor, n_pix, folded)
-    rows_per_chunk = _rows_per_chunk(n, factor, stride)
+    chunk_rows = rows_per_chunk(n, factor, stride)
     out = torch.full((n_heads, n_pix, n_pix), float("nan"), device=q.device)
-    for r0 in range(0, n, rows_per_chunk):
-        r1 = min(r0 + rows_per_chunk, n)
+    for r0 in range(0, n, chunk_rows):
+        r1 = min(r0 + chunk_rows, n)
         b0, b1 = r0 // factor, math.ceil(r1 / factor)
         n_blocks = b1 if causal else n_pix
         rows_lse = lse[:, r0:r1:stride].to(device=q.device, dtype=torch.float32)

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Literal, Protocol
 import numpy as np
 from jaxtyping import Float
 
-from models.capture.overview import pool_again
+from models.capture.overview import pool_again, row_stride, rows_per_chunk
+from models.cost import Cost
 from models.shapes import TokenWeights
 
 if TYPE_CHECKING:
@@ -173,6 +174,58 @@ def head_overview(
     return _banded(run, size, read)
 
 
+# Bytes a rebuilt cell holds beside its float32 weight: the causal mask's int64 distances and
+# three bool masks (one head's block at a time; see models.attention.pattern)
+MASK_BYTES = 11
+
+
+def overview_cost(run: AttentionRun, layer: int, size: int, weighted: bool) -> Cost:
+    """What :func:`head_overview` (or a linear-attention layer's :func:`pooled_signed`) takes
+    for one head at ``size`` pixels. From a factored store with no weighting, a chunk of rows'
+    logits against every key and the halvings of their block maxima (2 float32 a cell),
+    the head's q and k copies and the keys reordered into slabs; otherwise a band of
+    :func:`_banded`'s rows, each cell read (rebuilt with its masks from a factored store), its
+    float32 copy, and with a weighting its factors and their product; a linear-attention layer
+    reads every head's signed window twice. Half again for the kernels and the allocator.
+    The picture drawn from it is the caller's to add."""
+    facts, n = run.facts, run.n_tokens
+    factor = -(-n // size)
+    keys = -(-n // factor) * factor  # the keys padded to whole pixels
+    copies = 4 * facts.d_head * (2 * n + keys) + 8 * n  # q, k, the slabs; the rows' LSE
+    if run.signed(layer):
+        band = min(n, factor * max(1, 256 // factor))
+        cells, per_cell = facts.n_heads * band * n, 3 * 4  # a stack, its negation, the pooled
+    elif not weighted and hasattr(run.store, "head_overview"):
+        stride = row_stride(factor)
+        cells, per_cell = rows_per_chunk(n, factor, stride) // stride * keys, 8
+    else:
+        band = min(n, factor * max(1, 256 // factor))
+        read = 4 + (MASK_BYTES if run.factored else 0)
+        cells, per_cell = band * n, read + 4 + (8 if weighted else 0)
+    flops = float(n * n * (2 * facts.d_head + 8 if run.factored else 1))
+    return Cost(flops=flops, peak_bytes=3 * (cells * per_cell + copies) // 2)
+
+
+def sink_rows(n_tokens: int, max_rows: int = 512) -> range:
+    """The query rows :func:`strongest_sink` reads: every row, or evenly spaced ones past
+    ``max_rows`` (between ``max_rows`` and twice that)."""
+    return range(0, n_tokens, max(1, n_tokens // max_rows))
+
+
+def strongest_sink_cost(run: AttentionRun, max_rows: int = 512) -> Cost:
+    """What :func:`strongest_sink` takes: its sampled rows of one head against every key (read
+    from a dense store in place; rebuilt with their masks, from copies of the rows' q and the
+    head's k, from a factored one), and a handful of float64 and int64 arrays a key. Half again
+    for the kernels and the allocator."""
+    facts, n = run.facts, run.n_tokens
+    cells = len(sink_rows(n, max_rows)) * n
+    held = 6 * 8 * n
+    if run.factored:
+        held += cells * (4 + MASK_BYTES) + 4 * facts.d_head * (len(sink_rows(n, max_rows)) + n)
+    per_cell = 2 * facts.d_head + 8 if run.factored else 1
+    return Cost(flops=float(cells * per_cell), peak_bytes=3 * held // 2)
+
+
 def _banded(run: AttentionRun, size: int, read: Callable[[slice], np.ndarray]) -> np.ndarray:
     """Max-pool what ``read(rows)`` returns, a band of rows at a time (never the whole head).
 
@@ -220,9 +273,9 @@ def strongest_sink(run: AttentionRun, layer: int, head: int, max_rows: int = 512
     not win.
     """
     n = run.n_tokens
-    step = max(1, n // max_rows)
-    rows = np.arange(0, n, step)
-    sampled = run.window(layer, head, slice(0, n, step), slice(None))
+    picked = sink_rows(n, max_rows)
+    rows = np.asarray(picked)
+    sampled = run.window(layer, head, slice(0, n, picked.step), slice(None))
     # Weight from the sampled queries after each key (a causal pattern is 0 above the
     # diagonal), summed in float64 without a float64 copy: every column's sum less each sampled
     # query's weight on itself.

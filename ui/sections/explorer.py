@@ -15,7 +15,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from models.capture.run import AttentionRun
-from models.capture.sinks import measured_sink
+from models.capture.sinks import measured_sink, sink_cost
 from models.capture.weighted import ValueWeighting, weighting_cost
 from models.capture.words import WORD_RULE, Words
 from models.errors import UserError
@@ -23,7 +23,6 @@ from models.head import Head
 from models.model.facts import ModelFacts
 from ui import session
 from ui.keys import Explorer
-from ui.runtime import server
 from ui.runtime.job_keys import RunKey, SinkSummaryKey, WeightingKey
 from ui.sections import explorer_compare as compare_section
 from ui.sections import explorer_compare_detail as compare_detail
@@ -86,8 +85,14 @@ def precision_note(run: AttentionRun, key: RunKey, slot: DeltaGenerator | None) 
 
 def sink_hint(run: AttentionRun, key: RunKey) -> None:
     """What this run's heads actually sink into, measured on a few rows of every head."""
-    found = server.current().derived.get_or_compute(SinkSummaryKey(key), lambda: measured_sink(run))
-    if found.mean_weight < 0.2:
+    found = job_view.run_job(
+        SinkSummaryKey(key),
+        "Measuring where the heads park their attention",
+        lambda progress: measured_sink(run),
+        cost=sink_cost(run),
+        background="Measuring where the heads park their attention…",
+    )
+    if found is job_view.MISSING or found.mean_weight < 0.2:
         return
     label = md(run.tokens[found.position])
     special = (
@@ -256,8 +261,9 @@ def grid(view: ExplorerView, run: AttentionRun, key: RunKey, weighted: bool) -> 
             else ""
         )
     )
-    found = results.marks(key)
-    shown = (key, weighted)
+    marks = results.marks(key)
+    found = {} if marks is job_view.MISSING else marks
+    shown = (key, weighted, marks is job_view.MISSING)  # the marks' arrival redraws the grid
     cells: list[dict[str, str]] | None = None  # a rerun that only moves the selection: keep
     if ss.get(Explorer.GRID_SHOWN) != shown:  # the pictures off the wire (and unbuilt)
         cells = results.marked(results.thumbnails(key, weighted), found)

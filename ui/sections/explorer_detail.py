@@ -27,7 +27,7 @@ from ui.sections import explorer_results as results
 from ui.sections.explorer_session import current_view, save, shape_of, strongest
 from ui.state import explorer as state
 from ui.state.explorer import WINDOW, ExplorerView, RunShape, unit_of, unit_range
-from ui.widgets import components
+from ui.widgets import components, job_view
 from ui.widgets.canvas_heatmap import canvas_heatmap
 from viz.export import pattern_csv
 from viz.heatmap import ColourScale, HeatmapData, canvas_data, heatmap_data, masked
@@ -146,7 +146,8 @@ def read_units(
 def pinned_keys(key: RunKey, head: Head, cols: range, words: Words | None = None) -> list[int]:
     """Sink keys shown before the window: key 0 and this head's strongest sink (or their
     words), if outside it."""
-    keys = {unit_of(0, words), unit_of(results.sink_key(key, head), words)}
+    sink = results.sink_key(key, head)
+    keys = {unit_of(0, words)} | (set() if sink is None else {unit_of(sink, words)})
     return sorted(k for k in keys if k not in cols)
 
 
@@ -267,8 +268,11 @@ def detail(
 def overview_picker(view: ExplorerView, key: RunKey, shape: RunShape, weighted: bool) -> None:
     """The chosen head's whole pattern (prompt A's), with the detail window outlined."""
     rows, cols, n = view.rows(shape), view.cols(shape), shape.n_tokens
+    picture = results.overview_png(key, view.head, weighted)
+    if picture is job_view.MISSING:
+        return  # its progress is shown; the page is drawn again when it is ready
     components.overview(
-        results.overview_png(key, view.head, weighted),
+        picture,
         n,
         (rows.start, rows.stop),
         (cols.start, cols.stop),

@@ -23,7 +23,7 @@ from models.progress import Progress
 from ui.runtime import server
 from ui.runtime.job_keys import CompareKey, DifferenceOverviewKey, RunKey
 from ui.runtime.jobs import Work
-from viz.thumbnails import data_uri, pooled_png
+from viz.thumbnails import PIXEL_BYTES, data_uri, pooled_png
 
 BAND = 128  # aligned query rows read at a time
 
@@ -119,10 +119,6 @@ def pooled_difference(pair: Pair, head: Head, size: int, progress: Progress) -> 
 # the aligned keys joined and the unaligned bin added (4 each); then both sides' float32
 # copies, A - B and its absolute value (4 each).
 BAND_CELL_BYTES = 2 * (4 + 11 + 4 + 4 + 4) + 4 * 4
-# Bytes a pixel of the picture: the pooled grid (float32) and, while it is shaded, its float32
-# copies (as read, NaN set to 0, divided, clipped, raised to the gamma), the shades and the
-# mask (one byte each), the picture scaled up and its PNG (a byte each, at most).
-PICTURE_PIXEL_BYTES = 4 + 5 * 4 + 2 + 2
 
 
 def cost(pair: Pair, size: int) -> Cost:
@@ -136,7 +132,7 @@ def cost(pair: Pair, size: int) -> Cost:
     pixels = min(size, n_a) ** 2
     return Cost(
         flops=float(cells * per_cell),
-        peak_bytes=with_slack(BAND_CELL_BYTES * band + PICTURE_PIXEL_BYTES * pixels),
+        peak_bytes=with_slack(BAND_CELL_BYTES * band + PIXEL_BYTES * pixels),
     )
 
 

@@ -149,7 +149,7 @@ def marks(key: RunKey) -> dict[tuple[int, int], tuple[str, str]]:
             letters,
             ", ".join(results.MARK_WORDS[letter] for letter in letters),
         )
-        for head, letters in results.marks(key).items()
+        for head, letters in results.held_marks(key).items()
         if letters
     }
 

@@ -1,9 +1,11 @@
 """What the explorer draws from a run, each kept in the server's stores under a typed key: the
 run itself (captured again through the pool if the store let it go), its value weighting, the
-grid's pictures, one head's overview, its strongest sink and the prompt's words."""
+grid's pictures and marks, one head's overview, its strongest sink and the prompt's words.
+Views whose work grows with the prompt (the marks, the overview, the sink) run as jobs."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -15,12 +17,20 @@ from models.capture.precision import (
     pattern_difference,
 )
 from models.capture.run import AttentionRun
-from models.capture.views import head_overview, pooled_layer, pooled_signed, strongest_sink
+from models.capture.views import (
+    head_overview,
+    overview_cost,
+    pooled_layer,
+    pooled_signed,
+    strongest_sink,
+    strongest_sink_cost,
+)
 from models.capture.weighted import ValueWeighting, value_norms, value_weighting
 from models.capture.word_split import split_words
 from models.capture.words import Words
+from models.cost import Cost
 from models.head import Head
-from models.heads.finding.prompt_scores import head_marks, prompt_scores
+from models.heads.finding.prompt_scores import head_marks, prompt_scores, scores_cost
 from models.heads.table import Thresholds
 from models.model.forward import tokenize
 from models.progress import Progress
@@ -38,7 +48,7 @@ from ui.runtime.job_keys import (
 )
 from ui.runtime.jobs import Work
 from ui.widgets import job_view
-from viz.thumbnails import data_uri, pooled_png, pooled_pngs, signed_pngs
+from viz.thumbnails import PIXEL_BYTES, data_uri, pooled_png, pooled_pngs, signed_pngs
 
 THUMB = 64
 OVERVIEW = 256
@@ -119,12 +129,20 @@ def thumbnails(key: RunKey, weighted: bool) -> list[dict[str, str]]:
     return server.current().derived.get_or_compute(ThumbnailsKey(key, weighted), build)
 
 
-def marks(key: RunKey) -> dict[Head, str]:
+def marks(key: RunKey) -> dict[Head, str] | job_view.Pending:
     """The letters this prompt's own scores put on each head's picture (see
-    :mod:`models.heads.finding.prompt_scores`)."""
-    return server.current().derived.get_or_compute(
-        HeadMarksKey(key), lambda: head_marks(prompt_scores(_run(key)), Thresholds())
+    :mod:`models.heads.finding.prompt_scores`): a job, ``MISSING`` while it runs."""
+    return job_view.run_job(
+        HeadMarksKey(key),
+        "Scoring every head on this prompt",
+        lambda progress: head_marks(prompt_scores(_run(key)), Thresholds()),
+        cost=scores_cost(_run(key)),
     )
+
+
+def held_marks(key: RunKey) -> dict[Head, str]:
+    """The marks if they have been computed (an export uses what the page showed)."""
+    return server.current().results.get(HeadMarksKey(key)) or {}
 
 
 def marked(cells: list[dict[str, str]], found: dict[Head, str]) -> list[dict[str, str]]:
@@ -141,27 +159,47 @@ def marked(cells: list[dict[str, str]], found: dict[Head, str]) -> list[dict[str
     return out
 
 
-def overview_png(key: RunKey, head: Head, weighted: bool) -> str:
-    """One head's whole pattern, max-pooled to at most :data:`OVERVIEW` pixels."""
+def overview_png(key: RunKey, head: Head, weighted: bool) -> str | job_view.Pending:
+    """One head's whole pattern, max-pooled to at most :data:`OVERVIEW` pixels: a job,
+    ``MISSING`` while it runs."""
 
-    def build() -> str:
+    def work(progress: Progress) -> str:
         run = _run(key)
         if run.signed(head.layer):
             signed = pooled_signed(run, head.layer, OVERVIEW)[head.index : head.index + 1]
             return data_uri(signed_pngs(signed, OVERVIEW)[0])
         pooled = head_overview(
-            _run(key), head.layer, head.index, OVERVIEW, weighting(key) if weighted else None
+            run, head.layer, head.index, OVERVIEW, weighting(key) if weighted else None
         )
         return data_uri(pooled_png(pooled, OVERVIEW, normalise=True))
 
-    return server.current().derived.get_or_compute(OverviewKey(key, head, weighted), build)
-
-
-def sink_key(key: RunKey, head: Head) -> int:
-    """The key position ``head`` sinks most weight into (see ``strongest_sink``)."""
-    return server.current().derived.get_or_compute(
-        SinkKey(key, head), lambda: strongest_sink(_run(key), head.layer, head.index)
+    return job_view.run_job(
+        OverviewKey(key, head, weighted),
+        f"Drawing head {head}'s whole pattern",
+        work,
+        cost=overview_picture_cost(_run(key), head, weighted),
     )
+
+
+def overview_picture_cost(run: AttentionRun, head: Head, weighted: bool) -> Cost:
+    """:func:`models.capture.views.overview_cost` and the picture drawn from it (with half
+    again, as for the rest)."""
+    found = overview_cost(run, head.layer, OVERVIEW, weighted)
+    pixels = min(OVERVIEW, run.n_tokens) ** 2
+    return replace(found, peak_bytes=found.peak_bytes + 3 * PIXEL_BYTES * pixels // 2)
+
+
+def sink_key(key: RunKey, head: Head) -> int | None:
+    """The key position ``head`` sinks most weight into (see ``strongest_sink``): a job, None
+    while it runs (its line says so; the page is drawn again when it ends)."""
+    found = job_view.run_job(
+        SinkKey(key, head),
+        f"Finding head {head}'s strongest sink",
+        lambda progress: strongest_sink(_run(key), head.layer, head.index),
+        cost=strongest_sink_cost(_run(key)),
+        background=f"Finding head {head}'s strongest sink…",
+    )
+    return None if found is job_view.MISSING else found
 
 
 def words_of(key: RunKey) -> Words:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from jaxtyping import Float
 
+from models.cost import Cost
 from models.head import Head
 from models.heads.finding.scores import flag, induction_targets
 
@@ -88,6 +89,26 @@ def prompt_scores(run: AttentionRun) -> PromptScores:
             if weights.shape[-1]:  # no pairs (nothing repeats; a one-token prompt): NaN
                 found[name][layer] = weights.mean(axis=-1)
     return PromptScores(found["induction"], found["previous_token"], found["sink"], len(repeated))
+
+
+def scores_cost(run: AttentionRun) -> Cost:
+    """What :func:`prompt_scores` takes. Its largest read is a layer's previous-token band
+    (every query but the first, every head at once). Rebuilt from a factored store, a row of it
+    holds its positions (three int64), its q copy and q times k (``d_head`` float32 each per
+    head), the key head's k copy, six float32 and two bool steps per head (LSE, logits, scaled,
+    shifted, exponentiated, masked) and the float64 copy that is averaged; a dense store's
+    weights are gathered straight from the held patterns. Half again is for what the kernels
+    and the allocator hold besides (measured on SmolLM2: 1.1 times the count at 1,000 and
+    4,000 tokens)."""
+    facts, n = run.facts, run.n_tokens
+    if run.factored:
+        per_row = 3 * 8 + facts.n_heads * (8 * facts.d_head + 6 * 4 + 2 + 8)
+        per_row += facts.n_kv_heads * 4 * facts.d_head
+        per_weight = 2 * facts.d_head + 8
+    else:
+        per_row, per_weight = 3 * 8 + facts.n_heads * (4 + 8), 1
+    reads = 3 * facts.n_layers * facts.n_heads * n
+    return Cost(flops=float(reads * per_weight), peak_bytes=3 * n * per_row // 2)
 
 
 def head_marks(
