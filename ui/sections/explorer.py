@@ -87,10 +87,10 @@ def sink_hint(run: AttentionRun, key: RunKey) -> None:
     """What this run's heads actually sink into, measured on a few rows of every head."""
     found = job_view.run_job(
         SinkSummaryKey(key),
-        "Measuring where the heads park their attention",
+        "Finding where the heads park their attention",
         lambda progress: measured_sink(run),
         cost=sink_cost(run),
-        background="Measuring where the heads park their attention…",
+        background="Finding where the heads park their attention…",
     )
     if found is job_view.MISSING or found.mean_weight < 0.2:
         return
