@@ -60,6 +60,7 @@ def opened_on(path) -> object:
 
 
 @pytest.mark.parametrize("name", OPENED)
+@pytest.mark.slow
 def test_every_page_opens_each_variant(name, allowed):
     at = opened_on(allowed[name])
     assert not at.exception, name

@@ -142,6 +142,7 @@ print(json.dumps({"backend": report.backend, "p": report.max_pattern_error,
 """
 
 
+@pytest.mark.slow
 def test_triton_kernel_in_the_interpreter_matches_minilm():
     pytest.importorskip("triton")
     env = dict(os.environ, TRITON_INTERPRET="1", HF_HUB_OFFLINE="1")

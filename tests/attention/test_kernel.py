@@ -404,6 +404,7 @@ print(json.dumps(results))
 """
 
 
+@pytest.mark.slow
 def test_kernel_compiles_for_hopper():
     env = {key: val for key, val in os.environ.items() if key != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])

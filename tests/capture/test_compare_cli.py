@@ -73,6 +73,7 @@ def test_bad_arguments_give_one_line_and_nonzero(args, code, tmp_path, capsys):
     assert rc == code and error.count("\n") == 0 and error.startswith("error: ")
 
 
+@pytest.mark.slow
 def test_runs_as_a_module(tmp_path):
     out = tmp_path / "c.csv"
     proc = subprocess.run(

@@ -51,6 +51,7 @@ def test_long_prompt_is_held_factored(long_run):
     assert run.store.nbytes < full / 10
 
 
+@pytest.mark.slow
 def test_rebuilt_windows_equal_the_model_patterns(long_run, gpt2_small_dir):
     _, run, ids = long_run
     hf = AutoModelForCausalLM.from_pretrained(gpt2_small_dir, attn_implementation="eager").eval()

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from models.capture import fidelity
@@ -77,6 +78,7 @@ def test_a_run_above_the_tolerance_writes_nothing(bundled, tmp_path, monkeypatch
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_the_command_line_as_typed(tmp_path):
     out = tmp_path / "cli.npz"
     done = subprocess.run(

@@ -54,6 +54,7 @@ def measure(name: str, n: int, work: str) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("n", [40, 120])
+@pytest.mark.slow
 def test_bundled_clean_and_corrupted_runs_stay_within_their_estimate(n):
     """The safe side only: at the bundled model's size the peak is mostly the allocator's
     arenas, which vary from run to run (61 to 70 MiB at 120 tokens against a 136 MiB

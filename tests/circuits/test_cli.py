@@ -91,6 +91,7 @@ def test_bad_input_gives_one_line_and_nonzero(args, code, says, tmp_path, capsys
     assert not (tmp_path / "x.csv").exists()
 
 
+@pytest.mark.slow
 def test_module_entry_point_reports_a_length_mismatch(tmp_path):
     proc = subprocess.run(
         [

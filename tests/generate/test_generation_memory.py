@@ -67,6 +67,7 @@ def test_smollm2_generation_stays_within_its_estimate_and_flat(n_prompt, n_new):
     assert growth < 64 * 1024, f"resident memory grew {growth / 1024:.0f} KiB per written token"
 
 
+@pytest.mark.slow
 def test_bundled_generation_stays_under_its_estimate():
     """The bundled model's whole context: its work is a few MiB, at the allocator's grain, so
     only the upper side is checked here."""

@@ -202,6 +202,7 @@ def test_prune_and_export_from_the_command_line(bundled, tmp_path, capsys):
         (["bundled", "--prune", "2", "--export", "/tmp/x", "--corpus", "/no/such.txt"], 1),
     ],
 )
+@pytest.mark.slow
 def test_bad_models_and_arguments_give_one_line_and_nonzero(args, code):
     rc, error = one_line_error(args)
     assert rc == code and error.count("\n") == 0 and error.startswith("error: ")

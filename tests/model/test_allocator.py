@@ -47,6 +47,7 @@ def faults_per_pass(mode: str) -> list[int]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc and ru_minflt")
+@pytest.mark.slow
 def test_a_pass_reuses_freed_blocks_without_faulting_them_in_again() -> None:
     plain, kept = faults_per_pass("plain"), faults_per_pass("keep")
     # glibc's default unmaps most of these blocks on free: each pass faults in megabytes

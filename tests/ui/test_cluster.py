@@ -102,6 +102,7 @@ def namespace_unavailable() -> str | None:
 
 @pytest.mark.ray
 @pytest.mark.skipif(namespace_unavailable() is not None, reason=str(namespace_unavailable()))
+@pytest.mark.slow
 def test_the_cluster_checks_pass_on_a_local_head_with_only_loopback():
     # Ray records the host's own interface address even when told 127.0.0.1; in a network
     # namespace with only loopback every address is 127.0.0.1. A PID namespace of its own ends

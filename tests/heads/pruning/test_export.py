@@ -30,6 +30,7 @@ def tasks(bundled):
     return corpus_tasks(bundled, TEXTS)
 
 
+@pytest.mark.slow
 def test_export_beside_concurrent_loads(bundled, tasks, tmp_path):
     """Before the export took the load lock, its ``from_pretrained`` beside these loads failed
     with "Cannot copy out of meta tensor"."""
