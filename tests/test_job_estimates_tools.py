@@ -12,10 +12,6 @@ on it only the upper side is checked, with :data:`GRAIN`. On the bundled model o
 
 - the pruned checkpoint and the bundled corpus, whose memory does not grow with the prompt
   (two copies of the weights and the written files; a fixed list of texts);
-- patching every head: the same batched passes as patching one head at every position, priced
-  by the same function with as many copies a pass, and on SmolLM2 its 270 heads take longer
-  than a test may;
-- head importance: on SmolLM2 every head ablated alone takes longer than a test may;
 - the statistics sweep: its arrays are a layer's at a time, and its peak is set by the
   allocator's heap rather than by them (SmolLM2, 300-token prompt read at 256 tokens, four runs
   in fresh processes: 379 and 444 MiB at 5 points, 523 and 54 at 21, against an estimate of
@@ -173,6 +169,10 @@ def test_bundled_estimate_holds(kind):
     ("kind", "n"),
     [
         ("position patching", 64),  # copies a batch to fill the patching budget
+        # every head patched, and every head ablated alone: 270 of each, so a short prompt
+        # (about 2 and 1 minutes here)
+        ("head patching", 16),
+        ("importance", 16),
         ("logits", 300),  # the page reads the first 256 tokens
         ("loss sweep", 300),
         ("kernel", 300),
