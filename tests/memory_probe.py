@@ -105,3 +105,26 @@ def peak_bytes(setup: str, work: str, timeout_s: float = 900.0) -> tuple[int, ob
         raise RuntimeError(f"the measured process failed:\n{done.stderr[-4000:]}")
     found = json.loads(lines[-1][5:])
     return int(found["peak"]), found["result"]
+
+
+def peak_and_estimate(
+    setup: str,
+    work: dict[str, tuple[str, str]],
+    kind: str,
+    n: int,
+    *,
+    same_length: bool = True,
+    **fields: object,
+) -> tuple[int, int]:
+    """The peak of ``work[kind]`` and the estimate it reports (``result["estimate"]``).
+
+    ``work[kind]`` is ``(warm-up, measured work)``: the warm-up goes into ``setup``'s
+    ``{warm}`` field, beside ``n`` and ``fields``. With ``same_length``, the work must report
+    a length (``result["n"]``) within 8 tokens of ``n``, so a prompt cut short cannot pass for
+    the length asked for.
+    """
+    warm, measured = work[kind]
+    peak, found = peak_bytes(setup.format(warm=warm, n=n, **fields), measured)
+    assert isinstance(found, dict), found
+    assert not same_length or abs(found["n"] - n) <= 8, (found["n"], n)
+    return peak, int(found["estimate"])

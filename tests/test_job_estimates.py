@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.memory_probe import MODEL_SETUP, peak_bytes
+from tests.memory_probe import MODEL_SETUP, peak_and_estimate
 
 MIB = 2**20
 GRAIN = 8 * MIB
@@ -158,10 +158,7 @@ WORK = {
 
 
 def measure(name: str, kind: str, n: int) -> tuple[int, int]:
-    warm, work = WORK[kind]
-    peak, found = peak_bytes(SETUP.format(name=name, n=n, warm=warm), work)
-    assert isinstance(found, dict) and abs(found["n"] - n) <= 8
-    return peak, int(found["estimate"])
+    return peak_and_estimate(SETUP, WORK, kind, n, name=name)
 
 
 @pytest.mark.parametrize("n", [pytest.param(48, marks=pytest.mark.slow), 120])

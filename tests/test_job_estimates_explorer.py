@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.memory_probe import peak_bytes
+from tests.memory_probe import peak_and_estimate
 
 MIB = 2**20
 GRAIN = 8 * MIB
@@ -89,11 +89,7 @@ WORK = {
 
 
 def measure(name: str, kind: str, n: int, dtype: str = "float32") -> tuple[int, int]:
-    warm, work = WORK[kind]
-    setup = SETUP.format(name=name, dtype=dtype, n=n, warm=warm)
-    peak, found = peak_bytes(setup, work)
-    assert isinstance(found, dict) and abs(found["n"] - n) <= 8
-    return peak, int(found["estimate"])
+    return peak_and_estimate(SETUP, WORK, kind, n, name=name, dtype=dtype)
 
 
 @pytest.mark.parametrize(

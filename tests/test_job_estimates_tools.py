@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.memory_probe import MODEL_SETUP, peak_bytes
+from tests.memory_probe import MODEL_SETUP, peak_and_estimate
 
 MIB = 2**20
 GRAIN = 8 * MIB
@@ -136,10 +136,7 @@ WORK = {
 
 
 def measure(name: str, kind: str, n: int) -> tuple[int, int]:
-    warm, work = WORK[kind]
-    peak, found = peak_bytes(SETUP.format(name=name, n=n, warm=warm), work)
-    assert isinstance(found, dict)
-    return peak, int(found["estimate"])
+    return peak_and_estimate(SETUP, WORK, kind, n, same_length=False, name=name)
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.memory_probe import peak_bytes
+from tests.memory_probe import peak_and_estimate
 
 MIB = 2**20
 GRAIN = 8 * MIB
@@ -67,10 +67,7 @@ WORK = {
 
 
 def measure(name: str, kind: str, n: int) -> tuple[int, int]:
-    warm, work = WORK[kind]
-    peak, found = peak_bytes(SETUP.format(name=name, n=n, warm=warm), work)
-    assert isinstance(found, dict) and abs(found["n"] - n) <= 8
-    return peak, int(found["estimate"])
+    return peak_and_estimate(SETUP, WORK, kind, n, name=name)
 
 
 @pytest.mark.slow
