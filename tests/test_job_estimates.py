@@ -193,6 +193,7 @@ def test_bundled_estimate_holds_for_the_other_kinds(kind):
         ("why keep", 1000),  # the parts a block of positions at a time
         ("path patching", 600),  # one patched copy a pass, its logits held three times
         ("eviction", 1000),  # the plain pass's whole logits set the peak
+        ("edges", 16),  # the circuit graph: a chunk of 32 senders a pass, to the logits
     ],
 )
 def test_smollm2_estimate_holds(kind, n):
