@@ -18,6 +18,9 @@ from models.attention.validate import check_lse, check_options, check_qk
 from models.shapes import Keys, Queries, RowLse, Scores
 
 Index: TypeAlias = slice | torch.Tensor | Sequence[int]
+MASK_BYTES = 11
+"""Bytes a rebuilt cell's masks hold beside its float32 weight while :func:`pattern_of_rows`
+runs: the causal mask's int64 distances and three bool masks, one head's block at a time."""
 
 
 def _positions(index: Index, n: int, device: torch.device, name: str) -> torch.Tensor:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from models.attention.pattern import MASK_BYTES
 from models.cost import Cost
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def sink_cost(run: AttentionRun) -> Cost:
     """What :func:`measured_sink` takes: every head's mean over the sampled rows (float32, one
     row a head), and a layer's read of those rows at a time. Rebuilt from a factored store, a
     layer's read holds the key heads' k and the rows' q (float32 copies), the rows' scores of
-    every head and their masks (11 bytes a cell, one head's size), and their mean; a dense
+    every head and their masks (one head's size), and their mean; a dense
     store's rows are gathered from the held patterns. Reads are counted twice (the heap cannot
     always place a layer's blocks in the holes the previous one left) and the sum half again
     (measured on SmolLM2 at 4,000 tokens: 19 MiB, 1.9 times a single read and the means)."""
@@ -53,7 +54,7 @@ def sink_cost(run: AttentionRun) -> Cost:
     held = 4 * facts.n_layers * facts.n_heads * n
     read = 4 * cells + 4 * facts.n_heads * n
     if run.factored:
-        read += 4 * facts.d_head * (facts.n_kv_heads * n + facts.n_heads * k) + 11 * k * n
+        read += 4 * facts.d_head * (facts.n_kv_heads * n + facts.n_heads * k) + MASK_BYTES * k * n
     per_cell = 2 * facts.d_head + 8 if run.factored else 1
     return Cost(
         flops=float(facts.n_layers * cells * per_cell), peak_bytes=3 * (held + 2 * read) // 2

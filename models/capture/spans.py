@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from jaxtyping import Float
 
+from models.attention.pattern import MASK_BYTES
 from models.capture.views import Scope
 from models.capture.words import Words, merge_strip
 from models.cost import Cost
@@ -38,9 +39,9 @@ SPAN_RULE = (
 # another then never leave holes in the heap (at 32 MiB, just under the threshold, the same span
 # measured 47 to 94 MiB on different runs and machines).
 CHUNK_BYTES = 2 * MMAP_THRESHOLD
-# bytes per row-by-key cell of a block besides the weights themselves: the float64 sum (8) and,
-# for a rebuilt block, the causal mask's int64 distances and three bool masks (11)
-SUM_BYTES, MASK_BYTES = 8, 11
+# bytes per row-by-key cell of a block besides the weights themselves: the float64 sum and, for
+# a rebuilt block, its masks (models.attention.pattern.MASK_BYTES)
+SUM_BYTES = 8
 
 
 def _heads(run: AttentionRun, scope: Scope, layer: int, head: int) -> list[tuple[int, int]]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 import numpy as np
 from jaxtyping import Float
 
+from models.attention.pattern import MASK_BYTES
 from models.capture.overview import pool_again, row_stride, rows_per_chunk
 from models.cost import Cost
 from models.shapes import TokenWeights
@@ -172,11 +173,6 @@ def head_overview(
         )
 
     return _banded(run, size, read)
-
-
-# Bytes a rebuilt cell holds beside its float32 weight: the causal mask's int64 distances and
-# three bool masks (one head's block at a time; see models.attention.pattern)
-MASK_BYTES = 11
 
 
 def overview_cost(run: AttentionRun, layer: int, size: int, weighted: bool) -> Cost:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from models.attention.pattern import MASK_BYTES
 from models.capture.alignment import Alignment
 from models.capture.difference import DifferenceOverview, aligned_rows
 from models.capture.run import AttentionRun
@@ -115,10 +116,10 @@ def pooled_difference(pair: Pair, head: Head, size: int, progress: Progress) -> 
 
 # Bytes a cell of a band (one aligned query row by one key of the longer prompt), every array
 # the band makes counted as if none were freed: for each prompt, its rows rebuilt in float32
-# with the causal mask's int64 distances and three bool masks (4 + 11), their float32 copy,
-# the aligned keys joined and the unaligned bin added (4 each); then both sides' float32
-# copies, A - B and its absolute value (4 each).
-BAND_CELL_BYTES = 2 * (4 + 11 + 4 + 4 + 4) + 4 * 4
+# with their masks (4 + MASK_BYTES), their float32 copy, the aligned keys joined and the
+# unaligned bin added (4 each); then both sides' float32 copies, A - B and its absolute value
+# (4 each).
+BAND_CELL_BYTES = 2 * (4 + MASK_BYTES + 4 + 4 + 4) + 4 * 4
 
 
 def cost(pair: Pair, size: int) -> Cost:
