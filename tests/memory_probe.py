@@ -128,3 +128,21 @@ def peak_and_estimate(
     assert isinstance(found, dict), found
     assert not same_length or abs(found["n"] - n) <= 8, (found["n"], n)
     return peak, int(found["estimate"])
+
+
+MIB = 2**20
+GRAIN = 8 * MIB
+"""What the allocator may add to a few-MiB job beyond its arrays: the bundled model's estimates
+are checked on their upper side within it."""
+
+
+def under_estimate(kind: str, n: int, peak: int, estimate: int) -> None:
+    """Print the pair and check the upper side only, within :data:`GRAIN`."""
+    print(f"{kind} at {n:,} tokens: measured {peak / MIB:.1f} MiB, estimate {estimate / MIB:.1f}")
+    assert peak <= estimate + GRAIN, (peak / MIB, estimate / MIB)
+
+
+def within_estimate(kind: str, n: int, peak: int, estimate: int) -> None:
+    """Print the pair and check both sides: measured <= estimate <= 2 x measured."""
+    print(f"{kind} at {n:,} tokens: measured {peak / MIB:.1f} MiB, estimate {estimate / MIB:.1f}")
+    assert peak <= estimate <= 2 * peak, (peak / MIB, estimate / MIB)

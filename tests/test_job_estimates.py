@@ -13,17 +13,14 @@ generation (tests/generate/test_generation_memory.py), spans
 (tests/circuits/test_circuits_memory.py).
 SmolLM2 (slow) at a long prompt checks both sides. The bundled model's work is a few MiB, at
 the allocator's grain (its arrays are smaller than the heap's own growth steps), so on it only
-the upper side is checked, with :data:`GRAIN`.
+the upper side is checked, with :data:`tests.memory_probe.GRAIN`.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.memory_probe import MODEL_SETUP, peak_and_estimate
-
-MIB = 2**20
-GRAIN = 8 * MIB
+from tests.memory_probe import MODEL_SETUP, peak_and_estimate, under_estimate, within_estimate
 
 SETUP = (
     MODEL_SETUP
@@ -164,9 +161,7 @@ def measure(name: str, kind: str, n: int) -> tuple[int, int]:
 @pytest.mark.parametrize("n", [pytest.param(48, marks=pytest.mark.slow), 120])
 @pytest.mark.parametrize("kind", ["capture", "rollout", "compare"])
 def test_bundled_estimate_holds(kind, n):
-    peak, estimate = measure("bundled", kind, n)
-    print(f"{kind} at {n} tokens: measured {peak / MIB:.1f} MiB, estimate {estimate / MIB:.1f}")
-    assert peak <= estimate + GRAIN, (peak / MIB, estimate / MIB)
+    under_estimate(kind, n, *measure("bundled", kind, n))
 
 
 @pytest.mark.slow
@@ -177,9 +172,7 @@ def test_bundled_estimate_holds_for_the_other_kinds(kind):
     """Each kind not measured on SmolLM2 below, on the bundled model's 100 tokens (upper side:
     the circuit graph on SmolLM2 takes longer than a test may, over 15 minutes at 200 tokens
     on 2 cores; the others were measured there by hand, see the README's table)."""
-    peak, estimate = measure("bundled", kind, 100)
-    print(f"{kind} at 100 tokens: measured {peak / MIB:.1f} MiB, estimate {estimate / MIB:.1f}")
-    assert peak <= estimate + GRAIN, (peak / MIB, estimate / MIB)
+    under_estimate(kind, 100, *measure("bundled", kind, 100))
 
 
 @pytest.mark.slow
@@ -197,6 +190,4 @@ def test_bundled_estimate_holds_for_the_other_kinds(kind):
     ],
 )
 def test_smollm2_estimate_holds(kind, n):
-    peak, estimate = measure("smollm2", kind, n)
-    print(f"{kind} at {n} tokens: measured {peak / MIB:.1f} MiB, estimate {estimate / MIB:.1f}")
-    assert peak <= estimate <= 2 * peak, (peak / MIB, estimate / MIB)
+    within_estimate(kind, n, *measure("smollm2", kind, n))

@@ -1,7 +1,7 @@
 """The explorer's, head finder's and classroom's job estimates against their measured peaks,
 in a fresh process (:func:`tests.memory_probe.peak_bytes`), as in tests/test_job_estimates.py:
 measured <= estimate <= 2 x measured on SmolLM2 (slow); on the bundled model, whose work is a
-few MiB at the allocator's grain, the upper side only, with :data:`GRAIN`.
+few MiB at the allocator's grain, the upper side only, with :data:`tests.memory_probe.GRAIN`.
 
 Each :data:`WORK` entry runs what the section's job runs, with the section's arguments, and
 reports the cost the section passes to ``run_job``. Kinds: the value weighting
@@ -19,10 +19,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.memory_probe import peak_and_estimate
-
-MIB = 2**20
-GRAIN = 8 * MIB
+from tests.memory_probe import peak_and_estimate, under_estimate, within_estimate
 
 SETUP = """
 import torch
@@ -104,9 +101,7 @@ def measure(name: str, kind: str, n: int, dtype: str = "float32") -> tuple[int, 
 )
 @pytest.mark.slow
 def test_bundled_estimate_holds(kind, dtype):
-    peak, estimate = measure("bundled", kind, 100, dtype)
-    print(f"{kind} at 100 tokens: measured {peak / MIB:.1f} MiB, estimate {estimate / MIB:.1f}")
-    assert peak <= estimate + GRAIN, (peak / MIB, estimate / MIB)
+    under_estimate(kind, 100, *measure("bundled", kind, 100, dtype))
 
 
 @pytest.mark.slow
@@ -120,6 +115,4 @@ def test_bundled_estimate_holds(kind, dtype):
     ],
 )
 def test_smollm2_estimate_holds(kind, n):
-    peak, estimate = measure("smollm2", kind, n)
-    print(f"{kind} at {n} tokens: measured {peak / MIB:.1f} MiB, estimate {estimate / MIB:.1f}")
-    assert peak <= estimate <= 2 * peak, (peak / MIB, estimate / MIB)
+    within_estimate(kind, n, *measure("smollm2", kind, n))

@@ -8,7 +8,8 @@ the page's section runs, with the arguments it passes, against the cost the sect
 
 SmolLM2 (slow) at a prompt length where the work is sizeable checks both sides, measured <=
 estimate <= 2 x measured. The bundled model's work is a few MiB, at the allocator's grain, so
-on it only the upper side is checked, with :data:`GRAIN`. On the bundled model only:
+on it only the upper side is checked, with :data:`tests.memory_probe.GRAIN`. On the bundled
+model only:
 
 - the pruned checkpoint and the bundled corpus, whose memory does not grow with the prompt
   (two copies of the weights and the written files; a fixed list of texts);
@@ -22,10 +23,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.memory_probe import MODEL_SETUP, peak_and_estimate
-
-MIB = 2**20
-GRAIN = 8 * MIB
+from tests.memory_probe import MODEL_SETUP, peak_and_estimate, under_estimate, within_estimate
 
 SETUP = (
     MODEL_SETUP
@@ -156,9 +154,7 @@ def measure(name: str, kind: str, n: int) -> tuple[int, int]:
     ],
 )
 def test_bundled_estimate_holds(kind):
-    peak, estimate = measure("bundled", kind, 100)
-    print(f"{kind} at 100 tokens: measured {peak / MIB:.1f} MiB, estimate {estimate / MIB:.1f}")
-    assert peak <= estimate + GRAIN, (peak / MIB, estimate / MIB)
+    under_estimate(kind, 100, *measure("bundled", kind, 100))
 
 
 @pytest.mark.slow
@@ -177,6 +173,4 @@ def test_bundled_estimate_holds(kind):
     ],
 )
 def test_smollm2_estimate_holds(kind, n):
-    peak, estimate = measure("smollm2", kind, n)
-    print(f"{kind} at {n} tokens: measured {peak / MIB:.1f} MiB, estimate {estimate / MIB:.1f}")
-    assert peak <= estimate <= 2 * peak, (peak / MIB, estimate / MIB)
+    within_estimate(kind, n, *measure("smollm2", kind, n))

@@ -1,7 +1,7 @@
 """The estimates of the explorer's views of a held run against their measured peaks, in a fresh
 process (:func:`tests.memory_probe.peak_bytes`), as in tests/test_job_estimates.py: measured <=
 estimate <= 2 x measured on SmolLM2 (slow); on the bundled model, whose work is a few MiB at the
-allocator's grain, the upper side only, with :data:`GRAIN`.
+allocator's grain, the upper side only, with :data:`tests.memory_probe.GRAIN`.
 
 Each :data:`WORK` entry runs what ``ui.sections.explorer_results`` (or the page's sink line)
 hands to ``run_job`` and reports the cost it passes: the grid's marks (``HeadMarksKey``), the
@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.memory_probe import peak_and_estimate
-
-MIB = 2**20
-GRAIN = 8 * MIB
+from tests.memory_probe import peak_and_estimate, under_estimate, within_estimate
 
 SETUP = """
 from models.capture.run import capture
@@ -73,9 +70,7 @@ def measure(name: str, kind: str, n: int) -> tuple[int, int]:
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", list(WORK))
 def test_bundled_estimate_holds(kind):
-    peak, estimate = measure("bundled", kind, 100)
-    print(f"{kind} at 100 tokens: measured {peak / MIB:.1f} MiB, estimate {estimate / MIB:.1f}")
-    assert peak <= estimate + GRAIN, (peak / MIB, estimate / MIB)
+    under_estimate(kind, 100, *measure("bundled", kind, 100))
 
 
 @pytest.mark.slow
@@ -89,6 +84,4 @@ def test_bundled_estimate_holds(kind):
     ],
 )
 def test_smollm2_estimate_holds(kind, n):
-    peak, estimate = measure("smollm2", kind, n)
-    print(f"{kind} at {n:,} tokens: measured {peak / MIB:.1f} MiB, estimate {estimate / MIB:.1f}")
-    assert peak <= estimate <= 2 * peak, (peak / MIB, estimate / MIB)
+    within_estimate(kind, n, *measure("smollm2", kind, n))
