@@ -99,6 +99,12 @@ def _activation_bytes(model: ModelHandle, n_tokens: int) -> float:
     return FLOAT * (f.n_layers * per_block + 2 * n_tokens * vocab_size(model))
 
 
+def _logits_bytes(model: ModelHandle, n_tokens: int, copies: int) -> int:
+    """One float32 copy of ``copies`` patched runs' logits: what a batch of runs to the logits
+    holds beyond :func:`copy_bytes` (path patching, and the circuit graph's senders)."""
+    return copies * n_tokens * vocab_size(model) * FLOAT
+
+
 def _head_values_bytes(model: ModelHandle, n_tokens: int) -> float:
     """z, q, k, v of every head in one run."""
     f = model.facts
@@ -175,7 +181,7 @@ def path_cost(
     share = (f.n_layers - receiver_layer) / f.n_layers
     batch = batch or batch_size(model, n_tokens)
     run = exact_cost(model, n_tokens, senders, batch)
-    logits = min(batch, max(senders, 1)) * n_tokens * vocab_size(model) * FLOAT
+    logits = _logits_bytes(model, n_tokens, min(batch, max(senders, 1)))
     held = FLOAT * n_tokens * receiver_layer * (2 * f.n_heads * f.d_head + f.d_model)
     return _make(model, n_tokens, 2.0 + senders * share, 0.0, 0.0, run.peak_bytes + logits + held)
 
@@ -216,8 +222,8 @@ def edges_cost(
     held = chunk * (4 * f.n_layers * n_tokens * f.d_model + 24 * f.n_heads * n_tokens**2)
     edges = 8 * f.n_layers * f.n_heads * f.n_layers * (f.n_heads + 2 * f.n_kv_heads)
     if forward:  # a chunk of patched copies run to the logits, one more copy held, as paths
-        logits = chunk * n_tokens * vocab_size(model) * FLOAT
-        held += exact_cost(model, n_tokens, chunk).peak_bytes + logits
+        held += exact_cost(model, n_tokens, chunk).peak_bytes
+        held += _logits_bytes(model, n_tokens, chunk)
     peak = held + edges + int(runs_bytes(model, n_tokens, qk_fix))
     return _make(model, n_tokens, forward, 0.0, pairs * per_pair, peak)
 
