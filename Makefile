@@ -51,10 +51,10 @@ format: $(VENV)/.dev
 
 test: $(VENV)/.dev lint
 	bash tests/e2e/setup_browser.sh
-	HF_HUB_OFFLINE=1 $(PY) -m pytest
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -n auto
 
 test-fast: $(VENV)/.dev
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -m "not e2e and not slow"
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -n auto -m "not e2e and not slow"
 
 bench: $(VENV)/.dev
 	$(PY) -m benchmarks.attention_kernel --quick

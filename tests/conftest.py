@@ -5,6 +5,8 @@ a kind marker from where it lives and what it uses: ``e2e`` (tests/e2e, a real b
 (tests/app, AppTest on the real pages), ``integration`` (anything that loads a model) or ``unit``;
 every test that uses SmolLM2 is also ``slow``, so ``make test-fast`` runs without it.
 Hypothesis runs derandomised under CI (``CI`` set) so that a run never passes or fails by luck.
+Under pytest-xdist (``make test`` runs one worker per core) each worker computes on one thread,
+so that the workers share the cores instead of fighting over them.
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ os.environ.setdefault("ATLAS_JOB_WAIT_S", "600")  # pages wait for their work: o
 
 from models.model.loading import load
 from models.model.spec import ModelSpec
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    import torch
+
+    torch.set_num_threads(1)
 
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 settings.register_profile("dev", deadline=None)
