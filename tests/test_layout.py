@@ -238,6 +238,110 @@ def test_only_the_settings_module_reads_atlas_variables():
     assert readers == []  # Settings.from_env reads them through each field's metadata
 
 
+# --- session writes ---------------------------------------------------------------------------
+
+MUTATORS = {"pop", "setdefault", "update", "clear", "popitem", "__setitem__", "__delitem__"}
+CONTAINER_MUTATORS = {"add", "discard", "remove", "append", "extend", "update", "clear", "pop"}
+
+
+def session_writes(source: str) -> list[int]:
+    """Lines that write Streamlit's session state: an item or attribute assigned or deleted on
+    ``st.session_state`` (or a name bound to it), one of its mutating methods called or passed
+    on (``on_click=st.session_state.__setitem__``), or a value read from it mutated in place
+    (``st.session_state.get(k, set()).add(x)``)."""
+    tree = ast.parse(source)
+    aliases: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                    pairs = list(zip(target.elts, node.value.elts, strict=False))
+                else:
+                    pairs = [(target, node.value)]
+                aliases |= {
+                    name.id
+                    for name, value in pairs
+                    if isinstance(name, ast.Name) and is_session(value, set())
+                }
+
+    def session(node: ast.AST) -> bool:
+        return is_session(node, aliases)
+
+    lines = []
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign | ast.Delete):
+            targets = list(node.targets)
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        flat = [e for t in targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
+        if any(isinstance(t, ast.Subscript | ast.Attribute) and session(t.value) for t in flat):
+            lines.append(node.lineno)
+        if isinstance(node, ast.Attribute) and node.attr in MUTATORS and session(node.value):
+            lines.append(node.lineno)
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in CONTAINER_MUTATORS
+            and isinstance(node.func.value, ast.Call | ast.Subscript)
+            and session(
+                node.func.value.func.value
+                if isinstance(node.func.value, ast.Call)
+                and isinstance(node.func.value.func, ast.Attribute)
+                else node.func.value.value
+                if isinstance(node.func.value, ast.Subscript)
+                else node.func.value
+            )
+        ):
+            lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+def is_session(node: ast.AST, aliases: set[str]) -> bool:
+    if isinstance(node, ast.Name):
+        return node.id in aliases
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "session_state"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "st"
+    )
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "st.session_state['k'] = 1",
+        "st.session_state.k = 1",
+        "ss = st.session_state\nss['k'] = 1",
+        "ss, n = st.session_state, 2\nss['a'], ss['b'] = 1, 2",
+        "del st.session_state['k']",
+        "st.session_state.pop('k', None)",
+        "st.session_state.setdefault('k', set()).add(1)",
+        "st.session_state.get('k', set()).discard(1)",
+        "st.session_state['k'].append(1)",
+        "st.button('go', on_click=st.session_state.__setitem__, args=('k', 1))",
+        "st.session_state.update(k=1)",
+    ],
+)
+def test_the_session_checker_sees_a_planted_write(planted):
+    assert session_writes(planted)
+
+
+def test_the_session_checker_lets_reads_be():
+    source = "ss = st.session_state\nx = ss.get('k')\ny = st.session_state['k']\nz = 'k' in ss"
+    assert session_writes(source) == []
+
+
+def test_only_the_session_state_module_writes_the_session():
+    writers = {
+        path.relative_to(ROOT).as_posix(): lines
+        for path in python_files("ui", "pages", "app.py")
+        if (lines := session_writes(path.read_text(encoding="utf-8")))
+    }
+    assert set(writers) <= {"ui/session_state.py"}, writers
+
+
 # --- the one door to a model -----------------------------------------------------------------
 
 

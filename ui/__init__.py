@@ -2,6 +2,8 @@
 
 - :mod:`ui.session` -- where Streamlit meets the core: this session's model (through the
   operator's policy) and run, links, and the one error renderer;
+- :mod:`ui.session_state` -- the one place that writes Streamlit's session state: a page's
+  state value kept, widgets seeded from it, a key forgotten;
 - :mod:`ui.links` -- every page's link: the query string read into, and written from, the
   page's state value;
 - :mod:`ui.keys` -- every session-state key, a class per page;

@@ -38,6 +38,7 @@ from ui.runtime.job_keys import ConvertKey, RunKey
 from ui.runtime.jobs import Work
 from ui.runtime.policy import AllowedSpec, admit
 from ui.sections.examples import default_prompt
+from ui.session_state import forget, keep, seed_widgets
 from ui.state.explorer import ExplorerView
 from ui.state.sidebar import DEFAULT_CHOICE, ModelChoice, choice_from_link
 from ui.text import md
@@ -126,19 +127,21 @@ def seed_from_link() -> None:
     if Session.LINK in st.session_state:
         return
     link = links.parse(st.query_params.to_dict(), server.current().prompts.load)
-    st.session_state[Session.LINK] = link
-    st.session_state[Session.LINK_NOTES] = list(link.notes.get("sidebar", ()))
+    keep(Session.LINK, link)
+    keep(Session.LINK_NOTES, list(link.notes.get("sidebar", ())))
     choice = choice_from_link(link.shared.model, link.shared.dtype)
-    ss = st.session_state
-    ss[Sidebar.SOURCE], ss[Sidebar.NAME], ss[Sidebar.DTYPE] = (
-        choice.source,
-        choice.name,
-        choice.dtype,
-    )
-    ss[Sidebar.DEVICE], ss[Sidebar.PLACEMENT] = choice.device, choice.placement
-    ss[Sidebar.TRUST] = choice.trust
     prompt = link.shared.prompt
-    ss[Sidebar.PROMPT] = prompt if prompt is not None else default_prompt(choice.source)
+    seed_widgets(
+        {
+            Sidebar.SOURCE: choice.source,
+            Sidebar.NAME: choice.name,
+            Sidebar.DTYPE: choice.dtype,
+            Sidebar.DEVICE: choice.device,
+            Sidebar.PLACEMENT: choice.placement,
+            Sidebar.TRUST: choice.trust,
+            Sidebar.PROMPT: prompt if prompt is not None else default_prompt(choice.source),
+        }
+    )
 
 
 def opened_with() -> links.Link:
@@ -150,7 +153,8 @@ def opened_with() -> links.Link:
 def link_notes(page: links.Page) -> list[str]:
     """What the opening link asked for that ``page`` could not show; the sidebar's part is told
     once, on the first page that asks."""
-    shared = st.session_state.pop(Session.LINK_NOTES, [])
+    shared = list(st.session_state.get(Session.LINK_NOTES, []))
+    forget(Session.LINK_NOTES)
     return [*shared, *opened_with().notes.get(page, ())]
 
 
@@ -177,13 +181,11 @@ def page_view(key: str, page: links.Page, kind: type[V]) -> V:
         return found
     for note in link_notes(page):
         st.caption(md(note))
-    view = stored_view(key, page, kind)
-    st.session_state[key] = view
-    return view
+    return keep(key, stored_view(key, page, kind))
 
 
 def _from_widget(store: str, key: str, change: Callable[[Any, Any], Any]) -> None:
-    st.session_state[store] = change(st.session_state[store], st.session_state[key])
+    keep(store, change(st.session_state[store], st.session_state[key]))
 
 
 def bound(store: str, key: str, value: Any, change: Callable[[V, Any], V]) -> dict[str, Any]:
@@ -191,7 +193,7 @@ def bound(store: str, key: str, value: Any, change: Callable[[V, Any], V]) -> di
     ``store``) and return the widget's ``key``, ``on_change`` and ``args``: its callback
     replaces the state value by ``change(state, widget value)``, so the value stays the one
     source of what the page shows and the widget only displays it."""
-    st.session_state[key] = value
+    seed_widgets({key: value})
     return {"key": key, "on_change": _from_widget, "args": (store, key, change)}
 
 
@@ -291,11 +293,11 @@ def active_model() -> ModelHandle | None:
             model = load(allowed)
             if model is None:
                 return None
-            st.session_state[Session.GOOD_MODEL] = allowed
-            st.session_state.pop(Session.FAILED_MODEL, None)
+            keep(Session.GOOD_MODEL, allowed)
+            forget(Session.FAILED_MODEL)
             return model
         except ModelLoadError as err:
-            st.session_state[Session.FAILED_MODEL] = (allowed, err)
+            keep(Session.FAILED_MODEL, (allowed, err))
             show_error(err)
     good = st.session_state.get(Session.GOOD_MODEL)
     if good is None:
@@ -308,7 +310,7 @@ def active_model() -> ModelHandle | None:
 
 
 def _choose_bundled() -> None:
-    st.session_state[Sidebar.SOURCE] = "bundled"
+    seed_widgets({Sidebar.SOURCE: "bundled"})
 
 
 def load_facts() -> ModelFacts | None:
@@ -394,7 +396,7 @@ def active_run(model: ModelHandle) -> AttentionRun | None:
             )
         run = previous
     else:
-        st.session_state[Session.LAST_RUN] = key
+        keep(Session.LAST_RUN, key)
     server.current().results.pin(
         st.session_state[Session.LAST_RUN], job_view.session_id(), job_view.visitor_id()
     )

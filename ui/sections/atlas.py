@@ -22,6 +22,7 @@ from ui.runtime import server
 from ui.runtime.job_keys import AtlasKey
 from ui.runtime.policy import admit
 from ui.sections.heads import bundled_corpus
+from ui.session_state import keep, seed_widgets
 from ui.state.atlas import (
     MIN_TOKENS,
     AtlasView,
@@ -54,7 +55,7 @@ def corpus_choice(model: ModelHandle) -> tuple[Corpus | None, int]:
         return None, 0
     left, right = st.columns(2)
     view = fit_corpus(stored_view(), len(corpus.texts), model.facts.n_ctx)
-    st.session_state[HeadAtlas.VIEW] = view
+    keep(HeadAtlas.VIEW, view)
     count = left.number_input(
         "Texts",
         1,
@@ -107,18 +108,21 @@ def current_view(atlas: Atlas) -> AtlasView:
     view, notes = clamp(view, atlas.facts.n_layers, atlas.facts.n_heads)
     for note in notes:
         st.caption(md(note))
-    st.session_state[HeadAtlas.VIEW] = view
+    keep(HeadAtlas.VIEW, view)
     return view
 
 
 def _axes_changed() -> None:
     ss = st.session_state
-    ss[HeadAtlas.VIEW] = with_axes(
-        ss[HeadAtlas.VIEW],
-        ss[HeadAtlas.X],
-        ss[HeadAtlas.Y],
-        ss[HeadAtlas.COLOUR],
-        ss[HeadAtlas.SIZE],
+    keep(
+        HeadAtlas.VIEW,
+        with_axes(
+            ss[HeadAtlas.VIEW],
+            ss[HeadAtlas.X],
+            ss[HeadAtlas.Y],
+            ss[HeadAtlas.COLOUR],
+            ss[HeadAtlas.SIZE],
+        ),
     )
 
 
@@ -131,7 +135,7 @@ def axes(view: AtlasView) -> None:
         (HeadAtlas.SIZE, "Size", OPTIONAL, view.size),
     ]
     for column, (key, label, options, value) in zip(st.columns(4), pickers, strict=True):
-        st.session_state[key] = value
+        seed_widgets({key: value})
         column.selectbox(label, options, format_func=axis_label, key=key, on_change=_axes_changed)
 
 
@@ -169,7 +173,7 @@ def _picked(key: str) -> None:
     for point in points:
         if point.get("customdata") is not None:
             view = st.session_state[HeadAtlas.VIEW]
-            st.session_state[HeadAtlas.VIEW] = select(view, Head.parse(point["customdata"][0]))
+            keep(HeadAtlas.VIEW, select(view, Head.parse(point["customdata"][0])))
             return
 
 

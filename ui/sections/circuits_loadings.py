@@ -17,6 +17,7 @@ from ui import session
 from ui.keys import Circuits
 from ui.runtime.job_keys import DlaLoadingsKey, PathKey, PathLoadingsKey
 from ui.sections.circuits_session import Ready
+from ui.session_state import keep
 from ui.widgets import job_view
 from viz.circuits_figures import head_grid, parts_bars
 
@@ -66,7 +67,7 @@ def dla_section(model: ModelHandle, ready: Ready) -> None:
         st.button(
             f"Split {head}'s DLA",
             key=Circuits.RUN_LOADINGS,
-            on_click=st.session_state.__setitem__,
+            on_click=keep,
             args=(Circuits.LOADINGS_ASKED, key),
         )
         return
@@ -108,7 +109,7 @@ def path_section(model: ModelHandle, ready: Ready, key: PathKey, result: PathRes
             help="The senders' path effects are the per-head parts; patching the whole input "
             "from the clean run gives the total, and the remainder is what embeddings, MLPs "
             "and the senders' interactions carry.",
-            on_click=st.session_state.__setitem__,
+            on_click=keep,
             args=(Circuits.LOADINGS_ASKED, asked),
         )
         return

@@ -18,6 +18,7 @@ from ui.keys import Circuits
 from ui.runtime import server
 from ui.runtime.job_keys import AttributionKey, CircuitKey, PathKey, PresetsKey, WeightsKey
 from ui.runtime.store import JobKey
+from ui.session_state import keep
 from ui.state import circuits as cs
 from ui.state.circuits import AtPOptions, CircuitsState, PathRequest
 from ui.text import md
@@ -78,7 +79,7 @@ def stored() -> CircuitsState:
 
 
 def save(state: CircuitsState) -> None:
-    st.session_state[Circuits.STATE] = state
+    keep(Circuits.STATE, state)
 
 
 def apply(change: Callable[..., CircuitsState], *args: Any, **kwargs: Any) -> None:

@@ -17,6 +17,7 @@ from models.model.handle import ModelHandle
 from ui import session
 from ui.keys import Classroom
 from ui.runtime.job_keys import LayerKey
+from ui.session_state import keep
 from ui.state import classroom as cl
 from ui.state.classroom import ClassroomView
 from ui.text import md
@@ -35,7 +36,7 @@ def current_view() -> ClassroomView:
 
 
 def save(view: ClassroomView) -> ClassroomView:
-    st.session_state[Classroom.VIEW] = view
+    keep(Classroom.VIEW, view)
     return view
 
 

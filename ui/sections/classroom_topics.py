@@ -10,6 +10,7 @@ from models.classroom import costs, failures, positions, sharing
 from models.classroom.steps import MatrixError, parse_matrix
 from models.model.facts import ModelFacts
 from ui.keys import Classroom
+from ui.session_state import seed_widgets
 from ui.widgets.matrix import show
 from viz.classroom_figures import (
     cost_chart,
@@ -47,7 +48,7 @@ def head_sharing(facts: ModelFacts | None) -> None:
     h = int(c[0].number_input("Query heads h", 1, 64, 8, key=K_H))
     options = sharing.divisors(h)
     if st.session_state.get(K_G) not in options:
-        st.session_state[K_G] = options[len(options) // 2]
+        seed_widgets({K_G: options[len(options) // 2]})
     g = c[1].selectbox("Key/value heads g (divides h)", options, key=K_G)
     d_head = int(c[2].number_input("d_head", 1, 512, 64, key=K_SHARE_DHEAD))
     kind = sharing.sharing_kind(h, g)
@@ -89,11 +90,11 @@ def _fill_preset(presets: dict[str, costs.AttentionConfig]) -> None:
     cfg = presets.get(str(st.session_state.get(K_PRESET)))
     if cfg is not None:
         for field, (_label, most) in CFG_FIELDS.items():
-            st.session_state[Classroom.config(field)] = min(getattr(cfg, field), most)
+            seed_widgets({Classroom.config(field): min(getattr(cfg, field), most)})
 
 
 def _mark_custom() -> None:
-    st.session_state[K_PRESET] = CUSTOM
+    seed_widgets({K_PRESET: CUSTOM})
 
 
 def _config_inputs(facts: ModelFacts | None) -> costs.AttentionConfig:
@@ -103,7 +104,7 @@ def _config_inputs(facts: ModelFacts | None) -> costs.AttentionConfig:
     missing = any(Classroom.config(field) not in st.session_state for field in CFG_FIELDS)
     if st.session_state.get(K_PRESET) not in presets or missing:
         if st.session_state.get(K_PRESET) != CUSTOM or missing:
-            st.session_state[K_PRESET] = next(iter(presets))
+            seed_widgets({K_PRESET: next(iter(presets))})
         _fill_preset(presets)
     st.selectbox(
         "Start from",

@@ -33,6 +33,7 @@ from ui.sections import explorer_strip as strip
 from ui.sections import explorer_why as why
 from ui.sections.explorer_difference import Pair
 from ui.sections.explorer_session import current_view, save, seed, strongest, update
+from ui.session_state import forget, keep, seed_widgets
 from ui.state import explorer as state
 from ui.state.explorer import ExplorerView, RunShape, unit_of
 from ui.text import md
@@ -110,7 +111,7 @@ def sink_hint(run: AttentionRun, key: RunKey) -> None:
 
 def full_run() -> None:
     """A full page run redraws the grid from scratch: the pictures must be sent again."""
-    st.session_state.pop(Explorer.GRID_SHOWN, None)
+    forget(Explorer.GRID_SHOWN)
 
 
 def on_head_click(run_key: RunKey) -> None:
@@ -148,8 +149,7 @@ def on_words() -> None:
 
 def mode_bar(view: ExplorerView) -> None:
     """One prompt or two, tokens or words."""
-    ss = st.session_state
-    ss[Explorer.MODE], ss[Explorer.WORDS] = view.mode, view.words
+    seed_widgets({Explorer.MODE: view.mode, Explorer.WORDS: view.words})
     c = st.columns([3, 2])
     c[0].segmented_control(
         "View",
@@ -179,8 +179,7 @@ def token_options(run: AttentionRun, words: Words | None) -> tuple[list[int], Ca
 def selectors(
     view: ExplorerView, facts: ModelFacts, run: AttentionRun, key: RunKey, words: Words | None
 ) -> None:
-    ss = st.session_state
-    ss[Explorer.LAYER], ss[Explorer.HEAD] = view.head.layer, view.head.index
+    seed_widgets({Explorer.LAYER: view.head.layer, Explorer.HEAD: view.head.index})
     options, show = token_options(run, words)
     unit = "Word" if words is not None else "Token"
     # A list of every token is sent again on every click (2,048 labels cost a click ~50 ms in
@@ -195,7 +194,7 @@ def selectors(
         "Head", range(facts.n_heads), key=Explorer.HEAD, on_change=on_selectors, args=args
     )
     if starts is None:
-        ss[Explorer.TOKEN] = options[unit_of(view.query, words)]
+        seed_widgets({Explorer.TOKEN: options[unit_of(view.query, words)]})
         c[2].selectbox(
             f"{unit} (query)",
             options,
@@ -205,7 +204,7 @@ def selectors(
             args=args,
         )
         return
-    ss[Explorer.TOKEN_AT] = unit_of(view.query, words)
+    seed_widgets({Explorer.TOKEN_AT: unit_of(view.query, words)})
     c[2].number_input(
         f"{unit} (query), by position",
         min_value=0,
@@ -222,7 +221,7 @@ def selectors(
 
 def weighting_toggle(view: ExplorerView, run: AttentionRun, key: RunKey) -> ValueWeighting | None:
     """The value-weighting toggle; the run's weighting while on (None while off or computing)."""
-    st.session_state[Explorer.WEIGHTED] = view.weighted
+    seed_widgets({Explorer.WEIGHTED: view.weighted})
     on = st.toggle(
         "Value-weighted: how much each head writes from each key",
         key=Explorer.WEIGHTED,
@@ -267,7 +266,7 @@ def grid(view: ExplorerView, run: AttentionRun, key: RunKey, weighted: bool) -> 
     cells: list[dict[str, str]] | None = None  # a rerun that only moves the selection: keep
     if ss.get(Explorer.GRID_SHOWN) != shown:  # the pictures off the wire (and unbuilt)
         cells = results.marked(results.thumbnails(key, weighted), found)
-    ss[Explorer.GRID_SHOWN] = shown
+    keep(Explorer.GRID_SHOWN, shown)
     n_heads = run.facts.n_heads
     cell = 72 if n_heads <= 6 else 52 if n_heads <= 12 else 36
     components.head_grid(
@@ -319,7 +318,7 @@ def single(view: ExplorerView, run: AttentionRun, key: RunKey, words: Words | No
 
 def compare(view: ExplorerView, run: AttentionRun, key: RunKey, words: Words | None) -> None:
     """Prompt A against prompt B: the ranking, then the chosen head's A, B and A − B."""
-    st.session_state.pop(Explorer.GRID_SHOWN, None)  # the pictures grid is not on screen
+    forget(Explorer.GRID_SHOWN)  # the pictures grid is not on screen
     found = compare_section.prepare(view, run, key, words)
     if found is None:
         return

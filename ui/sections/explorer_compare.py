@@ -40,6 +40,7 @@ from ui.runtime.job_keys import CompareKey, RunKey
 from ui.runtime.jobs import Work
 from ui.sections import explorer_results as results
 from ui.sections.explorer_session import current_view, save, strongest, update
+from ui.session_state import seed_widgets
 from ui.state import explorer as state
 from ui.text import md
 from ui.widgets import components, job_view
@@ -63,7 +64,7 @@ def copy_prompt_a(prompt_a: str) -> None:
 
 
 def prompt_b_box(view: state.ExplorerView, prompt_a: str) -> None:
-    st.session_state[Explorer.PROMPT_B] = view.prompt_b
+    seed_widgets({Explorer.PROMPT_B: view.prompt_b})
     st.text_area(
         "Prompt B (compared with prompt A, the sidebar's prompt)",
         key=Explorer.PROMPT_B,

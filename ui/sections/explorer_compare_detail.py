@@ -30,6 +30,7 @@ from ui.sections import explorer_results as results
 from ui.sections import explorer_strip as strip
 from ui.sections.explorer_difference import Pair
 from ui.sections.explorer_session import current_view, save, shape_of
+from ui.session_state import seed_widgets
 from ui.state import explorer as state
 from ui.state.explorer import ExplorerView, unit_of, unit_range
 from ui.text import md
@@ -258,8 +259,7 @@ def strips(view: ExplorerView, pair: Pair, found: Figures | None, mean: float) -
     """Prompt A's and B's strips coloured by this head's attention from (or to) the selected
     query and its aligned twin; returns A's weights."""
     st.subheader("Tokens of A and B" if pair.words_a is None else "Words of A and B")
-    ss = st.session_state
-    ss[Explorer.DIRECTION] = view.direction
+    seed_widgets({Explorer.DIRECTION: view.direction})
     st.radio(
         "Show",
         list(strip.DIRECTIONS),

@@ -25,6 +25,7 @@ from ui.runtime import server
 from ui.runtime.job_keys import RunKey
 from ui.sections import explorer_results as results
 from ui.sections.explorer_session import current_view, save, shape_of, strongest
+from ui.session_state import seed_widgets
 from ui.state import explorer as state
 from ui.state.explorer import WINDOW, ExplorerView, RunShape, unit_of, unit_range
 from ui.widgets import components, job_view
@@ -71,9 +72,13 @@ def on_jump(key: RunKey) -> None:
 def colour_options(view: ExplorerView, long: bool, signed: bool = False) -> None:
     """The colour scale and range of attention weights; ``signed`` (a linear-attention layer's
     mixing matrix, drawn from -max|M| to +max|M|) shows them unavailable, with why."""
-    ss = st.session_state
-    ss[Explorer.SCALE], ss[Explorer.RANGE] = view.scale, view.colour_range
-    ss[Explorer.PIN] = view.pin_sinks
+    seed_widgets(
+        {
+            Explorer.SCALE: view.scale,
+            Explorer.RANGE: view.colour_range,
+            Explorer.PIN: view.pin_sinks,
+        }
+    )
     c = st.columns(2)
     c[0].selectbox(
         "Colour scale",

@@ -17,6 +17,7 @@ from ui import session
 from ui.keys import Session
 from ui.runtime import server
 from ui.runtime.job_keys import RunKey
+from ui.session_state import keep
 from ui.state import explorer as state
 from ui.state.explorer import ExplorerView, RunShape
 from ui.text import md
@@ -36,7 +37,7 @@ def current_view() -> ExplorerView:
 
 
 def save(view: ExplorerView) -> None:
-    st.session_state[Session.EXPLORER] = view
+    keep(Session.EXPLORER, view)
 
 
 def seed(run: AttentionRun, key: RunKey) -> ExplorerView:

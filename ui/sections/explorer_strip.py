@@ -30,6 +30,7 @@ from ui.runtime.job_keys import RolloutKey, RunKey, SpanKey, WeightingKey
 from ui.runtime.jobs import Work
 from ui.sections import explorer_results as results
 from ui.sections.explorer_session import current_view, save, strongest, update
+from ui.session_state import seed_widgets
 from ui.state import explorer as state
 from ui.state.explorer import ExplorerView, unit_of, unit_range
 from ui.text import md
@@ -230,9 +231,13 @@ def selection_text(view: ExplorerView, names: list[str], words: Words | None) ->
 
 def options(view: ExplorerView, key: RunKey, rollout_on: bool, rolled: bool) -> DeltaGenerator:
     """The strip's colour and direction options; returns the column for the legend."""
-    ss = st.session_state
-    ss[Explorer.SCOPE], ss[Explorer.DIRECTION] = view.scope, view.direction
-    ss[Explorer.ROLLOUT] = rollout_on
+    seed_widgets(
+        {
+            Explorer.SCOPE: view.scope,
+            Explorer.DIRECTION: view.direction,
+            Explorer.ROLLOUT: rollout_on,
+        }
+    )
     c = st.columns([2, 2, 3])
     c[0].radio(
         "Colour by",

@@ -21,10 +21,11 @@ from models.generate.cost import generation_estimate
 from models.generate.settings import DECODINGS, MAX_NEW_TOKENS, chat_text, check, prepare_prompt
 from models.model.handle import ModelHandle
 from ui import session
-from ui.keys import Generate, Session
+from ui.keys import Generate
 from ui.runtime.job_keys import GenerationKey
 from ui.runtime.jobs import Partial, Work
 from ui.runtime.policy import AllowedSpec
+from ui.session_state import keep, seed_widgets
 from ui.state import generate as gs
 from ui.state.generate import GenerateState, Request
 from ui.text import md
@@ -49,7 +50,7 @@ def current_state() -> GenerateState:
 
 
 def save(state: GenerateState) -> None:
-    st.session_state[Generate.STATE] = state
+    keep(Generate.STATE, state)
 
 
 def has_template(model: ModelHandle) -> bool:
@@ -96,7 +97,7 @@ def _on_generate(template: bool, spec: AllowedSpec, new_seed: bool) -> None:
     save(state)
     assert state.request is not None
     key = GenerationKey(spec, state.request.prompt, state.request.settings)
-    st.session_state.get(Session.CANCELLED, set()).discard(key)  # asked again: run it again
+    job_view.start_again(key)
 
 
 def settings_form(model: ModelHandle) -> None:
@@ -104,10 +105,17 @@ def settings_form(model: ModelHandle) -> None:
     template; the templated prompt; Generate."""
     state, template = current_state(), has_template(model)
     s, ss = state.settings, st.session_state
-    ss[Generate.MAX_NEW], ss[Generate.DECODING] = s.max_new_tokens, s.decoding
-    ss[Generate.TEMPERATURE], ss[Generate.TOP_K] = float(s.temperature), int(s.top_k or 0)
-    ss[Generate.TOP_P], ss[Generate.SEED] = float(s.top_p), int(s.seed or 0)
-    ss[Generate.CHAT] = s.chat and template
+    seed_widgets(
+        {
+            Generate.MAX_NEW: s.max_new_tokens,
+            Generate.DECODING: s.decoding,
+            Generate.TEMPERATURE: float(s.temperature),
+            Generate.TOP_K: int(s.top_k or 0),
+            Generate.TOP_P: float(s.top_p),
+            Generate.SEED: int(s.seed or 0),
+            Generate.CHAT: s.chat and template,
+        }
+    )
     live: dict[str, Any] = {"on_change": _on_settings, "args": (template,)}
     sampler: dict[str, Any] = {**live, "disabled": s.decoding == "greedy"}
     c = st.columns([1.3, 1.9, 1, 1, 1, 1.2])

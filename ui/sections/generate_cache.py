@@ -27,11 +27,12 @@ from models.model.forward import tokenize
 from models.model.handle import ModelHandle
 from models.progress import Progress
 from ui import session
-from ui.keys import Generate, Session
+from ui.keys import Generate
 from ui.runtime.job_keys import EvictionKey
 from ui.runtime.jobs import Work
 from ui.runtime.policy import AllowedSpec
 from ui.sections.generate import current_state, save
+from ui.session_state import seed_widgets
 from ui.state import generate as gs
 from ui.text import md
 from ui.widgets import job_view
@@ -157,16 +158,23 @@ def _on_run(text: str, n_tokens: int, spec: AllowedSpec) -> None:
     save(state)
     assert state.sweep is not None
     key = EvictionKey(spec, text, state.sweep.settings)
-    st.session_state.get(Session.CANCELLED, set()).discard(key)
+    job_view.start_again(key)
 
 
 def eviction_controls(model: ModelHandle, choice: gs.EvictionChoice, n_tokens: int) -> None:
-    ss, limit = st.session_state, model.facts.n_ctx
+    limit = model.facts.n_ctx
     lengths = [n for n in LENGTHS if n < limit] + [limit]
-    ss[Generate.EVICT_SOURCE], ss[Generate.EVICT_SINKS] = choice.source, choice.sinks
-    ss[Generate.EVICT_POLICIES] = list(choice.policies)
-    ss[Generate.EVICT_MAX_TOKENS] = min(lengths, key=lambda n: abs(n - choice.max_tokens))
-    ss[Generate.EVICT_BUDGETS] = list(choice.budgets or gs.suggested_budgets(n_tokens))
+    seed_widgets(
+        {
+            Generate.EVICT_SOURCE: choice.source,
+            Generate.EVICT_SINKS: choice.sinks,
+            Generate.EVICT_POLICIES: list(choice.policies),
+        }
+    )
+    seed_widgets(
+        {Generate.EVICT_MAX_TOKENS: min(lengths, key=lambda n: abs(n - choice.max_tokens))}
+    )
+    seed_widgets({Generate.EVICT_BUDGETS: list(choice.budgets or gs.suggested_budgets(n_tokens))})
     c = st.columns([2, 3, 1, 2])
     c[0].radio(
         "Text",
@@ -198,7 +206,7 @@ def eviction_controls(model: ModelHandle, choice: gs.EvictionChoice, n_tokens: i
         format_func=POLICY_NAMES.__getitem__,
     )
     if choice.source == "pasted":
-        ss[Generate.EVICT_TEXT] = choice.pasted
+        seed_widgets({Generate.EVICT_TEXT: choice.pasted})
         st.text_area("Your text", key=Generate.EVICT_TEXT, height=120, on_change=_on_eviction)
 
 

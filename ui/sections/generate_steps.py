@@ -22,6 +22,7 @@ from ui.keys import Generate
 from ui.runtime import server
 from ui.runtime.job_keys import GenerationKey
 from ui.sections.generate import current_state, save, sync_link
+from ui.session_state import seed_widgets
 from ui.state import generate as gs
 from ui.text import md
 from ui.widgets import components
@@ -115,8 +116,7 @@ def steps_table(gen: Generation) -> None:
 def pickers(gen: Generation, step: int, head: Head) -> None:
     """The step slider and the head picker, seeded from the state."""
     facts, n = gen.facts, len(gen.steps)
-    ss = st.session_state
-    ss[Generate.STEP], ss[Generate.HEAD] = step, head
+    seed_widgets({Generate.STEP: step, Generate.HEAD: head})
     c = st.columns([3, 1])
     if n > 1:
         labels = [s.label for s in gen.steps]

@@ -32,6 +32,7 @@ from models.model.handle import ModelHandle
 from ui import session
 from ui.keys import Heads
 from ui.runtime.job_keys import CorpusKey, CorpusScoresKey, RepeatedKey
+from ui.session_state import keep, seed_widgets
 from ui.state import heads as hs
 from ui.state.heads import HeadsView
 from ui.text import md
@@ -51,7 +52,7 @@ def current_view() -> HeadsView:
 
 
 def save(view: HeadsView) -> HeadsView:
-    st.session_state[Heads.VIEW] = view
+    keep(Heads.VIEW, view)
     return view
 
 
@@ -90,7 +91,7 @@ def corpus_picker(model: ModelHandle, prompt: str) -> tuple[Corpus | None, int]:
     token cap."""
     left, mid, right = st.columns([3, 2, 2])
     view = current_view()
-    st.session_state[Heads.CORPUS] = view.corpus
+    seed_widgets({Heads.CORPUS: view.corpus})
     choice = left.radio(
         "Score the heads over",
         hs.CORPUS_SOURCES,
@@ -129,7 +130,7 @@ def corpus_picker(model: ModelHandle, prompt: str) -> tuple[Corpus | None, int]:
             return None, 0
     n_ctx = model.facts.n_ctx
     view = save(hs.fit_corpus(view, len(corpus.texts), n_ctx))
-    st.session_state[Heads.TEXTS], st.session_state[Heads.MAX_TOKENS] = view.texts, view.max_tokens
+    seed_widgets({Heads.TEXTS: view.texts, Heads.MAX_TOKENS: view.max_tokens})
     count = mid.number_input(
         "Texts to use",
         1,
@@ -160,8 +161,7 @@ def settings(n_ctx: int) -> tuple[int, int, int, Thresholds]:
     with st.expander("Settings: repeated random tokens and flag thresholds", expanded=False):
         c = st.columns(3)
         view = save(hs.fit_repeats(current_view(), n_ctx))
-        ss = st.session_state
-        ss[Heads.SPAN], ss[Heads.BATCH], ss[Heads.SEED] = view.span, view.batch, view.seed
+        seed_widgets({Heads.SPAN: view.span, Heads.BATCH: view.batch, Heads.SEED: view.seed})
         on = _repeats_changed
         c[0].number_input("Span length L", 2, hs.longest_span(n_ctx), key=Heads.SPAN, on_change=on)
         c[1].number_input(
@@ -175,7 +175,7 @@ def settings(n_ctx: int) -> tuple[int, int, int, Thresholds]:
         c[2].number_input("Seed", 0, hs.MAX_SEED, key=Heads.SEED, on_change=on)
         sliders = st.columns(5)
         for i, (name, label) in enumerate(SCORE_LABELS.items()):
-            ss[Heads.threshold(name)] = getattr(view.thresholds, name)
+            seed_widgets({Heads.threshold(name): getattr(view.thresholds, name)})
             sliders[i].slider(
                 f"{label} >",
                 0.0,
@@ -329,7 +329,7 @@ def top_examples(corpus: Corpus, scores: CorpusScores) -> None:
     st.subheader("Where a head fires")
     c = st.columns([2, 2, 3])
     view = current_view()
-    st.session_state[Heads.EXAMPLE_SCORE] = view.example_score
+    seed_widgets({Heads.EXAMPLE_SCORE: view.example_score})
     name = c[0].selectbox(
         "Score",
         EXAMPLE_SCORES,
@@ -344,8 +344,8 @@ def top_examples(corpus: Corpus, scores: CorpusScores) -> None:
         Head(int(layer), int(h))
         for layer, h in zip(*np.unravel_index(order, means.shape), strict=True)
     ]
-    st.session_state[Heads.EXAMPLE_HEAD] = (
-        view.example_head if view.example_head in ranked else ranked[0]
+    seed_widgets(
+        {Heads.EXAMPLE_HEAD: view.example_head if view.example_head in ranked else ranked[0]}
     )
     head = c[1].selectbox(
         "Head (strongest first)",

@@ -24,6 +24,7 @@ from models.model.weights import vocab_size
 from ui import session
 from ui.keys import Kernel
 from ui.runtime.job_keys import KernelKey
+from ui.session_state import keep, seed_widgets
 from ui.state import kernel as state
 from ui.state.kernel import KernelView
 from ui.text import md
@@ -40,7 +41,7 @@ def current_view() -> KernelView:
 
 
 def save(view: KernelView) -> KernelView:
-    st.session_state[Kernel.VIEW] = view
+    keep(Kernel.VIEW, view)
     return view
 
 
@@ -75,7 +76,7 @@ def dtype_choice(view: KernelView) -> KernelView:
     for note in notes:
         st.caption(md(note))
     save(view)
-    st.session_state[Kernel.DTYPE] = view.dtype
+    seed_widgets({Kernel.DTYPE: view.dtype})
     dtype: KernelDType = st.selectbox(
         "Kernel dtype",
         options,
@@ -179,7 +180,7 @@ def errors(found: KernelReport) -> list[Head]:
 def head_view(found: KernelReport, heads: list[Head], view: KernelView) -> None:
     st.subheader("One head: model, kernel and their difference")
     worst = heads[int(found.pattern_error.argmax())]
-    st.session_state[Kernel.HEAD] = state.shown_head(view, heads, worst)
+    seed_widgets({Kernel.HEAD: state.shown_head(view, heads, worst)})
     head = st.selectbox(
         "Head (L.H)",
         heads,

@@ -39,6 +39,7 @@ from ui.keys import Heads
 from ui.runtime import server
 from ui.runtime.job_keys import CurveKey, ImportanceKey, PruneKey
 from ui.sections.heads import current_view, save
+from ui.session_state import keep, seed_widgets
 from ui.state import heads as hs
 from ui.widgets import job_view
 from viz.colours import SIGNED
@@ -108,12 +109,16 @@ def measure(model: ModelHandle, corpus: Corpus, cap: int) -> Measured | None:
         session.show_error(err)
         return None
     n_heads = model.facts.n_total_heads
-    view, ss = current_view(), st.session_state
+    view = current_view()
     c = st.columns(3)
-    ss[Heads.RANKING] = hs.shown_ranking(view, n_heads)
-    ss[Heads.METHOD] = view.method
-    ss[Heads.BUDGET] = view.budget if view.budget is not None else default_budget(model)
-    ss[Heads.ABLATE] = hs.shown_ablate(view, n_heads)
+    seed_widgets(
+        {
+            Heads.RANKING: hs.shown_ranking(view, n_heads),
+            Heads.METHOD: view.method,
+            Heads.BUDGET: view.budget if view.budget is not None else default_budget(model),
+            Heads.ABLATE: hs.shown_ablate(view, n_heads),
+        }
+    )
     ranking = c[0].selectbox(
         "Rank heads by",
         RANKINGS,
@@ -246,8 +251,8 @@ def choose_heads(model: ModelHandle, order: list[Head], fam: str, values: np.nda
     if fam == "llama" and facts.n_kv_heads > 1:
         modes["groups"] = "Whole key/value groups, the same number in every layer"
     view = save(hs.fit_pruning(current_view(), facts.n_layers, facts.n_heads, facts.n_kv_heads))
-    ss, on = st.session_state, _pruning_changed
-    ss[Heads.PRUNE_MODE] = view.prune_mode if view.prune_mode in modes else "least"
+    on = _pruning_changed
+    seed_widgets({Heads.PRUNE_MODE: view.prune_mode if view.prune_mode in modes else "least"})
     mode = st.radio(
         "Which heads",
         list(modes),
@@ -257,13 +262,13 @@ def choose_heads(model: ModelHandle, order: list[Head], fam: str, values: np.nda
         on_change=on,
     )
     if mode == "least":
-        ss[Heads.PRUNE_K] = hs.shown_k(view, facts.n_total_heads)
+        seed_widgets({Heads.PRUNE_K: hs.shown_k(view, facts.n_total_heads)})
         k = st.slider(
             "How many heads (k)", 1, facts.n_total_heads - 1, key=Heads.PRUNE_K, on_change=on
         )
         return list(order[:k])
     if mode == "groups":
-        ss[Heads.PRUNE_GROUPS] = view.prune_groups
+        seed_widgets({Heads.PRUNE_GROUPS: view.prune_groups})
         r = st.slider(
             "Groups removed per layer",
             1,
@@ -272,7 +277,7 @@ def choose_heads(model: ModelHandle, order: list[Head], fam: str, values: np.nda
             on_change=on,
         )
         return [Head(*h) for h in uniform_group_heads(values, facts.n_kv_heads, r)]
-    ss[Heads.PRUNE_PICK] = list(view.prune_pick)
+    seed_widgets({Heads.PRUNE_PICK: list(view.prune_pick)})
     return list(
         st.multiselect(
             "Heads to prune",
@@ -315,7 +320,7 @@ def export(model: ModelHandle, measured: Measured, order: list[Head]) -> None:
     if not heads:
         st.info("Pick at least one head.")
         return
-    st.session_state[Heads.PRUNE_DTYPE] = current_view().prune_dtype
+    seed_widgets({Heads.PRUNE_DTYPE: current_view().prune_dtype})
     dtype = st.radio(
         "Checkpoint dtype",
         list(EXPORT_DTYPES),
@@ -333,7 +338,7 @@ def export(model: ModelHandle, measured: Measured, order: list[Head]) -> None:
         f"Build the pruned checkpoint ({len(heads)} head{'s' if len(heads) != 1 else ''},"
         f" {dtype}, about {disk / 1024**2:,.0f} MB on disk)",
         key=Heads.EXPORT,
-        on_click=st.session_state.__setitem__,
+        on_click=keep,
         args=(Heads.EXPORT_REQUEST, key),
     )
     if st.session_state.get(Heads.EXPORT_REQUEST) != key:

@@ -22,6 +22,7 @@ from ui import session
 from ui.keys import Scaling
 from ui.runtime import server
 from ui.runtime.job_keys import LogitsKey, LossSweepKey, SweepKey, SyntheticKey
+from ui.session_state import keep, seed_widgets
 from ui.state import scaling as sc
 from ui.state.scaling import ScalingView
 from ui.text import md
@@ -53,7 +54,7 @@ def current_view(facts: ModelFacts | None = None) -> ScalingView:
 
 
 def save(view: ScalingView) -> ScalingView:
-    st.session_state[Scaling.VIEW] = view
+    keep(Scaling.VIEW, view)
     return view
 
 
@@ -81,7 +82,7 @@ def controls(view: ScalingView, facts: ModelFacts) -> tuple[Head, sc.Grid, int]:
     """Sweep widgets showing ``view``; returns the head, the grid and the point looked at."""
     ss = st.session_state
     c = st.columns([3, 2, 1, 2])
-    ss[Scaling.AXIS] = view.axis
+    seed_widgets({Scaling.AXIS: view.axis})
     c[0].radio(
         "Sweep",
         sc.AXES,
@@ -93,7 +94,7 @@ def controls(view: ScalingView, facts: ModelFacts) -> tuple[Head, sc.Grid, int]:
     if view.axis == "factor":
         ends = (view.low, view.high)
         if tuple(ss.get(Scaling.RANGE, ends)) != ends:
-            ss[Scaling.RANGE] = ends
+            seed_widgets({Scaling.RANGE: ends})
         c[1].select_slider(  # a tuple value makes it a range slider
             "Range of c",
             sc.POWERS,
@@ -102,12 +103,12 @@ def controls(view: ScalingView, facts: ModelFacts) -> tuple[Head, sc.Grid, int]:
             format_func=fmt_c,
             on_change=_grid_changed,
         )
-    ss[Scaling.POINTS] = view.points
+    seed_widgets({Scaling.POINTS: view.points})
     c[2].number_input(
         "Points", sc.MIN_POINTS, sc.MAX_POINTS, step=2, key=Scaling.POINTS, on_change=_grid_changed
     )
     heads = list(all_heads(facts.n_layers, facts.n_heads))
-    ss[Scaling.HEAD] = sc.head_shown(view)
+    seed_widgets({Scaling.HEAD: sc.head_shown(view)})
     head = c[3].selectbox("Head", heads, key=Scaling.HEAD, format_func=str, on_change=_head_changed)
     found = sc.grid(view, facts.d_head)
 
@@ -115,7 +116,7 @@ def controls(view: ScalingView, facts: ModelFacts) -> tuple[Head, sc.Grid, int]:
         alpha = "" if found.log_x else f" (α = {found.x[i]:.3g})"
         return f"c = {fmt_c(found.factors[i])}{alpha}"
 
-    ss[Scaling.PICK] = sc.shown_point(view, found)
+    seed_widgets({Scaling.PICK: sc.shown_point(view, found)})
     pick = st.select_slider(
         "Point of the sweep shown below",
         range(len(found.factors)),
@@ -356,7 +357,7 @@ def model_section() -> None:
 
 def synthetic_section() -> None:
     st.header("Synthetic check: random q and k")
-    st.session_state[Scaling.SEED] = current_view().seed
+    seed_widgets({Scaling.SEED: current_view().seed})
     seed = int(st.number_input("Seed", 0, sc.MAX_SEED, key=Scaling.SEED, on_change=_seed_changed))
     with st.spinner("Sampling random vectors…"):
         panel = server.current().derived.get_or_compute(

@@ -19,6 +19,7 @@ from ui import session
 from ui.keys import Sidebar
 from ui.runtime import server
 from ui.sections.examples import examples_for
+from ui.session_state import seed_widgets
 from ui.state.sidebar import (
     DTYPES,
     PLACEMENT_LABELS,
@@ -46,7 +47,7 @@ def _use_example() -> None:
     choice = st.session_state.get(Sidebar.EXAMPLE)
     examples = examples_for(session.model_choice().source)
     if choice in examples:
-        st.session_state[Sidebar.PROMPT] = examples[choice]
+        seed_widgets({Sidebar.PROMPT: examples[choice]})
 
 
 def hardware(half: HalfType, device: Device) -> tuple[LowPrecision, dict[str, float] | None]:

@@ -27,6 +27,7 @@ from ui.keys import Session
 from ui.runtime import server
 from ui.runtime.jobs import Job, OverLimitError, Partial, Work, WorkerLost
 from ui.runtime.store import JobKey
+from ui.session_state import keep
 from ui.text import md
 
 LIGHT_WAIT_S = 15.0
@@ -94,17 +95,22 @@ def asked(key: JobKey[Any]) -> bool:
     """Whether the visitor asked for the work of ``key``, or it has already finished (a page
     starts costly work only when asked, never on arrival)."""
     done = server.current().pool.finished(key)
-    return done is not None or key in st.session_state.get(Session.ASKED, set())
+    return done is not None or key in st.session_state.get(Session.ASKED, frozenset())
 
 
 def ask(key: JobKey[Any]) -> None:
     """A start button's callback: the work of ``key`` may start."""
-    st.session_state.setdefault(Session.ASKED, set()).add(key)
+    keep(Session.ASKED, st.session_state.get(Session.ASKED, frozenset()) | {key})
 
 
 def cancelled(key: JobKey[Any]) -> bool:
     """Whether this session stopped the job for ``key`` (and has not started it again)."""
-    return key in st.session_state.get(Session.CANCELLED, set())
+    return key in st.session_state.get(Session.CANCELLED, frozenset())
+
+
+def start_again(key: JobKey[Any]) -> None:
+    """Forget that this session stopped the job for ``key``: asked again, it runs again."""
+    keep(Session.CANCELLED, st.session_state.get(Session.CANCELLED, frozenset()) - {key})
 
 
 @dataclass(frozen=True)
@@ -196,11 +202,11 @@ def run_job(
     if found is not None:
         runtime.results.pin(key, sid, visitor_id())
         return found
-    cancelled = st.session_state.setdefault(Session.CANCELLED, set())
+    cancelled = st.session_state.get(Session.CANCELLED, frozenset())
     if key in cancelled:
         st.info(f"Stopped: {md(label)}. Change a setting to run something else, or start it again.")
         if st.button("Start it again", key=_button_key("restart", key)):
-            cancelled.discard(key)
+            start_again(key)
             st.rerun()
         return MISSING
     try:
@@ -309,7 +315,7 @@ def _panel(key: JobKey[Any]) -> None:
         help="Stop this work; the page keeps what it showed before.",
     ):
         server.current().pool.cancel(job, session_id())
-        st.session_state.setdefault(Session.CANCELLED, set()).add(key)
+        keep(Session.CANCELLED, st.session_state.get(Session.CANCELLED, frozenset()) | {key})
         st.rerun(scope="app")
     if job.partial is not None and job.partial.text:
         st.code(job.partial.text, language=None, wrap_lines=True)  # shown as text, escaped
