@@ -35,6 +35,7 @@ from collections import OrderedDict
 from typing import Any
 
 import ray
+from ray.actor import ActorProxy
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RaySystemError
 
 from models.model.handle import ModelHandle
@@ -69,12 +70,14 @@ class SharedResults:
         self._items: OrderedDict[str, Encoded] = OrderedDict()
         self._sizes: dict[str, int] = {}
 
+    @ray.method
     def get(self, name: str) -> Encoded | None:
         found = self._items.get(name)
         if found is not None:
             self._items.move_to_end(name)
         return found
 
+    @ray.method
     def put(self, name: str, encoded: Encoded) -> None:
         self._items[name] = encoded
         self._items.move_to_end(name)
@@ -84,6 +87,7 @@ class SharedResults:
             del self._items[oldest]
             del self._sizes[oldest]
 
+    @ray.method
     def names(self) -> list[str]:
         return list(self._items)
 
@@ -96,7 +100,7 @@ class ModelWorker:
         self.settings = settings
         self.models = ModelStore(settings.model_bytes, settings.cache)
         self.results = ResultStore(max_entries=32, max_bytes=settings.result_bytes)
-        self.shared: Any = ray.get_actor(RESULTS_NAME, namespace=NAMESPACE)
+        self.shared: ActorProxy[SharedResults] = ray.get_actor(RESULTS_NAME, namespace=NAMESPACE)
         self.loads = 0
         self.computed = 0
         self.stopped = 0
@@ -104,6 +108,7 @@ class ModelWorker:
         self._flags: dict[str, threading.Event] = {}
         self._progress: dict[str, tuple[float, str]] = {}
 
+    @ray.method
     def info(self) -> dict[str, int]:
         """This worker's process id, how many times it loaded its model, how many results it
         computed (rather than found), how many jobs run now and how many were stopped."""
@@ -123,6 +128,7 @@ class ModelWorker:
                 self.loads += 1
             return loaded
 
+    @ray.method
     def run(self, job_id: str, key: JobKey[Any]) -> tuple[Encoded, float]:
         """``key``'s result in the compact form, and the seconds its work took here."""
         if not job_work.runs(key):
@@ -168,9 +174,11 @@ class ModelWorker:
         ray.get(self.shared.put.remote(key_name(key), encode(value)))
         return value
 
+    @ray.method
     def progress(self, job_id: str) -> tuple[float, str]:
         return self._progress.get(job_id, (0.0, "waiting for the worker"))
 
+    @ray.method
     def cancel(self, job_id: str) -> None:
         """Stop the job at its next progress report (or before it starts)."""
         self._flags.setdefault(job_id, threading.Event()).set()
@@ -190,9 +198,9 @@ class Cluster:
         self.notice: str | None = None
         self.transfer_s = 0.0  # seconds spent moving results from workers, in all
         self.compute_s = 0.0  # seconds workers spent computing them
-        self._workers: dict[str, Any] = {}
+        self._workers: dict[str, ActorProxy[ModelWorker]] = {}
         self._lock = threading.Lock()
-        self.shared: Any = (
+        self.shared: ActorProxy[SharedResults] = (
             ray.remote(SharedResults)
             .options(
                 name=RESULTS_NAME,
@@ -208,7 +216,7 @@ class Cluster:
     def runs(self, key: JobKey[Any]) -> bool:
         return job_work.runs(key)
 
-    def worker(self, allowed: AllowedSpec) -> Any:  # a Ray actor handle (Ray types it loosely)
+    def worker(self, allowed: AllowedSpec) -> ActorProxy[ModelWorker]:
         """The worker actor of ``allowed``'s model, created by the first front end to ask."""
         name = worker_name(allowed)
         with self._lock:
@@ -235,7 +243,7 @@ class Cluster:
                 self._workers[name] = found
             return found
 
-    def _until_up(self, actor: Any, report: Progress) -> None:
+    def _until_up(self, actor: ActorProxy[ModelWorker], report: Progress) -> None:
         """Wait while Ray starts or restarts ``actor`` (a new worker imports torch first; a
         worker that died is unavailable until its process is back); ``report`` can stop the
         wait."""
