@@ -53,7 +53,7 @@ COSTLY: dict[str, set[str]] = {
         "corpus_losses",
         "ablated_losses",
     },
-    "models.scaling.capture": {"capture_scores", "next_token_loss", "loss_at"},
+    "models.scaling.capture": {"capture_scores", "next_token_loss", "loss_at", "loss_curve"},
     "models.scaling.maths": {"sweep"},
     "models.classroom.real": {"layer_activations"},
     "models.attention.check": {"check_kernel"},

@@ -45,6 +45,7 @@ from models.model.forward import (
 from models.model.handle import ModelHandle
 from models.model.softmax_terms import layer_scales
 from models.model.tokens import readable_tokens
+from models.progress import Progress, quiet
 from models.scaling.maths import scale_scores, scaled_patterns, with_inf_mask
 
 if TYPE_CHECKING:
@@ -302,3 +303,18 @@ def loss_at(
     if reason:
         raise ScalingUnavailable(reason)
     return next_token_loss(model, ids, factor)
+
+
+def loss_curve(
+    model: ModelHandle,
+    prompt: str,
+    factors: tuple[float, ...],
+    max_tokens: int | None = None,
+    progress: Progress = quiet,
+) -> list[FactorLoss]:
+    """:func:`loss_at` at every factor in turn (one forward pass each), reporting each."""
+    out = []
+    for i, c in enumerate(factors):
+        progress(i / len(factors), f"re-running the model at c = {c:.3g}")
+        out.append(loss_at(model, prompt, c, max_tokens))
+    return out

@@ -14,7 +14,6 @@ from models.model.facts import ModelFacts
 from models.model.forward import tokenize
 from models.model.handle import ModelHandle
 from models.model.weights import vocab_size
-from models.progress import Progress
 from models.scaling import capture as scaling_capture
 from models.scaling.capture import ScoreCapture, loss_unavailable
 from models.scaling.maths import SweepStats, scaled_patterns, sweep, synthetic_panel
@@ -171,7 +170,7 @@ def logits(model: ModelHandle, key: LogitsKey) -> ScoreCapture | job_view.Pendin
     return job_view.run_job(
         key,
         "Capturing every head's attention logits",
-        lambda progress: scaling_capture.capture_scores(model, key.prompt, MAX_TOKENS),
+        lambda progress: scaling_capture.capture_scores(model, key.prompt, key.max_tokens),
         cost=logits_cost(model),
     )
 
@@ -192,18 +191,10 @@ def loss_curve(
     model: ModelHandle, key: LogitsKey, factors: tuple[float, ...]
 ) -> list[scaling_capture.FactorLoss] | job_view.Pending:
     """The model's loss at every factor, as one job with progress."""
-
-    def work(progress: Progress) -> list[scaling_capture.FactorLoss]:
-        out = []
-        for i, c in enumerate(factors):
-            progress(i / len(factors), f"re-running the model at c = {fmt_c(c)}")
-            out.append(scaling_capture.loss_at(model, key.prompt, c, MAX_TOKENS))
-        return out
-
     return job_view.run_job(
         LossSweepKey(key, factors),
         "Re-running the model at every point",
-        work,
+        lambda p: scaling_capture.loss_curve(model, key.prompt, factors, key.max_tokens, p),
         cost=loss_cost(model, len(factors)),
     )
 
