@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from models.attention.check import KernelReport
+from models.attention.check import KernelDType, KernelReport
 from models.capture.compare import Comparison
 from models.capture.difference import DifferenceOverview
 from models.capture.precision import PatternDifference
@@ -276,7 +276,7 @@ class KernelKey(JobKey[KernelReport]):
 
     spec: AllowedSpec
     prompt: str
-    dtype: str
+    dtype: KernelDType
     max_tokens: int
 
 

@@ -15,12 +15,41 @@ from typing import Any, Protocol, TypeVar, overload
 
 import numpy as np
 
+from models.attention.check import KernelReport, check_kernel
 from models.capture.run import AttentionRun, capture
+from models.circuits.findings import (
+    AtPFindings,
+    WeightFindings,
+    attribution_findings,
+    weight_findings,
+)
+from models.circuits.loadings import Loadings, dla_loadings, path_loadings
 from models.circuits.patching import Baseline, baseline, head_effects, position_effects
+from models.circuits.paths import PathResult, path_patching
 from models.circuits.task import prepare
+from models.classroom.real import LayerActivations, layer_activations
+from models.heads.finding.induction import RepeatedScores, measure_repeated
 from models.model.handle import ModelHandle
 from models.progress import Progress
-from ui.runtime.job_keys import CircuitKey, HeadPatchKey, PositionPatchKey, RunKey
+from models.scaling.capture import FactorLoss, ScoreCapture, capture_scores, loss_curve
+from models.scaling.maths import SweepStats, sweep
+from ui.runtime.job_keys import (
+    AttributionKey,
+    CircuitKey,
+    DlaLoadingsKey,
+    HeadPatchKey,
+    KernelKey,
+    LayerKey,
+    LogitsKey,
+    LossSweepKey,
+    PathKey,
+    PathLoadingsKey,
+    PositionPatchKey,
+    RepeatedKey,
+    RunKey,
+    SweepKey,
+    WeightsKey,
+)
 from ui.runtime.policy import AllowedSpec
 from ui.runtime.store import JobKey
 
@@ -109,3 +138,85 @@ def _position_patch(
     setup, head = prepare(model, key.circuit.task), key.head
     base = resolve(key.circuit)
     return position_effects(model, setup, base, head.layer, head.index, progress=progress)
+
+
+@register(AttributionKey, lambda key: key.circuit.spec)
+def _attribution(
+    model: ModelHandle, key: AttributionKey, _resolve: Resolve, progress: Progress
+) -> AtPFindings:
+    return attribution_findings(
+        model,
+        prepare(model, key.circuit.task),
+        qk_fix=key.qk_fix,
+        grad_drop=key.grad_drop,
+        verify_top=key.verify_top,
+        edges=key.edges,
+        progress=progress,
+    )
+
+
+@register(PathKey, lambda key: key.circuit.spec)
+def _path(model: ModelHandle, key: PathKey, _resolve: Resolve, progress: Progress) -> PathResult:
+    setup = prepare(model, key.circuit.task)
+    return path_patching(model, setup, key.receiver, key.input, mlps=key.mlps, progress=progress)
+
+
+@register(DlaLoadingsKey, lambda key: key.circuit.spec)
+def _dla_loadings(
+    model: ModelHandle, key: DlaLoadingsKey, _resolve: Resolve, progress: Progress
+) -> Loadings:
+    return dla_loadings(model, prepare(model, key.circuit.task), key.head, progress)
+
+
+@register(PathLoadingsKey, lambda key: key.path.circuit.spec)
+def _path_loadings(
+    model: ModelHandle, key: PathLoadingsKey, resolve: Resolve, _progress: Progress
+) -> Loadings:
+    return path_loadings(model, prepare(model, key.path.circuit.task), resolve(key.path))
+
+
+@register(WeightsKey, lambda key: key.spec)
+def _weights(
+    model: ModelHandle, _key: WeightsKey, _resolve: Resolve, progress: Progress
+) -> WeightFindings:
+    return weight_findings(model, progress)
+
+
+@register(RepeatedKey, lambda key: key.spec)
+def _repeated(
+    model: ModelHandle, key: RepeatedKey, _resolve: Resolve, progress: Progress
+) -> RepeatedScores:
+    return measure_repeated(model, key.seq_len, key.batch, key.seed, progress=progress)
+
+
+@register(LogitsKey, lambda key: key.spec)
+def _logits(
+    model: ModelHandle, key: LogitsKey, _resolve: Resolve, _progress: Progress
+) -> ScoreCapture:
+    return capture_scores(model, key.prompt, key.max_tokens)
+
+
+@register(SweepKey, lambda key: key.logits.spec)
+def _sweep(model: ModelHandle, key: SweepKey, resolve: Resolve, _progress: Progress) -> SweepStats:
+    return sweep(resolve(key.logits).scores, np.asarray(key.factors))
+
+
+@register(LossSweepKey, lambda key: key.logits.spec)
+def _loss_sweep(
+    model: ModelHandle, key: LossSweepKey, _resolve: Resolve, progress: Progress
+) -> list[FactorLoss]:
+    return loss_curve(model, key.logits.prompt, key.factors, key.logits.max_tokens, progress)
+
+
+@register(KernelKey, lambda key: key.spec)
+def _kernel(
+    model: ModelHandle, key: KernelKey, _resolve: Resolve, _progress: Progress
+) -> KernelReport:
+    return check_kernel(model, key.prompt, max_tokens=key.max_tokens, dtype=key.dtype)
+
+
+@register(LayerKey, lambda key: key.spec)
+def _layer(
+    model: ModelHandle, key: LayerKey, _resolve: Resolve, _progress: Progress
+) -> LayerActivations:
+    return layer_activations(model, key.prompt, key.layer, key.max_tokens)

@@ -1,0 +1,193 @@
+"""What a cluster worker computes from a job key alone (:mod:`ui.runtime.job_work`) against the
+core call the page makes for the same job, on the bundled model, and each result through the
+compact form it travels in (:mod:`ui.runtime.result_codec`): encoded, decoded by the type its
+key declares, and equal again. The cluster itself is tested in ``test_cluster.py``."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from models.attention.check import check_kernel
+from models.capture.run import capture
+from models.circuits import copying_task, prepare
+from models.circuits.findings import attribution_findings, weight_findings
+from models.circuits.loadings import dla_loadings, path_loadings
+from models.circuits.patching import baseline, head_effects, position_effects
+from models.circuits.paths import path_patching
+from models.classroom.real import layer_activations
+from models.head import Head
+from models.heads.finding.induction import measure_repeated
+from models.model.spec import ModelSpec
+from models.progress import quiet
+from models.scaling.capture import capture_scores, loss_at
+from models.scaling.maths import sweep
+from ui.runtime import job_work
+from ui.runtime.job_keys import (
+    AttributionKey,
+    CircuitKey,
+    DlaLoadingsKey,
+    HeadPatchKey,
+    KernelKey,
+    LayerKey,
+    LogitsKey,
+    LossSweepKey,
+    PathKey,
+    PathLoadingsKey,
+    PositionPatchKey,
+    RepeatedKey,
+    RunKey,
+    SweepKey,
+    WeightsKey,
+)
+from ui.runtime.policy import admit
+from ui.runtime.result_codec import decode_result, encode
+from ui.runtime.settings import Settings
+
+PROMPT = "def add(a, b):\n    return a + b\n\nprint(add(1, 2))\n"
+FACTORS = (0.5, 1.0, 2.0)
+
+
+@pytest.fixture(scope="module")
+def keys(bundled):
+    spec = admit(ModelSpec("bundled"), Settings())
+    circuit = CircuitKey(spec, copying_task(bundled))
+    path = PathKey(circuit, Head(2, 1), "q", "recomputed")
+    logits = LogitsKey(spec, PROMPT, 64)
+    return {
+        "run": RunKey(spec, PROMPT, None),
+        "circuit": circuit,
+        "head patching": HeadPatchKey(circuit),
+        "position patching": PositionPatchKey(circuit, Head(2, 1)),
+        "attribution": AttributionKey(circuit, True, True, 3, None),
+        "path": path,
+        "dla loadings": DlaLoadingsKey(circuit, Head(2, 1)),
+        "path loadings": PathLoadingsKey(path),
+        "weights": WeightsKey(spec),
+        "repeated": RepeatedKey(spec, 20, 4, 0),
+        "logits": logits,
+        "sweep": SweepKey(logits, FACTORS),
+        "loss sweep": LossSweepKey(logits, FACTORS),
+        "kernel": KernelKey(spec, PROMPT, "float32", 64),
+        "layer": LayerKey(spec, PROMPT, 1, 64),
+    }
+
+
+def direct(model, name: str, keys):
+    """The page's own call for the job named ``name``."""
+    circuit = keys["circuit"]
+    setup = prepare(model, circuit.task)
+    base = baseline(model, setup)
+    found = {
+        "run": lambda: capture(model, PROMPT),
+        "circuit": lambda: base,
+        "head patching": lambda: head_effects(model, setup, base),
+        "position patching": lambda: position_effects(model, setup, base, 2, 1),
+        "attribution": lambda: attribution_findings(
+            model, setup, qk_fix=True, grad_drop=True, verify_top=3, edges=None, progress=quiet
+        ),
+        "path": lambda: path_patching(model, setup, Head(2, 1), "q", mlps="recomputed"),
+        "dla loadings": lambda: dla_loadings(model, setup, Head(2, 1)),
+        "path loadings": lambda: path_loadings(
+            model, setup, path_patching(model, setup, Head(2, 1), "q", mlps="recomputed")
+        ),
+        "weights": lambda: weight_findings(model, quiet),
+        "repeated": lambda: measure_repeated(model, 20, 4, 0),
+        "logits": lambda: capture_scores(model, PROMPT, 64),
+        "sweep": lambda: sweep(capture_scores(model, PROMPT, 64).scores, np.asarray(FACTORS)),
+        "loss sweep": lambda: [loss_at(model, PROMPT, c, 64) for c in FACTORS],
+        "kernel": lambda: check_kernel(model, PROMPT, max_tokens=64, dtype="float32"),
+        "layer": lambda: layer_activations(model, PROMPT, 1, 64),
+    }
+    return found[name]()
+
+
+def resolver(model):
+    def resolve(key):
+        return job_work.compute(key, model, resolve, quiet)
+
+    return resolve
+
+
+def is_timing(name: str) -> bool:
+    return "seconds" in name or "timing" in name or name.endswith(("_s", "_ms"))
+
+
+def assert_same(a, b, where: str = "result") -> None:
+    """Equal values (timings aside), arrays and floats to float32 rounding (the same calls on
+    the same machine; a few kernels sum in a different order between two runs)."""
+    if isinstance(a, torch.Tensor):
+        a = a.detach().cpu().numpy()
+    if isinstance(b, torch.Tensor):
+        b = b.detach().cpu().numpy()
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a), np.asarray(b)
+        assert a.shape == b.shape, where
+        if a.dtype.kind in "fc":
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=where)
+        else:
+            np.testing.assert_array_equal(a, b, err_msg=where)
+    elif dataclasses.is_dataclass(a) and not isinstance(a, type):
+        assert type(a) is type(b), where
+        for field in dataclasses.fields(a):
+            if is_timing(field.name):
+                continue  # how long it took: not part of the value
+            assert_same(getattr(a, field.name), getattr(b, field.name), f"{where}.{field.name}")
+    elif isinstance(a, dict):
+        assert set(a) == set(b), where
+        for k in a:
+            assert_same(a[k], b[k], f"{where}[{k!r}]")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same(x, y, f"{where}[{i}]")
+    elif isinstance(a, float):
+        assert a == pytest.approx(b, rel=1e-5, abs=1e-6), where
+    else:
+        assert a == b, where
+
+
+KINDS = [
+    "run",
+    "circuit",
+    "head patching",
+    "position patching",
+    "attribution",
+    "path",
+    "dla loadings",
+    "path loadings",
+    "weights",
+    "repeated",
+    "logits",
+    "sweep",
+    "loss sweep",
+    "kernel",
+    "layer",
+]
+
+
+def test_every_kind_listed_here_is_registered_and_nothing_else():
+    assert {type(k).__name__ for k in [*job_work._WORK]} >= set()  # the registry is a dict
+    registered = {
+        kind.__name__ for kind in job_work._WORK if kind.__module__ != "tests.ui.cluster_work"
+    }
+    listed = {
+        "RunKey", "CircuitKey", "HeadPatchKey", "PositionPatchKey", "AttributionKey", "PathKey",
+        "DlaLoadingsKey", "PathLoadingsKey", "WeightsKey", "RepeatedKey", "LogitsKey", "SweepKey",
+        "LossSweepKey", "KernelKey", "LayerKey",
+    }  # fmt: skip
+    assert registered == listed
+
+
+@pytest.mark.parametrize("name", KINDS)
+def test_a_worker_computes_what_the_page_computes(bundled, keys, name):
+    key = keys[name]
+    assert job_work.runs(key)
+    assert job_work.spec_of(key) == keys["run"].spec
+    from_key = job_work.compute(key, bundled, resolver(bundled), quiet)
+    assert_same(from_key, direct(bundled, name, keys))
+    tree, arrays = encode(from_key)
+    assert_same(decode_result(key, tree, arrays), from_key)
