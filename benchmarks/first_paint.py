@@ -1,0 +1,170 @@
+"""How soon each page shows something after the server answers, as a visitor's browser sees it.
+
+Starts the app's server (``python -m ui.serve``, what ``make run`` starts) on a free loopback
+port, waits for its health check, then opens every page in Debian's Chromium, each in a fresh
+browser context (a new session), and measures from the navigation's start:
+
+- ``menu_s``: the sidebar's page menu drawn (the app's first paint);
+- ``title_s``: the page's own title drawn (the page has started; anything slow comes after it,
+  behind a spinner or a start button);
+- ``settled_s``: the script run finished (every costly view is asked for, not run, so this is
+  the page's whole arrival).
+
+The first page opened is the server's first script run (imports, and loading the model the link
+names); the others find the model loaded. Prints measured numbers and never fails on time.
+
+    python -m benchmarks.first_paint                    # the bundled model, every page
+    python -m benchmarks.first_paint --model smollm2 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from benchmarks.machine import describe
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+# Every page's address and its title, as app.py and pages/ name them.
+PAGES = {
+    "": "Explorer",
+    "heads": "Head finder",
+    "atlas": "Head atlas",
+    "circuits": "Circuits",
+    "generate": "Generate",
+    "scaling": "Scaling sweep",
+    "kernel": "Kernel check",
+    "classroom": "Classroom: attention, step by step",
+}
+MENU = '[data-testid="stSidebar"] a'
+IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+TARGET_S = 2.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start_server(log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "ui.serve", "--server.port", str(port)]
+    command += ["--server.address", "127.0.0.1", "--server.headless", "true"]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with {proc.returncode} (log: {log})")
+        try:
+            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as resp:
+                if resp.read().decode().strip() == "ok":
+                    return proc, url
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise TimeoutError("the server did not answer its health check")
+
+
+@dataclasses.dataclass(frozen=True)
+class Arrival:
+    """Seconds from navigating to a page until its menu, its title and its finished run."""
+
+    page: str
+    first_run: bool
+    menu_s: float
+    title_s: float
+    settled_s: float
+
+
+def open_page(browser, url: str, title: str, timeout_s: float) -> tuple[float, float, float]:
+    """Seconds from navigating to ``url`` until the menu, the title and the finished run."""
+    context = browser.new_context(viewport={"width": 1440, "height": 1000})
+    page = context.new_page()
+    timeout_ms = timeout_s * 1000
+    try:
+        start = time.perf_counter()
+        page.goto(url, wait_until="commit")
+        page.wait_for_selector(MENU, timeout=timeout_ms)
+        menu = time.perf_counter() - start
+        page.get_by_role("heading", name=title).first.wait_for(timeout=timeout_ms)
+        shown = time.perf_counter() - start
+        page.wait_for_timeout(300)  # the run the navigation started is under way
+        page.wait_for_selector(IDLE, timeout=timeout_ms)
+        settled = time.perf_counter() - start
+    finally:
+        context.close()
+    return menu, shown, settled
+
+
+def measure(model: str, timeout_s: float) -> list[Arrival]:
+    from playwright.sync_api import sync_playwright
+
+    log = Path(tempfile.gettempdir()) / "first-paint-server.log"
+    proc, url = start_server(log)
+    rows: list[Arrival] = []
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            query = "" if model == "bundled" else f"?model={model}"
+            for i, (path, title) in enumerate(PAGES.items()):
+                times = open_page(browser, f"{url}/{path}{query}", title, timeout_s)
+                rows.append(Arrival(title, i == 0, *times))
+            browser.close()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="bundled", help="bundled, smollm2, minilm")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per page at most")
+    parser.add_argument("--json", action="store_true", help="end with one JSON line")
+    args = parser.parse_args()
+    if not Path(CHROMIUM).exists():
+        sys.exit("Debian's chromium is not installed (tests/e2e/setup_browser.sh installs it)")
+    rows = measure(args.model, args.timeout)
+    machine = describe(rates=False)
+    print(f"machine: {machine}")
+    print(f"model: {args.model}; seconds from navigation (the first row: the server's first run)")
+    print(f"  {'page':<36} {'menu':>6} {'title':>6} {'settled':>8}")
+    for row in rows:
+        name = f"{row.page}{' (first run)' if row.first_run else ''}"
+        print(f"  {name:<36} {row.menu_s:>6.2f} {row.title_s:>6.2f} {row.settled_s:>8.2f}")
+    worst = max((row.title_s for row in rows if not row.first_run), default=float("nan"))
+    print(f"  slowest title after the first run: {worst:.2f} s (target {TARGET_S:.0f} s)")
+    if args.json:
+        pages = [dataclasses.asdict(row) for row in rows]
+        print(json.dumps({"model": args.model, "machine": machine, "pages": pages}))
+
+
+if __name__ == "__main__":
+    main()
