@@ -169,12 +169,10 @@ def eviction_controls(model: ModelHandle, choice: gs.EvictionChoice, n_tokens: i
             Generate.EVICT_SOURCE: choice.source,
             Generate.EVICT_SINKS: choice.sinks,
             Generate.EVICT_POLICIES: list(choice.policies),
+            Generate.EVICT_MAX_TOKENS: min(lengths, key=lambda n: abs(n - choice.max_tokens)),
+            Generate.EVICT_BUDGETS: list(choice.budgets or gs.suggested_budgets(n_tokens)),
         }
     )
-    seed_widgets(
-        {Generate.EVICT_MAX_TOKENS: min(lengths, key=lambda n: abs(n - choice.max_tokens))}
-    )
-    seed_widgets({Generate.EVICT_BUDGETS: list(choice.budgets or gs.suggested_budgets(n_tokens))})
     c = st.columns([2, 3, 1, 2])
     c[0].radio(
         "Text",
