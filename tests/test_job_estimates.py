@@ -103,7 +103,7 @@ WORK = {
     ),
     "eviction": (
         "from models.generate.sweep import EvictionSettings, eviction_sweep, estimate\n"
-        "from ui.sections.generate_cache import plain_perplexity\n"
+        "from models.generate.sweep import plain_perplexity\n"
         "settings = EvictionSettings(budgets=(64, 128), max_tokens=N)\n"
         "ids = tokenize(model, text, N)[0]\n"
         "short = EvictionSettings(budgets=(8,), max_tokens=32)\n"

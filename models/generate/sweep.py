@@ -8,12 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from models.cost import Cost
 from models.generate.cost import eviction_estimate
 from models.generate.eviction import full_pass, perplexity, policy_pass, rope_shift
 from models.generate.policies import POLICIES, POLICY_NAMES, Policy
 from models.generate.settings import GenerationError
+from models.generate.view import model_view, view_device
 from models.model.forward import tokenize
 from models.model.handle import ModelHandle
 from models.progress import Progress, part, quiet
@@ -190,6 +192,24 @@ def eviction_sweep(
         positions=positions_note(model),
         losses=losses,
     )
+
+
+def plain_perplexity(model: ModelHandle, ids: torch.Tensor) -> float:
+    """``exp`` of the loss of a plain forward pass with labels (no cache, no policy)."""
+    view = model_view(model)
+    with torch.no_grad():
+        out = view(input_ids=ids.to(view_device(view)), labels=ids.to(view_device(view)))
+    return float(torch.exp(out.loss.to(torch.float64)))
+
+
+def eviction_against_plain(
+    model: ModelHandle, text: str, settings: EvictionSettings, progress: Progress = quiet
+) -> tuple[EvictionResult, float]:
+    """:func:`eviction_sweep` and the plain pass's perplexity of the same tokens, which the
+    full-budget row must equal."""
+    result = eviction_sweep(model, text, settings, progress)
+    ids, _ = tokenize(model, text, settings.max_tokens)
+    return result, plain_perplexity(model, ids)
 
 
 def sink_verdict(result: EvictionResult) -> str:

@@ -8,11 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import streamlit as st
-import torch
 
 from models.classroom.costs import human_bytes
 from models.errors import UserError
-from models.generate import Generation, eviction_sweep
+from models.generate import Generation
 from models.generate.kv import SHARINGS, kv_bytes_per_token, kv_growth, kv_heads
 from models.generate.policies import POLICIES, POLICY_NAMES
 from models.generate.sweep import (
@@ -20,16 +19,14 @@ from models.generate.sweep import (
     EvictionSettings,
     bundled_passage,
     estimate,
+    eviction_against_plain,
     sink_verdict,
 )
-from models.generate.view import model_view, view_device
 from models.model.forward import tokenize
 from models.model.handle import ModelHandle
-from models.progress import Progress
 from ui import session
 from ui.keys import Generate
 from ui.runtime.job_keys import EvictionKey
-from ui.runtime.jobs import Work
 from ui.runtime.policy import AllowedSpec
 from ui.sections.generate import current_state, save
 from ui.session_state import seed_widgets
@@ -214,25 +211,6 @@ def chosen_text(choice: gs.EvictionChoice) -> str:
     return session.current_prompt() if choice.source == "prompt" else choice.pasted
 
 
-def plain_perplexity(model: ModelHandle, ids: torch.Tensor) -> float:
-    """``exp`` of the loss of a plain forward pass with labels (no cache, no policy)."""
-    view = model_view(model)
-    with torch.no_grad():
-        out = view(input_ids=ids.to(view_device(view)), labels=ids.to(view_device(view)))
-    return float(torch.exp(out.loss.to(torch.float64)))
-
-
-def _sweep_work(
-    model: ModelHandle, text: str, settings: EvictionSettings
-) -> Work[tuple[EvictionResult, float]]:
-    def work(progress: Progress) -> tuple[EvictionResult, float]:
-        result = eviction_sweep(model, text, settings, progress)
-        ids, _ = tokenize(model, text, settings.max_tokens)
-        return result, plain_perplexity(model, ids)
-
-    return work
-
-
 def eviction_section(model: ModelHandle) -> None:
     """Settings, the stated cost, Run, then the plot, the table and what the numbers say."""
     if not model.facts.causal:
@@ -300,7 +278,7 @@ def eviction_result(model: ModelHandle, sweep: gs.SweepRequest) -> None:
     found = job_view.run_job(
         key,
         f"Reading {n:,} tokens under each eviction policy",
-        _sweep_work(model, sweep.text, sweep.settings),
+        lambda p: eviction_against_plain(model, sweep.text, sweep.settings, p),
         cost=cost,
     )
     if found is job_view.MISSING:
