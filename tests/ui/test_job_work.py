@@ -19,8 +19,10 @@ from models.circuits.loadings import dla_loadings, path_loadings
 from models.circuits.patching import baseline, head_effects, position_effects
 from models.circuits.paths import path_patching
 from models.classroom.real import layer_activations
+from models.generate.sweep import EvictionSettings, eviction_sweep, plain_perplexity
 from models.head import Head
 from models.heads.finding.induction import measure_repeated
+from models.model.forward import tokenize
 from models.model.spec import ModelSpec
 from models.progress import quiet
 from models.scaling.capture import capture_scores, loss_at
@@ -30,6 +32,7 @@ from ui.runtime.job_keys import (
     AttributionKey,
     CircuitKey,
     DlaLoadingsKey,
+    EvictionKey,
     HeadPatchKey,
     KernelKey,
     LayerKey,
@@ -49,6 +52,7 @@ from ui.runtime.settings import Settings
 
 PROMPT = "def add(a, b):\n    return a + b\n\nprint(add(1, 2))\n"
 FACTORS = (0.5, 1.0, 2.0)
+EVICTION = EvictionSettings(budgets=(8, 16), max_tokens=32)
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +77,7 @@ def keys(bundled):
         "loss sweep": LossSweepKey(logits, FACTORS),
         "kernel": KernelKey(spec, PROMPT, "float32", 64),
         "layer": LayerKey(spec, PROMPT, 1, 64),
+        "eviction": EvictionKey(spec, PROMPT, EVICTION),
     }
 
 
@@ -101,6 +106,10 @@ def direct(model, name: str, keys):
         "loss sweep": lambda: [loss_at(model, PROMPT, c, 64) for c in FACTORS],
         "kernel": lambda: check_kernel(model, PROMPT, max_tokens=64, dtype="float32"),
         "layer": lambda: layer_activations(model, PROMPT, 1, 64),
+        "eviction": lambda: (
+            eviction_sweep(model, PROMPT, EVICTION),
+            plain_perplexity(model, tokenize(model, PROMPT, EVICTION.max_tokens)[0]),
+        ),
     }
     return found[name]()
 
@@ -166,6 +175,7 @@ KINDS = [
     "loss sweep",
     "kernel",
     "layer",
+    "eviction",
 ]
 
 
@@ -177,7 +187,7 @@ def test_every_kind_listed_here_is_registered_and_nothing_else():
     listed = {
         "RunKey", "CircuitKey", "HeadPatchKey", "PositionPatchKey", "AttributionKey", "PathKey",
         "DlaLoadingsKey", "PathLoadingsKey", "WeightsKey", "RepeatedKey", "LogitsKey", "SweepKey",
-        "LossSweepKey", "KernelKey", "LayerKey",
+        "LossSweepKey", "KernelKey", "LayerKey", "EvictionKey",
     }  # fmt: skip
     assert registered == listed
 

@@ -28,6 +28,7 @@ from models.circuits.patching import Baseline, baseline, head_effects, position_
 from models.circuits.paths import PathResult, path_patching
 from models.circuits.task import prepare
 from models.classroom.real import LayerActivations, layer_activations
+from models.generate.sweep import EvictionResult, eviction_against_plain
 from models.heads.finding.induction import RepeatedScores, measure_repeated
 from models.model.handle import ModelHandle
 from models.progress import Progress
@@ -37,6 +38,7 @@ from ui.runtime.job_keys import (
     AttributionKey,
     CircuitKey,
     DlaLoadingsKey,
+    EvictionKey,
     HeadPatchKey,
     KernelKey,
     LayerKey,
@@ -220,3 +222,10 @@ def _layer(
     model: ModelHandle, key: LayerKey, _resolve: Resolve, _progress: Progress
 ) -> LayerActivations:
     return layer_activations(model, key.prompt, key.layer, key.max_tokens)
+
+
+@register(EvictionKey, lambda key: key.spec)
+def _eviction(
+    model: ModelHandle, key: EvictionKey, _resolve: Resolve, progress: Progress
+) -> tuple[EvictionResult, float]:
+    return eviction_against_plain(model, key.text, key.settings, progress)
