@@ -260,3 +260,42 @@ def test_the_saved_png_keeps_the_colour_bars_title(page, mount, bundled):
     start = ink[gaps[-1] + 1]
     assert 2 * 7 <= ink.max() - start + 1 <= 2 * 14
     assert start > 2 * (plot["left"] + 14) + len(data["cols"]) * 2 * plot["cw"]
+
+
+# --- the head grid ---------------------------------------------------------------------------
+
+
+def test_the_grids_head_numbers_hide_the_layers_scrolled_under_them(page, mount):
+    """Scrolled down, every point of the sticky row of head numbers shows the label, not a
+    picture of a layer that went under it."""
+    n_layers, n_heads = 30, 9
+    red = (
+        "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4"
+        "z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
+    )
+    cells = [{"id": f"{i // n_heads}.{i % n_heads}", "src": red} for i in range(n_layers * n_heads)]
+    mount("head_grid")({"cells": cells, "n_heads": n_heads, "selected": "0.0", "cell": 36})
+    page.evaluate("() => { document.body.firstElementChild.shadowRoot"
+                  ".querySelector('.gridbox').scrollTop = 400; }")  # fmt: skip
+    page.wait_for_timeout(100)
+    covered = page.evaluate(
+        """() => {
+          const root = document.body.firstElementChild.shadowRoot;
+          const labels = [...root.querySelectorAll('.lab.top')];
+          const style = getComputedStyle(labels[1]);
+          const hits = [];
+          for (const label of labels) {
+            const r = label.getBoundingClientRect();
+            for (const fx of [0.1, 0.5, 0.9]) {
+              for (const fy of [0.2, 0.5, 0.8]) {
+                const hit = root.elementFromPoint(r.left + fx * r.width, r.top + fy * r.height);
+                hits.push(hit === label || label.contains(hit));
+              }
+            }
+          }
+          return {opacity: style.opacity, background: style.backgroundColor, hits};
+        }"""
+    )
+    assert covered["opacity"] == "1"
+    assert not covered["background"].startswith("rgba("), covered["background"]  # opaque
+    assert all(covered["hits"]), covered["hits"]
