@@ -117,6 +117,9 @@ def test_build_and_download_a_pruned_checkpoint(bundled, tmp_path, monkeypatch):
         "Parameters stored",
         "Forward-pass time, after / before",
     } <= labels
+    stored = next(m for m in at.metric if m.label == "Parameters stored")
+    assert stored.delta == "none removed: the heads are masked"  # GPT-2's heads: masked in place
+    assert stored.proto.direction == stored.proto.MetricDirection.NONE  # no red arrow up for +0
     assert "Download the pruned checkpoint (zip)" in downloads(at)
     written = list((tmp_path / "pruned").iterdir())
     assert any((p / "model.safetensors").is_file() for p in written)

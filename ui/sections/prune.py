@@ -367,11 +367,15 @@ def show_report(report: PruneReport, root: Path, budget: int) -> None:
             delta_color="inverse",
             help="Mean over the texts of each text's loss",
         )
+    removed = report.params_before - report.params_after
     c[1].metric(
         "Parameters stored",
         f"{report.params_after:,}",
-        f"{report.params_after - report.params_before:+,} from {report.params_before:,}",
-        delta_color="inverse",
+        f"{-removed:+,} from {report.params_before:,}"
+        if removed
+        else "none removed: the heads are masked",
+        delta_color="inverse" if removed else "off",
+        delta_arrow="auto" if removed else "off",
         help=f"In use, masked heads left out: {report.params_effective:,}",
     )
     c[2].metric(
