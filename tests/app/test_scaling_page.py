@@ -86,6 +86,9 @@ def test_page_runs_for_bundled_with_loss_sweep():
     assert "hook_attn_scores" in said and "Loss at the model's own scale" in said
     assert at.select_slider(key=Scaling.PICK).value == 0
     assert len(at.get("plotly_chart")) == 6
+    headings = [h.value for h in at.subheader]  # each heatmap is named above it, not below
+    assert "Head 1.0 at the point picked, c = 1/8" in headings
+    assert "Head 1.0 at both ends of the sweep and the point picked" in headings
 
 
 def test_switching_to_alpha_keeps_the_point_at_the_models_own_scale():

@@ -324,6 +324,7 @@ def model_section() -> None:
     labels = [f"({i}) {tok}" for i, tok in enumerate(cap.tokens)]
     scores = torch.from_numpy(cap.scores[head.layer, head.index])
     shown = [0, pick, len(factors) - 1]
+    st.subheader(f"Head {head} at the point picked, c = {fmt_c(factors[pick])}")
     st.plotly_chart(
         head_heatmap(
             scaled_patterns(scores, float(factors[pick])).numpy(),
@@ -333,6 +334,7 @@ def model_section() -> None:
         ),
         width="stretch",
     )
+    st.subheader(f"Head {head} at both ends of the sweep and the point picked")
     st.plotly_chart(
         figs.extremes_figure(
             [scaled_patterns(scores, float(factors[i])).numpy() for i in shown],
