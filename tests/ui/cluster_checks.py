@@ -26,7 +26,7 @@ from tests.ui.cluster_work import StepsKey
 from ui.keys import Session
 from ui.runtime import server
 from ui.runtime.cluster import worker_name
-from ui.runtime.jobs import WorkerLost
+from ui.runtime.jobs import Partial, WorkerLost
 from ui.runtime.policy import admit
 from ui.runtime.settings import Settings
 
@@ -128,6 +128,15 @@ def test_cancel_stops_the_workers_job():
         return info["running"] == 0 and info["stopped"] == 1
 
     wait_for(stopped, "the worker's job stopped by its flag, long before its 400 steps", 10)
+
+
+def test_what_a_job_streams_reaches_the_front_end():
+    pool = server.current().pool
+    allowed = admit(ModelSpec("bundled"), server.current().settings)
+    partial = Partial()
+    job = pool.submit(StepsKey(allowed, 41), "41 steps", None, waiter="visitor", partial=partial)
+    wait_for(lambda: partial.text.startswith("step "), "the worker's text so far arrives here")
+    assert job.future.result(timeout=60) == 41
 
 
 def test_a_killed_worker_is_restarted_and_the_retry_succeeds():

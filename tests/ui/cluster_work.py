@@ -1,6 +1,6 @@
-"""A job kind for the cluster tests: steps that take a while and report each one, so a test can
-stop it, or kill its worker, while it runs. The worker imports this module when it unpickles
-the key, which registers the kind there too."""
+"""A job kind for the cluster tests: steps that take a while and report each one (and stream
+"step N" as their text so far), so a test can stop it, or kill its worker, while it runs. The
+worker imports this module when it unpickles the key, which registers the kind there too."""
 
 import time
 from dataclasses import dataclass
@@ -21,8 +21,9 @@ class StepsKey(JobKey[int]):
 
 
 @register(StepsKey, lambda key: key.spec)
-def _steps(model, key, _resolve, progress):
+def _steps(model, key, _resolve, progress, partial):
     for step in range(key.steps):
         progress(step / key.steps, f"step {step}")
+        partial.update(f"step {step}")
         time.sleep(STEP_S)
     return key.steps

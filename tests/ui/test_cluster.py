@@ -67,7 +67,7 @@ class FlakyCluster:
     def lookup(self, key):
         return None
 
-    def run(self, key, report):
+    def run(self, key, report, partial=None):
         self.calls += 1
         if self.calls == 1:
             raise WorkerLost("The worker computing this stopped before it finished. Press Retry.")

@@ -19,6 +19,8 @@ from models.circuits.loadings import dla_loadings, path_loadings
 from models.circuits.patching import baseline, head_effects, position_effects
 from models.circuits.paths import path_patching
 from models.classroom.real import layer_activations
+from models.generate import generate
+from models.generate.settings import GenerationSettings
 from models.generate.sweep import EvictionSettings, eviction_sweep, plain_perplexity
 from models.head import Head
 from models.heads.finding.induction import measure_repeated
@@ -33,6 +35,7 @@ from ui.runtime.job_keys import (
     CircuitKey,
     DlaLoadingsKey,
     EvictionKey,
+    GenerationKey,
     HeadPatchKey,
     KernelKey,
     LayerKey,
@@ -46,6 +49,7 @@ from ui.runtime.job_keys import (
     SweepKey,
     WeightsKey,
 )
+from ui.runtime.jobs import Partial
 from ui.runtime.policy import admit
 from ui.runtime.result_codec import decode_result, encode
 from ui.runtime.settings import Settings
@@ -53,6 +57,7 @@ from ui.runtime.settings import Settings
 PROMPT = "def add(a, b):\n    return a + b\n\nprint(add(1, 2))\n"
 FACTORS = (0.5, 1.0, 2.0)
 EVICTION = EvictionSettings(budgets=(8, 16), max_tokens=32)
+WRITING = GenerationSettings(max_new_tokens=6, decoding="sample", seed=3)
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +83,7 @@ def keys(bundled):
         "kernel": KernelKey(spec, PROMPT, "float32", 64),
         "layer": LayerKey(spec, PROMPT, 1, 64),
         "eviction": EvictionKey(spec, PROMPT, EVICTION),
+        "generation": GenerationKey(spec, PROMPT, WRITING),
     }
 
 
@@ -110,6 +116,7 @@ def direct(model, name: str, keys):
             eviction_sweep(model, PROMPT, EVICTION),
             plain_perplexity(model, tokenize(model, PROMPT, EVICTION.max_tokens)[0]),
         ),
+        "generation": lambda: generate(model, PROMPT, WRITING),
     }
     return found[name]()
 
@@ -176,6 +183,7 @@ KINDS = [
     "kernel",
     "layer",
     "eviction",
+    "generation",
 ]
 
 
@@ -188,6 +196,7 @@ def test_every_kind_listed_here_is_registered_and_nothing_else():
         "RunKey", "CircuitKey", "HeadPatchKey", "PositionPatchKey", "AttributionKey", "PathKey",
         "DlaLoadingsKey", "PathLoadingsKey", "WeightsKey", "RepeatedKey", "LogitsKey", "SweepKey",
         "LossSweepKey", "KernelKey", "LayerKey", "EvictionKey",
+        "GenerationKey",
     }  # fmt: skip
     assert registered == listed
 
@@ -201,3 +210,14 @@ def test_a_worker_computes_what_the_page_computes(bundled, keys, name):
     assert_same(from_key, direct(bundled, name, keys))
     tree, arrays = encode(from_key)
     assert_same(decode_result(key, tree, arrays), from_key)
+
+
+def test_streaming_work_writes_its_text_so_far_where_it_is_told(bundled, keys):
+    key, seen = keys["generation"], []
+    partial = Partial()
+    partial.update = seen.append  # every text the work hands on, in order
+    found = job_work.compute(key, bundled, resolver(bundled), quiet, partial)
+    assert len(seen) == len(found.steps)
+    written = [step.choice.token_id for step in found.steps]
+    assert seen[-1] == bundled.tokenizer.decode(written, skip_special_tokens=False)
+    assert seen[0] == bundled.tokenizer.decode(written[:1], skip_special_tokens=False)

@@ -41,7 +41,7 @@ from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 from models.model.handle import ModelHandle
 from models.progress import Cancelled, Progress, quiet
 from ui.runtime import job_work
-from ui.runtime.jobs import ClusterUnavailable, WorkerLost
+from ui.runtime.jobs import ClusterUnavailable, Partial, WorkerLost
 from ui.runtime.kept_results import key_name
 from ui.runtime.models import ModelStore
 from ui.runtime.policy import AllowedSpec, admit
@@ -107,6 +107,7 @@ class ModelWorker:
         self._lock = threading.Lock()
         self._flags: dict[str, threading.Event] = {}
         self._progress: dict[str, tuple[float, str]] = {}
+        self._partials: dict[str, Partial] = {}
 
     @ray.method
     def info(self) -> dict[str, int]:
@@ -137,6 +138,7 @@ class ModelWorker:
             raise TypeError("this job belongs to another model's worker")
         flag = self._flags.setdefault(job_id, threading.Event())
         self._progress[job_id] = (0.0, "starting")
+        partial = self._partials[job_id] = Partial()
 
         def progress(fraction: float, text: str) -> None:
             if flag.is_set():
@@ -145,7 +147,7 @@ class ModelWorker:
 
         start = time.perf_counter()
         try:
-            value = self._resolve(key, progress)
+            value = self._resolve(key, progress, partial)
             encoded = encode(value)
             ray.get(self.shared.put.remote(key_name(key), encoded))
             return encoded, time.perf_counter() - start
@@ -155,15 +157,18 @@ class ModelWorker:
         finally:
             self._flags.pop(job_id, None)
             self._progress.pop(job_id, None)
+            self._partials.pop(job_id, None)
 
-    def _resolve(self, key: JobKey[R], progress: Progress = quiet) -> R:
+    def _resolve(
+        self, key: JobKey[R], progress: Progress = quiet, partial: Partial | None = None
+    ) -> R:
         """``key``'s result: kept here, shared by another worker, or computed now."""
 
         def compute() -> R:
             encoded: Encoded | None = ray.get(self.shared.get.remote(key_name(key)))
             if encoded is not None:
                 return decode_result(key, encoded[0], encoded[1])
-            value = job_work.compute(key, self._model(), self._dependency, progress)
+            value = job_work.compute(key, self._model(), self._dependency, progress, partial)
             self.computed += 1
             return value
 
@@ -175,8 +180,11 @@ class ModelWorker:
         return value
 
     @ray.method
-    def progress(self, job_id: str) -> tuple[float, str]:
-        return self._progress.get(job_id, (0.0, "waiting for the worker"))
+    def progress(self, job_id: str) -> tuple[float, str, str]:
+        """The job's last progress report and what it has produced so far (streaming work)."""
+        fraction, text = self._progress.get(job_id, (0.0, "waiting for the worker"))
+        partial = self._partials.get(job_id)
+        return fraction, text, partial.text if partial is not None else ""
 
     @ray.method
     def cancel(self, job_id: str) -> None:
@@ -271,9 +279,10 @@ class Cluster:
         value = decode_result(key, encoded[0], encoded[1])
         return value
 
-    def run(self, key: JobKey[R], report: Progress) -> R:
+    def run(self, key: JobKey[R], report: Progress, partial: Partial | None = None) -> R:
         """``key``'s result, computed by its model's worker; ``report`` gets the worker's
-        progress and stops the work by raising :class:`Cancelled`.
+        progress and stops the work by raising :class:`Cancelled`, and ``partial`` what the
+        work has produced so far (streaming work), as often as progress is polled.
 
         Raises:
             WorkerLost: the worker died during the job (Ray restarts it; a retry works).
@@ -287,7 +296,9 @@ class Cluster:
             start = time.perf_counter()
             try:
                 while not ray.wait([ref], timeout=POLL_S)[0]:
-                    fraction, text = ray.get(actor.progress.remote(job_id), timeout=CALL_S)
+                    fraction, text, so_far = ray.get(actor.progress.remote(job_id), timeout=CALL_S)
+                    if partial is not None and so_far != partial.text:
+                        partial.update(so_far)
                     report(fraction, text)
             except Cancelled:
                 actor.cancel.remote(job_id)

@@ -4,8 +4,10 @@ runs).
 A page hands the pool its work as a closure over the loaded model; a Ray worker
 (:mod:`ui.runtime.cluster`) has only the key, so each kind it can run is registered here with
 how to find its model (:func:`spec_of`) and how to compute its result from the model and the
-key's validated fields (:func:`compute`): the same calls the pages make. A key kind not
-registered here always runs in the front end's own pool. No Streamlit, no Ray here.
+key's validated fields (:func:`compute`): the same calls the pages make. Work that streams
+what it has so far (generation's text) writes it to the :class:`ui.runtime.jobs.Partial` it is
+given, here or on a worker, which hands it on to the front end. A key kind not registered here
+always runs in the front end's own pool. No Streamlit, no Ray here.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from models.circuits.patching import Baseline, baseline, head_effects, position_
 from models.circuits.paths import PathResult, path_patching
 from models.circuits.task import prepare
 from models.classroom.real import LayerActivations, layer_activations
+from models.generate import Generation, Step, generate
+from models.generate.settings import GenerationSettings
 from models.generate.sweep import EvictionResult, eviction_against_plain
 from models.heads.finding.induction import RepeatedScores, measure_repeated
 from models.model.handle import ModelHandle
@@ -39,6 +43,7 @@ from ui.runtime.job_keys import (
     CircuitKey,
     DlaLoadingsKey,
     EvictionKey,
+    GenerationKey,
     HeadPatchKey,
     KernelKey,
     LayerKey,
@@ -52,6 +57,7 @@ from ui.runtime.job_keys import (
     SweepKey,
     WeightsKey,
 )
+from ui.runtime.jobs import Partial
 from ui.runtime.policy import AllowedSpec
 from ui.runtime.store import JobKey
 
@@ -64,7 +70,7 @@ class Resolve(Protocol):
     def __call__(self, key: JobKey[R], /) -> R: ...
 
 
-Compute = Callable[[ModelHandle, Any, Resolve, Progress], object]
+Compute = Callable[[ModelHandle, Any, Resolve, Progress, Partial], object]
 
 _WORK: dict[type, tuple[Callable[[Any], AllowedSpec], Compute]] = {}
 
@@ -94,40 +100,59 @@ def spec_of(key: JobKey[Any]) -> AllowedSpec:
 
 
 @overload
-def compute(key: JobKey[R], model: ModelHandle, resolve: Resolve, progress: Progress) -> R: ...
+def compute(
+    key: JobKey[R],
+    model: ModelHandle,
+    resolve: Resolve,
+    progress: Progress,
+    partial: Partial | None = None,
+) -> R: ...
 
 
 @overload
-def compute(key: Hashable, model: ModelHandle, resolve: Resolve, progress: Progress) -> object: ...
+def compute(
+    key: Hashable,
+    model: ModelHandle,
+    resolve: Resolve,
+    progress: Progress,
+    partial: Partial | None = None,
+) -> object: ...
 
 
-def compute(key: Hashable, model: ModelHandle, resolve: Resolve, progress: Progress) -> object:
+def compute(
+    key: Hashable,
+    model: ModelHandle,
+    resolve: Resolve,
+    progress: Progress,
+    partial: Partial | None = None,
+) -> object:
     """``key``'s result, computed on ``model`` (``resolve`` gives the keys it builds on): the
-    work registered for ``key``'s class, which returns what that class declares.
+    work registered for ``key``'s class, which returns what that class declares; streaming
+    work writes what it has so far to ``partial``.
 
     Raises:
         KeyError: a kind not registered here.
     """
-    return _WORK[type(key)][1](model, key, resolve, progress)
+    return _WORK[type(key)][1](model, key, resolve, progress, partial or Partial())
 
 
 @register(RunKey, lambda key: key.spec)
 def _capture(
-    model: ModelHandle, key: RunKey, _resolve: Resolve, progress: Progress
+    model: ModelHandle, key: RunKey, _resolve: Resolve, progress: Progress, _partial: Partial
 ) -> AttentionRun:
     return capture(model, key.prompt, max_tokens=key.max_tokens, progress=progress)
 
 
 @register(CircuitKey, lambda key: key.spec)
 def _baseline(
-    model: ModelHandle, key: CircuitKey, _resolve: Resolve, progress: Progress
+    model: ModelHandle, key: CircuitKey, _resolve: Resolve, progress: Progress, _partial: Partial
 ) -> Baseline:
     return baseline(model, prepare(model, key.task), progress=progress)
 
 
 @register(HeadPatchKey, lambda key: key.circuit.spec)
 def _head_patch(
-    model: ModelHandle, key: HeadPatchKey, resolve: Resolve, progress: Progress
+    model: ModelHandle, key: HeadPatchKey, resolve: Resolve, progress: Progress, _partial: Partial
 ) -> np.ndarray:
     setup = prepare(model, key.circuit.task)
     return head_effects(model, setup, resolve(key.circuit), progress=progress)
@@ -135,7 +160,11 @@ def _head_patch(
 
 @register(PositionPatchKey, lambda key: key.circuit.spec)
 def _position_patch(
-    model: ModelHandle, key: PositionPatchKey, resolve: Resolve, progress: Progress
+    model: ModelHandle,
+    key: PositionPatchKey,
+    resolve: Resolve,
+    progress: Progress,
+    _partial: Partial,
 ) -> np.ndarray:
     setup, head = prepare(model, key.circuit.task), key.head
     base = resolve(key.circuit)
@@ -144,7 +173,11 @@ def _position_patch(
 
 @register(AttributionKey, lambda key: key.circuit.spec)
 def _attribution(
-    model: ModelHandle, key: AttributionKey, _resolve: Resolve, progress: Progress
+    model: ModelHandle,
+    key: AttributionKey,
+    _resolve: Resolve,
+    progress: Progress,
+    _partial: Partial,
 ) -> AtPFindings:
     return attribution_findings(
         model,
@@ -158,74 +191,111 @@ def _attribution(
 
 
 @register(PathKey, lambda key: key.circuit.spec)
-def _path(model: ModelHandle, key: PathKey, _resolve: Resolve, progress: Progress) -> PathResult:
+def _path(
+    model: ModelHandle, key: PathKey, _resolve: Resolve, progress: Progress, _partial: Partial
+) -> PathResult:
     setup = prepare(model, key.circuit.task)
     return path_patching(model, setup, key.receiver, key.input, mlps=key.mlps, progress=progress)
 
 
 @register(DlaLoadingsKey, lambda key: key.circuit.spec)
 def _dla_loadings(
-    model: ModelHandle, key: DlaLoadingsKey, _resolve: Resolve, progress: Progress
+    model: ModelHandle,
+    key: DlaLoadingsKey,
+    _resolve: Resolve,
+    progress: Progress,
+    _partial: Partial,
 ) -> Loadings:
     return dla_loadings(model, prepare(model, key.circuit.task), key.head, progress)
 
 
 @register(PathLoadingsKey, lambda key: key.path.circuit.spec)
 def _path_loadings(
-    model: ModelHandle, key: PathLoadingsKey, resolve: Resolve, _progress: Progress
+    model: ModelHandle,
+    key: PathLoadingsKey,
+    resolve: Resolve,
+    _progress: Progress,
+    _partial: Partial,
 ) -> Loadings:
     return path_loadings(model, prepare(model, key.path.circuit.task), resolve(key.path))
 
 
 @register(WeightsKey, lambda key: key.spec)
 def _weights(
-    model: ModelHandle, _key: WeightsKey, _resolve: Resolve, progress: Progress
+    model: ModelHandle, _key: WeightsKey, _resolve: Resolve, progress: Progress, _partial: Partial
 ) -> WeightFindings:
     return weight_findings(model, progress)
 
 
 @register(RepeatedKey, lambda key: key.spec)
 def _repeated(
-    model: ModelHandle, key: RepeatedKey, _resolve: Resolve, progress: Progress
+    model: ModelHandle, key: RepeatedKey, _resolve: Resolve, progress: Progress, _partial: Partial
 ) -> RepeatedScores:
     return measure_repeated(model, key.seq_len, key.batch, key.seed, progress=progress)
 
 
 @register(LogitsKey, lambda key: key.spec)
 def _logits(
-    model: ModelHandle, key: LogitsKey, _resolve: Resolve, _progress: Progress
+    model: ModelHandle, key: LogitsKey, _resolve: Resolve, _progress: Progress, _partial: Partial
 ) -> ScoreCapture:
     return capture_scores(model, key.prompt, key.max_tokens)
 
 
 @register(SweepKey, lambda key: key.logits.spec)
-def _sweep(model: ModelHandle, key: SweepKey, resolve: Resolve, _progress: Progress) -> SweepStats:
+def _sweep(
+    model: ModelHandle, key: SweepKey, resolve: Resolve, _progress: Progress, _partial: Partial
+) -> SweepStats:
     return sweep(resolve(key.logits).scores, np.asarray(key.factors))
 
 
 @register(LossSweepKey, lambda key: key.logits.spec)
 def _loss_sweep(
-    model: ModelHandle, key: LossSweepKey, _resolve: Resolve, progress: Progress
+    model: ModelHandle, key: LossSweepKey, _resolve: Resolve, progress: Progress, _partial: Partial
 ) -> list[FactorLoss]:
     return loss_curve(model, key.logits.prompt, key.factors, key.logits.max_tokens, progress)
 
 
 @register(KernelKey, lambda key: key.spec)
 def _kernel(
-    model: ModelHandle, key: KernelKey, _resolve: Resolve, _progress: Progress
+    model: ModelHandle, key: KernelKey, _resolve: Resolve, _progress: Progress, _partial: Partial
 ) -> KernelReport:
     return check_kernel(model, key.prompt, max_tokens=key.max_tokens, dtype=key.dtype)
 
 
 @register(LayerKey, lambda key: key.spec)
 def _layer(
-    model: ModelHandle, key: LayerKey, _resolve: Resolve, _progress: Progress
+    model: ModelHandle, key: LayerKey, _resolve: Resolve, _progress: Progress, _partial: Partial
 ) -> LayerActivations:
     return layer_activations(model, key.prompt, key.layer, key.max_tokens)
 
 
 @register(EvictionKey, lambda key: key.spec)
 def _eviction(
-    model: ModelHandle, key: EvictionKey, _resolve: Resolve, progress: Progress
+    model: ModelHandle, key: EvictionKey, _resolve: Resolve, progress: Progress, _partial: Partial
 ) -> tuple[EvictionResult, float]:
     return eviction_against_plain(model, key.text, key.settings, progress)
+
+
+def streamed_generation(
+    model: ModelHandle,
+    prompt: str,
+    settings: GenerationSettings,
+    progress: Progress,
+    partial: Partial,
+) -> Generation:
+    """:func:`models.generate.generate`, with the text written so far in ``partial`` after
+    every step (the page shows it while the model writes)."""
+    written: list[int] = []
+
+    def on_step(step: Step) -> None:
+        written.append(step.choice.token_id)
+        partial.update(model.tokenizer.decode(written, skip_special_tokens=False))
+
+    return generate(model, prompt, settings, on_step=on_step, progress=progress)
+
+
+@register(GenerationKey, lambda key: key.spec)
+def _generation(
+    model: ModelHandle, key: GenerationKey, _resolve: Resolve, progress: Progress, partial: Partial
+) -> Generation:
+    return streamed_generation(model, key.prompt, key.settings, progress, partial)

@@ -74,7 +74,7 @@ class Remote(Protocol):
 
     def runs(self, key: JobKey[Any]) -> bool: ...
 
-    def run(self, key: JobKey[R], report: Progress) -> R: ...
+    def run(self, key: JobKey[R], report: Progress, partial: Partial | None = None) -> R: ...
 
     def lookup(self, key: JobKey[R]) -> R | None: ...
 
@@ -387,7 +387,7 @@ class JobPool:
         cluster = self.cluster
         if cluster is not None and cluster.runs(job.key):
             try:
-                return cluster.run(job.key, job.report)
+                return cluster.run(job.key, job.report, job.partial)
             except ClusterUnavailable:
                 pass  # the cluster's notice says so; the work runs here
         return work(job.report)

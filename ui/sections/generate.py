@@ -16,14 +16,15 @@ from typing import Any
 import streamlit as st
 
 from models.errors import UserError
-from models.generate import Generation, Step, generate
+from models.generate import Generation
 from models.generate.cost import generation_estimate
 from models.generate.settings import DECODINGS, MAX_NEW_TOKENS, chat_text, check, prepare_prompt
 from models.model.handle import ModelHandle
 from ui import session
 from ui.keys import Generate
+from ui.runtime import job_work
 from ui.runtime.job_keys import GenerationKey
-from ui.runtime.jobs import Partial, Work
+from ui.runtime.jobs import Partial
 from ui.runtime.policy import AllowedSpec
 from ui.session_state import keep, seed_widgets
 from ui.state import generate as gs
@@ -181,18 +182,6 @@ def templated(model: ModelHandle, chat: bool) -> None:
 # --- the generation as a job --------------------------------------------------------------------
 
 
-def _work(model: ModelHandle, request: Request, partial: Partial) -> Work[Generation]:
-    written: list[int] = []
-
-    def on_step(step: Step) -> None:
-        written.append(step.choice.token_id)
-        partial.update(model.tokenizer.decode(written, skip_special_tokens=False))
-
-    return lambda progress: generate(
-        model, request.prompt, request.settings, on_step=on_step, progress=progress
-    )
-
-
 def generation(model: ModelHandle) -> tuple[GenerationKey, Generation] | None:
     """The generation asked for, streamed while it runs (None: nothing to show yet)."""
     state = current_state()
@@ -228,7 +217,9 @@ def generation(model: ModelHandle) -> tuple[GenerationKey, Generation] | None:
             key,
             f"Writing up to {n_new:,} tokens after a {prompt.n_full:,}-token prompt with "
             f"{facts.name}",
-            _work(model, request, partial),
+            lambda progress: job_work.streamed_generation(
+                model, request.prompt, request.settings, progress, partial
+            ),
             cost=estimate,
             partial=partial,
         )
