@@ -23,6 +23,9 @@ from models.generate import generate
 from models.generate.settings import GenerationSettings
 from models.generate.sweep import EvictionSettings, eviction_sweep, plain_perplexity
 from models.head import Head
+from models.heads.atlas.compute import compute_atlas
+from models.heads.finding.corpus import Corpus, default_corpus
+from models.heads.finding.corpus_scores import score_corpus
 from models.heads.finding.induction import measure_repeated
 from models.model.forward import tokenize
 from models.model.spec import ModelSpec
@@ -31,8 +34,10 @@ from models.scaling.capture import capture_scores, loss_at
 from models.scaling.maths import sweep
 from ui.runtime import job_work
 from ui.runtime.job_keys import (
+    AtlasKey,
     AttributionKey,
     CircuitKey,
+    CorpusScoresKey,
     DlaLoadingsKey,
     EvictionKey,
     GenerationKey,
@@ -49,7 +54,7 @@ from ui.runtime.job_keys import (
     SweepKey,
     WeightsKey,
 )
-from ui.runtime.jobs import Partial
+from ui.runtime.jobs import JobPool, Partial, RunHere
 from ui.runtime.policy import admit
 from ui.runtime.result_codec import decode_result, encode
 from ui.runtime.settings import Settings
@@ -66,6 +71,7 @@ def keys(bundled):
     circuit = CircuitKey(spec, copying_task(bundled))
     path = PathKey(circuit, Head(2, 1), "q", "recomputed")
     logits = LogitsKey(spec, PROMPT, 64)
+    corpus = default_corpus(bundled).head(3).key  # what a worker can rebuild from the model
     return {
         "run": RunKey(spec, PROMPT, None),
         "circuit": circuit,
@@ -84,6 +90,8 @@ def keys(bundled):
         "layer": LayerKey(spec, PROMPT, 1, 64),
         "eviction": EvictionKey(spec, PROMPT, EVICTION),
         "generation": GenerationKey(spec, PROMPT, WRITING),
+        "corpus scores": CorpusScoresKey(spec, corpus, 48),
+        "atlas": AtlasKey(spec, corpus, 48),
     }
 
 
@@ -117,6 +125,8 @@ def direct(model, name: str, keys):
             plain_perplexity(model, tokenize(model, PROMPT, EVICTION.max_tokens)[0]),
         ),
         "generation": lambda: generate(model, PROMPT, WRITING),
+        "corpus scores": lambda: score_corpus(model, default_corpus(model).head(3).texts, 48),
+        "atlas": lambda: compute_atlas(model, default_corpus(model).head(3), 48),
     }
     return found[name]()
 
@@ -184,6 +194,8 @@ KINDS = [
     "layer",
     "eviction",
     "generation",
+    "corpus scores",
+    "atlas",
 ]
 
 
@@ -196,7 +208,7 @@ def test_every_kind_listed_here_is_registered_and_nothing_else():
         "RunKey", "CircuitKey", "HeadPatchKey", "PositionPatchKey", "AttributionKey", "PathKey",
         "DlaLoadingsKey", "PathLoadingsKey", "WeightsKey", "RepeatedKey", "LogitsKey", "SweepKey",
         "LossSweepKey", "KernelKey", "LayerKey", "EvictionKey",
-        "GenerationKey",
+        "GenerationKey", "CorpusScoresKey", "AtlasKey",
     }  # fmt: skip
     assert registered == listed
 
@@ -221,3 +233,30 @@ def test_streaming_work_writes_its_text_so_far_where_it_is_told(bundled, keys):
     written = [step.choice.token_id for step in found.steps]
     assert seen[-1] == bundled.tokenizer.decode(written, skip_special_tokens=False)
     assert seen[0] == bundled.tokenizer.decode(written[:1], skip_special_tokens=False)
+
+
+class RefusingCluster:
+    """A cluster whose worker cannot rebuild the job's inputs."""
+
+    notice = None
+
+    def runs(self, key) -> bool:
+        return True
+
+    def lookup(self, key):
+        return None
+
+    def run(self, key, report, partial=None):
+        raise RunHere("the corpus is not the model's bundled one")
+
+
+def test_a_corpus_only_the_front_end_holds_is_computed_there(bundled, keys):
+    upload = Corpus("notes.txt", ("one two three one two three", "four five"), "an upload")
+    key = CorpusScoresKey(keys["run"].spec, upload.key, 48)
+    with pytest.raises(RunHere):
+        job_work.compute(key, bundled, resolver(bundled), quiet)
+    pool = JobPool(Settings())
+    pool.cluster = RefusingCluster()
+    job = pool.submit(key, "scores", lambda p: score_corpus(bundled, upload.texts, 48, p))
+    assert_same(job.future.result(timeout=120), score_corpus(bundled, upload.texts, 48))
+    assert pool.cluster.notice is None  # nothing is wrong with the cluster

@@ -33,14 +33,19 @@ from models.classroom.real import LayerActivations, layer_activations
 from models.generate import Generation, Step, generate
 from models.generate.settings import GenerationSettings
 from models.generate.sweep import EvictionResult, eviction_against_plain
+from models.heads.atlas.compute import Atlas, compute_atlas
+from models.heads.finding.corpus import Corpus, bundled_corpus_with_key
+from models.heads.finding.corpus_scores import CorpusScores, score_corpus
 from models.heads.finding.induction import RepeatedScores, measure_repeated
 from models.model.handle import ModelHandle
 from models.progress import Progress
 from models.scaling.capture import FactorLoss, ScoreCapture, capture_scores, loss_curve
 from models.scaling.maths import SweepStats, sweep
 from ui.runtime.job_keys import (
+    AtlasKey,
     AttributionKey,
     CircuitKey,
+    CorpusScoresKey,
     DlaLoadingsKey,
     EvictionKey,
     GenerationKey,
@@ -57,7 +62,7 @@ from ui.runtime.job_keys import (
     SweepKey,
     WeightsKey,
 )
-from ui.runtime.jobs import Partial
+from ui.runtime.jobs import Partial, RunHere
 from ui.runtime.policy import AllowedSpec
 from ui.runtime.store import JobKey
 
@@ -299,3 +304,31 @@ def _generation(
     model: ModelHandle, key: GenerationKey, _resolve: Resolve, progress: Progress, partial: Partial
 ) -> Generation:
     return streamed_generation(model, key.prompt, key.settings, progress, partial)
+
+
+def corpus_of(model: ModelHandle, key: str) -> Corpus:
+    """The corpus whose content key is ``key``, when the model's bundled corpus (or its first
+    passages) is that corpus.
+
+    Raises:
+        RunHere: any other corpus (an upload, the sidebar's prompt): only the front end that
+            read it holds its texts.
+    """
+    found = bundled_corpus_with_key(model, key)
+    if found is None:
+        raise RunHere("the corpus is not the model's bundled one")
+    return found
+
+
+@register(CorpusScoresKey, lambda key: key.spec)
+def _corpus_scores(
+    model: ModelHandle, key: CorpusScoresKey, _resolve: Resolve, progress: Progress, _p: Partial
+) -> CorpusScores:
+    return score_corpus(model, corpus_of(model, key.corpus).texts, key.max_tokens, progress)
+
+
+@register(AtlasKey, lambda key: key.spec)
+def _atlas(
+    model: ModelHandle, key: AtlasKey, _resolve: Resolve, progress: Progress, _p: Partial
+) -> Atlas:
+    return compute_atlas(model, corpus_of(model, key.corpus), key.max_tokens, progress=progress)

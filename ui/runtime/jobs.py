@@ -67,6 +67,11 @@ class ClusterUnavailable(Exception):
     """The cluster cannot be reached (its message says so, for the operator's notice)."""
 
 
+class RunHere(Exception):
+    """The cluster cannot run this job from its key alone (an input it does not hold, such as
+    an uploaded corpus): this process runs it, and nothing is wrong with the cluster."""
+
+
 class Remote(Protocol):
     """Where the pool's work runs past this process (:class:`ui.runtime.cluster.Cluster`)."""
 
@@ -390,6 +395,8 @@ class JobPool:
                 return cluster.run(job.key, job.report, job.partial)
             except ClusterUnavailable:
                 pass  # the cluster's notice says so; the work runs here
+            except RunHere:
+                pass  # an input only this process holds
         return work(job.report)
 
     def get(self, key: JobKey[R]) -> Job[R] | None:

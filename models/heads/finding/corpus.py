@@ -365,3 +365,19 @@ def default_corpus(model: Any) -> Corpus:
         per_passage = max(MIN_PASSAGE_TOKENS, min(120, model.facts.n_ctx - 8))
         return stdlib_held_out(BUNDLED_DIR, model.tokenizer, per_passage)
     return english()
+
+
+def bundled_corpus_with_key(model: Any, key: str) -> Corpus | None:
+    """The model's bundled corpus, or its first passages, whose :attr:`Corpus.key` is ``key``;
+    None for any other corpus (an upload, the sidebar's prompt). Built once per model."""
+    found = model.memo.get("bundled_corpus")
+    if found is None:
+        found = model.memo["bundled_corpus"] = default_corpus(model)
+    if not key.startswith(f"{found.name}:"):
+        return None
+    digest = hashlib.sha256()  # the key of every prefix in one pass over the texts
+    for n, text in enumerate(found.texts, start=1):
+        digest.update(("\x00" if n > 1 else "").encode("utf-8") + text.encode("utf-8"))
+        if key == f"{found.name}:{digest.copy().hexdigest()[:16]}":
+            return found.head(n)
+    return None
