@@ -41,7 +41,7 @@ COSTLY: dict[str, set[str]] = {
     "models.circuits.why_keep": {"keep"},
     "models.generate": {"generate", "eviction_sweep"},
     "models.generate.generation": {"generate"},
-    "ui.runtime.job_work": {"compute", "streamed_generation"},
+    "ui.runtime.job_work": {"compute", "streamed_generation", "curve_of"},
     "models.generate.sweep": {"eviction_sweep", "eviction_against_plain", "plain_perplexity"},
     "models.heads.atlas.compute": {"compute_atlas"},
     "models.heads.finding.corpus_scores": {"score_corpus"},

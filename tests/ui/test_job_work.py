@@ -27,6 +27,9 @@ from models.heads.atlas.compute import compute_atlas
 from models.heads.finding.corpus import Corpus, default_corpus
 from models.heads.finding.corpus_scores import score_corpus
 from models.heads.finding.induction import measure_repeated
+from models.heads.pruning.ablation import pruning_order
+from models.heads.pruning.importance import measure_corpus_importance, pruning_curve
+from models.heads.pruning.loss import budget_tasks
 from models.model.forward import tokenize
 from models.model.spec import ModelSpec
 from models.progress import quiet
@@ -38,10 +41,12 @@ from ui.runtime.job_keys import (
     AttributionKey,
     CircuitKey,
     CorpusScoresKey,
+    CurveKey,
     DlaLoadingsKey,
     EvictionKey,
     GenerationKey,
     HeadPatchKey,
+    ImportanceKey,
     KernelKey,
     LayerKey,
     LogitsKey,
@@ -92,6 +97,8 @@ def keys(bundled):
         "generation": GenerationKey(spec, PROMPT, WRITING),
         "corpus scores": CorpusScoresKey(spec, corpus, 48),
         "atlas": AtlasKey(spec, corpus, 48),
+        "importance": (importance := ImportanceKey(spec, corpus, 64, 48, ("gradient", "zero"))),
+        "curve": CurveKey(importance, "gradient", "zero"),
     }
 
 
@@ -100,6 +107,7 @@ def direct(model, name: str, keys):
     circuit = keys["circuit"]
     setup = prepare(model, circuit.task)
     base = baseline(model, setup)
+    tasks = budget_tasks(model, default_corpus(model).head(3).texts, 64, 48)
     found = {
         "run": lambda: capture(model, PROMPT),
         "circuit": lambda: base,
@@ -127,8 +135,22 @@ def direct(model, name: str, keys):
         "generation": lambda: generate(model, PROMPT, WRITING),
         "corpus scores": lambda: score_corpus(model, default_corpus(model).head(3).texts, 48),
         "atlas": lambda: compute_atlas(model, default_corpus(model).head(3), 48),
+        "importance": lambda: measure_corpus_importance(model, tasks, ("gradient", "zero")),
+        "curve": lambda: pruning_curve(
+            model,
+            tasks,
+            pruning_order(
+                measure_corpus_importance(model, tasks, ("gradient",)).ranking("gradient")
+            ),
+            "zero",
+        ),
     }
     return found[name]()
+
+
+def gradient_order(model, tasks):
+    """The heads from least to most important by the gradient ranking, as the page orders them."""
+    return pruning_order(measure_corpus_importance(model, tasks, ("gradient",)).ranking("gradient"))
 
 
 def resolver(model):
@@ -196,6 +218,8 @@ KINDS = [
     "generation",
     "corpus scores",
     "atlas",
+    "importance",
+    "curve",
 ]
 
 
@@ -209,6 +233,7 @@ def test_every_kind_listed_here_is_registered_and_nothing_else():
         "DlaLoadingsKey", "PathLoadingsKey", "WeightsKey", "RepeatedKey", "LogitsKey", "SweepKey",
         "LossSweepKey", "KernelKey", "LayerKey", "EvictionKey",
         "GenerationKey", "CorpusScoresKey", "AtlasKey",
+        "ImportanceKey", "CurveKey",
     }  # fmt: skip
     assert registered == listed
 

@@ -40,6 +40,7 @@ from models.heads.atlas.compute import Atlas
 from models.heads.finding.corpus import Corpus
 from models.heads.finding.corpus_scores import CorpusScores
 from models.heads.finding.induction import RepeatedScores
+from models.heads.names import AblationMethod, Ranking
 from models.heads.pruning.export import PruneReport
 from models.heads.pruning.importance import CorpusImportance
 from models.model.weights import Projection
@@ -191,8 +192,8 @@ class CurveKey(JobKey[tuple[list[int], np.ndarray]]):
     persist = True
 
     importance: ImportanceKey
-    ranking: str
-    method: str
+    ranking: Ranking
+    method: AblationMethod
 
 
 @dataclass(frozen=True)

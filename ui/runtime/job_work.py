@@ -37,6 +37,15 @@ from models.heads.atlas.compute import Atlas, compute_atlas
 from models.heads.finding.corpus import Corpus, bundled_corpus_with_key
 from models.heads.finding.corpus_scores import CorpusScores, score_corpus
 from models.heads.finding.induction import RepeatedScores, measure_repeated
+from models.heads.names import AblationMethod, Ranking
+from models.heads.pruning.ablation import pruning_order
+from models.heads.pruning.importance import (
+    CorpusImportance,
+    corpus_means,
+    measure_corpus_importance,
+    pruning_curve,
+)
+from models.heads.pruning.loss import LossTask, budget_tasks
 from models.model.handle import ModelHandle
 from models.progress import Progress
 from models.scaling.capture import FactorLoss, ScoreCapture, capture_scores, loss_curve
@@ -46,10 +55,12 @@ from ui.runtime.job_keys import (
     AttributionKey,
     CircuitKey,
     CorpusScoresKey,
+    CurveKey,
     DlaLoadingsKey,
     EvictionKey,
     GenerationKey,
     HeadPatchKey,
+    ImportanceKey,
     KernelKey,
     LayerKey,
     LogitsKey,
@@ -332,3 +343,42 @@ def _atlas(
     model: ModelHandle, key: AtlasKey, _resolve: Resolve, progress: Progress, _p: Partial
 ) -> Atlas:
     return compute_atlas(model, corpus_of(model, key.corpus), key.max_tokens, progress=progress)
+
+
+def loss_tasks(model: ModelHandle, key: ImportanceKey) -> list[LossTask]:
+    """The texts of ``key``'s corpus cut to its token budget, as the page cuts them."""
+    texts = corpus_of(model, key.corpus).texts
+    return budget_tasks(model, texts, key.budget, key.max_tokens)
+
+
+def curve_of(
+    model: ModelHandle,
+    tasks: list[LossTask],
+    importance: CorpusImportance,
+    ranking: Ranking,
+    method: AblationMethod,
+    progress: Progress,
+) -> tuple[list[int], np.ndarray]:
+    """The loss with the k least important heads (by ``ranking``) ablated together, for the
+    page's points k; mean ablation takes the heads' corpus means (measured now if the
+    importance did not keep them)."""
+    order = pruning_order(importance.ranking(ranking))
+    means = importance.means
+    if method == "mean" and means is None:
+        means = corpus_means(model, tasks)
+    return pruning_curve(model, tasks, order, method, means, progress)
+
+
+@register(ImportanceKey, lambda key: key.spec)
+def _importance(
+    model: ModelHandle, key: ImportanceKey, _resolve: Resolve, progress: Progress, _p: Partial
+) -> CorpusImportance:
+    return measure_corpus_importance(model, loss_tasks(model, key), key.methods, progress)
+
+
+@register(CurveKey, lambda key: key.importance.spec)
+def _curve(
+    model: ModelHandle, key: CurveKey, resolve: Resolve, progress: Progress, _p: Partial
+) -> tuple[list[int], np.ndarray]:
+    tasks = loss_tasks(model, key.importance)
+    return curve_of(model, tasks, resolve(key.importance), key.ranking, key.method, progress)

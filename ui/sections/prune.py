@@ -33,10 +33,9 @@ from models.heads.table import corpus_prune_list, prune_list_json
 from models.model.handle import ModelHandle
 from models.model.spec import DType
 from models.model.weights import original
-from models.progress import Progress
 from ui import session
 from ui.keys import Heads
-from ui.runtime import server
+from ui.runtime import job_work, server
 from ui.runtime.job_keys import CurveKey, ImportanceKey, PruneKey
 from ui.sections.heads import current_view, save
 from ui.session_state import keep, seed_widgets
@@ -180,16 +179,12 @@ def show_importance(model: ModelHandle, corpus: Corpus, measured: Measured) -> l
     ks = imp_.curve_points(len(order))
     sizes = [int(t.ids.shape[1]) for t in measured.tasks]
 
-    def work_curve(progress: Progress) -> tuple[list[int], np.ndarray]:
-        means = imp.means
-        if measured.method == "mean" and means is None:
-            means = imp_.corpus_means(model, measured.tasks)
-        return imp_.pruning_curve(model, measured.tasks, order, measured.method, means, progress)
-
     curve = job_view.run_job(
         CurveKey(measured.key, measured.ranking, measured.method),
         "Pruning curve",
-        work_curve,
+        lambda p: job_work.curve_of(
+            model, measured.tasks, imp, measured.ranking, measured.method, p
+        ),
         cost=imp_.curve_estimate(model, sizes, len(ks)),
     )
     kind = "next-token" if imp.kind == "next_token" else "masked-token"
