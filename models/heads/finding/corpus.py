@@ -370,7 +370,7 @@ def default_corpus(model: Any) -> Corpus:
 def bundled_corpus_with_key(model: Any, key: str) -> Corpus | None:
     """The model's bundled corpus, or its first passages, whose :attr:`Corpus.key` is ``key``;
     None for any other corpus (an upload, the sidebar's prompt). Built once per model."""
-    found = model.memo.get("bundled_corpus")
+    found: Corpus | None = model.memo.get("bundled_corpus")
     if found is None:
         found = model.memo["bundled_corpus"] = default_corpus(model)
     if not key.startswith(f"{found.name}:"):
