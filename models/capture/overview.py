@@ -23,8 +23,8 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
-OVERVIEW = 256
-THUMB = 64
+OVERVIEW = 256  # pixels a side of one head's whole pattern, pooled
+THUMB = 64  # pixels a side of a head's picture in the grid, pooled
 CHUNK_BYTES = 16 * 1024**2  # running block maxima of one chunk of rows, at most
 CHUNKS = 8  # chunks of rows per layer: few calls, little work above the diagonal
 HEADS_HINT = 16  # heads assumed when sizing chunks by bytes

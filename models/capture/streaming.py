@@ -30,6 +30,7 @@ import torch
 from jaxtyping import Float
 
 from models.capture.overview import (
+    THUMB,
     Arithmetic,
     layer_overview,
     overview_factor,
@@ -44,7 +45,6 @@ from models.model.weights import output_projection
 from models.progress import Progress, quiet
 from models.shapes import TokenIds
 
-THUMB = 64
 UNIT_ROUNDOFF = {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}
 EXP_SLACK = 2e-4  # relative: the CPU kernel's fast exp for half types, float32 accumulation
 ABS_SLACK = 1e-5

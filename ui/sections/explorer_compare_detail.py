@@ -17,6 +17,7 @@ import streamlit as st
 from models.capture.alignment import Side, aligned_labels
 from models.capture.compare import jensen_shannon
 from models.capture.difference import aligned_rows, difference_window
+from models.capture.overview import OVERVIEW
 from models.capture.run import AttentionRun
 from models.capture.words import Words
 from models.errors import UserError
@@ -26,7 +27,6 @@ from ui.runtime import server
 from ui.runtime.job_keys import CompareKey, RunKey
 from ui.sections import explorer_detail as detail
 from ui.sections import explorer_difference as difference
-from ui.sections import explorer_results as results
 from ui.sections import explorer_strip as strip
 from ui.sections.explorer_difference import Pair
 from ui.sections.explorer_session import current_view, save, shape_of
@@ -152,8 +152,8 @@ def difference_picker(view: ExplorerView, pair: Pair, compare: CompareKey) -> bo
         found = job_view.run_job(
             difference.key_for(compare, view.head),
             f"Finding where A and B differ in head {view.head}",
-            difference.work(pair, view.head, results.OVERVIEW),
-            cost=difference.cost(pair, results.OVERVIEW),
+            difference.work(pair, view.head, OVERVIEW),
+            cost=difference.cost(pair, OVERVIEW),
         )
     except UserError as err:
         session.show_error(err)
@@ -168,7 +168,7 @@ def difference_picker(view: ExplorerView, pair: Pair, compare: CompareKey) -> bo
         (cols.start, cols.stop),
         Explorer.OVERVIEW,
         lambda: detail.on_overview_pick(pair.key_a, n, shape.n_layers, shape.n_heads),
-        size=results.OVERVIEW,
+        size=OVERVIEW,
         caption=f"Where A and B differ: this head's |A − B| over the whole prompt ({n:,} × "
         f"{n:,} of A's positions), max-pooled; darkest = {found.top:.3g}. Click to "
         "centre the detail window, drag to choose its rows and keys.",

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import streamlit as st
 
+from models.capture.overview import OVERVIEW
 from models.capture.run import AttentionRun
 from models.capture.weighted import ValueWeighting
 from models.capture.words import (
@@ -283,7 +284,7 @@ def overview_picker(view: ExplorerView, key: RunKey, shape: RunShape, weighted: 
         (cols.start, cols.stop),
         Explorer.OVERVIEW,
         lambda: on_overview_pick(key, n, shape.n_layers, shape.n_heads),
-        size=results.OVERVIEW,
+        size=OVERVIEW,
         caption=f"Whole pattern, {n:,} × {n:,}, max-pooled. Click to centre the detail "
         "window, drag to choose its rows and keys.",
     )

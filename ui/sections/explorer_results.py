@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from models.capture.overview import OVERVIEW, THUMB
 from models.capture.precision import (
     PatternDifference,
     difference_cost,
@@ -50,8 +51,6 @@ from ui.runtime.jobs import Work
 from ui.widgets import job_view
 from viz.thumbnails import PIXEL_BYTES, data_uri, pooled_png, pooled_pngs, signed_pngs
 
-THUMB = 64
-OVERVIEW = 256
 MARK_WORDS = {"I": "induction", "P": "previous token", "S": "sink (first token)"}
 MARKS_NOTE = (
     "Letters mark what this prompt's own attention shows: **I** induction (over 0.4 on the "
