@@ -12,7 +12,12 @@ import pytest
 import torch
 
 from models.attention.check import check_kernel
+from models.capture.overview import THUMB
+from models.capture.precision import pattern_difference
 from models.capture.run import capture
+from models.capture.sinks import measured_sink
+from models.capture.views import strongest_sink
+from models.capture.weighted import value_norms, value_weighting
 from models.circuits import copying_task, prepare
 from models.circuits.findings import attribution_findings, weight_findings
 from models.circuits.loadings import dla_loadings, path_loadings
@@ -27,9 +32,11 @@ from models.heads.atlas.compute import compute_atlas
 from models.heads.finding.corpus import Corpus, default_corpus
 from models.heads.finding.corpus_scores import score_corpus
 from models.heads.finding.induction import measure_repeated
+from models.heads.finding.prompt_scores import head_marks, prompt_scores
 from models.heads.pruning.ablation import pruning_order
 from models.heads.pruning.importance import measure_corpus_importance, pruning_curve
 from models.heads.pruning.loss import budget_tasks
+from models.heads.table import Thresholds
 from models.model.forward import tokenize
 from models.model.spec import ModelSpec
 from models.progress import quiet
@@ -45,6 +52,7 @@ from ui.runtime.job_keys import (
     DlaLoadingsKey,
     EvictionKey,
     GenerationKey,
+    HeadMarksKey,
     HeadPatchKey,
     ImportanceKey,
     KernelKey,
@@ -54,9 +62,13 @@ from ui.runtime.job_keys import (
     PathKey,
     PathLoadingsKey,
     PositionPatchKey,
+    PrecisionKey,
     RepeatedKey,
     RunKey,
+    SinkKey,
+    SinkSummaryKey,
     SweepKey,
+    WeightingKey,
     WeightsKey,
 )
 from ui.runtime.jobs import JobPool, Partial, RunHere
@@ -77,8 +89,9 @@ def keys(bundled):
     path = PathKey(circuit, Head(2, 1), "q", "recomputed")
     logits = LogitsKey(spec, PROMPT, 64)
     corpus = default_corpus(bundled).head(3).key  # what a worker can rebuild from the model
+    run = RunKey(spec, PROMPT, None)
     return {
-        "run": RunKey(spec, PROMPT, None),
+        "run": run,
         "circuit": circuit,
         "head patching": HeadPatchKey(circuit),
         "position patching": PositionPatchKey(circuit, Head(2, 1)),
@@ -99,6 +112,11 @@ def keys(bundled):
         "atlas": AtlasKey(spec, corpus, 48),
         "importance": (importance := ImportanceKey(spec, corpus, 64, 48, ("gradient", "zero"))),
         "curve": CurveKey(importance, "gradient", "zero"),
+        "weighting": WeightingKey(run),
+        "marks": HeadMarksKey(run),
+        "sink": SinkKey(run, Head(2, 1)),
+        "sink summary": SinkSummaryKey(run),
+        "precision": PrecisionKey(run),
     }
 
 
@@ -108,6 +126,7 @@ def direct(model, name: str, keys):
     setup = prepare(model, circuit.task)
     base = baseline(model, setup)
     tasks = budget_tasks(model, default_corpus(model).head(3).texts, 64, 48)
+    run = capture(model, PROMPT)
     found = {
         "run": lambda: capture(model, PROMPT),
         "circuit": lambda: base,
@@ -136,14 +155,14 @@ def direct(model, name: str, keys):
         "corpus scores": lambda: score_corpus(model, default_corpus(model).head(3).texts, 48),
         "atlas": lambda: compute_atlas(model, default_corpus(model).head(3), 48),
         "importance": lambda: measure_corpus_importance(model, tasks, ("gradient", "zero")),
-        "curve": lambda: pruning_curve(
-            model,
-            tasks,
-            pruning_order(
-                measure_corpus_importance(model, tasks, ("gradient",)).ranking("gradient")
-            ),
-            "zero",
+        "curve": lambda: pruning_curve(model, tasks, gradient_order(model, tasks), "zero"),
+        "weighting": lambda: value_weighting(
+            run, value_norms(model, torch.tensor([run.token_ids])), THUMB
         ),
+        "marks": lambda: head_marks(prompt_scores(run), Thresholds()),
+        "sink": lambda: strongest_sink(run, 2, 1),
+        "sink summary": lambda: measured_sink(run),
+        "precision": lambda: pattern_difference(model, run),
     }
     return found[name]()
 
@@ -220,6 +239,11 @@ KINDS = [
     "atlas",
     "importance",
     "curve",
+    "weighting",
+    "marks",
+    "sink",
+    "sink summary",
+    "precision",
 ]
 
 
@@ -233,7 +257,8 @@ def test_every_kind_listed_here_is_registered_and_nothing_else():
         "DlaLoadingsKey", "PathLoadingsKey", "WeightsKey", "RepeatedKey", "LogitsKey", "SweepKey",
         "LossSweepKey", "KernelKey", "LayerKey", "EvictionKey",
         "GenerationKey", "CorpusScoresKey", "AtlasKey",
-        "ImportanceKey", "CurveKey",
+        "ImportanceKey", "CurveKey", "WeightingKey", "HeadMarksKey", "SinkKey", "SinkSummaryKey",
+        "PrecisionKey",
     }  # fmt: skip
     assert registered == listed
 

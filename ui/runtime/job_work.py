@@ -16,9 +16,15 @@ from collections.abc import Callable, Hashable
 from typing import Any, Protocol, TypeVar, overload
 
 import numpy as np
+import torch
 
 from models.attention.check import KernelReport, check_kernel
+from models.capture.overview import THUMB
+from models.capture.precision import PatternDifference, pattern_difference
 from models.capture.run import AttentionRun, capture
+from models.capture.sinks import SinkSummary, measured_sink
+from models.capture.views import strongest_sink
+from models.capture.weighted import ValueWeighting, value_norms, value_weighting
 from models.circuits.findings import (
     AtPFindings,
     WeightFindings,
@@ -33,10 +39,12 @@ from models.classroom.real import LayerActivations, layer_activations
 from models.generate import Generation, Step, generate
 from models.generate.settings import GenerationSettings
 from models.generate.sweep import EvictionResult, eviction_against_plain
+from models.head import Head
 from models.heads.atlas.compute import Atlas, compute_atlas
 from models.heads.finding.corpus import Corpus, bundled_corpus_with_key
 from models.heads.finding.corpus_scores import CorpusScores, score_corpus
 from models.heads.finding.induction import RepeatedScores, measure_repeated
+from models.heads.finding.prompt_scores import head_marks, prompt_scores
 from models.heads.names import AblationMethod, Ranking
 from models.heads.pruning.ablation import pruning_order
 from models.heads.pruning.importance import (
@@ -46,6 +54,7 @@ from models.heads.pruning.importance import (
     pruning_curve,
 )
 from models.heads.pruning.loss import LossTask, budget_tasks
+from models.heads.table import Thresholds
 from models.model.handle import ModelHandle
 from models.progress import Progress
 from models.scaling.capture import FactorLoss, ScoreCapture, capture_scores, loss_curve
@@ -59,6 +68,7 @@ from ui.runtime.job_keys import (
     DlaLoadingsKey,
     EvictionKey,
     GenerationKey,
+    HeadMarksKey,
     HeadPatchKey,
     ImportanceKey,
     KernelKey,
@@ -68,9 +78,13 @@ from ui.runtime.job_keys import (
     PathKey,
     PathLoadingsKey,
     PositionPatchKey,
+    PrecisionKey,
     RepeatedKey,
     RunKey,
+    SinkKey,
+    SinkSummaryKey,
     SweepKey,
+    WeightingKey,
     WeightsKey,
 )
 from ui.runtime.jobs import Partial, RunHere
@@ -382,3 +396,47 @@ def _curve(
 ) -> tuple[list[int], np.ndarray]:
     tasks = loss_tasks(model, key.importance)
     return curve_of(model, tasks, resolve(key.importance), key.ranking, key.method, progress)
+
+
+def weighting_of(model: ModelHandle, run: AttentionRun, progress: Progress) -> ValueWeighting:
+    """``run``'s value weighting, with the value norms the capture kept, or else from one pass
+    over the value hooks."""
+    norms = getattr(run.store, "value_norms", None)
+    if norms is None:
+        norms = value_norms(model, torch.tensor([run.token_ids]))
+    return value_weighting(run, norms, THUMB, progress)
+
+
+@register(WeightingKey, lambda key: key.run.spec)
+def _weighting(
+    model: ModelHandle, key: WeightingKey, resolve: Resolve, progress: Progress, _p: Partial
+) -> ValueWeighting:
+    return weighting_of(model, resolve(key.run), progress)
+
+
+@register(HeadMarksKey, lambda key: key.run.spec)
+def _marks(
+    model: ModelHandle, key: HeadMarksKey, resolve: Resolve, _progress: Progress, _p: Partial
+) -> dict[Head, str]:
+    return head_marks(prompt_scores(resolve(key.run)), Thresholds())
+
+
+@register(SinkKey, lambda key: key.run.spec)
+def _sink(
+    model: ModelHandle, key: SinkKey, resolve: Resolve, _progress: Progress, _p: Partial
+) -> int:
+    return strongest_sink(resolve(key.run), key.head.layer, key.head.index)
+
+
+@register(SinkSummaryKey, lambda key: key.run.spec)
+def _sink_summary(
+    model: ModelHandle, key: SinkSummaryKey, resolve: Resolve, _progress: Progress, _p: Partial
+) -> SinkSummary:
+    return measured_sink(resolve(key.run))
+
+
+@register(PrecisionKey, lambda key: key.run.spec)
+def _precision(
+    model: ModelHandle, key: PrecisionKey, resolve: Resolve, progress: Progress, _p: Partial
+) -> PatternDifference | None:
+    return pattern_difference(model, resolve(key.run), progress=progress)

@@ -8,8 +8,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-import torch
-
 from models.capture.overview import OVERVIEW, THUMB
 from models.capture.precision import (
     PatternDifference,
@@ -26,7 +24,7 @@ from models.capture.views import (
     strongest_sink,
     strongest_sink_cost,
 )
-from models.capture.weighted import ValueWeighting, value_norms, value_weighting
+from models.capture.weighted import ValueWeighting
 from models.capture.word_split import split_words
 from models.capture.words import Words
 from models.cost import Cost
@@ -36,7 +34,7 @@ from models.heads.table import Thresholds
 from models.model.forward import tokenize
 from models.progress import Progress
 from ui import session
-from ui.runtime import server
+from ui.runtime import job_work, server
 from ui.runtime.job_keys import (
     HeadMarksKey,
     OverviewKey,
@@ -89,12 +87,7 @@ def weighting_work(key: RunKey) -> Work[ValueWeighting]:
     them, else from one pass over the v hooks)."""
 
     def work(progress: Progress) -> ValueWeighting:
-        captured = _run(key)
-        norms = getattr(captured.store, "value_norms", None)
-        if norms is None:
-            model = server.current().models.get(key.spec)
-            norms = value_norms(model, torch.tensor([captured.token_ids]))
-        return value_weighting(captured, norms, THUMB, progress)
+        return job_work.weighting_of(server.current().models.get(key.spec), _run(key), progress)
 
     return work
 
