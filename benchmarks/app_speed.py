@@ -51,6 +51,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,7 @@ os.environ.setdefault("ATLAS_JOB_WAIT_S", "3600")  # AppTest waits for the captu
 import numpy as np
 import torch
 
+from benchmarks.browser import CHROMIUM, FLAGS, app_server
 from benchmarks.machine import describe
 from models.model.allocator import keep_freed_blocks
 from models.model.hardware import low_precision, matmul_rates
@@ -277,95 +279,50 @@ def browser_clicks(
     server on loopback (the first click included): ``in_page`` from the click event to the
     first frame that shows it (the page's own clock), ``driver`` as Playwright's round trips
     see it (adds their polling). A string saying why when it cannot run."""
-    import socket
-    import subprocess
-
-    if not Path("/usr/bin/chromium").exists():
-        return "skipped: no /usr/bin/chromium"
+    if not Path(CHROMIUM).exists():
+        return f"skipped: no {CHROMIUM}"
     from playwright.sync_api import sync_playwright
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(APP_FILE),
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--server.headless",
-            "true",
-        ],
-        cwd=ROOT,
-        env={**os.environ, "ATLAS_JOB_WAIT_S": "3600"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    flags = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-    ]
     times: dict[str, list[float]] = {"in_page": [], "driver": []}
-    try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=flags)
-            page = browser.new_page(viewport={"width": 1400, "height": 1600})
-            url = (
-                f"http://127.0.0.1:{port}/?{MODEL_PARAM}={spec.name}&{PROMPT_ID_PARAM}="
-                f"{save_prompt(prompt)}"
-            )
-            for _ in range(120):
-                try:
-                    page.goto(url)
-                    break
-                except Exception:  # noqa: BLE001 - the server is still starting
-                    time.sleep(1)
-            note("browser: page opened, waiting for the grid")
-            page.wait_for_selector("button[data-head]", timeout=900_000)
-            note("browser: grid drawn")
-            if spec.dtype != "float32":
-                page.locator('[data-testid="stSelectbox"]').filter(has_text=DTYPE_LABEL).click()
-                page.get_by_role("option", name=spec.dtype, exact=True).click()
-                page.wait_for_selector(IDLE, timeout=900_000)
-                page.wait_for_selector("button[data-head]", timeout=900_000)
-            # The first click comes once the page has finished drawing, as a reader's would.
+    log = Path(tempfile.gettempdir()) / "app-speed-server.log"
+    with app_server(log, ATLAS_JOB_WAIT_S="3600") as (base, _), sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1600})
+        page.goto(f"{base}/?{MODEL_PARAM}={spec.name}&{PROMPT_ID_PARAM}={save_prompt(prompt)}")
+        note("browser: page opened, waiting for the grid")
+        page.wait_for_selector("button[data-head]", timeout=900_000)
+        note("browser: grid drawn")
+        if spec.dtype != "float32":
+            page.locator('[data-testid="stSelectbox"]').filter(has_text=DTYPE_LABEL).click()
+            page.get_by_role("option", name=spec.dtype, exact=True).click()
             page.wait_for_selector(IDLE, timeout=900_000)
-            page.wait_for_selector(HEATMAP, timeout=900_000)
-            time.sleep(1.0)
-            for i in range(repeats):
-                head = f"{(i * 7 + 3) % n_layers}.{(i * 5 + 1) % n_heads}"
-                title = HEAD_TITLE.format(head=head)
-                note(f"browser: click on {head}")
-                page.evaluate(SETTLED_JS, [head, title])
-                start = time.perf_counter()
-                page.locator(HEAD_BUTTON.format(head=head)).click()
-                in_page = page.evaluate("() => window.__settled") / 1000
-                page.wait_for_function(
-                    f"() => [...document.querySelectorAll('h3')].some("
-                    f"h => h.textContent.trim() === '{title}')"
-                )
-                page.wait_for_selector(HEATMAP_OF.format(head=head))
-                page.wait_for_selector(IDLE)
-                times["driver"].append(time.perf_counter() - start)
-                times["in_page"].append(in_page)
-                note(
-                    f"browser: {head} settled after {in_page:.3f} s in the page, "
-                    f"{times['driver'][-1]:.2f} s for the driver"
-                )
-                time.sleep(0.5)
-            browser.close()
-    finally:
-        server.terminate()
-        server.wait(30)
+            page.wait_for_selector("button[data-head]", timeout=900_000)
+        # The first click comes once the page has finished drawing, as a reader's would.
+        page.wait_for_selector(IDLE, timeout=900_000)
+        page.wait_for_selector(HEATMAP, timeout=900_000)
+        time.sleep(1.0)
+        for i in range(repeats):
+            head = f"{(i * 7 + 3) % n_layers}.{(i * 5 + 1) % n_heads}"
+            title = HEAD_TITLE.format(head=head)
+            note(f"browser: click on {head}")
+            page.evaluate(SETTLED_JS, [head, title])
+            start = time.perf_counter()
+            page.locator(HEAD_BUTTON.format(head=head)).click()
+            in_page = page.evaluate("() => window.__settled") / 1000
+            page.wait_for_function(
+                f"() => [...document.querySelectorAll('h3')].some("
+                f"h => h.textContent.trim() === '{title}')"
+            )
+            page.wait_for_selector(HEATMAP_OF.format(head=head))
+            page.wait_for_selector(IDLE)
+            times["driver"].append(time.perf_counter() - start)
+            times["in_page"].append(in_page)
+            note(
+                f"browser: {head} settled after {in_page:.3f} s in the page, "
+                f"{times['driver'][-1]:.2f} s for the driver"
+            )
+            time.sleep(0.5)
+        browser.close()
     return times
 
 

@@ -26,28 +26,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
+from benchmarks.browser import CHROMIUM, FLAGS, app_server
 from benchmarks.machine import describe
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 # Every page's address and its title, as app.py and pages/ name them.
 PAGES = {
     "": "Explorer",
@@ -66,35 +53,6 @@ FIRST_PAINT = """() => {
   const [entry] = performance.getEntriesByName('first-contentful-paint');
   return entry ? entry.startTime : NaN;
 }"""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def start_server(log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    command = [sys.executable, "-m", "ui.serve", "--server.port", str(port)]
-    command += ["--server.address", "127.0.0.1", "--server.headless", "true"]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited with {proc.returncode} (log: {log})")
-        try:
-            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as resp:
-                if resp.read().decode().strip() == "ok":
-                    return proc, url
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise TimeoutError("the server did not answer its health check")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,23 +93,15 @@ def measure(model: str, timeout_s: float, pause_s: float) -> list[Arrival]:
     from playwright.sync_api import sync_playwright
 
     log = Path(tempfile.gettempdir()) / "first-paint-server.log"
-    proc, url = start_server(log)
     rows: list[Arrival] = []
-    try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-            query = "" if model == "bundled" else f"?model={model}"
-            for i, (path, title) in enumerate(PAGES.items()):
-                time.sleep(pause_s if i else 0.0)
-                times = open_page(browser, f"{url}/{path}{query}", title, timeout_s)
-                rows.append(Arrival(title, i == 0, *times))
-            browser.close()
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    with app_server(log) as (url, _), sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        query = "" if model == "bundled" else f"?model={model}"
+        for i, (path, title) in enumerate(PAGES.items()):
+            time.sleep(pause_s if i else 0.0)
+            times = open_page(browser, f"{url}/{path}{query}", title, timeout_s)
+            rows.append(Arrival(title, i == 0, *times))
+        browser.close()
     return rows
 
 

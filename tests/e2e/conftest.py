@@ -8,91 +8,27 @@ Screenshots land in ``artifacts/screenshots/`` (git-ignored).
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from benchmarks import browser as browser_tools
+from benchmarks.browser import CHROMIUM, FLAGS
 from ui.widgets.frontend_code import source
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SHOTS = ROOT / "artifacts" / "screenshots"
 
 pytestmark = pytest.mark.e2e
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 120) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as resp:
-                if resp.read().decode().strip() == "ok":
-                    return
-        except OSError:
-            time.sleep(0.5)
-    raise TimeoutError("the app did not answer its health check")
-
-
 @contextlib.contextmanager
 def app_server(log_name: str, **env: str):
-    """The app's server (``python -m ui.serve``) on a free loopback port; yields
-    ``(url, pid)``."""
-    port = free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **env}
-    (ROOT / "artifacts").mkdir(exist_ok=True)
-    log = open(ROOT / "artifacts" / log_name, "w")  # noqa: SIM115 (closed when the server stops)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ui.serve",
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--server.headless",
-            "true",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, proc)
-        yield url, proc.pid
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+    """The app's server (``python -m ui.serve``) on a free loopback port, its output in
+    ``artifacts/<log_name>``; yields ``(url, pid)``."""
+    with browser_tools.app_server(ROOT / "artifacts" / log_name, **env) as found:
+        yield found
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,82 @@
+"""The app's real server and Debian's Chromium, as the benchmarks and the browser tests use them.
+
+- :data:`CHROMIUM` and :data:`FLAGS`: the browser (never downloaded) and the flags that keep it
+  off the network and quiet;
+- :func:`app_server`: ``python -m ui.serve`` (what ``make run`` starts) on a free loopback port,
+  yielding its address once its health check answers, stopped on the way out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
+    """Wait until the server at ``url`` answers its health check.
+
+    Raises:
+        RuntimeError: the server exited. TimeoutError: it did not answer in ``timeout`` s.
+    """
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as resp:
+                if resp.read().decode().strip() == "ok":
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise TimeoutError("the app did not answer its health check")
+
+
+@contextlib.contextmanager
+def app_server(log: Path, **env: str) -> Iterator[tuple[str, int]]:
+    """The app's server on a free loopback port, its output in ``log``, the environment's
+    variables and ``env`` set; yields ``(url, pid)``."""
+    port = free_port()
+    variables = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **env}
+    command = [sys.executable, "-m", "ui.serve", "--server.port", str(port)]
+    command += ["--server.address", "127.0.0.1", "--server.headless", "true"]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            command, cwd=ROOT, env=variables, stdout=out, stderr=subprocess.STDOUT
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_healthy(url, proc)
+            yield url, proc.pid
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
