@@ -17,6 +17,10 @@ model only:
   allocator's heap rather than by them (SmolLM2, 300-token prompt read at 256 tokens, four runs
   in fresh processes: 379 and 444 MiB at 5 points, 523 and 54 at 21, against an estimate of
   1,080), so only its upper side holds.
+
+The loss sweep on SmolLM2 is checked on its upper side only, for the same reason: the same
+pass over 256 tokens peaked at 88.6-103.1 MiB alone and 160-168 MiB beside another test
+process (an estimate of 189).
 """
 
 from __future__ import annotations
@@ -167,10 +171,14 @@ def test_bundled_estimate_holds(kind):
         ("head patching", 16),
         ("importance", 16),
         ("logits", 300),  # the page reads the first 256 tokens
-        ("loss sweep", 300),
         ("kernel", 300),
         ("path loadings", 200),
     ],
 )
 def test_smollm2_estimate_holds(kind, n):
     within_estimate(kind, n, *measure("smollm2", kind, n))
+
+
+@pytest.mark.slow
+def test_smollm2_loss_sweep_estimate_is_above_its_peak():
+    under_estimate("loss sweep", 300, *measure("smollm2", "loss sweep", 300))
