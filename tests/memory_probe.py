@@ -5,8 +5,10 @@ does (:func:`models.model.allocator.keep_freed_blocks`), runs ``setup`` (load a 
 up with a small run of the same work), hands freed memory back, then resets the kernel's
 resident-memory high-water mark (``/proc/self/clear_refs``) and runs ``work``. What it reports
 is what ``work`` added at its peak: the larger of two readings that can each only fall short of
-it. One is the kernel's high-water mark of resident memory above what was resident just before
-(it can fall short when the kernel drops pages of the mapped model files meanwhile); the other
+it. One is the kernel's high-water mark of resident memory above what was resident just before,
+less the file-backed pages that came back meanwhile (a busy machine takes back pages of the
+mapped libraries and model files, and the work reads them in again: memory the work did not
+add; the reading can fall short when such pages go again before the end); the other
 is the most anonymous memory (``RssAnon``: the heap and tensors, not mapped files) a thread saw
 while sampling every millisecond, above what was held before (it can miss a short peak). A fresh
 process per measurement, so no earlier test's heap is reused.
@@ -61,6 +63,7 @@ gc.collect()
 ctypes.CDLL("libc.so.6").malloc_trim(0)
 before = status("RssAnon")
 resident = status("VmRSS")
+files = status("RssFile")
 with open("/proc/self/clear_refs", "w") as fh:
     fh.write("5")
 most = [before]
@@ -77,7 +80,8 @@ sampler.start()
 done.set()
 sampler.join()
 most[0] = max(most[0], status("RssAnon"))
-peak = max(most[0] - before, status("VmHWM") - resident)
+refaulted = max(0, status("RssFile") - files)  # file pages the kernel took back, read again
+peak = max(most[0] - before, status("VmHWM") - resident - refaulted)
 print("PEAK " + json.dumps({{"peak": peak, "result": result}}))
 """
 
