@@ -120,13 +120,18 @@ def keys(bundled):
     }
 
 
-def direct(model, name: str, keys):
+@pytest.fixture(scope="module")
+def inputs(bundled, keys):
+    """What the page's calls start from, computed once: the circuit task's setup and clean run,
+    the corpus cut to its budget, and the prompt's capture."""
+    setup = prepare(bundled, keys["circuit"].task)
+    tasks = budget_tasks(bundled, default_corpus(bundled).head(3).texts, 64, 48)
+    return setup, baseline(bundled, setup), tasks, capture(bundled, PROMPT)
+
+
+def direct(model, name: str, inputs):
     """The page's own call for the job named ``name``."""
-    circuit = keys["circuit"]
-    setup = prepare(model, circuit.task)
-    base = baseline(model, setup)
-    tasks = budget_tasks(model, default_corpus(model).head(3).texts, 64, 48)
-    run = capture(model, PROMPT)
+    setup, base, tasks, run = inputs
     found = {
         "run": lambda: capture(model, PROMPT),
         "circuit": lambda: base,
@@ -264,12 +269,12 @@ def test_every_kind_listed_here_is_registered_and_nothing_else():
 
 
 @pytest.mark.parametrize("name", KINDS)
-def test_a_worker_computes_what_the_page_computes(bundled, keys, name):
+def test_a_worker_computes_what_the_page_computes(bundled, keys, inputs, name):
     key = keys[name]
     assert job_work.runs(key)
     assert job_work.spec_of(key) == keys["run"].spec
     from_key = job_work.compute(key, bundled, resolver(bundled), quiet)
-    assert_same(from_key, direct(bundled, name, keys))
+    assert_same(from_key, direct(bundled, name, inputs))
     tree, arrays = encode(from_key)
     assert_same(decode_result(key, tree, arrays), from_key)
 
