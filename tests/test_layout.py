@@ -264,7 +264,7 @@ def session_writes(source: str) -> list[int]:
                     if isinstance(name, ast.Name) and is_session(value, set())
                 }
 
-    def session(node: ast.AST) -> bool:
+    def session(node: ast.AST | None) -> bool:
         return is_session(node, aliases)
 
     lines = []
@@ -283,21 +283,22 @@ def session_writes(source: str) -> list[int]:
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
             and node.func.attr in CONTAINER_MUTATORS
-            and isinstance(node.func.value, ast.Call | ast.Subscript)
-            and session(
-                node.func.value.func.value
-                if isinstance(node.func.value, ast.Call)
-                and isinstance(node.func.value.func, ast.Attribute)
-                else node.func.value.value
-                if isinstance(node.func.value, ast.Subscript)
-                else node.func.value
-            )
+            and session(read_from(node.func.value))
         ):
             lines.append(node.lineno)
     return sorted(set(lines))
 
 
-def is_session(node: ast.AST, aliases: set[str]) -> bool:
+def read_from(node: ast.expr) -> ast.expr | None:
+    """What ``node`` reads a value out of: ``x`` for ``x.get(k)`` or ``x[k]``, else None."""
+    if isinstance(node, ast.Subscript):
+        return node.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return node.func.value
+    return None
+
+
+def is_session(node: ast.AST | None, aliases: set[str]) -> bool:
     if isinstance(node, ast.Name):
         return node.id in aliases
     return (
