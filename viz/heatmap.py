@@ -19,6 +19,7 @@ import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
 
+from models.model.variants.sinks import SINK_KEY, SINK_LABEL
 from viz.colours import SEQUENTIAL, SIGNED, colour_bar, largest_magnitude
 
 COLORSCALE = SEQUENTIAL
@@ -40,22 +41,34 @@ TICK_GAP = 0.05  # least distance between two colour-bar labels, as a share of t
 
 
 def masked(
-    pattern: np.ndarray, causal: bool, row0: int = 0, cols: int | Sequence[int] = 0
+    pattern: np.ndarray,
+    causal: bool,
+    row0: int = 0,
+    cols: int | Sequence[int] = 0,
+    window: int | None = None,
 ) -> np.ndarray:
     """A copy of ``query_pos key_pos`` with positions the model cannot see set to NaN (blank).
 
     ``row0`` is the absolute position of the first row when ``pattern`` is a window; ``cols``
-    the absolute position of the first column, or every column's position.
+    the absolute position of the first column, or every column's position (``SINK_KEY`` for
+    a learned sink's column, which every query sees). ``window``: a sliding layer's width
+    ``w``; query ``i`` sees keys ``i - w < j`` only, so the cells left of the window's edge
+    are blank too.
     """
     shown = np.array(pattern, dtype=np.float32, copy=True)
+    if not causal and window is None:
+        return shown
+    rows = row0 + np.arange(shown.shape[0])[:, None]
+    if isinstance(cols, (int, np.integer)):
+        positions = (cols + np.arange(shown.shape[1]))[None, :]
+    else:
+        positions = np.asarray(cols)[None, :]
+    hidden = np.zeros(shown.shape, dtype=bool)
     if causal:
-        rows = row0 + np.arange(shown.shape[0])[:, None]
-        positions = (
-            cols + np.arange(shown.shape[1])
-            if isinstance(cols, (int, np.integer))
-            else np.asarray(cols)
-        )
-        shown[positions[None, :] > rows] = np.nan
+        hidden |= positions > rows
+    if window is not None:
+        hidden |= (positions != SINK_KEY) & (rows - positions >= window)
+    shown[hidden] = np.nan
     return shown
 
 
@@ -114,10 +127,11 @@ def signed_axis(values: np.ndarray, value_name: str = MIXING) -> dict:
 
 
 def scale_top(shown: np.ndarray, cols: Sequence[int], fixed: bool, skip_first: bool) -> float:
-    """Top of the colour scale: 1, or the largest weight shown (without key 0 if asked)."""
+    """Top of the colour scale: 1, or the largest weight shown (without key 0 and a learned
+    sink's column if asked)."""
     if fixed:
         return 1.0
-    keep = np.asarray(cols) != 0 if skip_first else np.ones(len(cols), dtype=bool)
+    keep = np.asarray(cols) > 0 if skip_first else np.ones(len(cols), dtype=bool)
     part = shown[:, keep] if keep.any() else shown
     finite = part[np.isfinite(part)]
     return float(finite.max()) if finite.size and finite.max() > 0 else 1.0
@@ -183,6 +197,7 @@ def heatmap_data(
     pinned: int = 0,
     value_name: str = "weight",
     signed: bool = False,
+    window: int | None = None,
 ) -> HeatmapData:
     """One head's pattern ready to draw: rows are queries, columns keys, masked cells blank.
 
@@ -196,7 +211,8 @@ def heatmap_data(
         selected_key: the absolute position of a key column to outline (the first column
             that holds it, pinned keys first).
         rows: which rows of the whole pattern ``pattern`` holds (default: all of them).
-        cols: which columns: a slice, or the list of absolute key positions (pinned keys first).
+        cols: which columns: a slice, or the list of absolute key positions (pinned keys
+            first; ``SINK_KEY`` for a learned sink's column, labelled "sink").
         scale: colour from the weight, its square root, or its log10 (ticks stay in weights).
         skip_first: leave key 0 out when scaling to the largest weight.
         pinned: how many leading columns are pinned keys.
@@ -204,11 +220,13 @@ def heatmap_data(
         signed: the cells are a linear-attention layer's signed mixing matrix, not weights:
             drawn on :data:`viz.colours.SIGNED` from minus to plus their largest absolute
             value (``zmax``, ``scale`` and ``skip_first`` do not apply).
+        window: a sliding layer's width: keys past the window's edge are blank (the edge
+            is where the coloured band starts).
     """
     n_all = len(labels)
     row_ids = list(range(n_all))[rows]
     col_ids = list(range(n_all))[cols] if isinstance(cols, slice) else [int(c) for c in cols]
-    shown = masked(pattern, causal, row_ids[0] if row_ids else 0, col_ids)
+    shown = masked(pattern, causal, row_ids[0] if row_ids else 0, col_ids, window)
     if signed:
         scale, value_name = "linear", MIXING
         axis = signed_axis(shown, value_name)
@@ -218,7 +236,7 @@ def heatmap_data(
     return HeatmapData(
         shown=shown,
         row_labels=[labels[i] for i in row_ids],
-        col_labels=[labels[i] for i in col_ids],
+        col_labels=[SINK_LABEL if i == SINK_KEY else labels[i] for i in col_ids],
         axis=axis,
         scale=scale,
         selected=row_ids.index(selected) if selected is not None and selected in row_ids else None,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from jaxtyping import Float
 
 from models.capture.extras import RunExtras
 from models.capture.fidelity import Fidelity, linear_layer_error, measure, sample_rows, tolerance
@@ -102,6 +103,14 @@ class AttentionRun:
         """The layers with a softmax pattern (every layer but linear-attention ones)."""
         n = self.facts.n_layers
         return list(range(n)) if self.extras is None else self.extras.softmax_layers()
+
+    def window_of(self, layer: int) -> int | None:
+        """The sliding window's width of layer ``layer`` (None for a global layer)."""
+        return None if self.extras is None else self.extras.layers[layer].window
+
+    def sink(self, layer: int, head: int, rows: slice) -> Float[np.ndarray, " row"] | None:
+        """Each row's weight on head ``layer.head``'s learned sink (None when it has none)."""
+        return None if self.extras is None else self.extras.sink(layer, head, rows)
 
     def signed(self, layer: int) -> bool:
         """Whether layer ``layer`` is drawn from a signed mixing matrix (a linear-attention

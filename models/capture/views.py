@@ -98,6 +98,27 @@ def scoped_weights(
     return row
 
 
+def scoped_sink(
+    run: AttentionRun, scope: Scope, layer: int, head: int, rows: slice
+) -> float | None:
+    """The learned sinks' share of the attention from queries ``rows``, in the scope of
+    :func:`scoped_weights`: the mean over the rows (and over the scope's heads, a head of a
+    layer without sinks counting 0), so that it and the ``from`` weights sum to 1; None when no
+    head in the scope has a learned sink."""
+    sinks = run.extras.sinks if run.extras is not None else {}
+    layers = [layer] if scope != "all" else run.softmax_layers()
+    if not any(li in sinks for li in layers):
+        return None
+    if scope == "head":
+        return float(np.mean(sinks[layer][head, rows], dtype=np.float64))
+    total = sum(
+        float(sinks[li][:, rows].mean(axis=-1, dtype=np.float64).sum())
+        for li in layers
+        if li in sinks
+    )
+    return total / (len(layers) * run.facts.n_heads)
+
+
 def pool(
     pattern: Float[np.ndarray, "... query_pos key_pos"], size: int, how: Pooling = "max"
 ) -> Float[np.ndarray, "... pixel pixel"]:

@@ -10,6 +10,7 @@ import re
 import numpy as np
 import plotly.graph_objects as go
 import pytest
+import torch
 from PIL import Image
 from transformers import AutoTokenizer
 
@@ -22,7 +23,7 @@ from tests.app.helpers import (
     texts,
 )
 from tests.attention.tiny_variants import build_variants
-from tests.model.variant_reference import mixing_inside_transformers
+from tests.model.variant_reference import hf_attentions, mixing_inside_transformers
 from ui.keys import Explorer, HeadAtlas, Scaling, Sidebar
 from viz.colours import SIGNED
 from viz.heatmap import heatmap_data, heatmap_figure
@@ -95,9 +96,45 @@ def test_a_learned_sink_is_stated_and_closes_the_row(allowed):
     )
     assert found, texts(at)[-1200:]
     sink, query = float(found.group(1)), int(found.group(2))
-    drawn = detail_heatmap(at)["values"][query]
-    assert abs(sink + np.nansum(drawn) - 1.0) <= 1e-3  # three significant digits shown
+    drawn = detail_heatmap(at)
+    assert drawn["cols"][0] == "sink"
+    assert abs(sink + np.nansum(drawn["values"][query, 1:]) - 1.0) <= 1e-3  # 3 digits shown
+    assert abs(sink - drawn["values"][query, 0]) <= 1e-3
     assert query == 1 and 0.01 < sink < 1.0
+
+
+@pytest.mark.parametrize("layer", [0, 1])
+def test_a_learned_sink_is_a_column_and_a_window_blanks_past_its_edge(allowed, layer):
+    """gpt-oss (layer 0 slides over 6 keys, layer 1 is global): the detail heatmap's first
+    column, "sink", is 1 minus Hugging Face's eager row sum, so every drawn row sums to 1; the
+    keys are HF's weights, blank exactly where the query cannot see them (later keys, and on
+    the sliding layer keys past the window's edge, where HF puts 0); the strip's "sink" item is
+    the selected query's sink."""
+    path = allowed["gpt_oss"]
+    at = opened_on(path)
+    at.selectbox(key=Explorer.LAYER).set_value(layer).run()
+    at.selectbox(key=Explorer.TOKEN).set_value(12).run()
+    drawn = detail_heatmap(at)
+    n = drawn["n_rows"]
+    pieces = AutoTokenizer.from_pretrained(path)(PROMPT).input_ids
+    ids = torch.tensor([[0, *pieces]])  # the bridge puts BOS (id 0) first
+    head = at.selectbox(key=Explorer.HEAD).value
+    hf = hf_attentions(path, ids)[layer][0, head].double().numpy()
+    assert n == drawn["n_cols"] - 1 > 12 and drawn["cols"][0] == "sink" and drawn["pinned"] == 1
+    np.testing.assert_allclose(drawn["values"][:, 0], 1 - hf.sum(-1), atol=1e-5)
+    np.testing.assert_allclose(np.nansum(drawn["values"], axis=1), 1.0, atol=1e-5)
+    i, j = np.indices((n, n))
+    hidden = (j > i) | ((i - j >= 6) if layer == 0 else False)
+    keys = drawn["values"][:, 1:]
+    assert (np.isnan(keys) == hidden).all()
+    assert np.abs(hf[hidden]).max() == 0.0  # HF gives what is blank no weight at all
+    np.testing.assert_allclose(keys[~hidden], hf[~hidden], atol=1e-5)
+    if layer == 0:
+        assert (1 - hf.sum(-1)).max() > 0.05  # the sink takes a visible share somewhere
+    strip = component_data(at, "atlas_token_strip")["shaded"]
+    assert abs(strip["sink"] - (1 - hf[12].sum())) <= 1e-5
+    np.testing.assert_allclose(strip_weights(at)[:13], hf[12, :13], atol=1e-5)
+    assert any("learned sink, which is no token" in c.value for c in at.caption)
 
 
 def test_a_linear_layer_says_it_is_not_a_softmax(allowed):

@@ -77,6 +77,22 @@ def test_a_window_csv_keeps_pinned_columns_and_leaves_masked_cells_empty():
     assert rows[3] == ["(4) e", "0.3", "0.6"]
 
 
+def test_a_sliding_window_blanks_keys_past_its_edge_but_never_the_sink_column():
+    """Window 2 over 4 tokens: query i sees keys i - 1 and i (hand-written), the learned
+    sink's column (SINK_KEY) every query; the CSV heads that column "sink"."""
+    from models.model.variants.sinks import SINK_KEY
+
+    keys = [SINK_KEY, 0, 1, 2, 3]
+    shown = masked(np.ones((4, 5)), causal=True, cols=keys, window=2)
+    seen = [[1, 1, 0, 0, 0], [1, 1, 1, 0, 0], [1, 0, 1, 1, 0], [1, 0, 0, 1, 1]]
+    assert (np.isfinite(shown) == np.array(seen, dtype=bool)).all()
+    rows = list(csv.reader(io.StringIO(pattern_csv(shown, list("abcd"), range(4), keys))))
+    assert rows[0] == ["query \\ key", "sink", "(0) a", "(1) b", "(2) c", "(3) d"]
+    assert rows[3] == ["(2) c", "1", "", "1", "1", ""]
+    data = heatmap_data(shown, list("abcd"), causal=True, cols=keys, window=2, zmax=None)
+    assert data.col_labels[0] == "sink" and np.isfinite(data.shown[:, 0]).all()
+
+
 def test_spreadsheet_prefix():
     from viz.export import spreadsheet_safe
 

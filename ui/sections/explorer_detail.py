@@ -21,6 +21,7 @@ from models.capture.words import (
     word_window,
 )
 from models.head import Head
+from models.model.variants.sinks import SINK_KEY
 from ui.keys import Explorer
 from ui.runtime import server
 from ui.runtime.job_keys import RunKey
@@ -149,6 +150,28 @@ def read_units(
     )
 
 
+def sink_column(
+    run: AttentionRun,
+    weighting: ValueWeighting | None,
+    head: Head,
+    rows: range,
+    words: Words | None,
+) -> np.ndarray | None:
+    """``row 1``: each row's weight on the head's learned sink (a word row: the mean over its
+    tokens), or None when the head has none. Value-weighted, the sink is 0: it has no value
+    and adds nothing to the head's output."""
+    row_slice = slice(rows.start, rows.stop)
+    tokens = row_slice if words is None else words.tokens_of(row_slice)
+    sink = run.sink(head.layer, head.index, tokens)
+    if sink is None:
+        return None
+    column = np.zeros_like(sink) if weighting is not None else sink
+    if words is None:
+        return np.asarray(column, dtype=np.float32)[:, None]
+    merged: np.ndarray = merge_queries(column[:, None], local_starts(words, row_slice))
+    return merged
+
+
 def pinned_keys(key: RunKey, head: Head, cols: range, words: Words | None = None) -> list[int]:
     """Sink keys shown before the window: key 0 and this head's strongest sink (or their
     words), if outside it."""
@@ -166,7 +189,7 @@ class Shown:
     rows: range
     cols: range
     names: list[str]
-    keys: list[int]  # the unit of each column drawn, pinned sinks first
+    keys: list[int]  # the unit of each column drawn: a learned sink (SINK_KEY), pinned sinks
 
 
 def detail_heatmap(
@@ -177,15 +200,27 @@ def detail_heatmap(
     words: Words | None,
 ) -> Shown:
     """The chosen head's detail heatmap as data: the window (as words in the word view), sink
-    keys pinned before it on long prompts."""
+    keys pinned before it on long prompts, and a head's learned sink as the first column
+    (labelled "sink": the row plus it sums to 1); a sliding layer's keys past the window's
+    edge are blank."""
     shape = shape_of(run, key)
     rows, cols = unit_range(view.rows(shape), words), unit_range(view.cols(shape), words)
     pins = pinned_keys(key, view.head, cols, words) if shape.long and view.pin_sinks else []
+    sink = sink_column(run, weighting, view.head, rows, words)
+    if sink is not None:
+        pins = [SINK_KEY, *pins]
     pattern = np.concatenate(
-        [read_units(run, weighting, view.head, rows, range(k, k + 1), words) for k in pins]
+        ([] if sink is None else [sink])
+        + [
+            read_units(run, weighting, view.head, rows, range(k, k + 1), words)
+            for k in pins
+            if k != SINK_KEY
+        ]
         + [read_units(run, weighting, view.head, rows, cols, words)],
         axis=1,
     )
+    # a sliding window in words has no fixed width: only the token view blanks past its edge
+    window = run.window_of(view.head.layer) if words is None else None
     word = "value-weighted weight" if weighting is not None else "weight"
     labels = words.axis_labels() if words is not None else run.labels()
     drawn = heatmap_data(
@@ -205,11 +240,12 @@ def detail_heatmap(
         pinned=len(pins),
         value_name=word,
         signed=run.signed(view.head.layer),
+        window=window,
     )
     names = list(words.labels) if words is not None else list(run.tokens)
     keys = pins + list(cols)
-    window = masked(pattern, run.facts.causal, rows.start, keys)
-    return Shown(drawn, window, rows, cols, names, keys)
+    shown = masked(pattern, run.facts.causal, rows.start, keys, window)
+    return Shown(drawn, shown, rows, cols, names, keys)
 
 
 def window_caption(view: ExplorerView, shape: RunShape, words: Words | None) -> str:

@@ -17,7 +17,7 @@ from streamlit.delta_generator import DeltaGenerator
 from models.capture.rollout import ROLLOUT_RULE, check_rollout, rollout_cost, rollout_weights
 from models.capture.run import AttentionRun
 from models.capture.spans import SPAN_RULE, Direction, span_cost, span_weights
-from models.capture.views import Scope, scoped_weights
+from models.capture.views import Scope, scoped_sink, scoped_weights
 from models.capture.weighted import ValueWeighting
 from models.capture.words import Words
 from models.cost import Cost
@@ -46,6 +46,14 @@ DIRECTIONS: dict[Direction, str] = {
     "from": "What the token attends to",
     "to": "Which tokens attend to it",
 }
+SINK_RULE = (
+    "“sink”, before the tokens: {share:.3g} of this attention goes to the head's learned sink, "
+    "which is no token; it and the tokens' weights sum to 1."
+)
+SINK_WEIGHTED = (
+    "“sink”, before the tokens: the head's learned sink has no value, so it adds nothing (0) "
+    "to the value-weighted view."
+)
 HOW = "Click to select; drag across tokens, or shift-click, to select a span."
 
 
@@ -219,6 +227,20 @@ def signed(view: ExplorerView, run: AttentionRun, rolled_out: bool) -> bool:
     return not rolled_out and view.scope != "all" and run.signed(view.head.layer)
 
 
+def sink_share(
+    view: ExplorerView, run: AttentionRun, weighted: bool, rolled_out: bool
+) -> float | None:
+    """The learned sinks' share of the selection's attention (what the strip shows as its
+    "sink" item), or None: no learned sink in the scope, a rollout, or the "to" direction (the
+    sink is no token, so nothing attends to a token through it). Value-weighted, the sink is 0:
+    it has no value."""
+    if rolled_out or view.direction != "from" or signed(view, run, False):
+        return None
+    start, stop = state.selection(view)
+    share = scoped_sink(run, view.scope, view.head.layer, view.head.index, slice(start, stop))
+    return None if share is None else 0.0 if weighted else share
+
+
 def selection_text(view: ExplorerView, names: list[str], words: Words | None) -> str:
     units = selected_units(view, words)
     kind = "words" if words is not None else "tokens"
@@ -283,8 +305,11 @@ def strip(
         weights = spanned if spanned is not None else np.full(len(names), np.nan)
     else:
         weights = attention_weights(view, run, weighting, words)
+    sink = sink_share(view, run, weighting is not None, rolled is not None)
     with legend:
         st.html(legend_html(weights, signed(view, run, rolled is not None)))
+        if sink is not None:
+            st.caption(SINK_WEIGHTED if weighting is not None else SINK_RULE.format(share=sink))
         st.caption(f"{selection_text(view, names, words)} {HOW}")
         if rolled is not None:
             st.caption(ROLLOUT_RULE)
@@ -300,6 +325,7 @@ def strip(
             unit_of(view.query, words),
             view.direction,
             signed(view, run, rolled is not None),
+            sink,
         ),
         Explorer.TOKENS,
         lambda: on_click(key, words is not None),

@@ -22,6 +22,7 @@ from models.circuits.why_keep import KeptHead, keep, keep_cost
 from models.circuits.why_rows import pair_map, row_split
 from models.errors import UserError
 from models.head import Head
+from models.model.variants.sinks import SINK_KEY
 from models.progress import Progress
 from ui import session
 from ui.keys import Explorer, Session
@@ -59,12 +60,13 @@ def chosen_cell(view: ExplorerView, n_tokens: int) -> Cell:
 
 def clicked_cell(clicked: object, rows: range, keys: list[int]) -> Cell | None:
     """The cell a heatmap click names (``{query, key}``: a row and a column of the window
-    drawn, whose columns are ``keys``), or None for anything else."""
+    drawn, whose columns are ``keys``), or None for anything else (a learned sink's column
+    holds no key: no score to split)."""
     found = HEATMAP_CLICK(clicked)
     if found is None:
         return None
     row, col = found["query"], found["key"]
-    if not (row < len(rows) and col < len(keys)):
+    if not (row < len(rows) and col < len(keys)) or keys[col] == SINK_KEY:
         return None
     return Cell(rows.start + row, keys[col])
 

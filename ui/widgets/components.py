@@ -129,13 +129,17 @@ def shaded(
     selected: int | None,
     direction: Direction,
     signed: bool = False,
+    sink: float | None = None,
 ) -> dict[str, Any]:
     """What :func:`token_strip` draws for tokens shaded by one weight each (NaN: masked), the
     way :func:`viz.token_view.token_spans` writes them: the tokens go as plain text, the
     weights as float32 bytes, so a new head or query only restyles the spans already there.
     ``focus`` is where the strip scrolls to: the strongest weight (see :func:`strongest`);
-    ``signed``: a linear layer's signed mixing entries, shaded red and blue."""
+    ``signed``: a linear layer's signed mixing entries, shaded red and blue; ``sink``: the
+    weight on a learned sink (drawn as a "sink" item before the tokens, shaded by the same
+    rule), or None."""
     return {
+        "sink": None if sink is None else float(sink),
         "tokens": list(tokens),
         "weights": base64.b64encode(np.asarray(weights, dtype="<f4").tobytes()).decode("ascii"),
         "selected": selected,

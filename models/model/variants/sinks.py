@@ -20,6 +20,7 @@ import torch
 from jaxtyping import Float
 
 SINK_LABEL = "sink"
+SINK_KEY = -1  # where a view puts the sink among key positions: no token, seen by every query
 FULL_ROW_RULE = (
     "Each row of a head with a learned sink is shown with the sink as one more column: the "
     "weights on the keys plus the sink's weight sum to 1. Entropy and every score are computed "

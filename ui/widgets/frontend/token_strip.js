@@ -56,21 +56,36 @@ export default function(component) {
       if (m > top && m !== Infinity) top = m;  // NaN (masked) never wins
     }
     if (!(top > 0)) top = 1;
+    const paint = (v) => {
+      const share = s.signed ? Math.abs(v) / top : v / top;
+      const alpha = Math.pow(Math.min(Math.max(share, 0), 1), 0.6);
+      const rgb = !s.signed ? '8, 81, 156' : v >= 0 ? '178, 24, 43' : '33, 102, 172';
+      return `background:rgba(${rgb}, ${fixed(alpha, 3)});` + (share > 0.5 ? 'color:white;' : '');
+    };
     toks.forEach((el, i) => {
       const v = w[i], seen = !Number.isNaN(v);
       let style = 'opacity:0.45;', tip = `(${i}) ${s.tokens[i]}: masked`;
       if (seen) {
-        const share = s.signed ? Math.abs(v) / top : v / top;
-        const alpha = Math.pow(Math.min(Math.max(share, 0), 1), 0.6);
-        const rgb = !s.signed ? '8, 81, 156' : v >= 0 ? '178, 24, 43' : '33, 102, 172';
-        style = `background:rgba(${rgb}, ${fixed(alpha, 3)});` +
-                (share > 0.5 ? 'color:white;' : '');
+        style = paint(v);
         tip = `(${i}) ${s.tokens[i]}: ${s.verb} ${fixed(v, 3)}`;
       }
       if (el.getAttribute('style') !== style) el.setAttribute('style', style);
       if (el.title !== tip) el.title = tip;
       el.classList.toggle('sel', i === s.selected);
     });
+    // A head's learned sink: one more item before the tokens, shaded by the same rule (a sink
+    // above the strongest token is drawn darkest), with its weight in the tooltip.
+    let sink = parentElement.querySelector('.toksink');
+    if (s.sink === null || s.sink === undefined) {
+      if (sink) sink.remove();
+    } else {
+      if (!sink) {
+        sink = document.createElement('span'); sink.className = 'toksink';
+        sink.textContent = 'sink'; parentElement.insertBefore(sink, root);
+      }
+      sink.setAttribute('style', paint(s.sink));
+      sink.title = `learned sink (no token): ${s.verb} ${fixed(s.sink, 3)}`;
+    }
   } else {
     // Built and escaped by viz (the generated tokens). The same tokens again: only their
     // colours, tooltips and outlines change, so the spans are kept and restyled; the strip is
