@@ -3,7 +3,8 @@
 - :data:`CHROMIUM` and :data:`FLAGS`: the browser (never downloaded) and the flags that keep it
   off the network and quiet;
 - :func:`app_server`: ``python -m ui.serve`` (what ``make run`` starts) on a free loopback port,
-  yielding its address once its health check answers, stopped on the way out.
+  yielding its address once its health check answers, stopped on the way out (a test may name
+  a module of its own that starts the same server).
 """
 
 from __future__ import annotations
@@ -58,12 +59,12 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 120) 
 
 
 @contextlib.contextmanager
-def app_server(log: Path, **env: str) -> Iterator[tuple[str, int]]:
-    """The app's server on a free loopback port, its output in ``log``, the environment's
-    variables and ``env`` set; yields ``(url, pid)``."""
+def app_server(log: Path, module: str = "ui.serve", **env: str) -> Iterator[tuple[str, int]]:
+    """The app's server (``python -m module``) on a free loopback port, its output in ``log``,
+    the environment's variables and ``env`` set; yields ``(url, pid)``."""
     port = free_port()
     variables = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **env}
-    command = [sys.executable, "-m", "ui.serve", "--server.port", str(port)]
+    command = [sys.executable, "-m", module, "--server.port", str(port)]
     command += ["--server.address", "127.0.0.1", "--server.headless", "true"]
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as out:

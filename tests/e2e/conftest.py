@@ -24,10 +24,10 @@ pytestmark = pytest.mark.e2e
 
 
 @contextlib.contextmanager
-def app_server(log_name: str, **env: str):
-    """The app's server (``python -m ui.serve``) on a free loopback port, its output in
-    ``artifacts/<log_name>``; yields ``(url, pid)``."""
-    with browser_tools.app_server(ROOT / "artifacts" / log_name, **env) as found:
+def app_server(log_name: str, module: str = "ui.serve", **env: str):
+    """The app's server (``python -m ui.serve``, or ``module`` that starts it) on a free
+    loopback port, its output in ``artifacts/<log_name>``; yields ``(url, pid)``."""
+    with browser_tools.app_server(ROOT / "artifacts" / log_name, module, **env) as found:
         yield found
 
 
