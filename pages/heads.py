@@ -5,6 +5,7 @@ import streamlit as st
 from models.errors import UserError
 from models.head import Head
 from models.heads.table import corpus_flag_grids, corpus_table, table_csv
+from models.model.variants.layers import sink_logit_grid
 from ui import session
 from ui.sections import heads, prune
 from ui.widgets import job_view
@@ -61,7 +62,13 @@ except UserError as err:
 
 with table_area:
     st.subheader("All heads")
-    table = corpus_table(rep, scores, thresholds, measured.importance if measured else None)
+    table = corpus_table(
+        rep,
+        scores,
+        thresholds,
+        measured.importance if measured else None,
+        sink_logit_grid(model),
+    )
     table["open"] = [
         session.explorer_link(Head(int(layer), int(h)))
         for layer, h in zip(table["layer"], table["head"], strict=True)

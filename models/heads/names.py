@@ -23,6 +23,8 @@ TextScore = Literal[
     "top_sink_alpha",
     "entropy",
     "distance",
+    "learned_sink",
+    "window_edge",
 ]
 TEXT_SCORES: tuple[TextScore, ...] = get_args(TextScore)
 
@@ -99,13 +101,30 @@ _COLUMNS: dict[str, tuple[str, str]] = {
     "entropy": (
         "Entropy",
         "Mean entropy of a query's attention row, in nats (row 0 left out): 0 = all on one "
-        "key, ln m = spread evenly over m keys.",
+        "key, ln m = spread evenly over m keys. A head with a learned sink: over the full row, "
+        "the sink included.",
     ),
     "distance": (
         "Distance back",
         "Mean attention-weighted distance from a query back to its keys, in tokens (row 0 "
         "left out): 1 = previous token, 0 = itself. In an encoder, keys after the query count "
-        "negative.",
+        "negative. A learned sink is at no position: only the keys count.",
+    ),
+    "learned_sink": (
+        "Learned sink: weight",
+        "Mean weight a query puts on the head's learned sink, which is no token (gpt-oss): what "
+        "its row over the keys lacks of 1. Empty for heads without one.",
+    ),
+    "sink_logit": (
+        "Learned sink: logit",
+        "The head's learned sink logit s, which joins every row's softmax: the larger, the "
+        "more weight the sink takes from the keys.",
+    ),
+    "window_edge": (
+        "Window edge: weight",
+        "Sliding-window layers: mean weight a query puts on the oldest key its window still "
+        "sees (queries the window cuts). High = attention the window cut short. Empty on "
+        "global layers.",
     ),
     "previous_token_repeated": (
         "Previous token (random tokens)",

@@ -33,6 +33,7 @@ from models.heads.names import (
 from models.heads.pruning.importance import CorpusImportance
 
 FLOAT_FORMAT = "%.8g"
+VARIANT_SCORES = ("learned_sink", "window_edge")  # scores only some attention variants have
 # A cell starting with one of these runs as a formula in a spreadsheet (CSV injection).
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -107,9 +108,14 @@ def corpus_table(
     scores: CorpusScores,
     thresholds: Thresholds,
     importance: CorpusImportance | None = None,
+    sink_logits: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """One row per head: every score's mean over the corpus with its standard error, range and
-    lower bound, the flags, the repeated-token scores and, if given, the ablation columns."""
+    lower bound, the flags, the repeated-token scores and, if given, the ablation columns.
+
+    The scores of attention variants (a learned sink's weight, the weight at a sliding
+    window's edge) are columns only when some head has them; ``sink_logits`` (``layer
+    head_index``, NaN where a layer has none) adds each head's learned sink logit."""
     n_layers, n_heads = repeated.induction.shape
     layers, heads = np.divmod(np.arange(n_layers * n_heads), n_heads)
     flags = corpus_flag_grids(repeated, scores, thresholds)
@@ -125,7 +131,11 @@ def corpus_table(
     }
     spreads = {"induction": repeated_spread(repeated), **scores.spreads}
     for name, values in spreads.items():
+        if name in VARIANT_SCORES and np.isnan(values.mean).all():
+            continue  # no head has it (a plain softmax model): no empty columns
         _spread_columns(data, name, values, digits=3)
+    if sink_logits is not None:
+        data["sink_logit"] = _grid(sink_logits)
     if importance is not None:
         for ranking, values in importance.spreads.items():
             _spread_columns(data, ABLATION_COLUMN[ranking], values, digits=4)

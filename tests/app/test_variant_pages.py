@@ -23,7 +23,7 @@ from tests.app.helpers import (
     texts,
 )
 from tests.attention.tiny_variants import build_variants
-from tests.model.variant_reference import hf_attentions, mixing_inside_transformers
+from tests.model.variant_reference import eager, hf_attentions, mixing_inside_transformers
 from ui.keys import Explorer, HeadAtlas, Scaling, Sidebar
 from viz.colours import SIGNED
 from viz.heatmap import heatmap_data, heatmap_figure
@@ -220,3 +220,20 @@ def test_a_linear_layers_grid_and_strip_are_signed(allowed):
     at.selectbox(key=Explorer.LAYER).set_value(1).run()
     assert not at.selectbox(key=Explorer.SCALE).disabled
     assert not component_data(at, "atlas_token_strip")["shaded"]["signed"]
+
+
+def test_the_head_table_has_each_heads_sink_logit_and_window_edge(allowed):
+    """gpt-oss on the Head finder: the table's sink logits are the model's own ``sinks``
+    parameters, and the learned-sink and window-edge columns are filled (edge: the sliding
+    layer 0 only)."""
+    at = opened_on(allowed["gpt_oss"])
+    at.switch_page("pages/heads.py").run()
+    assert not at.exception
+    table = at.dataframe[0].value
+    want = np.stack(
+        [layer.self_attn.sinks.detach().numpy() for layer in eager(allowed["gpt_oss"]).model.layers]
+    )
+    np.testing.assert_allclose(table["sink_logit"].to_numpy(), want.ravel(), atol=1e-6)
+    assert (table["learned_sink"] > 0).all()
+    edge = table.set_index("layer")["window_edge"]
+    assert edge.loc[0].notna().all() and edge.loc[1].isna().all()

@@ -20,6 +20,7 @@ from models.heads.names import (
 from models.heads.pruning.ablation import pruning_order
 from models.heads.pruning.importance import CorpusImportance
 from models.heads.table import (
+    VARIANT_SCORES,
     Thresholds,
     cli_table,
     corpus_flag_grids,
@@ -125,9 +126,11 @@ def test_flags_are_judged_on_the_lower_bound():
 
 def test_page_table_has_every_spread_column():
     table = corpus_table(fake_repeated(), fake_scores(n_texts=3), Thresholds(), fake_importance())
-    for base in ("induction", *TEXT_SCORES, "zero_ablation_dloss", "first_order_dloss"):
+    plain = [name for name in TEXT_SCORES if name not in VARIANT_SCORES]
+    for base in ("induction", *plain, "zero_ablation_dloss", "first_order_dloss"):
         for suffix in ("", "_se", "_min", "_max", "_lower", "_spread"):
             assert base + suffix in table, base + suffix
+    assert not any(column.startswith(VARIANT_SCORES) for column in table)  # no head has them
     assert table.loc[0, "induction_spread"] == "one text"
     assert table.loc[0, "previous_token_spread"].startswith("± 0.")
     assert set(table.columns) <= set(COLUMN_LABELS) | {"open"}

@@ -283,10 +283,12 @@ def show_table(table: pd.DataFrame, has_importance: bool) -> None:
         "sink",
     ]
     ablation = list(ABLATION_COLUMN.values()) if has_importance else []
+    spread_out = ["entropy", "distance", "learned_sink", "window_edge"]
     order = ["L.H", "flags", "open"] + [
-        c for name in scores + ablation for c in (name, f"{name}_spread")
+        c for name in scores + ablation + spread_out for c in (name, f"{name}_spread")
     ]
     order += [
+        "sink_logit",
         "top_sink_alpha",
         "previous_token_repeated",
         "duplicate_token_repeated",

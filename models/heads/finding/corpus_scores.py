@@ -6,8 +6,11 @@ time (:func:`layer_groups`), and the functions of :mod:`models.heads.finding.sco
 number per head: previous-, duplicate- and current-token, sink alpha on the first token, the
 strongest sink anywhere, induction on natural text (weight on the token after the previous
 copy of the current token), and how a head spreads its attention: the rows' entropy and the
-attention-weighted distance back. The row-wise scores read the layer's patterns a band of rows
-at a time, so they add no pattern-sized temporaries to the pass. Every text counts once in the mean
+attention-weighted distance back. Heads of attention variants add what only they have: a
+learned sink's mean weight (their entropy is then over the full row, the sink included) and the
+weight at a sliding window's edge; a linear-attention layer has no pattern and is left unscored.
+The row-wise scores read the layer's patterns a band of rows at a time, so they add no
+pattern-sized temporaries to the pass. Every text counts once in the mean
 (:mod:`models.heads.finding.spread`), whatever its length. A one-text corpus is the command
 line's table for one text.
 """
@@ -29,6 +32,7 @@ from models.heads.finding.scores import (
     duplicate_token_score,
     entropy_score,
     induction_targets,
+    learned_sink_score,
     previous_token_score,
     row_score_bytes,
     sink_alphas,
@@ -42,6 +46,8 @@ from models.model.facts import ModelFacts
 from models.model.forward import pattern_hook, run_hooks, tokenize
 from models.model.handle import ModelHandle
 from models.model.tokens import readable_tokens
+from models.model.variants import layer_variants
+from models.model.variants.windows import edge_weight
 from models.progress import Progress, quiet
 
 TOP_K = 8
@@ -181,6 +187,8 @@ def text_scores(
     patterns: Float[np.ndarray, "*layer head_index query_pos key_pos"],
     token_ids: Sequence[int],
     causal: bool,
+    learned_sink: bool = False,
+    window: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Every head's scores on one text: :data:`TEXT_SCORES` and ``top_sink_pos``.
 
@@ -188,12 +196,17 @@ def text_scores(
         patterns: ``layer head_index query_pos key_pos`` (or one layer's ``head_index ...``).
         token_ids: the ``query_pos`` ids the patterns were computed on.
         causal: whether the model masks future keys.
+        learned_sink: the heads have learned sinks: the entropy is over the full row (the sink
+            included) and ``learned_sink`` is the mean weight on it (NaN otherwise).
+        window: a sliding layer's window: ``window_edge`` is the mean weight on the oldest key
+            each query still sees (NaN without a window, or before it cuts anything).
 
     Returns:
         Score name -> one value per head (the leading axes of ``patterns``).
     """
     alphas = sink_alphas(patterns, causal)
     position, alpha = top_sink(alphas, causal)
+    heads = np.asarray(patterns).shape[:-2]
     return {
         "induction_text": text_induction_score(patterns, token_ids),
         "previous_token": previous_token_score(patterns),
@@ -202,8 +215,10 @@ def text_scores(
         "sink": alphas[..., 0],
         "top_sink_alpha": alpha,
         "top_sink_pos": position,
-        "entropy": entropy_score(patterns),
+        "entropy": entropy_score(patterns, learned_sink),
         "distance": distance_score(patterns),
+        "learned_sink": learned_sink_score(patterns) if learned_sink else np.full(heads, np.nan),
+        "window_edge": edge_weight(patterns, window),
     }
 
 
@@ -263,16 +278,27 @@ def score_corpus(
         for name in EXAMPLE_SCORES
     }
     tokens = []
+    variants = layer_variants(model)
     for t, (ids, _n_full) in enumerate(encoded):
         progress(done[t], f"scoring text {t + 1} of {len(texts)} ({ids.shape[1]} tokens)")
         id_list = [int(i) for i in ids[0]]
         tokens.append(tuple(readable_tokens(model.tokenizer, id_list)))
         for group in layer_groups(model, ids.shape[1]):
+            group = [layer for layer in group if variants[layer].softmax]  # linear: no pattern
+            if not group:
+                continue
             names = [pattern_hook(layer) for layer in group]
             acts = run_hooks(model, ids, names)
             for layer, name in zip(group, names, strict=True):
                 pattern = acts.pop(name)[0].numpy()  # head_index query_pos key_pos
-                for score, values in text_scores(pattern, id_list, model.facts.causal).items():
+                found = text_scores(
+                    pattern,
+                    id_list,
+                    model.facts.causal,
+                    variants[layer].sinks,
+                    variants[layer].window,
+                )
+                for score, values in found.items():
                     if score == "top_sink_pos":
                         top_pos[t, layer] = values
                     else:

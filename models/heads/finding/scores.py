@@ -110,7 +110,7 @@ def row_score_bytes(n_heads: int, n_queries: int, n_keys: int) -> int:
     return 2 * 8 * min(per_row * n_queries, max(per_row, ROW_CHUNK_VALUES))
 
 
-def entropy_score(pattern: np.ndarray) -> np.ndarray:
+def entropy_score(pattern: np.ndarray, learned_sink: bool = False) -> np.ndarray:
     """Mean entropy of the query rows, in nats.
 
     ``entropy = (1 / (n - 1)) * sum_{i=1}^{n-1} -sum_j A[i, j] ln A[i, j]`` with ``0 ln 0 = 0``.
@@ -120,6 +120,9 @@ def entropy_score(pattern: np.ndarray) -> np.ndarray:
 
     Args:
         pattern: ``... query_pos key_pos``.
+        learned_sink: the heads have learned sinks (:mod:`models.model.variants.sinks`), so
+            each row's keys hold ``1 - s_i`` and the sink the rest: the entropy is over the
+            full row, ``-s_i ln s_i`` added with ``s_i = 1 - sum_j A[i, j]``.
 
     Returns:
         ``...`` entropies in nats.
@@ -133,7 +136,29 @@ def entropy_score(pattern: np.ndarray) -> np.ndarray:
         weights = _as_float(pattern[..., rows, :])
         logs = np.log(weights, out=np.zeros_like(weights), where=weights > 0)
         total -= np.einsum("...qk,...qk->...", weights, logs)
+        if learned_sink:
+            sink = np.clip(1.0 - weights.sum(axis=-1), 0.0, 1.0)
+            total -= (sink * np.log(sink, out=np.zeros_like(sink), where=sink > 0)).sum(axis=-1)
     mean: np.ndarray = total / (n - 1)
+    return mean
+
+
+def learned_sink_score(pattern: np.ndarray) -> np.ndarray:
+    """Mean weight on a head's learned sink over every query: ``mean_i (1 - sum_j A[i, j])``.
+
+    The patterns of a head with a learned sink hold the weights on the keys only
+    (:mod:`models.model.variants.sinks`), so what a row lacks of 1 went to the sink.
+
+    Args:
+        pattern: ``... query_pos key_pos``.
+
+    Returns:
+        ``...`` mean sink weights.
+    """
+    total = np.zeros(np.asarray(pattern).shape[:-2])
+    for rows in _row_chunks(pattern, 0):
+        total += (1.0 - _as_float(pattern[..., rows, :]).sum(axis=-1)).sum(axis=-1)
+    mean: np.ndarray = total / pattern.shape[-2]
     return mean
 
 

@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+from jaxtyping import Float
+
 from models.model.handle import ModelHandle
 from models.model.loading import bridge_of
 from models.model.softmax_terms import windows_from_config
@@ -128,3 +131,17 @@ def layer_sink_logits(model: ModelHandle, layer: int) -> Any:
         if found is not None:
             return found
     return None
+
+
+def sink_logit_grid(model: ModelHandle) -> Float[np.ndarray, "layer head_index"] | None:
+    """Every head's learned sink logit (NaN in a layer without sinks), or None when no layer
+    has learned sinks."""
+    variants = layer_variants(model)
+    if not any(layer.sinks for layer in variants):
+        return None
+    grid = np.full((len(variants), model.facts.n_heads), np.nan)
+    for layer, variant in enumerate(variants):
+        found = layer_sink_logits(model, layer) if variant.sinks else None
+        if found is not None:
+            grid[layer, : found.shape[0]] = found.numpy()
+    return grid

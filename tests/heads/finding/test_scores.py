@@ -173,8 +173,11 @@ def test_text_scores_keep_leading_axes():
         "top_sink_pos",
         "entropy",
         "distance",
+        "learned_sink",
+        "window_edge",
     }
     assert all(values.shape == (3, 2) for values in out.values())
+    assert np.isnan(out["learned_sink"]).all() and np.isnan(out["window_edge"]).all()
     assert out["current_token"][0, 0] == 1.0 and out["duplicate_token"][0, 0] == 0.0
     np.testing.assert_allclose(out["sink"], sink_alphas(stack, True)[..., 0])
 
