@@ -29,6 +29,7 @@ from models.heads.atlas.metrics import (
     UNCERTAINTY,
     MetricName,
     not_applicable,
+    variant_note,
 )
 from models.heads.atlas.peaks import decile_sample
 from models.heads.names import COLUMN_LABELS
@@ -132,7 +133,8 @@ def metric_line(atlas: Atlas, head: Head, name: MetricName) -> MetricLine:
         of = int((ranks > 0).sum())
         return MetricLine(name, info.label, info.unit, value, se, rank, of, status, note)
 
-    reason = not_applicable(name, atlas.layers[head.layer])
+    layer = atlas.layers[head.layer]
+    reason = not_applicable(name, layer)
     if reason is not None:
         return line("not_applicable", reason)
     value = float(measure.values[head])
@@ -140,7 +142,9 @@ def metric_line(atlas: Atlas, head: Head, name: MetricName) -> MetricLine:
         return line("not_measured", "not measured")
     se = None if measure.se is None else float(measure.se[head])
     se = se if se is not None and np.isfinite(se) else None
-    return line("measured", UNCERTAINTY[info.source], value, se, int(ranks[head]))
+    how = variant_note(name, layer)
+    note = UNCERTAINTY[info.source] + (f"; {how}" if how else "")
+    return line("measured", note, value, se, int(ranks[head]))
 
 
 def sampled_texts(atlas: Atlas, head: Head, per_decile: int = 2) -> tuple[SampledText, ...]:

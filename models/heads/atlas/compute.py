@@ -31,11 +31,9 @@ from models.heads.atlas.lowrank import SPACES, LowRank, Moments, Space, layer_co
 from models.heads.atlas.lowrank import stack_layers as stack
 from models.heads.atlas.metrics import (
     METRIC_NAMES,
-    LayerMechanism,
     Measure,
     MetricName,
     applies_grid,
-    layer_mechanisms,
 )
 from models.heads.atlas.passes import first_pass, second_pass
 from models.heads.atlas.peaks import Peaks
@@ -55,6 +53,7 @@ from models.heads.table import Thresholds, corpus_flag_grids, repeated_spread
 from models.model.facts import ModelFacts
 from models.model.forward import tokenize
 from models.model.handle import ModelHandle
+from models.model.variants import LayerVariant, layer_variants
 from models.progress import Progress, part, quiet
 from models.shapes import TokenIds
 
@@ -101,7 +100,7 @@ class Atlas:
     measures: dict[MetricName, Measure]
     flags: dict[str, np.ndarray]
     thresholds: Thresholds
-    layers: tuple[LayerMechanism, ...]
+    layers: tuple[LayerVariant, ...]
     peaks: Peaks
     lowrank: dict[Space, LowRank]
     notes: tuple[str, ...]
@@ -116,19 +115,19 @@ class Atlas:
 
 
 def _measure(
-    values: np.ndarray, se: np.ndarray | None, name: MetricName, layers: list[LayerMechanism]
+    values: np.ndarray, se: np.ndarray | None, name: MetricName, layers: Sequence[LayerVariant]
 ) -> Measure:
     applies = applies_grid(name, layers, values.shape[-1])
     return Measure(np.asarray(values, dtype=np.float64), se, applies)
 
 
-def _from_spread(values: Spread, name: MetricName, layers: list[LayerMechanism]) -> Measure:
+def _from_spread(values: Spread, name: MetricName, layers: Sequence[LayerVariant]) -> Measure:
     return _measure(values.mean, values.se, name, layers)
 
 
 def assemble_measures(
     facts: ModelFacts,
-    layers: list[LayerMechanism],
+    layers: Sequence[LayerVariant],
     spreads: dict[MetricName, Spread],
     exact: dict[MetricName, np.ndarray],
 ) -> dict[MetricName, Measure]:
@@ -189,7 +188,7 @@ def compute_atlas(
         dla: direct logit attribution per head on a circuits prompt, if measured.
         progress: ``progress(fraction, text)``; may raise to stop.
     """
-    facts, layers = model.facts, layer_mechanisms(model)
+    facts, layers = model.facts, layer_variants(model)
     thresholds = thresholds or Thresholds()
     seq_len, batch, seed = repeated
     at = np.cumsum([0.0, *STEPS.values()])

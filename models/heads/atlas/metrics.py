@@ -12,23 +12,23 @@ A head ranks among the heads where the quantity applies and was measured, larges
 (rank 1); ties share the better rank.
 
 Some quantities do not apply to some heads: a linear-attention layer (Gated DeltaNet) has no
-softmax pattern, so no pattern score means anything there; a head with a learned sink (gpt-oss)
-returns rows that sum to less than 1, so its entropy and distance are not those of a
-distribution. :func:`layer_mechanisms` reads both from the loaded model; the card says so per
-quantity rather than show a number.
+softmax pattern, so no pattern score means anything there; the card says so per quantity rather
+than show a number. A head with a learned sink (gpt-oss) has its entropy over the full row, the
+sink included, and its distance over the keys only (the sink is at no position): the card says
+that too (:func:`variant_note`). What each layer computes is
+:class:`models.model.variants.LayerVariant`, read from the loaded model.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 import numpy as np
 from jaxtyping import Bool, Float, Int
 
-from models.model.handle import ModelHandle
-from models.model.weights import original as wrapped_model
+from models.model.variants import LayerVariant
 
 MetricName = Literal[
     "induction",
@@ -50,7 +50,6 @@ MetricName = Literal[
 ]
 METRIC_NAMES: tuple[MetricName, ...] = get_args(MetricName)
 MetricSource = Literal["corpus", "repeated", "weights", "prompt", "ablation", "position"]
-LayerKind = Literal["softmax", "linear"]
 
 
 @dataclass(frozen=True)
@@ -63,7 +62,6 @@ class MetricInfo:
         source: where the number comes from (sets the uncertainty rule).
         help: one sentence for a newcomer.
         pattern: it is read from the softmax pattern (does not apply to linear attention).
-        distribution: it treats a row as a distribution (does not apply with a learned sink).
         twin: for a weight score, the corpus score that measures the same thing on data.
     """
 
@@ -72,7 +70,6 @@ class MetricInfo:
     source: MetricSource
     help: str
     pattern: bool = False
-    distribution: bool = False
     twin: MetricName | None = None
 
 
@@ -122,7 +119,6 @@ METRICS: dict[MetricName, MetricInfo] = {
         "corpus",
         "Entropy of a query's row: 0 = one key, ln m = spread evenly over m keys.",
         pattern=True,
-        distribution=True,
     ),
     "distance": MetricInfo(
         "Distance back",
@@ -130,7 +126,6 @@ METRICS: dict[MetricName, MetricInfo] = {
         "corpus",
         "Attention-weighted distance from a query back to its keys (negative = ahead).",
         pattern=True,
-        distribution=True,
     ),
     "activation": MetricInfo(
         "Activation",
@@ -211,51 +206,24 @@ class Measure:
         return out
 
 
-@dataclass(frozen=True)
-class LayerMechanism:
-    """What one layer's attention computes, as far as the atlas cares."""
-
-    kind: LayerKind = "softmax"
-    learned_sink: bool = False
-
-
-def attention_from(config: Any, parameter_names: list[str], n_layers: int) -> list[LayerMechanism]:
-    """Each layer's kind from a Hugging Face config's ``layer_types`` (an entry naming linear
-    attention) and learned sinks from the parameter names (``layers.{l}. ... .sinks``)."""
-    types = getattr(config, "layer_types", None) or []
-    with_sinks = {
-        int(m.group(1))
-        for name in parameter_names
-        if (m := re.search(r"layers\.(\d+)\..*sinks$", name))
-    }
-    return [
-        LayerMechanism(
-            kind="linear" if layer < len(types) and "linear" in str(types[layer]) else "softmax",
-            learned_sink=layer in with_sinks,
-        )
-        for layer in range(n_layers)
-    ]
-
-
-def layer_mechanisms(model: ModelHandle) -> list[LayerMechanism]:
-    """:func:`attention_from` on a loaded model's own Hugging Face module."""
-    original = wrapped_model(model)
-    names = [name for name, _ in original.named_parameters()]
-    return attention_from(getattr(original, "config", None), names, model.facts.n_layers)
-
-
-def not_applicable(metric: MetricName, layer: LayerMechanism) -> str | None:
+def not_applicable(metric: MetricName, layer: LayerVariant) -> str | None:
     """Why ``metric`` does not apply to a head of ``layer``, or None when it does."""
-    info = METRICS[metric]
-    if info.pattern and layer.kind == "linear":
+    if METRICS[metric].pattern and not layer.softmax:
         return "a linear-attention layer has no softmax pattern (its mixing weights are signed)"
-    if info.distribution and layer.learned_sink:
-        return "a learned sink takes part of each row, so the rows sum to less than 1"
+    return None
+
+
+def variant_note(metric: MetricName, layer: LayerVariant) -> str | None:
+    """How ``metric`` is read on a head of ``layer`` where that differs from a plain softmax."""
+    if layer.sinks and metric == "entropy":
+        return "over the full row, the learned sink included"
+    if layer.sinks and metric == "distance":
+        return "over the keys only: the learned sink is at no position"
     return None
 
 
 def applies_grid(
-    metric: MetricName, layers: list[LayerMechanism], n_heads: int
+    metric: MetricName, layers: Sequence[LayerVariant], n_heads: int
 ) -> Bool[np.ndarray, "layer head_index"]:
     """``layer head_index``: where ``metric`` applies."""
     rows = [not_applicable(metric, layer) is None for layer in layers]

@@ -11,12 +11,13 @@ from models.capture.run import capture
 from models.head import Head
 from models.heads.atlas.card import head_card
 from models.heads.atlas.compute import atlas_estimate, compute_atlas, moments_bytes
-from models.heads.atlas.metrics import METRIC_NAMES, LayerMechanism
+from models.heads.atlas.metrics import METRIC_NAMES
 from models.heads.finding.corpus import Corpus
 from models.heads.finding.corpus_scores import score_corpus
 from models.heads.finding.induction import measure_repeated
 from models.heads.table import Thresholds, corpus_flag_grids
 from models.model.forward import tokenize
+from models.model.variants import LayerVariant
 from models.progress import Cancelled
 from tests.heads.atlas.tiny import REPEATED, TEXTS
 
@@ -124,14 +125,20 @@ def test_the_card_of_a_previous_token_head(atlas):
 
 
 def test_a_linear_attention_layer_says_what_does_not_apply(atlas):
-    layers = (LayerMechanism(), LayerMechanism(kind="linear"), LayerMechanism(learned_sink=True))
+    layers = (
+        LayerVariant("softmax", 4),
+        LayerVariant("linear", 4),
+        LayerVariant("softmax", 4, sinks=True),
+    )
     changed = dataclasses.replace(atlas, layers=layers)
     card = head_card(changed, Head(1, 2))
     assert card.metric("previous_token").status == "not_applicable"
     assert "linear" in card.metric("previous_token").note
     assert card.metric("ov_copying").status == "measured"
     sink_card = head_card(changed, Head(2, 0))
-    assert sink_card.metric("entropy").status == "not_applicable"
+    assert sink_card.metric("entropy").status == "measured"
+    assert "learned sink included" in sink_card.metric("entropy").note
+    assert "keys only" in sink_card.metric("distance").note
     assert sink_card.metric("sink").status == "measured"
 
 

@@ -1,19 +1,17 @@
 """Ranks, and where a quantity does not apply."""
 
-from types import SimpleNamespace
-
 import numpy as np
 
 from models.heads.atlas.metrics import (
     METRIC_NAMES,
     METRICS,
     UNCERTAINTY,
-    LayerMechanism,
     Measure,
     applies_grid,
-    attention_from,
     not_applicable,
+    variant_note,
 )
+from models.model.variants import LayerVariant
 
 
 def test_ranks_by_hand_with_ties_and_gaps():
@@ -31,21 +29,15 @@ def test_every_metric_is_described_once():
     assert twins == {"ov_copying": "induction", "qk_previous": "previous_token"}
 
 
-def test_layer_kinds_and_learned_sinks_from_the_config():
-    config = SimpleNamespace(layer_types=["linear_attention", "full_attention", "linear_attention"])
-    names = ["model.layers.1.self_attn.sinks", "model.layers.1.self_attn.q_proj.weight"]
-    layers = attention_from(config, names, 3)
-    assert [layer.kind for layer in layers] == ["linear", "softmax", "linear"]
-    assert [layer.learned_sink for layer in layers] == [False, True, False]
-    assert attention_from(None, [], 2) == [LayerMechanism(), LayerMechanism()]
-
-
 def test_what_applies_where():
-    linear, sink = LayerMechanism(kind="linear"), LayerMechanism(learned_sink=True)
+    plain = LayerVariant("softmax", 2)
+    linear, sink = LayerVariant("linear", 2), LayerVariant("sliding", 2, window=6, sinks=True)
     assert not_applicable("previous_token", linear) and not_applicable("qk_previous", linear)
     assert not_applicable("ov_copying", linear) is None
     assert not_applicable("zero_ablation", linear) is None
-    assert not_applicable("entropy", sink) and not_applicable("distance", sink)
-    assert not_applicable("sink", sink) is None
-    grid = applies_grid("entropy", [LayerMechanism(), linear, sink], 2)
-    assert grid.tolist() == [[True, True], [False, False], [False, False]]
+    assert not_applicable("entropy", sink) is None and not_applicable("distance", sink) is None
+    assert "sink included" in variant_note("entropy", sink)
+    assert "keys only" in variant_note("distance", sink)
+    assert variant_note("entropy", plain) is None and variant_note("sink", sink) is None
+    grid = applies_grid("entropy", [plain, linear, sink], 2)
+    assert grid.tolist() == [[True, True], [False, False], [True, True]]
