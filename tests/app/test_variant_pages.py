@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 import pytest
 import torch
 from PIL import Image
-from transformers import AutoTokenizer
+from transformers import AutoConfig, AutoTokenizer
 
 from tests.app.helpers import (
     component_data,
@@ -237,3 +237,23 @@ def test_the_head_table_has_each_heads_sink_logit_and_window_edge(allowed):
     assert (table["learned_sink"] > 0).all()
     edge = table.set_index("layer")["window_edge"]
     assert edge.loc[0].notna().all() and edge.loc[1].isna().all()
+
+
+@pytest.mark.parametrize(
+    ("name", "marks"),
+    [("gpt_oss", ["W6", "G"]), ("qwen3_next", ["lin", "G"]), ("gemma2", ["W6", "G"])],
+)
+def test_the_grid_marks_each_layers_kind_and_window(allowed, name, marks):
+    """Each layer's row of the grid is marked as the model's own config types it (window 6
+    where ``layer_types`` says sliding, lin for linear attention); a plain model's grid has no
+    marks."""
+    at = opened_on(allowed[name])
+    config = AutoConfig.from_pretrained(allowed[name])
+    types = [str(t) for t in config.layer_types]
+    assert [("W6" if "sliding" in t else "lin" if "linear" in t else "G") for t in types] == marks
+    layers = component_data(at, "atlas_head_grid")["layers"]
+    assert [row["mark"] for row in layers] == marks
+    assert all(row["title"].startswith(f"layer {i}: ") for i, row in enumerate(layers))
+    assert any("W and a number a sliding window" in c.value for c in at.caption)
+    plain = open_app(model="bundled", prompt=PROMPT)
+    assert component_data(plain, "atlas_head_grid")["layers"] is None

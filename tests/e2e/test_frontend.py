@@ -299,3 +299,32 @@ def test_the_grids_head_numbers_hide_the_layers_scrolled_under_them(page, mount)
     assert covered["opacity"] == "1"
     assert not covered["background"].startswith("rgba("), covered["background"]  # opaque
     assert all(covered["hits"]), covered["hits"]
+
+
+def test_the_grid_marks_each_layers_kind_under_its_number(page, mount):
+    """A model whose layers differ: each layer's label holds its number and its mark, and its
+    tooltip says what the layer computes; the marks fit beside the pictures."""
+    pixel = (
+        "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4"
+        "z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
+    )
+    layers = [
+        {"mark": "W4096", "title": "layer 0: sliding window 4,096, learned sinks"},
+        {"mark": "G", "title": "layer 1: global, learned sinks"},
+    ]
+    cells = [{"id": f"{i // 4}.{i % 4}", "src": pixel} for i in range(8)]
+    mount("head_grid")({"cells": cells, "n_heads": 4, "selected": "0.0", "cell": 36,
+                        "layers": layers})  # fmt: skip
+    rows = page.evaluate(
+        """() => [...document.body.firstElementChild.shadowRoot
+                    .querySelectorAll('.lab:not(.top)')].map((el) => {
+              const mark = el.querySelector('.kind'), box = el.getBoundingClientRect();
+              const inner = mark.getBoundingClientRect();
+              return [el.firstChild.textContent, mark.textContent, el.title,
+                      inner.right <= box.right + 0.5 && inner.left >= box.left - 0.5];
+            })"""
+    )
+    assert rows == [
+        ["0", "W4096", "layer 0: sliding window 4,096, learned sinks", True],
+        ["1", "G", "layer 1: global, learned sinks", True],
+    ]

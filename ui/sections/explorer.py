@@ -260,6 +260,9 @@ def grid(view: ExplorerView, run: AttentionRun, key: RunKey, weighted: bool) -> 
             else ""
         )
     )
+    layers = results.layer_rows(run)
+    if layers is not None:
+        st.caption(results.LAYER_MARKS)
     marks = results.marks(key)
     found = {} if marks is job_view.MISSING else marks
     shown = (key, weighted, marks is job_view.MISSING)  # the marks' arrival redraws the grid
@@ -277,6 +280,7 @@ def grid(view: ExplorerView, run: AttentionRun, key: RunKey, weighted: bool) -> 
         lambda: on_head_click(key),
         cell_px=cell,
         on_missing=full_run,
+        layers=layers,
     )
     if run.facts.n_layers * (cell + 4) > GRID_BOX_PX:
         st.caption(f"Scroll inside the box for all {run.facts.n_layers} layers.")

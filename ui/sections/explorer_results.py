@@ -243,3 +243,21 @@ def difference_text(found: PatternDifference | None, dtype: str) -> str:
         f"{found.largest:.2g} (head {Head(layer, head)}, query {query}, key {key}; first "
         f"{found.n_rows:,} rows)."
     )
+
+
+LAYER_MARKS = (
+    "Under each layer's number, what it computes: G a softmax over every earlier key, W and a "
+    "number a sliding window of that many keys (the heatmap blanks keys past its edge), lin "
+    "linear attention. Hover a number for more."
+)
+
+
+def layer_rows(run: AttentionRun) -> list[dict[str, str]] | None:
+    """Each layer's mark and description for the grid's rows, or None when the layers are all
+    plain softmax (nothing to tell apart)."""
+    if run.extras is None:
+        return None
+    return [
+        {"mark": layer.mark(), "title": f"layer {i}: {layer.describe()}"}
+        for i, layer in enumerate(run.extras.layers)
+    ]

@@ -70,6 +70,7 @@ def head_grid(
     cell_px: int = 72,
     kind: str = "pictures",
     on_missing: Callable[[], None] | None = None,
+    layers: list[dict[str, str]] | None = None,
 ) -> None:
     """Grid of head thumbnails in a scrolling box; ``cells`` hold ``id`` (``L.H``) and ``src``
     (a data URI), or None when the browser already shows these pictures (only the selection is
@@ -78,7 +79,8 @@ def head_grid(
     is drawn in its corner. ``kind`` names the grid in the page
     (``data-kind``). The selected head is outlined at once in the browser and scrolled into
     view. A grid drawn afresh without pictures calls ``on_missing`` (then reruns), which must
-    make the next run send them."""
+    make the next run send them. ``layers`` gives each layer's row a ``mark`` under its number
+    and a ``title`` (what the layer computes), for models whose layers differ."""
     mounted(key, "head_grid")
     _head_grid(
         data={
@@ -88,6 +90,7 @@ def head_grid(
             "cell": cell_px,
             "scroll": True,
             "kind": kind,
+            "layers": layers,
         },
         key=key,
         on_clicked_change=on_click,

@@ -61,6 +61,13 @@ class LayerVariant:
             self.softcap or self.sinks or self.gated or self.latent
         )
 
+    def mark(self) -> str:
+        """A few letters for the layer's row of the head grid: ``G`` (global), ``W4096``
+        (a sliding window of 4,096 keys) or ``lin`` (linear attention)."""
+        if self.kind == "linear":
+            return "lin"
+        return f"W{self.window}" if self.kind == "sliding" and self.window else "G"
+
     def describe(self) -> str:
         """A few words for the page: ``global``, ``sliding window 4,096``, ``linear attention``,
         with the extras after them."""

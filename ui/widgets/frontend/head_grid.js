@@ -12,15 +12,24 @@ export default function(component) {
                box.appendChild(root); }
   root.dataset.kind = data.kind || 'pictures';
   if (data.cells) {  // null: the browser already holds these pictures, only the choice moved
-    root.style.gridTemplateColumns = `2em repeat(${data.n_heads}, minmax(0, ${data.cell}px))`;
+    const layers = data.layers || null;  // each layer's kind: a mark under its number
+    root.style.gridTemplateColumns =
+      `${layers ? 3.4 : 2}em repeat(${data.n_heads}, minmax(0, ${data.cell}px))`;
     root.replaceChildren();
     const label = (text, top) => { const d = document.createElement('div');
                                    d.className = top ? 'lab top' : 'lab';
-                                   d.textContent = text; root.appendChild(d); };
+                                   d.textContent = text; root.appendChild(d); return d; };
     label('L\\H', true);
     for (let h = 0; h < data.n_heads; h++) label(String(h), true);
     data.cells.forEach((cell, i) => {
-      if (i % data.n_heads === 0) label(String(Math.floor(i / data.n_heads)));
+      if (i % data.n_heads === 0) {
+        const layer = Math.floor(i / data.n_heads), row = label(String(layer));
+        const about = layers && layers[layer];
+        if (about) {
+          const mark = document.createElement('small'); mark.className = 'kind';
+          mark.textContent = about.mark; row.appendChild(mark); row.title = about.title;
+        }
+      }
       const b = document.createElement('button');
       b.title = cell.title || ('head ' + cell.id); b.dataset.head = cell.id;
       b.setAttribute('aria-label', 'open head ' + cell.id);
