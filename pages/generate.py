@@ -4,7 +4,7 @@ the KV cache it fills, and what evicting that cache costs."""
 import streamlit as st
 
 from ui import session
-from ui.sections import generate, generate_cache, generate_steps
+from ui.sections import generate, generate_eviction, generate_kv, generate_steps
 
 session.page_title("Generate")
 st.caption(
@@ -23,7 +23,7 @@ if shown is not None:
     generate_steps.generation_view(model, shown[0])
 
 st.subheader("The KV cache, measured")
-generate_cache.kv_section(model, shown[1] if shown is not None else None)
+generate_kv.kv_section(model, shown[1] if shown is not None else None)
 
 st.subheader("Cache eviction, as an experiment")
 st.caption(
@@ -32,5 +32,5 @@ st.caption(
     "StreamingLLM found that evicting the first tokens wrecks Llama-2 (5.40 → 5,158) and "
     "that keeping four of them (attention sinks) beside the window repairs it (5.60)."
 )
-generate_cache.eviction_section(model)
+generate_eviction.eviction_section(model)
 generate.sync_link()  # the address bar opens these settings (and this generation)

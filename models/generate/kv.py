@@ -2,9 +2,13 @@
 key/value head per query head (MHA) or one in all (MQA), and the size of a real cache object.
 
 ``bytes = 2 (K and V) * layers * key/value heads * d_head * bytes per element * tokens``, batch 1
-(:func:`models.classroom.costs.kv_cache_bytes`, the classroom's calculator). A cache whose layers
-keep a sliding window holds fewer tokens than the text on those layers; the formula is the
-full-attention size.
+(:func:`models.classroom.costs.kv_cache_bytes`, the classroom's calculator), for a model whose
+layers all attend to every earlier token. Where layers differ (:func:`layered_kv_bytes`), only
+global layers grow with the text: a sliding layer keeps its last ``window - 1`` tokens between
+steps (the next token's own key makes the window), a linear-attention layer keeps a fixed-size
+state and no keys or values, and a latent-attention layer caches its compressed latent and
+shared rotated key (``kv_lora_rank + rope_dim`` numbers a token) instead of per-head keys and
+values.
 
 :func:`reserved_cache` is the cache generation writes into: each full-attention layer's keys and
 values live in one buffer sized for the whole text, so writing a token costs no new tensor.
@@ -16,13 +20,15 @@ token that way, with the cache itself growing by 45 KiB.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal, get_args
 
 import numpy as np
-from jaxtyping import Int
+from jaxtyping import Float, Int
 
 from models.classroom.costs import AttentionConfig, kv_cache_bytes
 from models.model.facts import ModelFacts
+from models.model.variants import LayerVariant, all_plain
 
 Sharing = Literal["model", "MHA", "MQA"]
 SHARINGS: tuple[Sharing, ...] = get_args(Sharing)
@@ -53,11 +59,20 @@ def kv_bytes_per_token(
 
 
 def kv_growth(
-    facts: ModelFacts, lengths: Int[np.ndarray, " n"], bytes_per_element: int
+    facts: ModelFacts,
+    lengths: Int[np.ndarray, " n"],
+    bytes_per_element: int,
+    layers: Sequence[LayerVariant] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Cache bytes at each length in ``lengths`` for each sharing in :data:`SHARINGS`."""
+    """Cache bytes at each length in ``lengths`` for each sharing in :data:`SHARINGS`; with
+    ``layers`` (when they are not all plain), layer by layer (:func:`layered_kv_bytes`)."""
     lengths = np.asarray(lengths, dtype=np.int64)
     sharings: tuple[Sharing, ...] = ("model", "MHA", "MQA")
+    if layers is not None and not all_plain(tuple(layers)):
+        return {
+            sharing: layered_kv_bytes(facts, layers, lengths, bytes_per_element, sharing)
+            for sharing in sharings
+        }
     return {
         sharing: np.asarray(
             kv_cache_bytes(
@@ -67,6 +82,59 @@ def kv_growth(
         )
         for sharing in sharings
     }
+
+
+def held_tokens(layer: LayerVariant, n_tokens: Int[np.ndarray, " n"]) -> np.ndarray:
+    """Tokens a layer's cache holds after ``n_tokens`` (between steps, as transformers keeps
+    it): every one on a global layer, the last ``window - 1`` on a sliding one, none on a
+    linear-attention layer."""
+    n = np.asarray(n_tokens, dtype=np.float64)
+    if not layer.softmax:
+        return np.zeros_like(n)
+    if layer.kind == "sliding" and layer.window:
+        return np.minimum(n, layer.window - 1)
+    return n
+
+
+def layer_bytes_per_token(
+    facts: ModelFacts, layer: LayerVariant, bytes_per_element: int, sharing: Sharing = "model"
+) -> int:
+    """Bytes one held token takes in one layer's cache: ``2 * kv_heads * d_head`` numbers, or
+    a latent layer's ``kv_lora_rank + rope_dim`` (this model only: MHA and MQA are the
+    per-head alternatives)."""
+    if layer.latent is not None and sharing == "model":
+        return layer.latent.cached_per_token * bytes_per_element
+    return 2 * kv_heads(facts, sharing) * facts.d_head * bytes_per_element
+
+
+def layered_kv_bytes(
+    facts: ModelFacts,
+    layers: Sequence[LayerVariant],
+    lengths: Int[np.ndarray, " n"],
+    bytes_per_element: int,
+    sharing: Sharing = "model",
+) -> Float[np.ndarray, " n"]:
+    """Cache bytes at each length, layer by layer (see the module docstring)."""
+    total = np.zeros(np.shape(lengths), dtype=np.float64)
+    for layer in layers:
+        per_token = layer_bytes_per_token(facts, layer, bytes_per_element, sharing)
+        total += per_token * held_tokens(layer, lengths)
+    return total
+
+
+def growing_bytes_per_token(
+    facts: ModelFacts,
+    layers: Sequence[LayerVariant],
+    bytes_per_element: int,
+    sharing: Sharing = "model",
+) -> int:
+    """Bytes each token adds for good: the global layers' share (sliding and linear layers
+    stop growing)."""
+    return sum(
+        layer_bytes_per_token(facts, layer, bytes_per_element, sharing)
+        for layer in layers
+        if layer.kind == "softmax"
+    )
 
 
 def reserved_cache(config: Any, capacity: int) -> Any:

@@ -24,7 +24,7 @@ from tests.app.helpers import (
 )
 from tests.attention.tiny_variants import build_variants
 from tests.model.variant_reference import eager, hf_attentions, mixing_inside_transformers
-from ui.keys import Explorer, HeadAtlas, Scaling, Sidebar
+from ui.keys import Explorer, Generate, HeadAtlas, Scaling, Sidebar
 from viz.colours import SIGNED
 from viz.heatmap import heatmap_data, heatmap_figure
 
@@ -257,3 +257,21 @@ def test_the_grid_marks_each_layers_kind_and_window(allowed, name, marks):
     assert any("W and a number a sliding window" in c.value for c in at.caption)
     plain = open_app(model="bundled", prompt=PROMPT)
     assert component_data(plain, "atlas_head_grid")["layers"] is None
+
+
+def test_the_kv_cache_counts_only_global_layers_as_growing(allowed):
+    """Gemma 3 (five sliding layers to one global): the page states that only the global
+    layer grows, and after a generation its layer-by-layer count equals the bytes read from the
+    real cache (by hand: every token on the global layer, window − 1 on each sliding one)."""
+    at = opened_on(allowed["gemma3"])
+    at.switch_page("pages/generate.py").run()
+    at.number_input(key=Generate.MAX_NEW).set_value(4).run()
+    at.button(key=Generate.GO).click().run()
+    assert not at.exception
+    said = texts(at)
+    assert "This model has 1 global layer, 5 sliding-window layers" in said
+    found = re.search(r"\*\*([0-9,]+) bytes\*\* for ([0-9,]+) tokens", said)
+    assert found, said[-1500:]
+    measured, tokens = (int(g.replace(",", "")) for g in found.groups())
+    per_layer = 2 * 2 * 16 * 4  # K and V, 2 key/value heads, d_head 16, float32
+    assert measured == per_layer * (tokens + 5 * 5) and "they are equal" in said

@@ -26,7 +26,8 @@
 - :mod:`ui.sections.circuits_weights` -- what the weights say: OV, QK, composition scores;
 - :mod:`ui.sections.generate` -- the Generate page's settings and the streamed generation;
 - :mod:`ui.sections.generate_steps` -- a generation step by step: tokens, rows, sinks, links;
-- :mod:`ui.sections.generate_cache` -- the KV cache measured, and the eviction experiment;
+- :mod:`ui.sections.generate_kv` -- the KV cache: formula, layer by layer, and measured;
+- :mod:`ui.sections.generate_eviction` -- the cache-eviction experiment;
 - :mod:`ui.sections.scaling` -- the 1/sqrt(d_k) sweep;
 - :mod:`ui.sections.kernel` -- the kernel against the model;
 - :mod:`ui.sections.classroom` -- the classroom's worked steps and the real head;

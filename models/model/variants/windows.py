@@ -3,7 +3,8 @@
 A sliding layer with window ``w`` lets query ``i`` read keys ``j`` with ``i - w < j <= i``: the
 last ``w`` tokens, itself included (Hugging Face's ``sliding_window`` convention). Its oldest
 visible key, ``i - w + 1``, is the window's edge; weight piled there is attention the window cut
-short. Only global layers' key/value caches grow with the prompt: a sliding layer keeps ``w``.
+short. Only global layers' key/value caches grow with the prompt: a sliding layer keeps its last
+``w - 1`` tokens between steps (:func:`models.generate.kv.held_tokens`).
 
 Gemma 2 caps every logit before the softmax: ``s -> c * tanh(s / c)`` (``c = 50`` in its
 attention), so no logit leaves ``(-c, c)``.
@@ -16,12 +17,6 @@ from typing import Any
 import numpy as np
 import torch
 from jaxtyping import Float
-
-
-def module_window(module: Any) -> int | None:
-    """The sliding window an attention module applies, if it names one (``sliding_window``)."""
-    window = getattr(module, "sliding_window", None)
-    return int(window) if isinstance(window, int) and window > 0 else None
 
 
 def module_softcap(module: Any, config: Any) -> float | None:
@@ -65,8 +60,3 @@ def edge_weight(
     edge: np.ndarray = np.asarray(pattern, dtype=np.float64)[..., queries, queries - window + 1]
     mean: np.ndarray = edge.mean(axis=-1)
     return mean
-
-
-def cached_tokens(window: int | None, n_tokens: int) -> int:
-    """How many positions a layer's key/value cache holds after ``n_tokens``."""
-    return n_tokens if window is None else min(window, n_tokens)

@@ -1,18 +1,13 @@
-"""The Generate page's cache sections: the KV cache of the loaded model (formula beside MHA and
-MQA, and the bytes read from the real cache after a generation), and the cache-eviction
-experiment (perplexity under each policy against the budget, as a job with progress and Cancel,
-its cost stated before it runs)."""
+"""The Generate page's cache-eviction experiment: perplexity under each policy against the
+budget, as a job with progress and Cancel, its cost stated before it runs."""
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 from models.classroom.costs import human_bytes
 from models.errors import UserError
-from models.generate import Generation
-from models.generate.kv import SHARINGS, kv_bytes_per_token, kv_growth, kv_heads
 from models.generate.policies import POLICIES, POLICY_NAMES
 from models.generate.sweep import (
     EvictionResult,
@@ -33,7 +28,7 @@ from ui.session_state import seed_widgets
 from ui.state import generate as gs
 from ui.text import md
 from ui.widgets import job_view
-from viz.generate_figures import eviction_figure, kv_cache_figure
+from viz.generate_figures import eviction_figure
 
 SOURCE_LABELS = {
     "passage": "The bundled English passage",
@@ -42,92 +37,6 @@ SOURCE_LABELS = {
 }
 LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192)
 BOUNDED = tuple(p for p in POLICIES if p != "full")
-
-
-# --- the KV cache ------------------------------------------------------------------------------
-
-
-def sharing_names(model: ModelHandle) -> dict[str, str]:
-    facts = model.facts
-    return {
-        "model": f"this model ({facts.attention_kind}, {facts.n_kv_heads} key/value heads)",
-        "MHA": f"MHA: one key/value head per query head ({facts.n_heads})"
-        + (" (the same as this model)" if facts.n_kv_heads == facts.n_heads else ""),
-        "MQA": "MQA: one key/value head for all"
-        + (" (the same as this model)" if facts.n_kv_heads == 1 else ""),
-    }
-
-
-def kv_section(model: ModelHandle, gen: Generation | None) -> None:
-    """Bytes per token and in total for the loaded model, MHA and MQA; the real cache's."""
-    facts, dtype = model.facts, model.spec.torch_dtype
-    if not facts.causal:
-        st.info(
-            f"{md(facts.name)} is an encoder: it reads the whole text in one pass and keeps "
-            "no KV cache. Load a decoder such as SmolLM2 to see one grow."
-        )
-        return
-    size = dtype.itemsize
-    per_token = {s: kv_bytes_per_token(facts, size, s) for s in SHARINGS}
-    st.markdown(
-        f"Every token read leaves a key and a value vector per layer and key/value head: "
-        f"2 × {facts.n_layers} layers × {facts.n_kv_heads} key/value heads × {facts.d_head} "
-        f"(d_head) × {size} bytes ({str(dtype).removeprefix('torch.')}) = "
-        f"**{per_token['model']:,} bytes ({human_bytes(per_token['model'])}) per token**, "
-        f"{human_bytes(per_token['model'] * facts.n_ctx)} at the full context of "
-        f"{facts.n_ctx:,} tokens"
-        + (
-            "."
-            if size == 2
-            else f" ({per_token['model'] // size * 2:,} bytes per token in bfloat16)."
-        )
-    )
-    names = sharing_names(model)
-    n_text = gen.cache_tokens if gen is not None else None
-    table = pd.DataFrame(
-        {
-            "cache": [names[s] for s in SHARINGS],
-            "key/value heads": [kv_heads(facts, s) for s in SHARINGS],
-            "bytes per token": [per_token[s] for s in SHARINGS],
-            **(
-                {f"at {n_text:,} tokens": [human_bytes(per_token[s] * n_text) for s in SHARINGS]}
-                if n_text
-                else {}
-            ),
-            f"at {facts.n_ctx:,} tokens": [
-                human_bytes(per_token[s] * facts.n_ctx) for s in SHARINGS
-            ],
-        }
-    )
-    st.dataframe(table, hide_index=True, width="stretch", key=Generate.KV_TABLE)
-    lengths = np.unique(np.linspace(1, facts.n_ctx, 64).astype(np.int64))
-    measured = (gen.cache_tokens, gen.cache_bytes) if gen is not None else None
-    st.plotly_chart(
-        kv_cache_figure(lengths, kv_growth(facts, lengths, size), measured=measured, names=names),
-        width="stretch",
-        key=Generate.KV_FIGURE,
-    )
-    measured_note(gen, per_token["model"])
-
-
-def measured_note(gen: Generation | None, per_token: int) -> None:
-    if gen is None:
-        st.caption("Generate some text above to read the size of the real cache it leaves.")
-        return
-    formula = per_token * gen.cache_tokens
-    said = (
-        f"Read from the real cache object after this generation: **{gen.cache_bytes:,} "
-        f"bytes** for {gen.cache_tokens:,} tokens (prompt and output; the last token written "
-        f"was never fed back). The formula gives {per_token:,} × {gen.cache_tokens:,} = "
-        f"{formula:,} bytes: "
-    )
-    if gen.cache_bytes == formula:
-        st.success(said + "they are equal.")
-    else:
-        st.warning(
-            said + f"they differ by {gen.cache_bytes - formula:+,} bytes (layers with a "
-            "sliding window keep fewer tokens than the formula counts)."
-        )
 
 
 # --- the eviction experiment -------------------------------------------------------------------
