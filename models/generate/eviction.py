@@ -24,7 +24,6 @@ from models.attention.options import AttentionOptions
 from models.generate.policies import POLICY_NAMES, Policy, RopeShift, banded, heavy_hitters
 from models.generate.settings import GenerationError
 from models.generate.view import (
-    UNSUPPORTED_KWARGS,
     handling,
     layer_index,
     mask_is_causal_window,
@@ -75,11 +74,8 @@ class PolicyAttention:
         attention_mask: torch.Tensor | None,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, None]:
-        if any(kwargs.get(name) is not None for name in UNSUPPORTED_KWARGS):
-            raise GenerationError(
-                "This model's attention has learned sink logits, which the "
-                "eviction experiment does not model."
-            )
+        found = kwargs.get("s_aux", kwargs.get("sinks"))  # learned sinks: never evicted
+        learned_sink = None if found is None else found.detach().to(query.device, torch.float32)
         window = kwargs.get("sliding_window")
         if attention_mask is not None and not mask_is_causal_window(
             attention_mask, key.shape[2], window, rows=(0, query.shape[2] // 2, -1)
@@ -98,7 +94,9 @@ class PolicyAttention:
         q, k, v = (x[0].to(torch.float32) for x in (query, key, value))
         first = k.shape[1] - q.shape[1]
         if self.policy == "h2o":
-            out = heavy_hitters(q, k, v, first, terms, self.budget, self.accumulated.get(layer))
+            out = heavy_hitters(
+                q, k, v, first, terms, self.budget, self.accumulated.get(layer), learned_sink
+            )
         else:
             sums = {b: torch.zeros(k.shape[0], b, device=q.device) for b in self.checkpoints}
             out = banded(
@@ -112,6 +110,7 @@ class PolicyAttention:
                 self.sinks,
                 self.shift,
                 checkpoints=sums,
+                learned_sink=learned_sink,
             )
             for b, acc in sums.items():
                 self.sums[b][layer] = acc

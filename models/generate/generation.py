@@ -164,6 +164,7 @@ class _Collector:
             keys=read_only(keys),
             terms=tuple(recorder.terms),
             first_query=first_query,
+            sinks=recorder.held_sinks,
         )
 
 

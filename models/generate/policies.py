@@ -24,6 +24,9 @@ the keys its policy would have kept at that moment. That is what these functions
   (the query included). Per key/value head (a GQA group sums its query heads' weights); keys
   keep their positions. Eviction depends on the attention history, so this one runs query by
   query inside each layer (the rest of the pass stays batched).
+
+A model with learned sinks (gpt-oss) has one more term in every softmax, each head's sink logit,
+which no key holds: it takes no slot of the cache and no policy can evict it.
 """
 
 from __future__ import annotations
@@ -73,11 +76,18 @@ def _softmax_out(
     values: torch.Tensor,
     terms: AttentionOptions,
     n_kv: int,
+    sink: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Masked softmax of ``head_index query key`` logits and its output with ``kv_head key d``
-    values: ``(head_index query d_head output, weights)``."""
-    scores = terms.capped(scores)
-    weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+    values: ``(head_index query d_head output, weights)``. ``sink``: each head's learned sink
+    logit, one more softmax term that no key holds (the weights on the keys then sum to less
+    than 1)."""
+    scores = terms.capped(scores).masked_fill(~allowed, float("-inf"))
+    if sink is None:
+        weights = torch.softmax(scores, dim=-1)
+    else:
+        column = sink.to(scores)[:, None, None].expand(*scores.shape[:2], 1)
+        weights = torch.softmax(torch.cat([scores, column], dim=-1), dim=-1)[..., :-1]
     n_heads, n_q, n_keys = weights.shape
     grouped = weights.reshape(n_kv, -1, n_keys)
     return torch.matmul(grouped, values).reshape(n_heads, n_q, -1), weights
@@ -94,6 +104,7 @@ def banded(
     sinks: int = 0,
     shift: RopeShift | None = None,
     checkpoints: dict[int, torch.Tensor] | None = None,
+    learned_sink: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Attention of every query under ``full``, ``window`` or ``sinks``, a block at a time.
 
@@ -108,6 +119,8 @@ def banded(
         shift: re-indexes the sinks' positions (``sinks`` on RoPE models), or None.
         checkpoints: ``{B: kv_head x B}`` tensors to which the weights of queries before
             position ``B`` are added (summed over each GQA group); ``full`` only.
+        learned_sink: each head's learned sink logit (gpt-oss), or None: a term of every
+            softmax that takes no slot of the cache and is never evicted.
 
     Returns:
         ``head_index query_pos d_head`` float32 outputs.
@@ -143,7 +156,9 @@ def banded(
             scores = torch.cat([sink_scores, scores], dim=-1)
             allowed = torch.cat([sink_ok, allowed], dim=-1)
             keys_v = torch.cat([v[:, : len(sink_pos)], keys_v], dim=1)
-        out[:, r0:r1], weights = _softmax_out(scores, allowed[None], keys_v, terms, n_kv)
+        out[:, r0:r1], weights = _softmax_out(
+            scores, allowed[None], keys_v, terms, n_kv, learned_sink
+        )
         for cut, acc in (checkpoints or {}).items():
             rows = int((pos < cut).sum())
             if rows:
@@ -160,6 +175,7 @@ def heavy_hitters(
     terms: AttentionOptions,
     budget: int,
     accumulated: torch.Tensor | None = None,
+    learned_sink: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """H2O attention of every query (see the module docstring), query by query past the budget.
 
@@ -169,6 +185,7 @@ def heavy_hitters(
         accumulated: ``kv_head x first`` attention summed over queries ``0 .. first-1`` when the
             pass starts after a shared prefix (then ``first`` must equal ``budget``); None when
             it starts at position 0.
+        learned_sink: as in :func:`banded` (it never competes for a slot).
 
     Returns:
         ``head_index query_pos d_head`` float32 outputs.
@@ -181,7 +198,15 @@ def heavy_hitters(
         start = min(budget, n_q)
         accumulated = torch.zeros(n_kv, budget, device=q.device)
         out[:, :start] = banded(
-            q[:, :start], k, v, 0, terms, "full", budget, checkpoints={budget: accumulated}
+            q[:, :start],
+            k,
+            v,
+            0,
+            terms,
+            "full",
+            budget,
+            checkpoints={budget: accumulated},
+            learned_sink=learned_sink,
         )
     elif accumulated is None or first != budget:
         raise ValueError("a pass after a shared prefix starts at the budget, with its sums")
@@ -197,8 +222,9 @@ def heavy_hitters(
         scores=accumulated.cpu().numpy().astype(np.float32, copy=True),
     )
     grouped_q = q.cpu().numpy().reshape(n_kv, -1, n_q, d_head)
+    sink = None if learned_sink is None else learned_sink.float().cpu().numpy().reshape(n_kv, -1)
     done = _h2o_loop(
-        grouped_q, k.cpu().numpy(), v.cpu().numpy(), first, start, terms, recent, state
+        grouped_q, k.cpu().numpy(), v.cpu().numpy(), first, start, terms, recent, state, sink
     )
     out[:, start:] = torch.from_numpy(done).reshape(-1, n_q - start, d_head).to(out.device)
     return out
@@ -224,8 +250,10 @@ def _h2o_loop(
     terms: AttentionOptions,
     recent: int,
     state: H2OState,
+    sink: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Queries ``start ..`` one at a time: evict, insert, attend, accumulate.
+    """Queries ``start ..`` one at a time: evict, insert, attend, accumulate (``sink``:
+    ``kv_head group`` learned sink logits, a softmax term outside the cache).
 
     Returns:
         ``kv_head group query_pos d_head`` float32 outputs of those queries.
@@ -246,9 +274,14 @@ def _h2o_loop(
             logits[
                 np.broadcast_to((state.positions <= t - terms.window)[:, None], logits.shape)
             ] = -np.inf
-        logits -= logits.max(axis=-1, keepdims=True)
-        weights = np.exp(logits)
-        weights /= weights.sum(axis=-1, keepdims=True)  # kv group slot
+        top = logits.max(axis=-1, keepdims=True)
+        if sink is not None:
+            top = np.maximum(top, sink[..., None])
+        weights = np.exp(logits - top)
+        total = weights.sum(axis=-1, keepdims=True)
+        if sink is not None:
+            total += np.exp(sink[..., None] - top)
+        weights /= total  # kv group slot
         out[:, :, i - start] = np.matmul(weights, state.values)
         state.scores += weights.sum(axis=1)
     return out

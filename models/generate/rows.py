@@ -6,9 +6,10 @@ from transformers' SDPA (what ``generate`` runs); the recorder keeps the layer's
 its new keys as the softmax sees them (rotated by the model on RoPE models, before its attention
 is called). After the step, :func:`layer_rows` computes every layer's row at once in float32:
 each query head against its shared key/value head (GQA), the layer's own scale, logit
-soft-capping and sliding window. Causality needs no mask (the newest query is the last
-position); a mask the model passes must agree with causality and the window, or the recorder
-refuses rather than show rows the model did not use.
+soft-capping, sliding window and learned sinks (a head's sink logit joins the softmax, so the
+row over the keys sums to one minus the sink's weight). Causality needs no mask (the newest
+query is the last position); a mask the model passes must agree with causality and the window,
+or the recorder refuses rather than show rows the model did not use.
 
 Rows are kept the way long prompts keep patterns (:mod:`models.capture.store`): not as
 ``steps x layers x heads x length`` numbers (SmolLM2, 512 steps at 8k tokens: 4.5 GB in float32)
@@ -28,25 +29,31 @@ import torch
 from jaxtyping import Float
 
 from models.attention.options import AttentionOptions
-from models.generate.view import UNSUPPORTED_KWARGS, layer_index, mask_is_causal_window, sdpa
+from models.generate.view import layer_index, mask_is_causal_window, model_attention
 
 
 class RowsUnavailable(RuntimeError):
     """The model's attention has terms the recorder cannot reproduce."""
 
 
+Sinks = tuple[torch.Tensor | None, ...]  # per layer, each head's learned sink logit (or None)
+
+
 def layer_rows(
     q: Float[torch.Tensor, "layer head_index d_head"],
     keys: Float[torch.Tensor, "layer kv_head_index key_pos d_head"],
     terms: tuple[AttentionOptions, ...],
+    sinks: Sinks = (),
 ) -> tuple[
     Float[torch.Tensor, "layer head_index key_pos"], Float[torch.Tensor, "layer head_index"]
 ]:
     """Every layer's row for a query at the last key position, and each row's log-sum-exp.
 
     One batched product for all layers (each query head against its key/value head), then the
-    layer's scale, soft cap and window; float32 throughout. Used for the live rows and for
-    rebuilding them, so both are the same computation.
+    layer's scale, soft cap and window; float32 throughout. A layer with learned sinks
+    (``sinks``) adds each head's sink logit to the log-sum-exp, so its row is the weights on the
+    keys and one minus its sum the sink's. Used for the live rows and for rebuilding them, so
+    both are the same computation.
     """
     n_layers, n_heads, d_head = q.shape
     n_kv, n_keys = keys.shape[1], keys.shape[2]
@@ -63,6 +70,9 @@ def layer_rows(
         limit = torch.tensor([w or n_keys + 1 for w in windows], device=q.device)
         scores = scores.masked_fill((distance[None] >= limit[:, None])[:, None], float("-inf"))
     lse = torch.logsumexp(scores, dim=-1)
+    for layer, sink in enumerate(sinks):
+        if sink is not None:
+            lse[layer] = torch.logaddexp(lse[layer], sink.to(lse))
     return torch.exp(scores - lse[..., None]), lse
 
 
@@ -84,8 +94,10 @@ class RowRecorder:
     ) -> None:
         self.keys = torch.zeros(n_layers, n_kv_heads, max_len, d_head, device=device)
         self.length = 0
+        self.max_len = max_len
         self.q: list[Any] = [None] * n_layers
         self.terms: list[Any] = [None] * n_layers
+        self.sinks: list[torch.Tensor | None] = [None] * n_layers
 
     def __call__(
         self,
@@ -96,15 +108,22 @@ class RowRecorder:
         attention_mask: torch.Tensor | None,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, Any]:
-        if any(kwargs.get(name) is not None for name in UNSUPPORTED_KWARGS):
-            raise RowsUnavailable("learned attention-sink logits")
-        out = sdpa(module, query, key, value, attention_mask, **kwargs)
+        out = model_attention(module, query, key, value, attention_mask, **kwargs)
         layer, n_new = layer_index(module), query.shape[2]
+        sink = kwargs.get("s_aux", kwargs.get("sinks"))
+        self.sinks[layer] = (
+            None if sink is None else sink.detach().to(self.keys.device, torch.float32)
+        )
         window, softcap = kwargs.get("sliding_window"), kwargs.get("softcap")
         if attention_mask is not None and not mask_is_causal_window(
             attention_mask, key.shape[2], window
         ):
             raise RowsUnavailable("an attention mask other than causal or a sliding window")
+        if self.keys.shape[1] != key.shape[1] or self.keys.shape[-1] != key.shape[-1]:
+            # keys as the softmax sees them need not have the model's d_head (latent attention
+            # puts the rotated part beside the content part): sized by the first one seen
+            shape = (self.keys.shape[0], key.shape[1], self.max_len, key.shape[-1])
+            self.keys = torch.zeros(shape, device=self.keys.device)
         self.keys[layer, :, self.length : self.length + n_new] = key[0, :, -n_new:]
         # A copy: a view of the newest row would keep the layer's whole query (every prompt
         # position's) alive until the step ends, 9 MiB a layer for SmolLM2 at 4,000 tokens.
@@ -117,6 +136,11 @@ class RowRecorder:
         )
         return out
 
+    @property
+    def held_sinks(self) -> Sinks:
+        """Each layer's learned sink logits, or ``()`` when no layer has them."""
+        return tuple(self.sinks) if any(s is not None for s in self.sinks) else ()
+
     def step_rows(self, n_new: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """After a forward call that fed ``n_new`` positions: ``(q, rows, lse)`` of its newest
         query, ``layer head_index d_head``, ``layer head_index key_pos``, ``layer head_index``.
@@ -128,7 +152,9 @@ class RowRecorder:
             raise RowsUnavailable("an attention the app cannot intercept")
         self.length += n_new
         q = torch.stack(self.q).float()
-        rows, lse = layer_rows(q, self.keys[:, :, : self.length], tuple(self.terms))
+        rows, lse = layer_rows(
+            q, self.keys[:, :, : self.length], tuple(self.terms), self.held_sinks
+        )
         self.q = [None] * len(self.q)
         return q, rows, lse
 
@@ -142,12 +168,14 @@ class RowStore:
         keys: ``layer kv_head_index key_pos d_head`` float32 keys of every position fed.
         terms: each layer's scale, window and soft cap.
         first_query: the position of step 0's query (the last prompt token).
+        sinks: each layer's learned sink logits (``()`` for a model without them).
     """
 
     q: np.ndarray
     keys: np.ndarray
     terms: tuple[AttentionOptions, ...]
     first_query: int
+    sinks: Sinks = ()
 
     @property
     def n_steps(self) -> int:
@@ -164,7 +192,7 @@ class RowStore:
         n_keys = self.first_query + step + 1
         q = torch.from_numpy(np.array(self.q[step]))
         keys = torch.from_numpy(np.array(self.keys[:, :, :n_keys]))
-        return layer_rows(q, keys, self.terms)[0].numpy()
+        return layer_rows(q, keys, self.terms, self.sinks)[0].numpy()
 
     def dense(self) -> Float[np.ndarray, "step layer head_index key_pos"]:
         """All steps' rows over the whole text (prompt + every written token, the last of

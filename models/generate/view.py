@@ -13,6 +13,7 @@ thread and set only for the duration of one call (see :func:`handling`).
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,8 +28,8 @@ IMPLEMENTATION = "atlas_generate"
 Handler = Callable[..., tuple[torch.Tensor, Any]]
 _local = threading.local()
 
-# Attention keyword arguments that change the softmax in ways the handlers do not model.
-UNSUPPORTED_KWARGS = ("s_aux", "sinks")
+# Attention keyword arguments SDPA cannot compute: the model's own eager attention runs then.
+EAGER_KWARGS = ("softcap", "s_aux", "sinks")
 
 
 def sdpa(
@@ -45,6 +46,37 @@ def sdpa(
     return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
 
 
+def model_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, Any]:
+    """The layer's output as the model computes it: transformers' SDPA, or, for terms SDPA
+    lacks (a logit soft-cap, learned sinks), the model's own eager attention from its modelling
+    module, given an additive mask (the causal and window mask it would have built)."""
+    if not any(kwargs.get(name) is not None for name in EAGER_KWARGS):
+        return sdpa(module, query, key, value, attention_mask, **kwargs)
+    eager = getattr(sys.modules[type(module).__module__], "eager_attention_forward", None)
+    if eager is None:
+        raise RuntimeError(f"{type(module).__name__} has no eager attention to run")
+    n_q, n_keys = query.shape[2], key.shape[2]
+    if attention_mask is None:  # SDPA's "causal, no mask needed": build it
+        key_pos = torch.arange(n_keys, device=query.device)
+        query_pos = key_pos[n_keys - n_q :, None]
+        allowed = key_pos[None] <= query_pos
+        if kwargs.get("sliding_window"):
+            allowed &= key_pos[None] > query_pos - int(kwargs["sliding_window"])
+        attention_mask = allowed[None, None]
+    if attention_mask.dtype == torch.bool:
+        blocked = torch.zeros(attention_mask.shape, dtype=query.dtype, device=query.device)
+        attention_mask = blocked.masked_fill(~attention_mask, torch.finfo(query.dtype).min)
+    out: tuple[torch.Tensor, Any] = eager(module, query, key, value, attention_mask, **kwargs)
+    return out
+
+
 def dispatch(
     module: torch.nn.Module,
     query: torch.Tensor,
@@ -56,7 +88,7 @@ def dispatch(
     """The registered attention: the thread's handler, or SDPA when none is set."""
     handler = getattr(_local, "handler", None)
     if handler is None:
-        return sdpa(module, query, key, value, attention_mask, **kwargs)
+        return model_attention(module, query, key, value, attention_mask, **kwargs)
     out: tuple[torch.Tensor, Any] = handler(module, query, key, value, attention_mask, **kwargs)
     return out
 
