@@ -42,6 +42,7 @@ class Explorer(StrEnum):
     TOKEN_AT = "explorer_token_at"  # the query by position, on prompts too long for a list
     GRID = "explorer_grid"
     TOKENS = "explorer_tokens"
+    GATES = "explorer_gates"
     OVERVIEW = "explorer_overview"
     SCOPE = "explorer_scope"
     DIRECTION = "explorer_dir"

@@ -31,6 +31,11 @@ class SinkSummary:
         n_heads: heads whose own largest mean weight is on ``position``.
         n_total: heads in the model.
         rows: the query rows sampled.
+        gated_weight: a model with output gates: the weight on ``position`` as it reaches the
+            output, each head's weight times its gate at the query (mean over the gate's
+            dimensions; 1 for a head without a gate), averaged the same way; else None.
+        learned_weight: a model with learned sinks: their mean weight over the same heads and
+            rows (0 for a head without one); else None.
     """
 
     position: int
@@ -38,6 +43,8 @@ class SinkSummary:
     n_heads: int
     n_total: int
     rows: tuple[int, ...]
+    gated_weight: float | None = None
+    learned_weight: float | None = None
 
 
 def sink_cost(run: AttentionRun) -> Cost:
@@ -73,18 +80,39 @@ def measured_sink(run: AttentionRun) -> SinkSummary:
     rows = sample_rows(run.n_tokens, run.facts.causal)
     n_heads = run.facts.n_heads
     per_head = np.empty((run.facts.n_layers * n_heads, run.n_tokens), dtype=np.float32)
+    extras = run.extras
+    gates = {} if extras is None else {li: extras.mean_gate(li) for li in extras.gates}
+    gate_of = np.ones((run.facts.n_layers * n_heads, len(rows)), dtype=np.float32)
     for layer in range(run.facts.n_layers):  # one read per layer: its heads' sampled rows
         window = run.store.layer_window(layer, rows, slice(None))
         per_head[layer * n_heads : (layer + 1) * n_heads] = window.mean(axis=1)
         del window  # the next layer's rows are read without this one's still held
+        found = gates.get(layer)
+        if found is not None:
+            gate_of[layer * n_heads : layer * n_heads + found.shape[0]] = found[:, rows]
     np.nan_to_num(per_head, copy=False)
     overall = per_head.mean(axis=0)
     position = int(np.argmax(overall))
     favourite = per_head.argmax(axis=1)
+    gated = None
+    if gates:  # the sink's column once more, each row times its head's gate there
+        column = np.concatenate(
+            [
+                run.store.layer_window(li, rows, slice(position, position + 1))[..., 0]
+                for li in range(run.facts.n_layers)
+            ]
+        )
+        gated = float(np.nan_to_num(column * gate_of).mean())
+    learned = None
+    if extras is not None and extras.sinks:
+        total = sum(float(sink[:, rows].sum()) for sink in extras.sinks.values())
+        learned = total / (per_head.shape[0] * len(rows))
     return SinkSummary(
         position,
         float(overall[position]),
         int((favourite == position).sum()),
         per_head.shape[0],
         tuple(rows),
+        gated,
+        learned,
     )

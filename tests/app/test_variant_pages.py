@@ -16,6 +16,7 @@ from transformers import AutoConfig, AutoTokenizer
 
 from tests.app.helpers import (
     component_data,
+    component_data_all,
     detail_heatmap,
     has_heatmap,
     open_app,
@@ -23,7 +24,7 @@ from tests.app.helpers import (
     texts,
 )
 from tests.attention.tiny_variants import build_variants
-from tests.model.variant_reference import eager, hf_attentions, mixing_inside_transformers
+from tests.model.variant_reference import eager, hf_attentions, hf_gate, mixing_inside_transformers
 from ui.keys import Explorer, Generate, HeadAtlas, Scaling, Sidebar
 from viz.colours import SIGNED
 from viz.heatmap import heatmap_data, heatmap_figure
@@ -275,3 +276,23 @@ def test_the_kv_cache_counts_only_global_layers_as_growing(allowed):
     measured, tokens = (int(g.replace(",", "")) for g in found.groups())
     per_layer = 2 * 2 * 16 * 4  # K and V, 2 key/value heads, d_head 16, float32
     assert measured == per_layer * (tokens + 5 * 5) and "they are equal" in said
+
+
+def test_a_gated_heads_output_gate_is_a_strip_of_its_own(allowed):
+    """Qwen3-Next's gated softmax layer: a second strip holds the head's gate at every query,
+    equal to the model's own sigmoid gate (mean over its dimensions); a click there selects the
+    query; the sink line says how much of the sink the gates pass on."""
+    path = allowed["qwen3_next"]
+    at = opened_on(path)
+    at.selectbox(key=Explorer.LAYER).set_value(1).run()
+    head = at.selectbox(key=Explorer.HEAD).value
+    strips = component_data_all(at, "atlas_token_strip")
+    assert len(strips) == 2 and strips[1]["shaded"]["verb"] == "output gate at this query"
+    ids = AutoTokenizer.from_pretrained(path)(PROMPT, return_tensors="pt").input_ids
+    assert ids.shape[1] == len(strip_weights(at, 1))  # this bridge puts no BOS first
+    want = hf_gate(path, ids, 1, 4)[head].double().numpy()
+    np.testing.assert_allclose(strip_weights(at, 1), want, atol=1e-5)
+    assert "Output gate of head 1." in texts(at)
+    assert "Through the output gates it passes on" in texts(at)
+    layer0 = opened_on(path)  # the linear layer has no gate: one strip
+    assert len(component_data_all(layer0, "atlas_token_strip")) == 1

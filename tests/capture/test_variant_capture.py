@@ -10,6 +10,7 @@ import torch
 from models.capture.fidelity import measure, sample_rows, tolerance
 from models.capture.rollout import attention_rollout
 from models.capture.run import capture
+from models.capture.sinks import measured_sink
 from models.capture.spans import span_weights
 from models.model.eager import run_eager
 from models.model.forward import pattern_hook, tokenize
@@ -185,3 +186,27 @@ def test_rollout_counts_a_linear_layer_as_the_identity(runs):
         want = mixed / mixed.sum(axis=-1, keepdims=True) @ want
     assert len(run.softmax_layers()) < run.facts.n_layers
     np.testing.assert_allclose(attention_rollout(run), want, atol=1e-12)
+
+
+def test_the_sink_summary_states_the_gated_and_learned_sinks(tiny_variants, runs):
+    """Qwen3-Next: the sink's weight through the gates is each head's weight on it times its
+    gate at the query (HF's eager weights and sigmoid gate), over every head and sampled row
+    (the linear layer holds no weight there); gpt-oss: the learned sinks' mean is one minus
+    HF's row sums on the same rows."""
+    run = runs["qwen3_next"]
+    found = measured_sink(run)
+    path, ids = tiny_variants.path("qwen3_next"), ids_of(run)
+    rows = list(found.rows)
+    softmax = hf_attentions(path, ids)[-1]  # layer 1, the only layer with a softmax
+    weights = softmax[0, :, rows, found.position].double().numpy()
+    gate = hf_gate(path, ids, 1, run.facts.n_heads)[:, rows].double().numpy()
+    n_heads = run.facts.n_layers * run.facts.n_heads
+    assert found.mean_weight == pytest.approx(weights.sum() / (n_heads * len(rows)), abs=1e-5)
+    assert found.gated_weight == pytest.approx((weights * gate).sum() / weights.size / 2, abs=1e-5)
+    assert found.learned_weight is None and found.gated_weight < found.mean_weight
+    oss = runs["gpt_oss"]
+    summary = measured_sink(oss)
+    hf = hf_attentions(tiny_variants.path("gpt_oss"), ids_of(oss))
+    sinks = [1 - a[0, :, list(summary.rows)].double().numpy().sum(-1) for a in hf]
+    assert summary.learned_weight == pytest.approx(np.mean(sinks), abs=1e-5)
+    assert summary.gated_weight is None

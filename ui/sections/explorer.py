@@ -15,7 +15,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from models.capture.run import AttentionRun
-from models.capture.sinks import measured_sink, sink_cost
+from models.capture.sinks import SinkSummary, measured_sink, sink_cost
 from models.capture.weighted import ValueWeighting, weighting_cost
 from models.capture.words import WORD_RULE, Words
 from models.errors import UserError
@@ -93,7 +93,10 @@ def sink_hint(run: AttentionRun, key: RunKey) -> None:
         cost=sink_cost(run),
         background="Finding where the heads park their attention…",
     )
-    if found is job_view.MISSING or found.mean_weight < 0.2:
+    if found is job_view.MISSING:
+        return
+    told = found.gated_weight is not None or found.learned_weight is not None
+    if found.mean_weight < 0.2 and not told:
         return
     label = md(run.tokens[found.position])
     special = (
@@ -103,10 +106,28 @@ def sink_hint(run: AttentionRun, key: RunKey) -> None:
     )
     st.caption(
         f"Attention sink: position {found.position}, {label}{special}, takes "
-        f"{found.mean_weight:.0%} of the attention on average over every head "
+        f"{found.mean_weight:.1%} of the attention on average over every head "
         f"(measured on {len(found.rows)} query rows); it is the favourite key of "
-        f"{found.n_heads} of {found.n_total} heads."
+        f"{found.n_heads} of {found.n_total} heads." + sink_variants_text(found)
     )
+
+
+def sink_variants_text(found: SinkSummary) -> str:
+    """What output gates and learned sinks do to the sink, measured on the same rows."""
+    said = ""
+    if found.gated_weight is not None:
+        ratio = found.gated_weight / found.mean_weight if found.mean_weight > 0 else 1.0
+        said += (
+            f" Through the output gates it passes on {found.gated_weight:.1%} (each head's "
+            f"weight there times its gate at the query, mean over the gate's dimensions): the "
+            f"gates keep {ratio:.0%} of the raw sink."
+        )
+    if found.learned_weight is not None:
+        said += (
+            f" The heads' learned sinks, which are no token, take {found.learned_weight:.1%} "
+            "on the same rows."
+        )
+    return said
 
 
 def full_run() -> None:

@@ -65,8 +65,8 @@ def to_token(run_key: RunKey, unit: int, words: bool) -> int:
     return found.starts[min(max(unit, 0), found.n_words)]
 
 
-def on_click(run_key: RunKey, words: bool) -> None:
-    clicked = components.clicked_position(Explorer.TOKENS)
+def on_click(run_key: RunKey, words: bool, key: str = Explorer.TOKENS) -> None:
+    clicked = components.clicked_position(key)
     if clicked is not None:
         token = to_token(run_key, int(clicked), words)
         update(run_key, lambda v, s, r: state.choose_token(v, token, s, strongest(r)))
@@ -333,4 +333,26 @@ def strip(
         span=(units.start, units.stop) if view.span is not None else None,
         anchor=unit_of(view.query, words),
     )
+    if words is None:
+        gate_strip(view, run, key, names)
     return weights
+
+
+def gate_strip(view: ExplorerView, run: AttentionRun, key: RunKey, names: list[str]) -> None:
+    """A gated head (Qwen3-Next, Qwen3.5): its output gate at every query, as a second strip
+    (a click selects that query)."""
+    gates = run.extras.mean_gate(view.head.layer) if run.extras is not None else None
+    if gates is None:
+        return
+    gate = gates[view.head.index]
+    st.caption(
+        f"Output gate of head {view.head} at each query: sigmoid of the gate, mean over its "
+        f"dimensions (0 blocks what the head read, 1 passes it on). At the selected query "
+        f"{view.query}: **{gate[view.query]:.3g}**; over the prompt "
+        f"{float(gate.min()):.3g}–{float(gate.max()):.3g}."
+    )
+    components.token_strip(
+        components.shaded(names, gate, view.query, "from", verb="output gate at this query"),
+        Explorer.GATES,
+        lambda: on_click(key, False, Explorer.GATES),
+    )

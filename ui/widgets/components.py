@@ -133,6 +133,7 @@ def shaded(
     direction: Direction,
     signed: bool = False,
     sink: float | None = None,
+    verb: str | None = None,
 ) -> dict[str, Any]:
     """What :func:`token_strip` draws for tokens shaded by one weight each (NaN: masked), the
     way :func:`viz.token_view.token_spans` writes them: the tokens go as plain text, the
@@ -140,13 +141,14 @@ def shaded(
     ``focus`` is where the strip scrolls to: the strongest weight (see :func:`strongest`);
     ``signed``: a linear layer's signed mixing entries, shaded red and blue; ``sink``: the
     weight on a learned sink (drawn as a "sink" item before the tokens, shaded by the same
-    rule), or None."""
+    rule), or None; ``verb``: what each tooltip calls the number (by default the attention in
+    ``direction``)."""
     return {
         "sink": None if sink is None else float(sink),
         "tokens": list(tokens),
         "weights": base64.b64encode(np.asarray(weights, dtype="<f4").tobytes()).decode("ascii"),
         "selected": selected,
-        "verb": VERBS[direction],
+        "verb": verb or VERBS[direction],
         "focus": strongest(weights),
         "signed": signed,
     }
