@@ -34,6 +34,8 @@ from models.model.forward import (
 from models.model.handle import ModelHandle
 from models.model.softmax_terms import layer_scales
 from models.model.tokens import readable_tokens
+from models.model.variants import layer_variants
+from models.model.variants.layers import layer_sink_logits
 
 MASKED_BELOW = -1e9
 
@@ -58,6 +60,9 @@ class LayerActivations:
         causal: the model hides later keys.
         scale: the layer's logit multiplier, read from the model.
         rotated: q and k are taken after the rotary rotation.
+        softcap: the layer's logit cap (Gemma 2), or None.
+        window: the layer's sliding window, or None.
+        sinks: ``head_index`` the layer's learned sink logits (gpt-oss), or None.
     """
 
     tokens: tuple[str, ...]
@@ -70,6 +75,9 @@ class LayerActivations:
     causal: bool
     scale: float
     rotated: bool = False
+    softcap: float | None = None
+    window: int | None = None
+    sinks: np.ndarray | None = None
 
     @property
     def n_tokens(self) -> int:
@@ -158,7 +166,14 @@ def layer_activations(
         ) from err
     q, k = softmax_qk(acts, layer, source)
     arr = {key: acts[name][0].numpy() for key, name in names.items()}
+    if not q.shape[1] == k.shape[1] == arr["v"].shape[0] == ids.shape[1]:
+        raise RealHeadUnavailable(
+            "This model's hooks do not hold one query, key and value per token (latent "
+            "attention keeps a compressed key/value), so the steps cannot be laid out here."
+        )
     id_list = [int(i) for i in ids[0]]
+    variant = layer_variants(model)[layer]
+    sinks = layer_sink_logits(model, layer) if variant.sinks else None
     return LayerActivations(
         tokens=tuple(readable_tokens(model.tokenizer, id_list)),
         q=q[0].numpy(),
@@ -170,6 +185,9 @@ def layer_activations(
         causal=model.facts.causal,
         scale=layer_scales(model)[0][layer],
         rotated=source != "hook_q/hook_k",
+        softcap=variant.softcap,
+        window=variant.window,
+        sinks=None if sinks is None else sinks.numpy(),
     )
 
 
@@ -193,12 +211,26 @@ def head_steps(acts: LayerActivations, head: int) -> HeadCheck:
     q = acts.q[:, head].astype(np.float64)
     k = acts.k[:, kv].astype(np.float64)
     v = acts.v[:, kv].astype(np.float64)
-    steps = attention_steps(q, k, v, causal=acts.causal, scale=acts.scale)
+    visible = None
+    if acts.window is not None:  # query i sees keys i - window < j only
+        i, j = np.indices((acts.n_tokens, acts.n_tokens))
+        visible = i - j < acts.window
+    steps = attention_steps(
+        q,
+        k,
+        v,
+        causal=acts.causal,
+        scale=acts.scale,
+        visible=visible,
+        softcap=acts.softcap,
+        sink=None if acts.sinks is None else float(acts.sinks[head]),
+    )
     model_scores = acts.scores[head].astype(np.float64)
     score_error = None
-    if not acts.scores_are_weights:
+    if not acts.scores_are_weights:  # a soft-capped model's hook holds the capped scores
         seen = steps.visible & (model_scores > MASKED_BELOW)
-        score_error = float(np.abs(steps.scaled - model_scores)[seen].max())
+        ours = steps.scaled if steps.capped is None else steps.capped
+        score_error = float(np.abs(ours - model_scores)[seen].max())
     pattern_error = float(np.abs(steps.weights - acts.pattern[head]).max())
     z_error = float(np.abs(steps.output - acts.z[:, head]).max())
     return HeadCheck(

@@ -44,9 +44,13 @@ class AttentionSteps:
         scale: the factor applied to the scores (``1 / sqrt(d_k)`` by default).
         scaled: ``query_pos key_pos`` ``scores * scale``.
         visible: ``query_pos key_pos`` True where a query may see a key.
-        logits: ``scaled`` with hidden entries set to ``-inf`` (what the softmax reads).
-        weights: ``query_pos key_pos`` the attention pattern; each row sums to 1.
+        logits: the capped scores with hidden entries set to ``-inf`` (what the softmax reads).
+        weights: ``query_pos key_pos`` the attention pattern; each row sums to 1 (with a
+            learned sink, to 1 minus the sink's weight).
         output: ``query_pos d_v`` ``weights @ v``.
+        softcap: the logit cap ``c`` (Gemma 2), or None; ``capped`` is then
+            ``c * tanh(scaled / c)``, else ``scaled`` itself.
+        sink: a learned sink logit (gpt-oss), one more softmax term that no key holds; None.
     """
 
     q: np.ndarray
@@ -59,6 +63,14 @@ class AttentionSteps:
     logits: np.ndarray
     weights: np.ndarray
     output: np.ndarray
+    softcap: float | None = None
+    capped: np.ndarray | None = None
+    sink: float | None = None
+
+    @property
+    def sink_weights(self) -> np.ndarray | None:
+        """``query_pos`` each row's weight on the learned sink, or None without one."""
+        return None if self.sink is None else 1.0 - self.weights.sum(axis=-1)
 
     @property
     def d_k(self) -> int:
@@ -175,6 +187,8 @@ def attention_steps(
     causal: bool = False,
     scale: float | None = None,
     visible: np.ndarray | None = None,
+    softcap: float | None = None,
+    sink: float | None = None,
 ) -> AttentionSteps:
     """Compute ``softmax(Q K^T * scale + mask) V`` keeping every intermediate.
 
@@ -185,6 +199,8 @@ def attention_steps(
         causal: hide keys after each query (``-inf`` before the softmax).
         scale: factor on the scores; ``None`` means ``1 / sqrt(d_k)``.
         visible: an explicit ``query_pos key_pos`` mask (True = visible), combined with causal.
+        softcap: cap the scaled scores at ``c * tanh(s / c)`` before the softmax (Gemma 2).
+        sink: a learned sink logit that joins every row's softmax (gpt-oss).
 
     Returns:
         The :class:`AttentionSteps`.
@@ -204,9 +220,14 @@ def attention_steps(
     seen = np.ones(scores.shape, dtype=bool) if visible is None else np.asarray(visible, bool)
     if causal:
         seen = seen & causal_visible(*scores.shape)
-    logits = np.where(seen, scaled, -np.inf)
-    weights = softmax_rows(logits)
-    output = weights @ v  # rows of A sum to 1: a mix of V's finite rows stays finite
+    capped = scaled if softcap is None else softcap * np.tanh(scaled / softcap)
+    logits = np.where(seen, capped, -np.inf)
+    if sink is None:
+        weights = softmax_rows(logits)
+    else:  # the sink's column joins the softmax and is dropped after it
+        column = np.full((logits.shape[0], 1), float(sink))
+        weights = softmax_rows(np.concatenate([logits, column], axis=1))[:, :-1]
+    output = weights @ v  # rows of A sum to at most 1: a mix of V's finite rows stays finite
     return AttentionSteps(
         q=q,
         k=k,
@@ -218,6 +239,9 @@ def attention_steps(
         logits=logits,
         weights=weights,
         output=output,
+        softcap=softcap,
+        capped=capped if softcap is not None else None,
+        sink=None if sink is None else float(sink),
     )
 
 

@@ -20,6 +20,7 @@ from tests.app.helpers import (
     detail_heatmap,
     has_heatmap,
     open_app,
+    open_classroom_tab,
     strip_weights,
     texts,
 )
@@ -296,3 +297,22 @@ def test_a_gated_heads_output_gate_is_a_strip_of_its_own(allowed):
     assert "Through the output gates it passes on" in texts(at)
     layer0 = opened_on(path)  # the linear layer has no gate: one strip
     assert len(component_data_all(layer0, "atlas_token_strip")) == 1
+
+
+def test_the_classroom_shows_raw_and_capped_scores_and_a_learned_sink(allowed):
+    """Gemma 2 in the classroom's real-head steps: the raw scaled scores, then the capped ones
+    the softmax reads, agreeing with the model's own hooks; gpt-oss: a sink column."""
+    at = opened_on(allowed["gemma2"])
+    at.switch_page("pages/classroom.py").run()
+    open_classroom_tab(at, "Inside the model")
+    at.run()
+    assert not at.exception
+    said = texts(at)
+    assert "raw scaled scores" in said and "5 · tanh(S / 5)" in said, said[-2000:]
+    assert any("agree with the model's own" in s.value for s in at.success)
+    oss = opened_on(allowed["gpt_oss"])
+    oss.switch_page("pages/classroom.py").run()
+    open_classroom_tab(oss, "Inside the model")
+    oss.run()
+    assert "has a learned sink (logit" in texts(oss)
+    assert any("agree with the model's own" in s.value for s in oss.success)

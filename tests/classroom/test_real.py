@@ -174,3 +174,26 @@ def test_smollm2_head_reads_rotated_q_and_k_and_its_own_scale(smollm2):
     check = real.head_steps(acts, 4)
     assert check.kv_head == 1  # 9 query heads share 3 key/value heads: 3, 4, 5 read head 1
     assert check.pattern_error < 1e-5 and check.z_error < 1e-4
+
+
+@pytest.mark.parametrize("name", ["gemma2", "gemma3", "gpt_oss"])
+def test_soft_caps_windows_and_sinks_agree_with_the_model(tiny_variants, name):
+    """Gemma 2 (capped logits, a window of 6), Gemma 3 (windows) and gpt-oss (learned sinks):
+    every head's recomputed scores, pattern and z agree with the model's own hooks, and the
+    pattern with Hugging Face's eager weights."""
+    from tests.model.variant_reference import hf_attentions
+
+    model = tiny_variants.model(name)
+    for layer in range(model.facts.n_layers):
+        acts = _check_against_model(model, layer)
+        ids = tokenize(model, PROMPT)[0]
+        want = hf_attentions(tiny_variants.path(name), ids)[layer][0].numpy()
+        for head in range(model.facts.n_heads):
+            got = real.head_steps(acts, head).steps.weights
+            np.testing.assert_allclose(got, want[head], atol=1e-5)
+    if name == "gemma2":  # the cap is the model's own, and it bites on these scores
+        from transformers import AutoConfig
+
+        cap = AutoConfig.from_pretrained(tiny_variants.path(name)).attn_logit_softcapping
+        steps = real.head_steps(acts, 0).steps
+        assert acts.softcap == cap and np.abs(steps.scaled).max() > 1.2 * np.abs(steps.capped).max()

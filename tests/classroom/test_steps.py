@@ -116,3 +116,21 @@ def test_typed_fragments_cannot_break_out_of_their_code_span():
     with pytest.raises(MatrixError) as err:
         parse_matrix("1, x`](https://evil.example) :red[**ADMIN**]", "Q")
     assert str(err.value).count("`") == 2  # the fragment's own backtick cannot end the span
+
+
+def test_a_soft_cap_and_a_learned_sink_by_hand():
+    """Scores 1 and 3 (one query, two keys, scale 1): capped at c = 2 they are 2 tanh(1/2)
+    and 2 tanh(3/2); a sink logit s joins the softmax, so the keys' weights are
+    e^x / (e^a + e^b + e^s) and the sink takes the rest."""
+    q, k, v = np.array([[1.0]]), np.array([[1.0], [3.0]]), np.array([[10.0], [20.0]])
+    steps = attention_steps(q, k, v, scale=1.0, softcap=2.0, sink=0.5)
+    a, b = 2 * np.tanh(0.5), 2 * np.tanh(1.5)
+    np.testing.assert_allclose(steps.scaled, [[1.0, 3.0]])
+    np.testing.assert_allclose(steps.capped, [[a, b]])
+    total = np.exp(a) + np.exp(b) + np.exp(0.5)
+    np.testing.assert_allclose(steps.weights, [[np.exp(a) / total, np.exp(b) / total]])
+    np.testing.assert_allclose(steps.sink_weights, [np.exp(0.5) / total])
+    np.testing.assert_allclose(steps.output, [[(10 * np.exp(a) + 20 * np.exp(b)) / total]])
+    plain = attention_steps(q, k, v, scale=1.0)
+    assert plain.capped is None and plain.sink_weights is None
+    np.testing.assert_allclose(plain.weights.sum(), 1.0)

@@ -303,8 +303,25 @@ def real_model(view: ClassroomView) -> ModelFacts | None:
                 compact=True,
             )
     masked = " with the causal mask" if facts.causal else ""
+    if acts.window is not None:
+        masked += f" and a sliding window of {acts.window}"
+        st.caption(
+            f"Layer {layer} slides: a query sees only its last {acts.window} keys, itself "
+            "included; older keys are masked like later ones."
+        )
     textbook = abs(acts.scale - facts.d_head**-0.5) < 1e-9
     scaled = f"Q Kᵀ / √{facts.d_head}" if textbook else f"Q Kᵀ × {acts.scale:.4g}"
+    if s.softcap is not None:  # raw, then capped: what the softmax reads
+        show(
+            real.window(np.where(s.visible, s.scaled, -np.inf), start, stop),
+            toks,
+            toks,
+            decimals=3,
+            title=f"{scaled} (raw scaled scores{masked})",
+            compact=True,
+        )
+        scaled = f"{s.softcap:g} · tanh(S / {s.softcap:g})"
+        masked = f", capped at ±{s.softcap:g}" + masked
     show(
         real.window(s.logits, start, stop),
         toks,
@@ -314,7 +331,15 @@ def real_model(view: ClassroomView) -> ModelFacts | None:
         compact=True,
     )
     rest = real.mass_outside(s.weights, start, stop)
-    c = list(st.columns([5, 1])) if np.any(rest > 1e-6) else [st.container()]
+    sink = s.sink_weights
+    if sink is not None:
+        st.caption(
+            f"Head {chosen} has a learned sink (logit {s.sink:+.3f}): one more term of every "
+            "row's softmax that is no token. Its weight is in the “sink” column; a row's "
+            "weights and its sink sum to 1."
+        )
+        rest = rest - sink[start:stop]
+    c = list(st.columns([5, 1])) if np.any(rest > 1e-6) or sink is not None else [st.container()]
     with c[0]:
         show(
             real.window(s.weights, start, stop),
@@ -328,7 +353,15 @@ def real_model(view: ClassroomView) -> ModelFacts | None:
         )
     if len(c) > 1:
         with c[1]:
-            show(rest[:, None], toks, ["rest"], decimals=3, title="keys not shown", compact=True)
+            columns = [rest[:, None]] + ([] if sink is None else [sink[start:stop, None]])
+            show(
+                np.concatenate(columns, axis=1),
+                toks,
+                ["rest"] + ([] if sink is None else ["sink"]),
+                decimals=3,
+                title="keys not shown" + ("; the sink" if sink is not None else ""),
+                compact=True,
+            )
     note = f" (first {dims} of {facts.d_head} dims)" if dims < facts.d_head else ""
     show(
         s.output[start:stop, :dims],
