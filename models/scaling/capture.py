@@ -30,10 +30,12 @@ import torch
 
 from models.errors import UserError
 from models.model.forward import (
+    Hook,
     QKSource,
     every_layer,
     missing_hooks,
     pattern_hook,
+    q_hook,
     qk_names,
     qk_source,
     run_hooks,
@@ -45,6 +47,7 @@ from models.model.forward import (
 from models.model.handle import ModelHandle
 from models.model.softmax_terms import layer_scales
 from models.model.tokens import readable_tokens
+from models.model.variants import layer_variants
 from models.progress import Progress, quiet
 from models.scaling.maths import scale_scores, scaled_patterns, with_inf_mask
 
@@ -68,10 +71,13 @@ class ScoreCapture:
 
     Attributes:
         token_ids, tokens: the positions fed to the model.
-        scores: ``layer head_index query_pos key_pos`` float32, masked entries ``-inf``.
+        scores: ``layer head_index query_pos key_pos`` float32, masked entries ``-inf``
+            (the raw logits of a soft-capped layer, before its cap).
         source: which hooks the scores were built from.
         max_error: ``max |softmax(scores) - hook_pattern|`` over every head and row.
         n_prompt_tokens: tokens in the full prompt before any cut.
+        softcaps: each layer's logit cap (Gemma 2); ``scores`` are then the raw logits before
+            it (read from q and k); ``()`` for a model without caps.
     """
 
     token_ids: tuple[int, ...]
@@ -80,6 +86,18 @@ class ScoreCapture:
     source: ScoreSource
     max_error: float
     n_prompt_tokens: int
+    softcaps: tuple[float | None, ...] = ()
+
+    def softcap(self, layer: int) -> float | None:
+        return self.softcaps[layer] if self.softcaps else None
+
+    def capped_scores(self, layer: int) -> np.ndarray:
+        """Layer ``layer``'s logits as its softmax reads them (capped where it caps)."""
+        cap = self.softcap(layer)
+        scores: np.ndarray = self.scores[layer]
+        if cap is None:
+            return scores
+        return np.where(np.isneginf(scores), scores, cap * np.tanh(scores / cap))
 
     @property
     def n_tokens(self) -> int:
@@ -111,14 +129,19 @@ def _cache(model: ModelHandle, ids: torch.Tensor, names: list[str]) -> dict[str,
 
 
 def scores_from_qk(
-    q: torch.Tensor, k: torch.Tensor, causal: bool, scale: float | None = None
+    q: torch.Tensor,
+    k: torch.Tensor,
+    causal: bool,
+    scale: float | None = None,
+    window: int | None = None,
 ) -> torch.Tensor:
-    """``q . k * scale`` with the causal mask as ``-inf``.
+    """``q . k * scale`` with the causal mask (and a sliding window's) as ``-inf``.
 
     Args:
         q: ``pos head_index d_head``; k: ``pos kv_head d_head`` (repeated when fewer heads).
         causal: mask keys after the query.
         scale: the layer's logit multiplier; ``1 / sqrt(d_head)`` when not given.
+        window: a sliding layer's width: mask keys ``window`` or more positions back.
 
     Returns:
         ``head_index query_pos key_pos`` float32.
@@ -128,11 +151,15 @@ def scores_from_qk(
         k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     scores = torch.einsum("qhd,khd->hqk", q, k) * scale
+    n_q, n_k = scores.shape[-2:]
+    query_pos = torch.arange(n_k - n_q, n_k)[:, None]
+    key_pos = torch.arange(n_k)[None]
+    hidden = torch.zeros(n_q, n_k, dtype=torch.bool)
     if causal:
-        n_q, n_k = scores.shape[-2:]
-        future = torch.ones(n_q, n_k, dtype=torch.bool).triu(1 + n_k - n_q)
-        scores = scores.masked_fill(future, -torch.inf)
-    return scores
+        hidden |= key_pos > query_pos
+    if window:
+        hidden |= query_pos - key_pos >= window
+    return scores.masked_fill(hidden, -torch.inf)
 
 
 def tolerance(dtype: torch.dtype) -> float:
@@ -141,16 +168,19 @@ def tolerance(dtype: torch.dtype) -> float:
     return max(REPRODUCE_TOL, 4 * torch.finfo(dtype).eps)
 
 
-def _error(scores: torch.Tensor, patterns: torch.Tensor) -> float:
-    return float((scaled_patterns(scores, 1.0) - patterns.float()).abs().max())
+def _error(scores: torch.Tensor, patterns: torch.Tensor, softcap: float | None = None) -> float:
+    return float((scaled_patterns(scores, 1.0, softcap) - patterns.float()).abs().max())
 
 
-def _layer_error(scores: torch.Tensor, patterns: torch.Tensor) -> float:
+def _layer_error(
+    scores: torch.Tensor, patterns: torch.Tensor, softcaps: tuple[float | None, ...] = ()
+) -> float:
     """:func:`_error` of every layer's heads, one layer at a time (its softmax and difference
     are a layer's size, not the model's)."""
     if scores.shape != patterns.shape:
         return float("inf")
-    return max(_error(s, p) for s, p in zip(scores, patterns, strict=True))
+    caps = softcaps or (None,) * len(scores)
+    return max(_error(s, p, c) for s, p, c in zip(scores, patterns, caps, strict=True))
 
 
 def _stacked(layers: list[torch.Tensor]) -> torch.Tensor:
@@ -189,19 +219,25 @@ def capture_scores(model: ModelHandle, prompt: str, max_tokens: int | None = Non
         [with_inf_mask(acts.pop(scores_hook(l)), torch.float32) for l in range(n_layers)]
     )
     source: ScoreSource = "hook_attn_scores"
-    error = _layer_error(scores, patterns)
+    caps = softcaps_of(model)
+    # a capped model's raw logits come from q and k (inverting the cap loses them where it
+    # saturates)
+    error = float("inf") if caps else _layer_error(scores, patterns)
     qk = qk_source(model)
     if not error <= tol and qk is not None:
         scales, _ = layer_scales(model)
+        windows = [layer.window for layer in layer_variants(model)]
         acts = _cache(model, ids, [name for l in range(n_layers) for name in qk_names(qk, l)])
         try:
             scores = _stacked(
                 [
-                    scores_from_qk(*softmax_qk(acts, l, qk), model.facts.causal, scales[l])
+                    scores_from_qk(
+                        *softmax_qk(acts, l, qk), model.facts.causal, scales[l], windows[l]
+                    )
                     for l in range(n_layers)
                 ]
             )
-            source, error = qk, _layer_error(scores, patterns)
+            source, error = qk, _layer_error(scores, patterns, caps)
         except (RuntimeError, ValueError):  # q/k hooks laid out other than pos head d_head
             error = float("inf")
     if not error <= tol:
@@ -219,7 +255,14 @@ def capture_scores(model: ModelHandle, prompt: str, max_tokens: int | None = Non
         source=source,
         max_error=error,
         n_prompt_tokens=n_full,
+        softcaps=caps,
     )
+
+
+def softcaps_of(model: ModelHandle) -> tuple[float | None, ...]:
+    """Each layer's logit cap, or ``()`` when no layer caps its logits."""
+    caps = tuple(layer.softcap for layer in layer_variants(model))
+    return caps if any(caps) else ()
 
 
 def loss_unavailable(model: ModelHandle, n_tokens: int) -> str | None:
@@ -253,23 +296,32 @@ def next_token_loss(model: ModelHandle, ids: torch.Tensor, factor: float) -> Fac
     if missing_hooks(model, names):
         raise ScalingUnavailable("This model exposes no attention-score hook to scale.")
     seen: dict[str, torch.Tensor] = {}
+    capped = bool(softcaps_of(model))  # scale q (the cap then runs on the scaled logits)
 
     def scale(scores: torch.Tensor, hook: HookPoint) -> torch.Tensor:
         if hook.name == names[0]:
             seen["scores"] = scores.detach()[0].cpu()
-        return scale_scores(scores, factor)
+        return scores if capped else scale_scores(scores, factor)
+
+    def scale_q(q: torch.Tensor, hook: HookPoint) -> torch.Tensor:
+        return q * factor
 
     def keep(pattern: torch.Tensor, hook: HookPoint) -> torch.Tensor:
         seen["pattern"] = pattern.detach()[0].cpu()
         return pattern
 
-    hooks = [(name, scale) for name in names] + [(pattern_hook(0), keep)]
+    hooks: list[Hook] = [(name, scale) for name in names] + [(pattern_hook(0), keep)]
+    if capped:
+        hooks += [(q_hook(layer), scale_q) for layer in range(model.facts.n_layers)]
     logits = run_with_hooks(model, ids, hooks)
     if not isinstance(logits, torch.Tensor) or logits.ndim != 3:
         raise ScalingUnavailable("This model's forward pass does not return next-token logits.")
     if "scores" not in seen or "pattern" not in seen:
         raise ScalingUnavailable("The attention-score hook never fired during the forward pass.")
-    expected = scaled_patterns(with_inf_mask(seen["scores"], torch.float32), factor)
+    # the scores seen are scaled already where q was (and capped by the model)
+    expected = scaled_patterns(
+        with_inf_mask(seen["scores"], torch.float32), 1.0 if capped else factor
+    )
     check = float((expected - seen["pattern"].float()).abs().max())
     if not check <= tolerance(seen["pattern"].dtype):
         raise ScalingUnavailable(

@@ -64,31 +64,47 @@ def with_inf_mask(scores: torch.Tensor, dtype: torch.dtype = torch.float64) -> t
     return scores.to(dtype).masked_fill(masked_entries(scores), -torch.inf)
 
 
-def scale_scores(scores: torch.Tensor, factor: float) -> torch.Tensor:
-    """``factor * scores`` with masked entries left exactly as they were (a new tensor).
+def rescaled(scores: torch.Tensor, factor: float, softcap: float | None = None) -> torch.Tensor:
+    """The logits at ``factor`` times the model's own scale: ``c * s``, or for a soft-capped
+    layer (Gemma 2), whose ``scores`` are its raw logits ``s``, ``cap * tanh(c * s / cap)``:
+    what the model computes with another scale (at ``c = 1`` its own capped logits)."""
+    if softcap is None:
+        return scores * factor
+    return softcap * torch.tanh(scores * (factor / softcap))
+
+
+def scale_scores(scores: torch.Tensor, factor: float, softcap: float | None = None) -> torch.Tensor:
+    """:func:`rescaled` scores with masked entries left exactly as they were (a new tensor).
 
     Args:
         scores: ``... query_pos key_pos`` logits, masked entries as in :func:`masked_entries`.
         factor: ``c > 0``.
+        softcap: the layer's logit cap (the scores are the raw logits before it), or None.
     """
     if not factor > 0:
         raise ValueError(f"the factor must be positive, got {factor}")
-    return torch.where(masked_entries(scores), scores, scores * factor)
+    mask = masked_entries(scores)
+    return torch.where(mask, scores, rescaled(scores.masked_fill(mask, 0.0), factor, softcap))
 
 
-def scaled_patterns(scores: torch.Tensor, factor: float) -> torch.Tensor:
+def scaled_patterns(
+    scores: torch.Tensor, factor: float, softcap: float | None = None
+) -> torch.Tensor:
     """``softmax(c * scores)`` over keys, masked keys at exactly 0; a row with no key is all 0.
 
     Args:
         scores: ``... query_pos key_pos`` logits (the model's own scale already applied).
         factor: ``c > 0``.
+        softcap: the layer's logit cap: the scores are the raw logits, scaled and then capped
+            (:func:`rescaled`).
 
     Returns:
         Patterns with the same shape, float32 or wider.
     """
     mask = masked_entries(scores)
     work = scores.float() if scores.dtype in (torch.float16, torch.bfloat16) else scores
-    logits = torch.where(mask, torch.full_like(work, -torch.inf), work * factor)
+    scaled = rescaled(work.masked_fill(mask, 0.0), factor, softcap)
+    logits = torch.where(mask, torch.full_like(work, -torch.inf), scaled)
     empty = mask.all(dim=-1, keepdim=True)
     pattern = torch.softmax(logits.masked_fill(empty, 0.0), dim=-1)
     return pattern.masked_fill(empty, 0.0)
@@ -199,13 +215,18 @@ def row_stats(p: torch.Tensor, allowed: torch.Tensor) -> dict[str, torch.Tensor]
     }
 
 
-def sweep(scores: torch.Tensor | np.ndarray, factors: np.ndarray) -> SweepStats:
+def sweep(
+    scores: torch.Tensor | np.ndarray,
+    factors: np.ndarray,
+    softcaps: tuple[float | None, ...] = (),
+) -> SweepStats:
     """Saturation statistics of every head at every factor.
 
     Args:
         scores: ``layer head_index query_pos key_pos`` logits at the model's own scale, masked
             entries ``-inf`` (or the dtype's minimum).
         factors: ``(n_c,)`` positive factors.
+        softcaps: each layer's logit cap (its scores are the raw logits), or ``()`` for none.
 
     Returns:
         :class:`SweepStats` with ``n_c layer head_index`` arrays.
@@ -216,10 +237,11 @@ def sweep(scores: torch.Tensor | np.ndarray, factors: np.ndarray) -> SweepStats:
     per_c: dict[str, list[np.ndarray]] = {name: [] for name in STAT_NAMES}
     for c in factors:
         per_layer: dict[str, list[torch.Tensor]] = {name: [] for name in STAT_NAMES}
-        for layer_scores in scores:  # one layer at a time keeps float64 memory small
+        for layer, layer_scores in enumerate(scores):  # one layer at a time: float64 stays small
             layer_scores = with_inf_mask(layer_scores)[None]
+            cap = softcaps[layer] if softcaps else None
             stats = row_stats(
-                scaled_patterns(layer_scores, float(c)), ~masked_entries(layer_scores)
+                scaled_patterns(layer_scores, float(c), cap), ~masked_entries(layer_scores)
             )
             for name in STAT_NAMES:
                 per_layer[name].append(stats[name][0])

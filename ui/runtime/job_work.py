@@ -275,7 +275,8 @@ def _logits(
 def _sweep(
     model: ModelHandle, key: SweepKey, resolve: Resolve, _progress: Progress, _partial: Partial
 ) -> SweepStats:
-    return sweep(resolve(key.logits).scores, np.asarray(key.factors))
+    found = resolve(key.logits)
+    return sweep(found.scores, np.asarray(key.factors), found.softcaps)
 
 
 @register(LossSweepKey, lambda key: key.logits.spec)

@@ -188,7 +188,7 @@ def sweep_stats(
     return job_view.run_job(
         SweepKey(key, values),
         "Sweeping the scale",
-        lambda progress: sweep(found.scores, np.asarray(values)),
+        lambda progress: sweep(found.scores, np.asarray(values), found.softcaps),
         cost=stats_cost(found.scores.size, len(values)),
     )
 
@@ -329,11 +329,14 @@ def model_section() -> None:
     )
     labels = [f"({i}) {tok}" for i, tok in enumerate(cap.tokens)]
     scores = torch.from_numpy(cap.scores[head.layer, head.index])
+    limit = cap.softcap(head.layer)
+    if limit is not None:
+        st.caption(capped_text(cap, head, limit))
     shown = [0, pick, len(factors) - 1]
     st.subheader(f"Head {head} at the point picked, c = {fmt_c(factors[pick])}")
     st.plotly_chart(
         head_heatmap(
-            scaled_patterns(scores, float(factors[pick])).numpy(),
+            scaled_patterns(scores, float(factors[pick]), limit).numpy(),
             labels,
             causal=facts.causal,
             title=f"Head {head} at c = {fmt_c(factors[pick])}",
@@ -343,7 +346,7 @@ def model_section() -> None:
     st.subheader(f"Head {head} at both ends of the sweep and the point picked")
     st.plotly_chart(
         figs.extremes_figure(
-            [scaled_patterns(scores, float(factors[i])).numpy() for i in shown],
+            [scaled_patterns(scores, float(factors[i]), limit).numpy() for i in shown],
             [f"c = {fmt_c(factors[i])}" for i in shown],
             labels,
             causal=facts.causal,
@@ -352,6 +355,20 @@ def model_section() -> None:
     )
     st.caption("Small c flattens every row towards uniform; large c pushes it to one-hot.")
     loss_section(model, key, cap.n_tokens, factors, x, x_title, own_x, pick, log_x)
+
+
+def capped_text(cap: ScoreCapture, head: Head, limit: float) -> str:
+    """A soft-capped layer's logits, raw and capped, and how the sweep treats them."""
+    raw = cap.scores[head.layer, head.index]
+    capped = cap.capped_scores(head.layer)[head.index]
+    seen = np.isfinite(raw)
+    return (
+        f"Layer {head.layer} caps its logits before the softmax: {limit:g} · tanh(s / "
+        f"{limit:g}). Head {head}'s raw logits run from {raw[seen].min():.3g} to "
+        f"{raw[seen].max():.3g}, capped from {capped[seen].min():.3g} to "
+        f"{capped[seen].max():.3g}. The sweep scales the raw logits and caps them again, as "
+        "the model would with another scale."
+    )
 
 
 def synthetic_section() -> None:
