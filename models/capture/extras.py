@@ -88,8 +88,8 @@ class RunExtras:
             logit = self.sink_logits.get(layer)
             at = float(sink[head, query])
             said.append(
-                f"Learned sink: this head puts {at:.3g} of query {query}'s attention on its "
-                f"sink, which is not a token (the keys shown hold the other {1 - at:.3g}); on "
+                f"Learned sink: this head puts {at:.4%} of query {query}'s attention on its "
+                f"sink, which is not a token (the keys shown hold the other {1 - at:.4%}); on "
                 f"average {float(sink[head].mean()):.3g} over every query"
                 + (f"; sink logit {float(logit[head]):+.3f}." if logit is not None else ".")
             )

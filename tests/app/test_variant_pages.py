@@ -94,10 +94,10 @@ def test_a_learned_sink_is_stated_and_closes_the_row(allowed):
     at = opened_on(allowed["gpt_oss"])
     at.selectbox(key=Explorer.TOKEN).set_value(1).run()  # few keys: the sink weighs in
     found = re.search(
-        r"this head puts ([0-9.e+-]+) of query (\d+)'s attention on its sink", texts(at)
+        r"this head puts ([0-9.]+)% of query (\d+)'s attention on its sink", texts(at)
     )
     assert found, texts(at)[-1200:]
-    sink, query = float(found.group(1)), int(found.group(2))
+    sink, query = float(found.group(1)) / 100, int(found.group(2))
     drawn = detail_heatmap(at)
     assert drawn["cols"][0] == "sink"
     assert abs(sink + np.nansum(drawn["values"][query, 1:]) - 1.0) <= 1e-3  # 3 digits shown

@@ -328,3 +328,25 @@ def test_the_grid_marks_each_layers_kind_under_its_number(page, mount):
         ["0", "W4096", "layer 0: sliding window 4,096, learned sinks", True],
         ["1", "G", "layer 1: global, learned sinks", True],
     ]
+
+
+def test_a_learned_sink_is_an_item_before_the_first_token(page, mount):
+    """A head with a learned sink: the strip's first item is "sink", on the first token's line,
+    shaded by the tokens' rule, not clickable; a strip without one has no such item."""
+    tokens, weights = ["a", "b", "c"], np.array([0.2, 0.1, 0.3], dtype=np.float32)
+    render = mount("token_strip")
+    render({"shaded": shaded(tokens, weights, 2, "from", sink=0.4), "span": None, "anchor": None})
+    found = page.evaluate(
+        """() => {
+          const root = document.body.firstElementChild.shadowRoot.querySelector('.toks');
+          const first = root.firstElementChild, tok = root.querySelector('.tok');
+          return [first.className, first.textContent, first.title, first.getAttribute('style'),
+                  Math.abs(first.getBoundingClientRect().top - tok.getBoundingClientRect().top)];
+        }"""
+    )
+    assert found[:3] == ["toksink", "sink", "learned sink (no token): attention from the "
+                         "selected token 0.400"]  # fmt: skip
+    assert found[3] == "background:rgba(8, 81, 156, 1.000);color:white;"  # 0.4 over top 0.3
+    assert found[4] < 6  # the same line as the first token
+    render({"shaded": shaded(tokens, weights, 2, "from"), "span": None, "anchor": None})
+    assert page.locator(".toksink").count() == 0

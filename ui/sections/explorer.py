@@ -98,7 +98,7 @@ def sink_hint(run: AttentionRun, key: RunKey) -> None:
     told = found.gated_weight is not None or found.learned_weight is not None
     if found.mean_weight < 0.2 and not told:
         return
-    label = md(run.tokens[found.position])
+    label = f"“{md(run.tokens[found.position])}”"
     special = (
         " (a special token the tokenizer adds)"
         if (found.position == 0 and run.first_is_special)

@@ -132,7 +132,9 @@ def layered_text(
     latent = any(layer.latent for layer in variants)
     return (
         f"This model has {', '.join(parts)}. Only the global layers' caches grow with the "
-        f"text: **{per_token:,} bytes ({human_bytes(per_token)}) per token**"
+        f"text: **{per_token:,} bytes"
+        + (f" ({human_bytes(per_token)})" if per_token >= 1024 else "")
+        + " per token**"
         + (
             " (each caches its compressed key/value latent and shared rotated key)"
             if latent

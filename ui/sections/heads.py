@@ -267,6 +267,9 @@ def table_config(table: pd.DataFrame) -> dict[str, Any]:
     config["flags"] = st.column_config.Column(
         COLUMN_LABELS["flags"], help=COLUMN_HELP["flags"], width="large"
     )
+    config["L.H"] = st.column_config.Column(  # stays in view as the table scrolls right
+        COLUMN_LABELS["L.H"], help=COLUMN_HELP["L.H"], pinned=True
+    )
     config["open"] = st.column_config.LinkColumn(
         "Explorer", display_text="open ↗", help="Open this head in the explorer"
     )

@@ -81,8 +81,9 @@ export default function(component) {
     } else {
       if (!sink) {
         sink = document.createElement('span'); sink.className = 'toksink';
-        sink.textContent = 'sink'; parentElement.insertBefore(sink, root);
+        sink.textContent = 'sink';
       }
+      if (root.firstChild !== sink) root.prepend(sink);  // inline, before the first token
       sink.setAttribute('style', paint(s.sink));
       sink.title = `learned sink (no token): ${s.verb} ${fixed(s.sink, 3)}`;
     }
