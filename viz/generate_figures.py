@@ -19,7 +19,7 @@ from models.classroom.costs import human_bytes
 from viz.colours import colour_bar
 from viz.heatmap import COLORSCALE, safe_labels
 
-SERIES_COLOURS = {"sink": "#e4572e", "prompt": "#1f77b4", "output": "#2a9d8f"}
+SERIES_COLOURS = {"sink": "#e4572e", "prompt": "#1f77b4", "output": "#2a9d8f", "learned": "#7b4fa0"}
 POLICY_COLOURS = {"window": "#e4572e", "sinks": "#1f77b4", "h2o": "#2a9d8f"}
 SHARING_COLOURS = {"model": "#1f77b4", "MHA": "#e4572e", "MQA": "#2a9d8f"}
 MARGIN = {"l": 10, "r": 10, "t": 40, "b": 10}
@@ -32,6 +32,7 @@ def step_series_figure(
     *,
     head: tuple[int, int] | None = None,
     title: str = "Where each new token looked",
+    learned_sink: np.ndarray | None = None,
 ) -> go.Figure:
     """Sink mass and prompt vs output share over the steps, mean over every head.
 
@@ -41,14 +42,22 @@ def step_series_figure(
         labels: the generated token of each step (hover).
         head: also draw this ``(layer, head)`` dotted.
         title: figure title (escaped here).
+        learned_sink: ``step layer head_index`` weight on the heads' learned sinks (gpt-oss),
+            drawn as its own series and left out of the output's share; None without them.
     """
     steps = np.arange(sink.shape[0])
     text = safe_labels(labels)
+    rest = 1.0 - prompt_share
     series = {
         "sink": ("attention on position 0 (sink)", sink),
         "prompt": ("share on the prompt", prompt_share),
-        "output": ("share on the model's own output", 1.0 - prompt_share),
+        "output": (
+            "share on the model's own output",
+            rest if learned_sink is None else rest - learned_sink,
+        ),
     }
+    if learned_sink is not None:
+        series["learned"] = ("share on the learned sinks (no token)", learned_sink)
     fig = go.Figure()
     for key, (name, values) in series.items():
         mean = values.reshape(values.shape[0], -1).mean(axis=1)

@@ -53,9 +53,12 @@ class Step:
         text: the token decoded on its own (a piece of a multi-byte character shows as U+FFFD;
             decode ``Generation.output_ids`` for the whole text).
         sink: ``layer head_index`` attention of this step's query on position 0.
-        prompt_share: ``layer head_index`` attention on the prompt (the rest is on the output).
+        prompt_share: ``layer head_index`` attention on the prompt (the rest is on the output
+            and, where the model has them, its learned sinks).
         rows: ``layer head_index key_pos`` float32 rows, given to ``on_step`` only (a page keeps
             what it shows; the result rebuilds any step from :class:`RowStore`).
+        learned_sink: ``layer head_index`` weight on the heads' learned sinks (what a row over
+            the keys lacks of 1), for a model with them; else None.
     """
 
     index: int
@@ -66,6 +69,7 @@ class Step:
     sink: np.ndarray
     prompt_share: np.ndarray
     rows: np.ndarray | None = None
+    learned_sink: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,14 @@ class Generation:
     explorer_text: str
     explorer_exact: bool
     output_text: str = ""
+    learned_sink: np.ndarray | None = None
+
+    @property
+    def output_share(self) -> np.ndarray:
+        """``step layer head_index`` attention on the model's own output: what is on neither
+        the prompt nor a learned sink."""
+        rest = 1.0 - self.prompt_share
+        return rest if self.learned_sink is None else rest - self.learned_sink
 
     @property
     def output_ids(self) -> tuple[int, ...]:
@@ -191,9 +203,11 @@ def _step(
     rows: torch.Tensor,
     n_prompt: int,
     keep_rows: bool,
+    learned: bool = False,
 ) -> Step:
     labels = readable_tokens(model.tokenizer, [choice.token_id, *choice.top_ids])
     sink, prompt_share = row_series(rows, n_prompt)
+    lacking = (1.0 - rows.sum(-1)).clamp_min(0.0).to("cpu", torch.float32).numpy()
     return Step(
         index=index,
         choice=choice,
@@ -203,6 +217,7 @@ def _step(
         sink=sink,
         prompt_share=prompt_share,
         rows=rows.to("cpu", torch.float32).numpy() if keep_rows else None,
+        learned_sink=lacking if learned else None,
     )
 
 
@@ -259,7 +274,15 @@ def generate(
                     f"Attention rows of {facts.name} cannot be read: its attention uses {err}."
                 ) from err
             choice = choose(logits, settings, generator)
-            step = _step(model, index, choice, rows, n_prompt, keep_rows=on_step is not None)
+            step = _step(
+                model,
+                index,
+                choice,
+                rows,
+                n_prompt,
+                keep_rows=on_step is not None,
+                learned=bool(recorder.held_sinks),
+            )
             kept.add(q, replace(step, rows=None))
             ids.append(choice.token_id)
             if on_step is not None:
@@ -280,6 +303,9 @@ def generate(
         tokens=tuple(readable_tokens(model.tokenizer, ids)),
         steps=tuple(kept.steps),
         sink=np.stack([s.sink for s in kept.steps]),
+        learned_sink=None
+        if kept.steps[0].learned_sink is None
+        else np.stack([s.learned_sink for s in kept.steps if s.learned_sink is not None]),
         prompt_share=np.stack([s.prompt_share for s in kept.steps]),
         store=kept.store(recorder, n_prompt - 1),
         stop=stop,

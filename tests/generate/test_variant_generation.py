@@ -83,3 +83,21 @@ def test_gpt_oss_full_cache_equals_plain_perplexity_and_budgets_bite(tiny_varian
     bounded = policy_pass(model, ids, "window", 10)
     np.testing.assert_allclose(bounded[:10].numpy(), full[:10].numpy(), atol=5e-5)
     assert float((bounded[10:] - full[10:]).abs().max()) > 1e-4
+
+
+def test_each_steps_learned_sink_share_is_what_hf_puts_on_the_sink(tiny_variants):
+    """gpt-oss: every step's learned-sink share is one minus transformers' eager row sum at
+    that query, and prompt, output and sink shares add to 1; a model without sinks has none."""
+    model, path = tiny_variants.model("gpt_oss"), tiny_variants.path("gpt_oss")
+    gen = generate(model, PROMPT, GenerationSettings(max_new_tokens=N_NEW))
+    fed = torch.tensor([gen.ids[:-1]])
+    weights = hf_attentions(path, fed)
+    for step in range(N_NEW):
+        query = gen.n_prompt - 1 + step
+        want = np.stack([1 - w[0, :, query].double().numpy().sum(-1) for w in weights])
+        np.testing.assert_allclose(gen.learned_sink[step], want, atol=2e-5)
+    total = gen.prompt_share + gen.output_share + gen.learned_sink
+    np.testing.assert_allclose(total, 1.0, atol=1e-6)
+    assert (
+        generate(tiny_variants.model("gemma3"), PROMPT, GenerationSettings(2)).learned_sink is None
+    )

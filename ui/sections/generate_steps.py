@@ -178,7 +178,9 @@ def over_the_steps(gen: Generation, step: int, head: Head) -> None:
     labels = [s.label for s in gen.steps]
     left, right = st.columns([3, 2])
     left.plotly_chart(
-        step_series_figure(gen.sink, gen.prompt_share, labels, head=head),
+        step_series_figure(
+            gen.sink, gen.prompt_share, labels, head=head, learned_sink=gen.learned_sink
+        ),
         width="stretch",
         key=Generate.SERIES_FIGURE,
     )
@@ -193,7 +195,13 @@ def over_the_steps(gen: Generation, step: int, head: Head) -> None:
     st.caption(
         f"Sink mass: {mean:.1%} of all attention, over every head and step, lands on "
         f"position 0 ({md(repr(gen.tokens[0]))}); on the prompt: "
-        f"{float(gen.prompt_share.mean()):.1%}."
+        f"{float(gen.prompt_share.mean()):.1%}"
+        + (
+            f"; on the heads' learned sinks, which are no token: "
+            f"{float(gen.learned_sink.mean()):.1%}."
+            if gen.learned_sink is not None
+            else "."
+        )
     )
     st.plotly_chart(
         token_stats_figure(
