@@ -64,6 +64,7 @@ COSTLY: dict[str, set[str]] = {
 # function that calls) and the bound.
 BOUNDED: dict[tuple[str, str], str] = {
     ("explorer_detail.py", "read_units"): "merges the detail window, a fixed number of units",
+    ("explorer_detail.py", "sink_column"): "merges the detail window's rows' sink weights",
     ("explorer_detail.py", "whole_csv"): "only offered up to WHOLE_CSV_TOKENS tokens",
     ("explorer_strip.py", "attention_weights"): "one token or one word; spans are a job",
 }
