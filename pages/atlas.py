@@ -28,6 +28,7 @@ except UserError as err:
 if found is job_view.MISSING:
     st.stop()
 
+found = atlas.ablation(model, corpus, cap, found)
 st.caption(" · ".join(found.notes))
 view = atlas.current_view(found)
 atlas.axes(view)

@@ -113,6 +113,7 @@ class Heads(StrEnum):
 
 class HeadAtlas(StrEnum):
     START = "headatlas_start"
+    ABLATE = "headatlas_ablate"
     TEXTS = "headatlas_texts"
     MAX_TOKENS = "headatlas_max_tokens"
     VIEW = "headatlas_view"  # the page's AtlasView

@@ -114,3 +114,33 @@ def test_the_atlas_job_names_the_model_in_plain_text(monkeypatch, tmp_path):
     at.run()
     assert not at.exception
     assert labels and labels[0].startswith("Measuring every head of gpt_oss on "), labels
+
+
+def test_ablation_importance_joins_the_map_when_asked(bundled):
+    """Before the button: ablation is "not measured" on the card; after it, the card's zero-
+    and mean-ablation values (and their standard errors) are the importance the pruning code
+    measures on the same texts, and the map can plot them."""
+    from models.heads.finding.corpus import Corpus
+    from models.heads.pruning.importance import measure_corpus_importance
+    from models.heads.pruning.loss import budget_tasks
+    from ui.sections.heads import bundled_corpus
+
+    at = open_atlas(layer="1", head="2", ax="zero_ablation", ay="sink")
+    card = at.dataframe[0].value.set_index("Quantity")
+    assert "not measured" in str(card.loc["Loss change, zeroed"].tolist())
+    at.button(key=HeadAtlas.ABLATE).click()
+    at.session_state[Sidebar.SOURCE] = "bundled"
+    at.run()
+    assert not at.exception
+    card = at.dataframe[0].value.set_index("Quantity")
+    corpus: Corpus = bundled_corpus(bundled).head(4)
+    tasks = budget_tasks(bundled, corpus.texts, 10**9, 48)
+    want = measure_corpus_importance(bundled, tasks, ("gradient", "mean", "zero"))
+    for label, method in (("Loss change, zeroed", "zero"), ("Loss change, mean-ablated", "mean")):
+        row = card.loc[label]
+        shown = float(str(row["Value"]).split()[0])  # "0.1048 ± 0.0453 nats/token"
+        assert abs(shown - float(want.spreads[method].mean[1, 2])) <= 5e-5
+    figure = plotly.io.from_json(at.get("plotly_chart")[0].proto.spec)
+    xs = numbers(figure.data[0].x)
+    np.testing.assert_allclose(xs[6], want.spreads["zero"].mean[1, 2], atol=1e-6)
+    assert "ablation importance on 4 texts" in texts(at)

@@ -7,11 +7,15 @@ from typing import Any
 
 import streamlit as st
 
+from models.errors import UserError
 from models.head import Head
-from models.heads.atlas.compute import Atlas, atlas_estimate, compute_atlas
+from models.heads.atlas.compute import Atlas, atlas_estimate, compute_atlas, with_importance
 from models.heads.atlas.export import atlas_table, atlas_zip
 from models.heads.atlas.metrics import METRIC_NAMES, METRICS
 from models.heads.finding.corpus import Corpus
+from models.heads.pruning.ablation import check_hooks
+from models.heads.pruning.importance import importance_estimate, measure_corpus_importance
+from models.heads.pruning.loss import budget_tasks, loss_kind
 from models.heads.table import table_csv
 from models.model.forward import tokenize
 from models.model.handle import ModelHandle
@@ -19,7 +23,7 @@ from models.model.spec import ModelSpec
 from ui import session
 from ui.keys import HeadAtlas
 from ui.runtime import server
-from ui.runtime.job_keys import AtlasKey
+from ui.runtime.job_keys import AtlasKey, ImportanceKey
 from ui.runtime.policy import admit
 from ui.sections.heads import bundled_corpus
 from ui.session_state import keep, seed_widgets
@@ -41,6 +45,7 @@ from ui.widgets.job_view import Pending
 from viz.atlas_figures import atlas_scatter, shared_ranges
 
 OPTIONAL = (None, *METRIC_NAMES)
+BUDGET_ALL = 10**9  # the ablation reads every token of the atlas's texts
 
 
 def stored_view() -> AtlasView:
@@ -95,6 +100,40 @@ def measure(model: ModelHandle, corpus: Corpus, cap: int) -> Atlas | Pending:
         lambda progress: compute_atlas(model, corpus, cap, progress=progress),
         cost=atlas_estimate(model, sizes),
     )
+
+
+def ablation(model: ModelHandle, corpus: Corpus, cap: int, atlas: Atlas) -> Atlas:
+    """The atlas with each head's causal importance once the visitor asks for it: zero- and
+    mean-ablation over the atlas's own texts, the Head finder's job (the same corpus, tokens
+    and methods share one kept result)."""
+    try:
+        loss_kind(model)
+        check_hooks(model)
+    except UserError as err:
+        st.caption(f"Ablation importance: {md(err)}")
+        return atlas
+    tasks = budget_tasks(model, corpus.texts, BUDGET_ALL, cap)
+    sizes = [int(t.ids.shape[1]) for t in tasks]
+    methods = ("gradient", "mean", "zero")
+    estimate = importance_estimate(model, sizes, methods)
+    key = ImportanceKey(session.allowed_spec(model), corpus.key, BUDGET_ALL, cap, methods)
+    if not job_view.asked(key):
+        seconds = job_view.expected_seconds(key, estimate)
+        st.button(
+            f"Measure each head's ablation importance on these texts (one pass per head and "
+            f"text, {job_view.about(seconds)})",
+            key=HeadAtlas.ABLATE,
+            on_click=job_view.ask,
+            args=(key,),
+        )
+        return atlas
+    found = job_view.run_job(
+        key,
+        "Ablating every head over the atlas's texts",
+        lambda progress: measure_corpus_importance(model, tasks, methods, progress),
+        cost=estimate,
+    )
+    return atlas if found is job_view.MISSING else with_importance(atlas, found)
 
 
 def current_view(atlas: Atlas) -> AtlasView:

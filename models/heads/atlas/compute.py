@@ -18,7 +18,7 @@ measured") otherwise. :func:`atlas_estimate` prices the whole run before it star
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from jaxtyping import Float
@@ -144,6 +144,21 @@ def assemble_measures(
             values = positions.get(name, exact.get(name, np.full(shape, np.nan)))
             out[name] = _measure(values, None, name, layers)
     return out
+
+
+def with_importance(atlas: Atlas, importance: CorpusImportance) -> Atlas:
+    """``atlas`` with the ablation measures of ``importance`` (over its own corpus texts)
+    filled in: zero-ablation, and mean-ablation when it was measured, each with its standard
+    error over the texts."""
+    measures = dict(atlas.measures)
+    names: dict[str, MetricName] = {"zero": "zero_ablation", "mean": "mean_ablation"}
+    for method, name in names.items():
+        if method in importance.spreads:
+            measures[name] = _from_spread(importance.spreads[method], name, atlas.layers)
+    note = (
+        f"ablation importance on {importance.n_texts} text{'s' if importance.n_texts != 1 else ''}"
+    )
+    return replace(atlas, measures=measures, notes=(*atlas.notes, note))
 
 
 def _weights(model: ModelHandle, progress: Progress) -> tuple[dict[MetricName, np.ndarray], str]:
