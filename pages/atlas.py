@@ -28,7 +28,7 @@ except UserError as err:
 if found is job_view.MISSING:
     st.stop()
 
-found = atlas.ablation(model, corpus, cap, found)
+found = atlas.direct_logit(model, atlas.ablation(model, corpus, cap, found))
 st.caption(" · ".join(found.notes))
 view = atlas.current_view(found)
 atlas.axes(view)

@@ -144,3 +144,29 @@ def test_ablation_importance_joins_the_map_when_asked(bundled):
     xs = numbers(figure.data[0].x)
     np.testing.assert_allclose(xs[6], want.spreads["zero"].mean[1, 2], atol=1e-6)
     assert "ablation importance on 4 texts" in texts(at)
+
+
+def test_direct_logit_attribution_comes_from_the_circuits_task_this_session_ran(bundled):
+    """Before the Circuits page has run a task the card says where DLA comes from; after it,
+    the card and the map hold that task's per-head DLA (the circuits code's own numbers on the
+    same task)."""
+    from models.circuits import baseline, copying_task, prepare
+
+    at = open_atlas(layer="2", head="2", ax="direct_logit", ay="sink")
+    assert "joins the map once a task has run on the Circuits page" in texts(at)
+    at.switch_page("pages/circuits.py")
+    at.session_state[Sidebar.SOURCE] = "bundled"
+    at.run()
+    assert not at.exception and "Parts add up to LD" in texts(at)
+    at.switch_page(PAGE)
+    at.session_state[Sidebar.SOURCE] = "bundled"
+    at.run()
+    press_start(at)
+    assert not at.exception
+    want = baseline(bundled, prepare(bundled, copying_task(bundled))).attribution.heads
+    card = at.dataframe[0].value.set_index("Quantity")
+    shown = float(str(card.loc["Direct logit attribution"]["Value"]).split()[0])
+    assert abs(shown - float(want[2, 2])) <= 5e-4 * max(1.0, abs(float(want[2, 2])))
+    figure = plotly.io.from_json(at.get("plotly_chart")[0].proto.spec)
+    np.testing.assert_allclose(numbers(figure.data[0].x), want.ravel(), atol=1e-6)
+    assert "direct logit attribution on the Circuits task" in texts(at)

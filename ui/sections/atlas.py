@@ -9,7 +9,13 @@ import streamlit as st
 
 from models.errors import UserError
 from models.head import Head
-from models.heads.atlas.compute import Atlas, atlas_estimate, compute_atlas, with_importance
+from models.heads.atlas.compute import (
+    Atlas,
+    atlas_estimate,
+    compute_atlas,
+    with_dla,
+    with_importance,
+)
 from models.heads.atlas.export import atlas_table, atlas_zip
 from models.heads.atlas.metrics import METRIC_NAMES, METRICS
 from models.heads.finding.corpus import Corpus
@@ -21,9 +27,9 @@ from models.model.forward import tokenize
 from models.model.handle import ModelHandle
 from models.model.spec import ModelSpec
 from ui import session
-from ui.keys import HeadAtlas
+from ui.keys import Circuits, HeadAtlas
 from ui.runtime import server
-from ui.runtime.job_keys import AtlasKey, ImportanceKey
+from ui.runtime.job_keys import AtlasKey, CircuitKey, ImportanceKey
 from ui.runtime.policy import admit
 from ui.sections.heads import bundled_corpus
 from ui.session_state import keep, seed_widgets
@@ -39,6 +45,7 @@ from ui.state.atlas import (
     with_max_tokens,
     with_texts,
 )
+from ui.state.circuits import CircuitsState
 from ui.text import md
 from ui.widgets import components, job_view
 from ui.widgets.job_view import Pending
@@ -134,6 +141,23 @@ def ablation(model: ModelHandle, corpus: Corpus, cap: int, atlas: Atlas) -> Atla
         cost=estimate,
     )
     return atlas if found is job_view.MISSING else with_importance(atlas, found)
+
+
+def direct_logit(model: ModelHandle, atlas: Atlas) -> Atlas:
+    """The atlas with each head's direct logit attribution from the task this session ran on
+    the Circuits page for this model, when its runs are held; else it says where to get it."""
+    state = st.session_state.get(Circuits.STATE)  # read only: the Circuits page owns it
+    spec = session.allowed_spec(model)
+    if isinstance(state, CircuitsState) and state.model == spec:
+        base = server.current().results.get(CircuitKey(spec, state.task))
+        if base is not None:
+            task = f"the Circuits task “{md(state.task.answer)}” vs “{md(state.task.wrong)}”"
+            return with_dla(atlas, base.attribution.heads, task)
+    st.caption(
+        "Direct logit attribution joins the map once a task has run on the Circuits page "
+        "for this model (it is measured on that task's prompt)."
+    )
+    return atlas
 
 
 def current_view(atlas: Atlas) -> AtlasView:

@@ -161,6 +161,17 @@ def with_importance(atlas: Atlas, importance: CorpusImportance) -> Atlas:
     return replace(atlas, measures=measures, notes=(*atlas.notes, note))
 
 
+def with_dla(atlas: Atlas, dla: np.ndarray, task: str) -> Atlas:
+    """``atlas`` with each head's direct logit attribution on one circuits task (``layer
+    head_index`` logits; one prompt, so no standard error)."""
+    measures = dict(atlas.measures)
+    values = np.asarray(dla, dtype=np.float64)
+    measures["direct_logit"] = _measure(values, None, "direct_logit", atlas.layers)
+    return replace(
+        atlas, measures=measures, notes=(*atlas.notes, f"direct logit attribution on {task}")
+    )
+
+
 def _weights(model: ModelHandle, progress: Progress) -> tuple[dict[MetricName, np.ndarray], str]:
     try:
         found = weight_scores(model, progress=progress)
