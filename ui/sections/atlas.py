@@ -89,16 +89,8 @@ def measure(model: ModelHandle, corpus: Corpus, cap: int) -> Atlas | Pending:
     """The model's atlas on ``corpus`` as a kept job (:data:`job_view.MISSING` while it runs)."""
     sizes = [int(tokenize(model, text, cap)[0].shape[1]) for text in corpus.texts]
     key = AtlasKey(session.allowed_spec(model), corpus.key, cap)
-    if not job_view.asked(key):
-        seconds = job_view.expected_seconds(key, atlas_estimate(model, sizes))
-        st.button(
-            f"Measure every head on {len(sizes)} texts ({sum(sizes):,} tokens, "
-            f"{job_view.about(seconds)})",
-            key=HeadAtlas.START,
-            type="primary",
-            on_click=job_view.ask,
-            args=(key,),
-        )
+    label = f"Measure every head on {len(sizes)} texts ({sum(sizes):,} tokens"
+    if not job_view.start_button(key, label, atlas_estimate(model, sizes), HeadAtlas.START):
         return job_view.MISSING
     return job_view.run_job(
         key,
@@ -124,15 +116,8 @@ def ablation(model: ModelHandle, corpus: Corpus, cap: int, atlas: Atlas) -> Atla
     methods = ("gradient", "mean", "zero")
     estimate = importance_estimate(model, sizes, methods)
     key = ImportanceKey(session.allowed_spec(model), corpus.key, BUDGET_ALL, cap, methods)
-    if not job_view.asked(key):
-        seconds = job_view.expected_seconds(key, estimate)
-        st.button(
-            f"Measure each head's ablation importance on these texts (one pass per head and "
-            f"text, {job_view.about(seconds)})",
-            key=HeadAtlas.ABLATE,
-            on_click=job_view.ask,
-            args=(key,),
-        )
+    label = "Measure each head's ablation importance on these texts (one pass per head and text"
+    if not job_view.start_button(key, label, estimate, HeadAtlas.ABLATE, primary=False):
         return atlas
     found = job_view.run_job(
         key,

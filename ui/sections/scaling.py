@@ -223,15 +223,9 @@ def loss_section(
         return
     points = tuple(float(c) for c in factors)
     sweep_key = LossSweepKey(key, points)
-    if not job_view.asked(sweep_key):
-        seconds = job_view.expected_seconds(sweep_key, loss_cost(model, len(points)))
-        st.button(
-            f"Run the model at all {len(points)} points ({len(points)} forward passes, "
-            f"{job_view.about(seconds)})",
-            key=Scaling.LOSS,
-            on_click=job_view.ask,
-            args=(sweep_key,),
-        )
+    label = f"Run the model at all {len(points)} points ({len(points)} forward passes"
+    cost = loss_cost(model, len(points))
+    if not job_view.start_button(sweep_key, label, cost, Scaling.LOSS, primary=False):
         return
     try:
         losses = loss_curve(model, key, points)
@@ -275,19 +269,14 @@ def model_section() -> None:
         found.own_x,
         found.log_x,
     )
-    if not job_view.asked(key):
-        cells = facts.n_layers * facts.n_heads * ids.shape[-1] ** 2
-        cost = logits_cost(model).then(stats_cost(cells, len(factors)))
-        seconds = job_view.expected_seconds(key, cost)
-        st.button(
-            f"Sweep the model's logits ({len(factors)} points, {job_view.about(seconds)})",
-            key=Scaling.START,
-            type="primary",
-            on_click=job_view.ask,
-            args=(key,),
-            help="One pass over the prompt's first "
-            f"{MAX_TOKENS} tokens keeps every head's logits; the sweep rescales them.",
-        )
+    cells = facts.n_layers * facts.n_heads * ids.shape[-1] ** 2
+    cost = logits_cost(model).then(stats_cost(cells, len(factors)))
+    helps = (
+        f"One pass over the prompt's first {MAX_TOKENS} tokens keeps every head's logits; the "
+        "sweep rescales them."
+    )
+    label = f"Sweep the model's logits ({len(factors)} points"
+    if not job_view.start_button(key, label, cost, Scaling.START, help=helps):
         return
     try:
         cap = logits(model, key)

@@ -103,6 +103,30 @@ def ask(key: JobKey[Any]) -> None:
     keep(Session.ASKED, st.session_state.get(Session.ASKED, frozenset()) | {key})
 
 
+def start_button(
+    key: JobKey[Any],
+    label: str,
+    cost: Cost,
+    button_key: str,
+    primary: bool = True,
+    help: str | None = None,
+) -> bool:
+    """Whether the work of ``key`` may run: asked for, or finished already. Until then, a
+    button priced at this server's rate, ``label`` followed by ``, about N s)``, asks for it
+    (a page starts costly work only when asked, never on arrival)."""
+    if asked(key):
+        return True
+    st.button(
+        f"{label}, {about(expected_seconds(key, cost))})",
+        key=button_key,
+        type="primary" if primary else "secondary",
+        on_click=ask,
+        args=(key,),
+        help=help,
+    )
+    return False
+
+
 def cancelled(key: JobKey[Any]) -> bool:
     """Whether this session stopped the job for ``key`` (and has not started it again)."""
     return key in st.session_state.get(Session.CANCELLED, frozenset())
