@@ -9,10 +9,13 @@ from models.capture.compare import CHUNK_CELLS
 from models.cost import ASSUMED_FLOPS, Cost
 from models.model.facts import ModelFacts
 
-# Measured by benchmarks/compare_prompts.py (SmolLM2, 2,041 x 2,043 tokens, 2 CPU cores shared
-# with other work): weights of one prompt per second, rows of every head, both prompts' products,
-# exponentials and divergence terms; word space merges and takes more logarithms.
-FUSED_CELLS_PER_S = {"tokens": 6.0e7, "words": 3.0e7}
+# Weights of one prompt per second, rows of every head, both prompts' products, exponentials and
+# divergence terms, measured by benchmarks/compare_prompts.py (SmolLM2, 2,041 x 2,043 tokens):
+# 2.3e8 on a quiet 2-core AMD EPYC (AVX512-BF16), 6e7 on 2 cores shared with other work. The
+# token rate sits between them, so the first estimate is within 2x of either; the pool learns
+# the machine's own rate from the first finished job. Word space merges and takes more
+# logarithms (3e7, measured on the shared machine only).
+FUSED_CELLS_PER_S = {"tokens": 1.2e8, "words": 3.0e7}
 FUSED_BUFFERS = 12  # chunks of logits, weights and terms held at once, both prompts
 CELL_BYTES = 32  # dense runs: per weight of one prompt's band, its copies and the other's band
 CELLS_PER_CPU_S = 3.7e7  # dense runs: binning + divergence, per CPU second
