@@ -91,6 +91,14 @@ class Words:
 # --- merging ----------------------------------------------------------------------------------
 
 
+def unit_range(tokens: range, words: Words | None) -> range:
+    """Token positions as the units shown: themselves, or the words that overlap them."""
+    if words is None:
+        return tokens
+    found = words.covering(slice(tokens.start, tokens.stop))
+    return range(found.start, found.stop)
+
+
 def merge_keys(
     weights: Float[np.ndarray, "... key_pos"], starts: Sequence[int], dtype: type = np.float64
 ) -> Float[np.ndarray, "... key_word"]:

@@ -14,10 +14,13 @@ import torch
 from models.attention.check import check_kernel
 from models.capture.overview import THUMB
 from models.capture.precision import pattern_difference
+from models.capture.rollout import rollout_weights
 from models.capture.run import capture
 from models.capture.sinks import measured_sink
+from models.capture.spans import span_weights
 from models.capture.views import strongest_sink
 from models.capture.weighted import value_norms, value_weighting
+from models.capture.word_split import split_words
 from models.circuits import copying_task, prepare
 from models.circuits.findings import attribution_findings, weight_findings
 from models.circuits.loadings import dla_loadings, path_loadings
@@ -64,9 +67,11 @@ from ui.runtime.job_keys import (
     PositionPatchKey,
     PrecisionKey,
     RepeatedKey,
+    RolloutKey,
     RunKey,
     SinkKey,
     SinkSummaryKey,
+    SpanKey,
     SweepKey,
     WeightingKey,
     WeightsKey,
@@ -117,6 +122,8 @@ def keys(bundled):
         "sink": SinkKey(run, Head(2, 1)),
         "sink summary": SinkSummaryKey(run),
         "precision": PrecisionKey(run),
+        "span": SpanKey(run, "all", Head(2, 1), (3, 9), "from", True, True),
+        "rollout": RolloutKey(run, (3, 9), "to", True),
     }
 
 
@@ -168,7 +175,21 @@ def direct(model, name: str, inputs):
         "sink": lambda: strongest_sink(run, 2, 1),
         "sink summary": lambda: measured_sink(run),
         "precision": lambda: pattern_difference(model, run),
+        "span": lambda: span_weights(
+            run, "all", 2, 1, word_units(), "from", words(), weighting_of_run()
+        ),
+        "rollout": lambda: rollout_weights(run, word_units(), "to", words()),
     }
+
+    def words():
+        return split_words(model.tokenizer, run.prompt, run.token_ids, run.tokens)
+
+    def word_units() -> slice:
+        return words().covering(slice(3, 9))  # the span's tokens as the words over them
+
+    def weighting_of_run():
+        return value_weighting(run, value_norms(model, torch.tensor([run.token_ids])), THUMB)
+
     return found[name]()
 
 
@@ -249,6 +270,8 @@ KINDS = [
     "sink",
     "sink summary",
     "precision",
+    "span",
+    "rollout",
 ]
 
 
@@ -263,7 +286,7 @@ def test_every_kind_listed_here_is_registered_and_nothing_else():
         "LossSweepKey", "KernelKey", "LayerKey", "EvictionKey",
         "GenerationKey", "CorpusScoresKey", "AtlasKey",
         "ImportanceKey", "CurveKey", "WeightingKey", "HeadMarksKey", "SinkKey", "SinkSummaryKey",
-        "PrecisionKey",
+        "PrecisionKey", "SpanKey", "RolloutKey",
     }  # fmt: skip
     assert registered == listed
 

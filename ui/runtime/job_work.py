@@ -21,10 +21,14 @@ import torch
 from models.attention.check import KernelReport, check_kernel
 from models.capture.overview import THUMB
 from models.capture.precision import PatternDifference, pattern_difference
+from models.capture.rollout import rollout_weights
 from models.capture.run import AttentionRun, capture
 from models.capture.sinks import SinkSummary, measured_sink
+from models.capture.spans import span_weights
 from models.capture.views import strongest_sink
 from models.capture.weighted import ValueWeighting, value_norms, value_weighting
+from models.capture.word_split import split_words
+from models.capture.words import Words, unit_range
 from models.circuits.findings import (
     AtPFindings,
     WeightFindings,
@@ -80,9 +84,11 @@ from ui.runtime.job_keys import (
     PositionPatchKey,
     PrecisionKey,
     RepeatedKey,
+    RolloutKey,
     RunKey,
     SinkKey,
     SinkSummaryKey,
+    SpanKey,
     SweepKey,
     WeightingKey,
     WeightsKey,
@@ -441,3 +447,53 @@ def _precision(
     model: ModelHandle, key: PrecisionKey, resolve: Resolve, progress: Progress, _p: Partial
 ) -> PatternDifference | None:
     return pattern_difference(model, resolve(key.run), progress=progress)
+
+
+def words_for(model: ModelHandle, run: AttentionRun) -> Words:
+    """Which tokens of ``run`` form each word (``models.capture.words.WORD_RULE``)."""
+    return split_words(model.tokenizer, run.prompt, run.token_ids, run.tokens)
+
+
+def span_of(
+    run: AttentionRun, key: SpanKey, words: Words | None, weighting: ValueWeighting | None
+) -> np.ndarray:
+    """The strip's weights for ``key``'s span (its units: tokens, or ``words``)."""
+    units = unit_range(range(*key.span), words)
+    head = key.head
+    return span_weights(
+        run,
+        key.scope,
+        head.layer,
+        head.index,
+        slice(units.start, units.stop),
+        key.direction,
+        words,
+        weighting,
+    )
+
+
+def rollout_of(
+    run: AttentionRun, key: RolloutKey, words: Words | None, progress: Progress
+) -> np.ndarray:
+    """Attention rollout from (or to) ``key``'s selection (its units: tokens, or ``words``)."""
+    units = unit_range(range(*key.span), words)
+    return rollout_weights(
+        run, slice(units.start, units.stop), key.direction, words, progress=progress
+    )
+
+
+@register(SpanKey, lambda key: key.run.spec)
+def _span(
+    model: ModelHandle, key: SpanKey, resolve: Resolve, _progress: Progress, _p: Partial
+) -> np.ndarray:
+    run = resolve(key.run)
+    weighting = resolve(WeightingKey(key.run)) if key.weighted else None
+    return span_of(run, key, words_for(model, run) if key.words else None, weighting)
+
+
+@register(RolloutKey, lambda key: key.run.spec)
+def _rollout(
+    model: ModelHandle, key: RolloutKey, resolve: Resolve, progress: Progress, _p: Partial
+) -> np.ndarray:
+    run = resolve(key.run)
+    return rollout_of(run, key, words_for(model, run) if key.words else None, progress)

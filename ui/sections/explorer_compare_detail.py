@@ -19,7 +19,7 @@ from models.capture.compare import jensen_shannon
 from models.capture.difference import aligned_rows, difference_window
 from models.capture.overview import OVERVIEW
 from models.capture.run import AttentionRun
-from models.capture.words import Words
+from models.capture.words import Words, unit_range
 from models.errors import UserError
 from ui import session
 from ui.keys import Explorer
@@ -32,7 +32,7 @@ from ui.sections.explorer_difference import Pair
 from ui.sections.explorer_session import current_view, save, shape_of
 from ui.session_state import seed_widgets
 from ui.state import explorer as state
-from ui.state.explorer import ExplorerView, unit_of, unit_range
+from ui.state.explorer import ExplorerView, unit_of
 from ui.text import md
 from ui.widgets import components, job_view
 from viz.compare_figures import difference_heatmap

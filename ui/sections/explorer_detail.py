@@ -18,6 +18,7 @@ from models.capture.words import (
     merge_keys,
     merge_pattern,
     merge_queries,
+    unit_range,
     word_window,
 )
 from models.head import Head
@@ -29,7 +30,7 @@ from ui.sections import explorer_results as results
 from ui.sections.explorer_session import current_view, save, shape_of, strongest
 from ui.session_state import seed_widgets
 from ui.state import explorer as state
-from ui.state.explorer import WINDOW, ExplorerView, RunShape, unit_of, unit_range
+from ui.state.explorer import WINDOW, ExplorerView, RunShape, unit_of
 from ui.widgets import components, job_view
 from ui.widgets.canvas_heatmap import canvas_heatmap
 from viz.export import pattern_csv

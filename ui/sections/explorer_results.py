@@ -25,7 +25,6 @@ from models.capture.views import (
     strongest_sink_cost,
 )
 from models.capture.weighted import ValueWeighting
-from models.capture.word_split import split_words
 from models.capture.words import Words
 from models.cost import Cost
 from models.head import Head
@@ -198,9 +197,7 @@ def words_of(key: RunKey) -> Words:
     """Which tokens of the run form each word (see ``models.capture.words.WORD_RULE``)."""
 
     def build() -> Words:
-        run = _run(key)
-        tokenizer = server.current().models.get(key.spec).tokenizer
-        return split_words(tokenizer, run.prompt, run.token_ids, run.tokens)
+        return job_work.words_for(server.current().models.get(key.spec), _run(key))
 
     return server.current().derived.get_or_compute(WordsKey(key), build)
 

@@ -14,25 +14,25 @@ import numpy as np
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from models.capture.rollout import ROLLOUT_RULE, check_rollout, rollout_cost, rollout_weights
+from models.capture.rollout import ROLLOUT_RULE, check_rollout, rollout_cost
 from models.capture.run import AttentionRun
 from models.capture.spans import SPAN_RULE, Direction, span_cost, span_weights
 from models.capture.views import Scope, scoped_sink, scoped_weights
 from models.capture.weighted import ValueWeighting
-from models.capture.words import Words
+from models.capture.words import Words, unit_range
 from models.cost import Cost
 from models.errors import UserError
 from models.progress import Progress
 from ui import session
 from ui.keys import Explorer
-from ui.runtime import server
+from ui.runtime import job_work, server
 from ui.runtime.job_keys import RolloutKey, RunKey, SpanKey, WeightingKey
 from ui.runtime.jobs import Work
 from ui.sections import explorer_results as results
 from ui.sections.explorer_session import current_view, save, strongest, update
 from ui.session_state import seed_widgets
 from ui.state import explorer as state
-from ui.state.explorer import ExplorerView, unit_of, unit_range
+from ui.state.explorer import ExplorerView, unit_of
 from ui.text import md
 from ui.widgets import components, job_view
 from viz.token_view import legend_html
@@ -134,18 +134,7 @@ def span_work(key: SpanKey) -> Work[np.ndarray]:
         if run is None or (key.weighted and weighting is None):
             raise LookupError("the run is no longer stored")
         words = results.words_of(key.run) if key.words else None
-        units = unit_range(range(*key.span), words)
-        head = key.head
-        return span_weights(
-            run,
-            key.scope,
-            head.layer,
-            head.index,
-            slice(units.start, units.stop),
-            key.direction,
-            words,
-            weighting,
-        )
+        return job_work.span_of(run, key, words, weighting)
 
     return work
 
@@ -189,14 +178,7 @@ def rollout_work(key: RolloutKey) -> Work[np.ndarray]:
         if run is None:
             raise LookupError("the run is no longer stored")
         words = results.words_of(key.run) if key.words else None
-        units = unit_range(range(*key.span), words)
-        return rollout_weights(
-            run,
-            slice(units.start, units.stop),
-            key.direction,
-            words,
-            progress=progress,
-        )
+        return job_work.rollout_of(run, key, words, progress)
 
     return work
 

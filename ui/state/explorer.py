@@ -11,8 +11,9 @@ keys it reads into the window; an overview click centres the window; out-of-rang
 clamped.
 
 Positions in the view are always token positions of prompt A, whatever is shown: the word view
-and compare mode map them onto words and onto aligned positions (:func:`unit_range`,
-:func:`aligned_range`), so switching either on or off never moves the window.
+and compare mode map them onto words and onto aligned positions
+(:func:`models.capture.words.unit_range`, :func:`aligned_range`), so switching either on or off
+never moves the window.
 """
 
 from __future__ import annotations
@@ -239,14 +240,6 @@ def set_words(view: ExplorerView, on: bool) -> ExplorerView:
 def selection(view: ExplorerView) -> tuple[int, int]:
     """The selected token positions ``[start, stop)``: the span, or the one query token."""
     return view.span if view.span is not None else (view.query, view.query + 1)
-
-
-def unit_range(tokens: range, words: Words | None) -> range:
-    """Token positions as the units shown: themselves, or the words that overlap them."""
-    if words is None:
-        return tokens
-    found = words.covering(slice(tokens.start, tokens.stop))
-    return range(found.start, found.stop)
 
 
 def unit_of(token: int, words: Words | None) -> int:
