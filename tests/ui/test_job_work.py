@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from models.attention.check import check_kernel
+from models.capture.compare import head_divergence
 from models.capture.overview import THUMB
 from models.capture.precision import pattern_difference
 from models.capture.rollout import rollout_weights
@@ -50,6 +51,7 @@ from ui.runtime.job_keys import (
     AtlasKey,
     AttributionKey,
     CircuitKey,
+    CompareKey,
     CorpusScoresKey,
     CurveKey,
     DlaLoadingsKey,
@@ -82,6 +84,7 @@ from ui.runtime.result_codec import decode_result, encode
 from ui.runtime.settings import Settings
 
 PROMPT = "def add(a, b):\n    return a + b\n\nprint(add(1, 2))\n"
+PROMPT_B = "def add(a, c):\n    return a + c\n\nprint(add(1, 2))\n"  # one name swapped
 FACTORS = (0.5, 1.0, 2.0)
 EVICTION = EvictionSettings(budgets=(8, 16), max_tokens=32)
 WRITING = GenerationSettings(max_new_tokens=6, decoding="sample", seed=3)
@@ -124,6 +127,7 @@ def keys(bundled):
         "precision": PrecisionKey(run),
         "span": SpanKey(run, "all", Head(2, 1), (3, 9), "from", True, True),
         "rollout": RolloutKey(run, (3, 9), "to", True),
+        "compare": CompareKey(run, RunKey(spec, PROMPT_B, None), True),
     }
 
 
@@ -179,7 +183,12 @@ def direct(model, name: str, inputs):
             run, "all", 2, 1, word_units(), "from", words(), weighting_of_run()
         ),
         "rollout": lambda: rollout_weights(run, word_units(), "to", words()),
+        "compare": lambda: head_divergence(run, run_b, words(), words_of(run_b)),
     }
+    run_b = capture(model, PROMPT_B)
+
+    def words_of(other):
+        return split_words(model.tokenizer, other.prompt, other.token_ids, other.tokens)
 
     def words():
         return split_words(model.tokenizer, run.prompt, run.token_ids, run.tokens)
@@ -272,6 +281,7 @@ KINDS = [
     "precision",
     "span",
     "rollout",
+    "compare",
 ]
 
 
@@ -286,7 +296,7 @@ def test_every_kind_listed_here_is_registered_and_nothing_else():
         "LossSweepKey", "KernelKey", "LayerKey", "EvictionKey",
         "GenerationKey", "CorpusScoresKey", "AtlasKey",
         "ImportanceKey", "CurveKey", "WeightingKey", "HeadMarksKey", "SinkKey", "SinkSummaryKey",
-        "PrecisionKey", "SpanKey", "RolloutKey",
+        "PrecisionKey", "SpanKey", "RolloutKey", "CompareKey",
     }  # fmt: skip
     assert registered == listed
 

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from models.attention.check import KernelReport, check_kernel
+from models.capture.compare import Comparison, head_divergence
 from models.capture.overview import THUMB
 from models.capture.precision import PatternDifference, pattern_difference
 from models.capture.rollout import rollout_weights
@@ -67,6 +68,7 @@ from ui.runtime.job_keys import (
     AtlasKey,
     AttributionKey,
     CircuitKey,
+    CompareKey,
     CorpusScoresKey,
     CurveKey,
     DlaLoadingsKey,
@@ -497,3 +499,14 @@ def _rollout(
 ) -> np.ndarray:
     run = resolve(key.run)
     return rollout_of(run, key, words_for(model, run) if key.words else None, progress)
+
+
+@register(CompareKey, lambda key: key.run_a.spec)
+def _compare(
+    model: ModelHandle, key: CompareKey, resolve: Resolve, progress: Progress, _p: Partial
+) -> Comparison:
+    run_a, run_b = resolve(key.run_a), resolve(key.run_b)
+    if not key.words:
+        return head_divergence(run_a, run_b, None, None, progress=progress)
+    words = words_for(model, run_a), words_for(model, run_b)
+    return head_divergence(run_a, run_b, *words, progress=progress)

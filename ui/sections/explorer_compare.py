@@ -156,10 +156,6 @@ def request(key: CompareKey) -> None:
     save(state.ask_compare(current_view(), key))
 
 
-def about(seconds: float) -> str:
-    return f"about {max(1, round(seconds))} s" if seconds < 90 else f"about {seconds / 60:.0f} min"
-
-
 def megabytes(n: int) -> str:
     return "under 1 MB" if n < 2**20 else f"{n / 2**20:,.0f} MB"
 
@@ -187,7 +183,7 @@ def divergence(
             st.caption(
                 f"Comparing every head ({facts.n_layers * facts.n_heads} heads, "
                 f"{run_a.n_tokens:,} × {run_b.n_tokens:,} tokens) takes "
-                f"{about(seconds)} on this server and "
+                f"{job_view.about(seconds)} on this server and "
                 f"{megabytes(cost.peak_bytes)} of memory beyond the two runs."
             )
             asked = key in current_view().compare_asked
