@@ -2,6 +2,7 @@
 
 from dataclasses import replace
 
+from models.capture.words import unit_range
 from models.head import Head
 from models.model.spec import ModelSpec
 from ui.runtime.job_keys import CompareKey, RunKey
@@ -127,8 +128,8 @@ def words_of(starts):
 
 def test_the_word_view_shows_the_words_that_overlap_the_token_window():
     words = words_of([0, 1, 3, 4, 7, 10])  # five words over ten tokens
-    assert state.unit_range(range(2, 6), words) == range(1, 4)
-    assert state.unit_range(range(2, 6), None) == range(2, 6)
+    assert unit_range(range(2, 6), words) == range(1, 4)
+    assert unit_range(range(2, 6), None) == range(2, 6)
     assert state.unit_of(5, words) == 3 and state.unit_of(5, None) == 5
 
 
