@@ -17,7 +17,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.colours import colour_bar
-from viz.heatmap import COLORSCALE
+from viz.heatmap import BLANK_COLOUR, COLORSCALE
 from viz.token_view import shade
 
 MAX_COLUMNS = 600
@@ -33,8 +33,13 @@ def pooled_columns(rows: np.ndarray, max_columns: int = MAX_COLUMNS) -> tuple[np
     if width == 1:
         return rows, 1
     pad = (-n_keys) % width
-    padded = np.concatenate([rows, np.zeros((*rows.shape[:-1], pad), rows.dtype)], axis=-1)
-    return padded.reshape(*rows.shape[:-1], -1, width).max(axis=-1), width
+    padded = np.concatenate([rows, np.full((*rows.shape[:-1], pad), np.nan, rows.dtype)], axis=-1)
+    blocks = padded.reshape(*rows.shape[:-1], -1, width)
+    seen = np.isfinite(blocks).any(axis=-1)  # a block the query cannot see at all stays blank
+    pooled = np.where(
+        seen, np.nanmax(np.where(np.isfinite(blocks), blocks, -np.inf), axis=-1), np.nan
+    )
+    return pooled.astype(rows.dtype), width
 
 
 def step_rows_figure(
@@ -44,6 +49,7 @@ def step_rows_figure(
     step: int,
     chosen: tuple[int, int] | None = None,
     max_columns: int = MAX_COLUMNS,
+    windows: Sequence[int | None] = (),
 ) -> go.Figure:
     """Every head's row at one step: a heatmap row per head, layer by layer, over the keys.
 
@@ -53,15 +59,22 @@ def step_rows_figure(
         step: the step (title).
         chosen: ``(layer, head)`` marked beside its row.
         max_columns: longer rows are max-pooled to this many columns.
+        windows: each layer's sliding window (None: global): keys past a window's edge are
+            blank, as in the explorer, not drawn as a weight of 0.
     """
     n_layers, n_heads, n_keys = rows.shape
-    flat = rows.reshape(n_layers * n_heads, n_keys).astype(np.float32)
+    shown = rows.astype(np.float32)
+    for layer, window in enumerate(windows):
+        if window is not None and n_keys > window:  # the query is the last key
+            shown[layer, :, : n_keys - window] = np.nan
+    flat = shown.reshape(n_layers * n_heads, n_keys)
     pooled, width = pooled_columns(flat, max_columns)
     names = [f"{layer}.{head}" for layer in range(n_layers) for head in range(n_heads)]
     where = "key %{x}" if width == 1 else "keys around %{x:.0f} (%{meta} per column)"
     fig = go.Figure(
         go.Heatmap(
             z=np.sqrt(np.clip(pooled, 0.0, None)),
+            hoverongaps=False,
             customdata=pooled,
             x=np.arange(pooled.shape[1]) * width + (width - 1) / 2,
             y=names,
@@ -104,6 +117,7 @@ def step_rows_figure(
         ),
         height=140 + row_px * n_layers * n_heads,
         margin={**MARGIN, "r": 70},
+        plot_bgcolor=BLANK_COLOUR,  # keys past a sliding window's edge, as in the explorer
         xaxis={"title": "key position (prompt | output)"},
         yaxis={
             "title": f"layer ({n_heads} heads each; hover names the head)",

@@ -70,3 +70,19 @@ def test_token_stats_plot_the_given_numbers():
     bars, line = fig.data
     assert list(bars.y) == [0.5, 0.25] and list(line.y) == [1.0, 2.0]
     assert list(bars.text) == ["a", "&lt;b&gt;"]
+
+
+def test_keys_past_a_sliding_window_are_blank_not_zero():
+    """Layer 0 slides over 3 keys, layer 1 is global: at a step over 8 keys, layer 0's heads
+    are blank (NaN) on keys 0-4 and drawn on 5-7; pooled two keys a column, a column the query
+    cannot see at all stays blank and the others keep their largest weight."""
+    rows = np.zeros((2, 2, 8), dtype=np.float32)
+    rows[0, :, 5:] = [0.2, 0.3, 0.5]
+    rows[1] = 1 / 8
+    z = np.asarray(step_rows_figure(rows, 4, step=0, windows=[3, None]).data[0].customdata)
+    assert np.isnan(z[:2, :5]).all() and np.isfinite(z[:2, 5:]).all() and np.isfinite(z[2:]).all()
+    pooled = np.asarray(
+        step_rows_figure(rows, 4, step=0, windows=[3, None], max_columns=4).data[0].customdata
+    )
+    assert np.isnan(pooled[:2, :2]).all()
+    np.testing.assert_allclose(pooled[0, 2:], [0.2, 0.5])  # keys 4-5 (5 seen), keys 6-7

@@ -150,7 +150,13 @@ def step_detail(gen: Generation, step: int, head: Head) -> None:
         f"{step} written before it (right of the dashed line)."
     )
     st.plotly_chart(
-        step_rows_figure(rows, gen.n_prompt, step=step, chosen=head),
+        step_rows_figure(
+            rows,
+            gen.n_prompt,
+            step=step,
+            chosen=head,
+            windows=[terms.window for terms in gen.store.terms],
+        ),
         width="stretch",
         key=Generate.ROWS_FIGURE,
     )
