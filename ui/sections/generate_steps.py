@@ -144,9 +144,9 @@ def step_detail(gen: Generation, step: int, head: Head) -> None:
     query = gen.store.first_query + step
     chosen = gen.steps[step]
     st.markdown(
-        f"**Step {step}** wrote {md(repr(chosen.label))} (probability {chosen.choice.prob:.3f}, "
+        f"**Step {step}** wrote “{md(chosen.label)}” (probability {chosen.choice.prob:.3f}, "
         f"entropy {chosen.choice.entropy:.2f} nats). Its query is position {query} "
-        f"({md(repr(gen.tokens[query]))}); it reads the {gen.n_prompt:,} prompt tokens and the "
+        f"(“{md(gen.tokens[query])}”); it reads the {gen.n_prompt:,} prompt tokens and the "
         f"{step} written before it (right of the dashed line)."
     )
     st.plotly_chart(
@@ -200,7 +200,7 @@ def over_the_steps(gen: Generation, step: int, head: Head) -> None:
     mean = float(gen.sink.mean())
     st.caption(
         f"Sink mass: {mean:.1%} of all attention, over every head and step, lands on "
-        f"position 0 ({md(repr(gen.tokens[0]))}); on the prompt: "
+        f"position 0 (“{md(gen.tokens[0])}”); on the prompt: "
         f"{float(gen.prompt_share.mean()):.1%}"
         + (
             f"; on the heads' learned sinks, which are no token: "
