@@ -162,8 +162,13 @@ def parts_bars(parts: Sequence[tuple[str, str, float]], *, title: str) -> go.Fig
     fig.update_layout(
         title=html.escape(title),
         height=max(300, 60 + 18 * len(parts)),
-        xaxis={"title": "contribution to LD (logits; the bars add up to LD)", "zeroline": True},
-        yaxis={"categoryorder": "array", "categoryarray": order, "autorange": "reversed"},
+        xaxis={"title": "logits of LD (they add up to LD)", "zeroline": True, "automargin": True},
+        yaxis={  # the margin grows to the longest part's name, so none is cut at the left
+            "categoryorder": "array",
+            "categoryarray": order,
+            "autorange": "reversed",
+            "automargin": True,
+        },
         barmode="overlay",
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
     )

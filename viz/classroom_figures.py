@@ -95,8 +95,9 @@ def matrix_html(
         rows.append(f"<tr>{label_cell}{''.join(cells)}</tr>")
     caption = (
         (
+            # a heading wider than its small table stays on one line ("A = softmax(S / √2)")
             f'<caption style="caption-side:top;text-align:left;font-weight:600;'
-            f'padding-bottom:0.2rem">{html.escape(title)}</caption>'
+            f'white-space:nowrap;padding-bottom:0.2rem">{html.escape(title)}</caption>'
         )
         if title
         else ""

@@ -153,7 +153,9 @@ def kv_cache_figure(
                 y=values,
                 mode="lines",
                 name=label,
-                line={"color": SHARING_COLOURS.get(key)},
+                # the alternatives dotted, so one that equals this model leaves it visible
+                line={"color": SHARING_COLOURS.get(key), "width": 3 if key == "model" else 2}
+                | ({} if key == "model" else {"dash": "dot"}),
                 text=[human_bytes(v) for v in values],
                 hovertemplate="%{x:,} tokens<br>%{text}<extra>%{fullData.name}</extra>",
             )
@@ -171,19 +173,38 @@ def kv_cache_figure(
             )
         )
     top = max(float(np.max(v)) for v in series.values()) if series else 1.0
-    ticks = np.linspace(0.0, top, 6)
+    ticks, texts = byte_ticks(top)
     fig.update_layout(
         title=html.escape(title),
-        height=380,
+        height=440,
         margin=MARGIN,
         xaxis={"title": "tokens in the cache"},
-        yaxis={
-            "title": "bytes",
-            "tickvals": ticks.tolist(),
-            "ticktext": [human_bytes(t) for t in ticks],
-        },
+        yaxis={"title": "bytes", "tickvals": ticks, "ticktext": texts},
+        legend={
+            "orientation": "h",
+            "yanchor": "top",
+            "y": -0.18,
+            "x": 0,
+        },  # the plot keeps the width
     )
     return fig
+
+
+def byte_ticks(top: float, most: int = 6) -> tuple[list[float], list[str]]:
+    """Round tick values up to ``top`` bytes, in the unit ``top`` reads best in (B, KiB, MiB,
+    GiB): 1, 2 or 5 times a power of ten of that unit apart, at most ``most`` of them."""
+    units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    power = 0
+    while power < len(units) - 1 and top >= 1024 ** (power + 1):
+        power += 1
+    scale = 1024**power
+    span = max(top / scale, 1e-9)
+    step = next(
+        m * 10**e for e in range(-3, 6) for m in (1, 2, 5) if span / (m * 10**e) <= most - 1
+    )
+    count = int(span // step) + 1
+    values = [i * step for i in range(count)]
+    return [v * scale for v in values], [f"{v:g} {units[power]}" for v in values]
 
 
 def eviction_figure(

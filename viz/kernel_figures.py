@@ -18,6 +18,14 @@ from viz.heatmap import COLORSCALE, masked, safe_labels, score_grid
 PANEL_PX = 300  # each panel's height; its width follows (square cells)
 
 
+def short_bar(title: str, **options: object) -> dict:
+    """A narrow colour bar for a panel of three, its short title written across on top (a
+    one-letter title read sideways turns into a glyph: "Δ" looked like "◁")."""
+    bar = colour_bar(title, len=0.9, thickness=12, **options)
+    bar["title"] = {"text": title, "side": "top"}
+    return bar
+
+
 def error_grid(errors: np.ndarray, *, title: str) -> go.Figure:
     """A ``layer head_index`` grid of errors, hover and colour bar in scientific notation.
 
@@ -74,7 +82,7 @@ def pattern_comparison(
     fig = make_subplots(
         rows=1,
         cols=3,
-        horizontal_spacing=0.1,
+        horizontal_spacing=0.16,  # room for the weight bar between panels 2 and 3, any width
         subplot_titles=("model (hook_pattern)", "kernel (rebuilt from LSE)", "kernel − model"),
     )
     hover = "query %{y}<br>key %{x}<br>"
@@ -90,7 +98,7 @@ def pattern_comparison(
                 zmax=1.0,
                 hovertemplate=hover + "weight %{z:.6f}<extra></extra>",
                 hoverongaps=False,
-                colorbar=colour_bar("weight", x=bar_x, len=0.9, thickness=12),
+                colorbar=short_bar("weight", x=bar_x),
                 showscale=col == 2,
             ),
             1,
@@ -107,7 +115,7 @@ def pattern_comparison(
             zmax=span,
             hovertemplate=hover + "difference %{z:.3e}<extra></extra>",
             hoverongaps=False,
-            colorbar=colour_bar("Δ", tickformat=".1e", x=1.01, len=0.9, thickness=12),
+            colorbar=short_bar("Δ", tickformat=".1e", x=1.01),
         ),
         1,
         3,

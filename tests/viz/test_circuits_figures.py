@@ -82,3 +82,10 @@ def test_a_grid_of_scores_that_cannot_be_negative_runs_from_white_at_zero():
     assert (plain.zmin, plain.zmax) == (0.0, 0.4) and plain.zmid is None
     assert plain.colorscale[0][1] == "rgb(247,251,255)"  # Blues: white at 0
     assert plain.colorscale[-1][1] == "rgb(8,48,107)"
+
+
+def test_long_part_names_get_the_margin_they_need():
+    from viz.circuits_figures import parts_bars
+
+    fig = parts_bars([("bias", "layer 0's attention output bias", 0.5)], title="The rest")
+    assert fig.layout.yaxis.automargin is True and fig.layout.xaxis.automargin is True

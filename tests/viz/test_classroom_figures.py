@@ -74,3 +74,10 @@ def test_cost_chart_axis_stays_on_the_lengths_with_a_crossover_line():
     assert xs.min() >= 16 and xs.max() <= 4096
     line = [t for t in fig.data if "overtake" in t.name]
     assert len(line) == 1 and list(line[0].x) == [256.0, 256.0]
+
+
+def test_a_heading_wider_than_its_table_stays_on_one_line():
+    from viz.classroom_figures import matrix_html
+
+    text = matrix_html(np.eye(2), ["q1", "q2"], ["k1", "k2"], title="A = softmax(S / √2)")
+    assert "white-space:nowrap" in text.split("<caption", 1)[1].split(">", 1)[0]

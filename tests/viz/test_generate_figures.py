@@ -57,3 +57,27 @@ def test_eviction_figure_lines_and_log_axis():
     assert fig.layout.yaxis.type == "log"
     flat = eviction_figure([("full", 100, 5.0), ("sinks", 8, 6.0)], n_tokens=100)
     assert flat.layout.yaxis.type == "linear"
+
+
+def test_kv_ticks_are_round_in_the_unit_that_reads_best():
+    from viz.generate_figures import byte_ticks
+
+    assert byte_ticks(307.2 * 1024) == (
+        [0, 100 * 1024, 200 * 1024, 300 * 1024],
+        ["0 KiB", "100 KiB", "200 KiB", "300 KiB"],
+    )
+    values, texts = byte_ticks(864 * 2**20)
+    assert texts == ["0 MiB", "200 MiB", "400 MiB", "600 MiB", "800 MiB"]
+    assert values[-1] == 800 * 2**20
+
+
+def test_an_alternative_equal_to_the_model_leaves_its_line_visible():
+    """MHA on an MHA model draws the same numbers: dotted over the model's solid, wider line;
+    the legend sits under the plot, which keeps the width."""
+    lengths = np.array([1, 10])
+    same = np.array([100.0, 1000.0])
+    fig = kv_cache_figure(lengths, {"model": same, "MHA": same, "MQA": same / 4})
+    lines = {trace.name: trace.line for trace in fig.data}
+    assert lines["model"].dash is None and lines["MHA"].dash == "dot"
+    assert lines["model"].width > lines["MHA"].width
+    assert fig.layout.legend.orientation == "h" and fig.layout.legend.y < 0

@@ -36,3 +36,16 @@ def test_error_grid_uses_scientific_hover_and_zero_floor():
     assert heat.zmin == 0.0 and heat.zmax == 2e-6 and ".3e" in heat.hovertemplate
     assert "&lt;x&gt;" in fig.layout.title.text
     assert error_grid(np.zeros((1, 2)), title="zeros").data[0].zmax > 0
+
+
+def test_the_weight_bar_has_room_between_the_panels_and_titles_read_across():
+    """The weight bar between panels 2 and 3 needs its bar, ticks and title (about 60 px): at
+    least 0.14 of a plot 1,000 px wide is free there, whatever the column's width leaves; the
+    bars' titles are written across on top, so "Δ" is not turned into a glyph."""
+    p = np.tril(np.full((4, 4), 0.25))
+    fig = pattern_comparison(p, p, [str(i) for i in range(4)], causal=True, title="t")
+    gap = fig.layout.xaxis3.domain[0] - fig.layout.xaxis2.domain[1]
+    assert gap >= 0.14
+    bars = [trace.colorbar for trace in fig.data if trace.showscale is not False]
+    assert [bar.title.side for bar in bars] == ["top", "top"]
+    assert {bar.title.text for bar in bars} == {"weight", "Δ"}

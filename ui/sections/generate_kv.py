@@ -28,7 +28,7 @@ def sharing_names(model: ModelHandle) -> dict[str, str]:
     facts = model.facts
     return {
         "model": f"this model ({facts.attention_kind}, {facts.n_kv_heads} key/value heads)",
-        "MHA": f"MHA: one key/value head per query head ({facts.n_heads})"
+        "MHA": f"MHA: one key/value head per query head, {facts.n_heads}"
         + (" (the same as this model)" if facts.n_kv_heads == facts.n_heads else ""),
         "MQA": "MQA: one key/value head for all"
         + (" (the same as this model)" if facts.n_kv_heads == 1 else ""),

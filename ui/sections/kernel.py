@@ -215,7 +215,7 @@ def timings(found: KernelReport) -> None:
     )
     n_tokens = len(found.tokens)
     st.caption(
-        f"Measured just now on layer {found.timing_layer}'s tensors ({n_tokens} tokens, "
+        f"Measured when this check ran on layer {found.timing_layer}'s tensors ({n_tokens} tokens, "
         "every head at once): median of the repeats after one warm-up call. At this size "
         "fixed per-call costs dominate, and other work on the server shifts the numbers."
     )
