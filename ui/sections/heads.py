@@ -264,8 +264,8 @@ def table_config(table: pd.DataFrame) -> dict[str, Any]:
             )
         else:
             config[column] = st.column_config.Column(label, help=help_)
-    config["flags"] = st.column_config.Column(
-        COLUMN_LABELS["flags"], help=COLUMN_HELP["flags"], width="large"
+    config["flags"] = st.column_config.Column(  # mostly empty: the scores get the width
+        COLUMN_LABELS["flags"], help=COLUMN_HELP["flags"], width="medium"
     )
     config["L.H"] = st.column_config.Column(  # stays in view as the table scrolls right
         COLUMN_LABELS["L.H"], help=COLUMN_HELP["L.H"], pinned=True
@@ -392,7 +392,11 @@ def top_examples(corpus: Corpus, scores: CorpusScores) -> None:
         hide_index=True,
         width="stretch",
         column_config={
-            **{k: st.column_config.Column(k.capitalize(), help=v) for k, v in help_.items()},
+            # the short columns small, so the context gets the width
+            **{
+                k: st.column_config.Column(k.capitalize(), help=v, width="small")
+                for k, v in help_.items()
+            },
             "weight": st.column_config.NumberColumn("Weight", help=help_["weight"], format="%.3f"),
             "context": st.column_config.Column("Context", help=help_["context"], width="large"),
             "open": st.column_config.LinkColumn(

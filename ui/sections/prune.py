@@ -109,7 +109,7 @@ def measure(model: ModelHandle, corpus: Corpus, cap: int) -> Measured | None:
         return None
     n_heads = model.facts.n_total_heads
     view = current_view()
-    c = st.columns(3)
+    c = st.columns([3, 2, 2])  # the rankings' names are long: "Zero-ablation, first-order …"
     seed_widgets(
         {
             Heads.RANKING: hs.shown_ranking(view, n_heads),
