@@ -161,7 +161,7 @@ def parts_bars(parts: Sequence[tuple[str, str, float]], *, title: str) -> go.Fig
     order = [html.escape(name) for _, name, _ in parts]
     fig.update_layout(
         title=html.escape(title),
-        height=max(300, 60 + 18 * len(parts)),
+        height=max(340, 100 + 18 * len(parts)),
         xaxis={"title": "logits of LD (they add up to LD)", "zeroline": True, "automargin": True},
         yaxis={  # the margin grows to the longest part's name, so none is cut at the left
             "categoryorder": "array",
@@ -171,6 +171,9 @@ def parts_bars(parts: Sequence[tuple[str, str, float]], *, title: str) -> go.Fig
         },
         barmode="overlay",
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        # under the plot: beside it, the legend left a narrow column too little room for the
+        # names, which plotly then cuts at the left
+        legend={"orientation": "h", "yanchor": "top", "y": -0.15, "x": 0},
     )
     return fig
 

@@ -398,7 +398,8 @@ def top_examples(corpus: Corpus, scores: CorpusScores) -> None:
                 for k, v in help_.items()
             },
             "weight": st.column_config.NumberColumn("Weight", help=help_["weight"], format="%.3f"),
-            "context": st.column_config.Column("Context", help=help_["context"], width="large"),
+            # in pixels: the "large" preset (400 px) cut the context at 1,280 px
+            "context": st.column_config.Column("Context", help=help_["context"], width=640),
             "open": st.column_config.LinkColumn(
                 "Explorer", display_text="open ↗", help="This text in the explorer, at this head"
             ),
