@@ -171,7 +171,7 @@ def cost_and_run(model: ModelHandle, text: str, n: int, settings: EvictionSettin
         f"(an estimate) and up to {human_bytes(cost.peak_bytes)} of memory beside the model."
     )
     st.button(
-        "Run the experiment",
+        f"Run the experiment ({job_view.about(seconds)})",  # priced like every start button
         key=Generate.EVICT_RUN,
         type="primary",
         on_click=_on_run,
