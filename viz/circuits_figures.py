@@ -138,7 +138,7 @@ def position_bars(
 
 def parts_bars(parts: Sequence[tuple[str, str, float]], *, title: str) -> go.Figure:
     """Horizontal bars of the logit difference's parts, coloured by group. Each bar is a part's
-    contribution in logits (the parts add up to LD), not a share of LD.
+    contribution in logits (the parts add up to LD, as the hover says), not a share of LD.
 
     Args:
         parts: ``(group, part, value)`` rows in residual-stream order.
@@ -155,14 +155,16 @@ def parts_bars(parts: Sequence[tuple[str, str, float]], *, title: str) -> go.Fig
                     orientation="h",
                     name=group,
                     marker_color=colour,
-                    hovertemplate="%{y}<br>%{x:.4f} logits of LD<extra></extra>",
+                    hovertemplate="%{y}<br>%{x:.4f} logits of LD (the parts add up to LD)"
+                    "<extra></extra>",
                 )
             )
     order = [html.escape(name) for _, name, _ in parts]
     fig.update_layout(
-        title=html.escape(title),
-        height=max(340, 100 + 18 * len(parts)),
-        xaxis={"title": "logits of LD (they add up to LD)", "zeroline": True, "automargin": True},
+        title={"text": html.escape(title), "y": 0.98, "yanchor": "top"},
+        height=max(360, 130 + 18 * len(parts)),
+        # short: in a narrow column a long title outgrew the plot it is centred on
+        xaxis={"title": "logits of LD", "zeroline": True, "automargin": True},
         yaxis={  # the margin grows to the longest part's name, so none is cut at the left
             "categoryorder": "array",
             "categoryarray": order,
@@ -170,10 +172,10 @@ def parts_bars(parts: Sequence[tuple[str, str, float]], *, title: str) -> go.Fig
             "automargin": True,
         },
         barmode="overlay",
-        margin={"l": 10, "r": 10, "t": 40, "b": 10},
-        # under the plot: beside it, the legend left a narrow column too little room for the
-        # names, which plotly then cuts at the left
-        legend={"orientation": "h", "yanchor": "top", "y": -0.15, "x": 0},
+        margin={"l": 10, "r": 10, "t": 95, "b": 10},
+        # over the plot, under the title: beside it, the legend left a narrow column too little
+        # room for the names, which plotly then cut at the left; under it, it met the axis title
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.01, "x": 0},
     )
     return fig
 

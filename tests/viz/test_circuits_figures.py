@@ -89,4 +89,5 @@ def test_long_part_names_get_the_margin_they_need():
 
     fig = parts_bars([("bias", "layer 0's attention output bias", 0.5)], title="The rest")
     assert fig.layout.yaxis.automargin is True and fig.layout.xaxis.automargin is True
-    assert fig.layout.legend.orientation == "h" and fig.layout.legend.y < 0  # not beside it
+    assert fig.layout.legend.orientation == "h" and fig.layout.legend.y > 1  # over the plot
+    assert fig.layout.legend.yanchor == "bottom" and fig.layout.margin.t >= 90

@@ -312,6 +312,11 @@ def show_table(table: pd.DataFrame, has_importance: bool) -> None:
     )
 
 
+# The examples table's columns in pixels: at 1,280 px the "large" preset cut the context, and
+# "medium" for the query and key pushed it out of view.
+WIDTHS = {"query": 110, "key": 80, "context": 430}
+
+
 def context(tokens: tuple[str, ...], query: int, key: int, width: int = 8) -> str:
     """Tokens before the query, the key in [brackets] and the query in «guillemets»; a key far
     back is shown with its neighbours, then ``…``, then the tokens before the query."""
@@ -369,15 +374,15 @@ def top_examples(corpus: Corpus, scores: CorpusScores) -> None:
     for ex in found:
         tokens = scores.tokens[ex.text]
         rows.append(
-            {
+            {  # the link first: the context is wide, and the link must not scroll out of view
+                "open": session.explorer_link(
+                    head, None if ex.query < 0 else ex.query, prompt=corpus.texts[ex.text]
+                ),
                 "weight": ex.value,
                 "text": ex.text + 1,
                 "query": "whole text" if ex.query < 0 else f"({ex.query}) {tokens[ex.query]}",
                 "key": f"({ex.key}) {tokens[ex.key]}",
                 "context": context(tokens, ex.query, ex.key),
-                "open": session.explorer_link(
-                    head, None if ex.query < 0 else ex.query, prompt=corpus.texts[ex.text]
-                ),
             }
         )
     help_ = {
@@ -392,14 +397,15 @@ def top_examples(corpus: Corpus, scores: CorpusScores) -> None:
         hide_index=True,
         width="stretch",
         column_config={
-            # the short columns small, so the context gets the width
+            # in pixels, so the whole table fits 1,280 px: the context gets what the rest leave
             **{
-                k: st.column_config.Column(k.capitalize(), help=v, width="small")
+                k: st.column_config.Column(k.capitalize(), help=v, width=WIDTHS.get(k, "small"))
                 for k, v in help_.items()
             },
             "weight": st.column_config.NumberColumn("Weight", help=help_["weight"], format="%.3f"),
-            # in pixels: the "large" preset (400 px) cut the context at 1,280 px
-            "context": st.column_config.Column("Context", help=help_["context"], width=640),
+            "context": st.column_config.Column(
+                "Context", help=help_["context"], width=WIDTHS["context"]
+            ),
             "open": st.column_config.LinkColumn(
                 "Explorer", display_text="open ↗", help="This text in the explorer, at this head"
             ),
