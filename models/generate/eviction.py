@@ -26,6 +26,7 @@ from models.generate.settings import GenerationError
 from models.generate.view import (
     handling,
     layer_index,
+    learned_sinks,
     mask_is_causal_window,
     model_view,
     view_device,
@@ -74,8 +75,7 @@ class PolicyAttention:
         attention_mask: torch.Tensor | None,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, None]:
-        found = kwargs.get("s_aux", kwargs.get("sinks"))  # learned sinks: never evicted
-        learned_sink = None if found is None else found.detach().to(query.device, torch.float32)
+        learned_sink = learned_sinks(kwargs, query.device)  # never evicted
         window = kwargs.get("sliding_window")
         if attention_mask is not None and not mask_is_causal_window(
             attention_mask, key.shape[2], window, rows=(0, query.shape[2] // 2, -1)

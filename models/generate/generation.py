@@ -207,7 +207,6 @@ def _step(
 ) -> Step:
     labels = readable_tokens(model.tokenizer, [choice.token_id, *choice.top_ids])
     sink, prompt_share = row_series(rows, n_prompt)
-    lacking = (1.0 - rows.sum(-1)).clamp_min(0.0).to("cpu", torch.float32).numpy()
     return Step(
         index=index,
         choice=choice,
@@ -217,7 +216,10 @@ def _step(
         sink=sink,
         prompt_share=prompt_share,
         rows=rows.to("cpu", torch.float32).numpy() if keep_rows else None,
-        learned_sink=lacking if learned else None,
+        # what a row over the keys lacks of 1: read only for a model with learned sinks
+        learned_sink=(1.0 - rows.sum(-1)).clamp_min(0.0).to("cpu", torch.float32).numpy()
+        if learned
+        else None,
     )
 
 

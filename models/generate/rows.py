@@ -29,7 +29,12 @@ import torch
 from jaxtyping import Float
 
 from models.attention.options import AttentionOptions
-from models.generate.view import layer_index, mask_is_causal_window, model_attention
+from models.generate.view import (
+    layer_index,
+    learned_sinks,
+    mask_is_causal_window,
+    model_attention,
+)
 
 
 class RowsUnavailable(RuntimeError):
@@ -110,10 +115,7 @@ class RowRecorder:
     ) -> tuple[torch.Tensor, Any]:
         out = model_attention(module, query, key, value, attention_mask, **kwargs)
         layer, n_new = layer_index(module), query.shape[2]
-        sink = kwargs.get("s_aux", kwargs.get("sinks"))
-        self.sinks[layer] = (
-            None if sink is None else sink.detach().to(self.keys.device, torch.float32)
-        )
+        self.sinks[layer] = learned_sinks(kwargs, self.keys.device)
         window, softcap = kwargs.get("sliding_window"), kwargs.get("softcap")
         if attention_mask is not None and not mask_is_causal_window(
             attention_mask, key.shape[2], window

@@ -46,6 +46,13 @@ def sdpa(
     return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
 
 
+def learned_sinks(kwargs: dict[str, Any], device: torch.device) -> torch.Tensor | None:
+    """Each head's learned sink logit, float32 on ``device``, as the model passes it to its
+    attention (gpt-oss: ``s_aux``), or None for a model without learned sinks."""
+    found = kwargs.get("s_aux", kwargs.get("sinks"))
+    return None if found is None else found.detach().to(device, torch.float32)
+
+
 def model_attention(
     module: torch.nn.Module,
     query: torch.Tensor,
