@@ -93,11 +93,9 @@ class ScoreCapture:
 
     def capped_scores(self, layer: int) -> np.ndarray:
         """Layer ``layer``'s logits as its softmax reads them (capped where it caps)."""
-        cap = self.softcap(layer)
-        scores: np.ndarray = self.scores[layer]
-        if cap is None:
-            return scores
-        return np.where(np.isneginf(scores), scores, cap * np.tanh(scores / cap))
+        scores = torch.from_numpy(np.array(self.scores[layer]))
+        found: np.ndarray = scale_scores(scores, 1.0, self.softcap(layer)).numpy()
+        return found
 
     @property
     def n_tokens(self) -> int:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from models.model.variants.windows import capped
+
 STAT_NAMES = ("entropy", "norm_entropy", "max_weight", "eff_keys", "jacobian")
 ONE_HOT = {"entropy": 0.0, "norm_entropy": 0.0, "max_weight": 1.0, "eff_keys": 1.0, "jacobian": 0.0}
 
@@ -68,9 +70,7 @@ def rescaled(scores: torch.Tensor, factor: float, softcap: float | None = None) 
     """The logits at ``factor`` times the model's own scale: ``c * s``, or for a soft-capped
     layer (Gemma 2), whose ``scores`` are its raw logits ``s``, ``cap * tanh(c * s / cap)``:
     what the model computes with another scale (at ``c = 1`` its own capped logits)."""
-    if softcap is None:
-        return scores * factor
-    return softcap * torch.tanh(scores * (factor / softcap))
+    return capped(scores * factor, softcap)
 
 
 def scale_scores(scores: torch.Tensor, factor: float, softcap: float | None = None) -> torch.Tensor:
