@@ -13,7 +13,6 @@ from models.generate import Generation
 from models.generate.kv import (
     SHARINGS,
     growing_bytes_per_token,
-    kv_bytes_per_token,
     kv_growth,
     kv_heads,
 )
@@ -47,12 +46,8 @@ def kv_section(model: ModelHandle, gen: Generation | None) -> None:
     size = dtype.itemsize
     variants = layer_variants(model)
     layered = not all_plain(variants)
-    per_token = {
-        s: growing_bytes_per_token(facts, variants, size, s)
-        if layered
-        else kv_bytes_per_token(facts, size, s)
-        for s in SHARINGS
-    }
+    # every layer of a plain model grows: the same as the every-layer formula
+    per_token = {s: growing_bytes_per_token(facts, variants, size, s) for s in SHARINGS}
     at_context = kv_growth(facts, np.array([facts.n_ctx]), size, variants)
     if layered:
         st.markdown(layered_text(variants, per_token["model"], at_context["model"][0], facts.n_ctx))
