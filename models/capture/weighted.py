@@ -16,11 +16,23 @@ writes almost nothing from fades out.
 
 On GQA/MQA models query head ``h`` reads key/value head ``h // (n_heads / n_kv_heads)``, as
 Hugging Face's ``repeat_kv`` lays them out.
+
+The variants (:mod:`models.model.variants`):
+
+- a gated head (Qwen3-Next, Qwen3.5) writes ``g_i ⊙ sum_j A[i, j] v_j`` before ``W_O``, with a
+  gate ``g_i`` per query and dimension, so what it writes from key ``j`` at query ``i`` is
+  ``N[i, j] = ||(g_i ⊙ v_j) W_O^h||``: a norm per pair, not per key. :func:`gated_norms` computes
+  it exactly for every gated layer (``n² · d_head²`` multiply-adds a head, as ``d_head``
+  matrix products) and ``W = A * N / T`` with ``T_i = sum_j A[i, j] N[i, j]``;
+- a latent-attention layer (DeepSeek-V2/V3) is weighted with its own values (``d_v`` wide);
+- a linear-attention layer has no softmax pattern to weight: its norms are 0 and every view
+  shows its signed mixing matrix unweighted;
+- a learned sink has no value: it moves nothing, so the weighted rows are over the keys only.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -31,8 +43,9 @@ from models.capture.views import pool_rows
 from models.cost import Cost
 from models.model.allocator import MMAP_THRESHOLD
 from models.model.facts import ModelFacts
-from models.model.forward import every_layer, run_hooks, v_hook
+from models.model.forward import run_hooks, v_hook
 from models.model.handle import ModelHandle
+from models.model.variants import layer_variants
 from models.model.weights import output_projection
 from models.progress import Progress, quiet
 from models.shapes import TokenIds
@@ -59,20 +72,78 @@ def value_norms(model: ModelHandle, ids: TokenIds) -> NormStack:
         of any one key's share and is left out).
     """
     facts = model.facts
-    names = every_layer(v_hook, facts.n_layers)
-    acts = run_hooks(model, ids, names)
-    group = facts.n_heads // facts.n_kv_heads
-    out = []
-    for layer, name in enumerate(names):
-        v = acts[name][0].to(torch.float64)  # pos kv_head d_head
-        v = v.repeat_interleave(group, dim=1)  # pos head_index d_head
-        w_o, _ = output_projection(model, layer)  # head_index d_head d_model
+    variants = layer_variants(model)
+    read = [layer for layer in range(facts.n_layers) if variants[layer].softmax]
+    acts = run_hooks(model, ids, [v_hook(layer) for layer in read])
+    out = np.zeros((facts.n_layers, facts.n_heads, int(ids.shape[1])), np.float32)
+    for layer in read:
+        v = values_of(model, layer, acts[v_hook(layer)])
         # ||v W_O||^2 = v (W_O W_O^T) v^T: d_head x d_head per head instead of a d_model vector
         # per position, so long prompts need no pos x head x d_model buffer
-        gram = w_o @ w_o.transpose(1, 2)
+        gram = output_gram(model, layer)
         squared = torch.einsum("phd,hde,phe->hp", v, gram, v)
-        out.append(squared.clamp_min(0.0).sqrt())
-    return torch.stack(out).to(torch.float32).numpy()
+        out[layer] = squared.clamp_min(0.0).sqrt().to(torch.float32).numpy()
+    return out
+
+
+def values_of(
+    model: ModelHandle, layer: int, hooked: Float[torch.Tensor, "batch ..."]
+) -> Float[torch.Tensor, "pos head_index d_head"]:
+    """A layer's values from its ``hook_v``, one per query head, float64: the bridge lays a
+    latent-attention layer's out head first (``batch kv_head pos d_v``), the others position
+    first (``batch pos kv_head d_head``)."""
+    v = hooked[0].to("cpu", torch.float64)
+    if layer_variants(model)[layer].latent is not None:
+        v = v.transpose(0, 1)
+    group = model.facts.n_heads // v.shape[1]
+    return v.repeat_interleave(group, dim=1)
+
+
+def output_gram(model: ModelHandle, layer: int) -> Float[torch.Tensor, "head_index d_head d_head"]:
+    """``W_O^h (W_O^h)^T`` of every head of ``layer``, float64."""
+    w_o, _ = output_projection(model, layer)  # head_index d_head d_model
+    return w_o @ w_o.transpose(1, 2)
+
+
+PairNorms = Float[np.ndarray, "head_index query_pos key_pos"]
+
+
+def gated_norms(
+    model: ModelHandle, ids: TokenIds, gates: dict[int, np.ndarray]
+) -> dict[int, PairNorms]:
+    """``N[i, j] = ||(g_i ⊙ v_j) W_O^h||`` of every head of every gated layer.
+
+    With ``W_O W_O^T = F F^T`` (``F = U sqrt(Λ)`` from its eigenvectors), ``N[i, j]^2 =
+    sum_k ((g_i ⊙ F[:, k]) · v_j)^2``: one ``n x n`` matrix product per column ``k`` of ``F``,
+    so no ``n x n x d_head`` buffer is made.
+
+    Args:
+        model: the loaded model.
+        ids: ``1 pos`` token ids.
+        gates: layer -> ``head_index query_pos d_head`` ``sigmoid(g)`` (the run's extras).
+
+    Returns:
+        layer -> ``head_index query_pos key_pos`` float32 norms (``b_O`` left out).
+    """
+    if not gates:
+        return {}
+    acts = run_hooks(model, ids, [v_hook(layer) for layer in gates])
+    found = {}
+    for layer, gate in gates.items():
+        v = values_of(model, layer, acts[v_hook(layer)])  # pos head_index d_head
+        eigen, basis = torch.linalg.eigh(output_gram(model, layer))
+        factor = basis * eigen.clamp_min(0.0).sqrt()[:, None, :]  # head_index d_head d_head
+        g = torch.from_numpy(np.asarray(gate, np.float64))  # head_index query_pos d_head
+        n = v.shape[0]
+        pairs = np.empty((g.shape[0], g.shape[1], n), np.float32)
+        for head in range(g.shape[0]):
+            vh = v[:, head].T  # d_head key_pos
+            squared = torch.zeros(g.shape[1], n, dtype=torch.float64)
+            for k in range(factor.shape[-1]):
+                squared += ((g[head] * factor[head, :, k]) @ vh) ** 2
+            pairs[head] = squared.sqrt().numpy()
+        found[layer] = pairs
+    return found
 
 
 def value_weighted(
@@ -105,6 +176,8 @@ class ValueWeighting:
         overview: ``layer head_index pixel pixel`` float16 value-weighted overviews at
             ``overview_factor`` positions a pixel (made in the same pass), or None.
         overview_factor: positions per pixel edge of ``overview``.
+        pairs: layer -> ``head_index query_pos key_pos`` ``||(g_i ⊙ v_j) W_O^h||`` of a gated
+            layer (:func:`gated_norms`), used there in place of ``norms``.
     """
 
     norms: NormStack
@@ -112,10 +185,12 @@ class ValueWeighting:
     pooled: Float[np.ndarray, "layer head_index pixel pixel"]
     overview: Float[np.ndarray, "layer head_index pixel pixel"] | None = None
     overview_factor: int = 1
+    pairs: dict[int, PairNorms] = field(default_factory=dict)
 
     @property
     def nbytes(self) -> int:
         extra = 0 if self.overview is None else self.overview.nbytes
+        extra += sum(pair.nbytes for pair in self.pairs.values())
         return int(self.norms.nbytes + self.totals.nbytes + self.pooled.nbytes + extra)
 
     def scale(
@@ -134,6 +209,10 @@ class ValueWeighting:
         """
         totals = self.totals[layer, head, rows]
         safe = np.where(totals > 0, totals, np.inf)
+        pair = self.pairs.get(layer)
+        if pair is not None:
+            found: np.ndarray = pair[head, rows, cols] / safe[:, None]
+            return found
         return self.norms[layer, head, cols][None, :] / safe[:, None]
 
 
@@ -152,6 +231,7 @@ def value_weighting(
     size: int = 64,
     progress: Progress = quiet,
     overview: int = 256,
+    pairs: dict[int, PairNorms] | None = None,
 ) -> ValueWeighting:
     """Row totals and thumbnails of the value-weighted pattern of every head.
 
@@ -162,7 +242,10 @@ def value_weighting(
         size: thumbnail size in pixels (max-pooled).
         progress: called once per layer.
         overview: size in pixels of the per-head overviews made in the same pass (0: none).
+        pairs: the gated layers' norms per pair (:func:`gated_norms`), used there instead of
+            ``norms``.
     """
+    pairs = pairs or {}
     n, n_layers = run.n_tokens, run.facts.n_layers
     factor = -(-n // size)
     big = -(-n // overview) if overview else 0
@@ -177,7 +260,8 @@ def value_weighting(
             rows = slice(start, min(start + band, n))
             # in place: one float64 copy of the band at a time
             weighted = run.store.layer_window(layer, rows, slice(None)).astype(np.float64)
-            weighted *= norms[layer][:, None, :]
+            pair = pairs.get(layer)
+            weighted *= norms[layer][:, None, :] if pair is None else pair[:, rows]
             row_totals = weighted.sum(axis=-1)
             layer_totals.append(row_totals)
             weighted /= np.where(row_totals > 0, row_totals, np.inf)[..., None]
@@ -202,6 +286,7 @@ def value_weighting(
         pooled=np.stack(pooled),
         overview=np.stack(overviews) if big else None,
         overview_factor=big or 1,
+        pairs={layer: np.asarray(pair, np.float32) for layer, pair in pairs.items()},
     )
 
 
@@ -218,6 +303,9 @@ def weighting_cost(run: AttentionRun, size: int = 64, overview: int = 256) -> Co
     (measured, not all explained: smaller arrays such as the causal mask's index arrays change
     size from band to band and likely leave holes); on SmolLM2 at 2,000 tokens the weighting
     measured 477 MiB against 283 MiB counted.
+
+    A gated layer adds :func:`gated_norms`: ``n² · d_head²`` multiply-adds a head and its float32
+    norms per pair (kept), with three float64 ``n x n`` working arrays.
     """
     facts, n = run.facts, run.n_tokens
     heads = facts.n_layers * facts.n_heads
@@ -229,7 +317,15 @@ def weighting_cost(run: AttentionRun, size: int = 64, overview: int = 256) -> Co
     peak = 2 * (working + kept)
     if getattr(run.store, "value_norms", None) is None:
         peak = max(peak, norms_bytes(facts, n))
-    return Cost(flops=facts.forward_flops(n), peak_bytes=peak)
+    gated = len(run.extras.gates) if run.extras is not None else 0
+    flops = facts.forward_flops(n)
+    if gated:
+        # gated_norms: d_head products of n x d_head by d_head x n per head, each squared and
+        # added in float64; it keeps float32 norms per pair, which the pass then reads
+        flops += gated * facts.n_heads * (2 * n * n * facts.d_head * facts.d_head)
+        pair_bytes = gated * facts.n_heads * n * n * 4
+        peak += pair_bytes + 3 * 8 * n * n + norms_bytes(facts, n)
+    return Cost(flops=flops, peak_bytes=peak)
 
 
 def norms_bytes(facts: ModelFacts, n_tokens: int) -> int:

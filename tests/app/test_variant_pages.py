@@ -25,7 +25,13 @@ from tests.app.helpers import (
     texts,
 )
 from tests.attention.tiny_variants import build_variants
-from tests.model.variant_reference import eager, hf_attentions, hf_gate, mixing_inside_transformers
+from tests.model.variant_reference import (
+    eager,
+    hf_attentions,
+    hf_gate,
+    hf_value_weighted,
+    mixing_inside_transformers,
+)
 from ui.keys import Explorer, Generate, HeadAtlas, Scaling, Sidebar
 from viz.colours import SIGNED
 from viz.heatmap import heatmap_data, heatmap_figure
@@ -297,6 +303,46 @@ def test_a_gated_heads_output_gate_is_a_strip_of_its_own(allowed):
     assert "Through the output gates it passes on" in texts(at)
     layer0 = opened_on(path)  # the linear layer has no gate: one strip
     assert len(component_data_all(layer0, "atlas_token_strip")) == 1
+
+
+@pytest.mark.parametrize("name", OPENED)
+def test_every_variant_opens_value_weighted(allowed, name):
+    """The value-weighted view of each variant draws its heatmap with rows that sum to 1 (or
+    to 0 where a head writes nothing), where Qwen3-Next (a linear layer 0 has no values) and
+    DeepSeek-V3 (its values come head first) used to end in an error box."""
+    at = opened_on(allowed[name])
+    at.selectbox(key=Explorer.LAYER).set_value(1).run()
+    at.toggle(key=Explorer.WEIGHTED).set_value(True).run()
+    assert not at.exception and "Something went wrong" not in texts(at)
+    drawn = detail_heatmap(at)
+    sums = np.nansum(drawn["values"][:, drawn["pinned"] :], axis=1)
+    assert np.all((np.abs(sums - 1) < 1e-4) | (sums == 0)) and (sums > 0).any()
+
+
+def test_the_value_weighted_view_includes_each_querys_output_gate(allowed):
+    """Qwen3-Next's gated layer, value-weighted: the detail heatmap and the strip equal
+    ``A[i, j] ||(g_i ⊙ v_j) W_O||`` renormalised, built from transformers' eager attention, its
+    values, q projection and o_proj in the test; the page says the gate is included and that
+    the linear layer stays unweighted."""
+    path = allowed["qwen3_next"]
+    at = opened_on(path)
+    at.selectbox(key=Explorer.LAYER).set_value(1).run()
+    at.selectbox(key=Explorer.TOKEN).set_value(12).run()
+    at.toggle(key=Explorer.WEIGHTED).set_value(True).run()
+    assert not at.exception
+    head = at.selectbox(key=Explorer.HEAD).value
+    ids = AutoTokenizer.from_pretrained(path)(PROMPT, return_tensors="pt").input_ids
+    want = hf_value_weighted(path, ids, 1)[head]
+    drawn = detail_heatmap(at)
+    n = drawn["n_rows"]
+    shown = drawn["values"][:, drawn["pinned"] :]
+    seen = ~np.isnan(shown)
+    np.testing.assert_allclose(shown[seen], want[:n, :n][seen], atol=1e-5)
+    np.testing.assert_allclose(strip_weights(at)[:13], want[12, :13], atol=1e-5)
+    plain = hf_attentions(path, ids)[0][0, head].double().numpy()  # its one softmax layer
+    assert np.abs(want - plain).max() > 0.01  # weighting moved the weights
+    said = " ".join(c.value for c in at.caption)
+    assert "Gated layers (1)" in said and "Linear-attention layers (0)" in said
 
 
 def test_the_classroom_shows_raw_and_capped_scores_and_a_learned_sink(allowed):

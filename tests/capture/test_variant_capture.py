@@ -12,13 +12,19 @@ from models.capture.rollout import attention_rollout
 from models.capture.run import capture
 from models.capture.sinks import measured_sink
 from models.capture.spans import span_weights
+from models.capture.weighted import gated_norms, value_norms, value_weighting
 from models.model.eager import run_eager
 from models.model.forward import pattern_hook, tokenize
 from models.model.loading import load
 from models.model.parity import MEMO_KEY, check_parity, parity_of
 from models.model.spec import ModelSpec
 from tests.attention.tiny_variants import PROMPT
-from tests.model.variant_reference import delta_rule_inside_transformers, hf_attentions, hf_gate
+from tests.model.variant_reference import (
+    delta_rule_inside_transformers,
+    hf_attentions,
+    hf_gate,
+    hf_value_weighted,
+)
 
 TOL = 1e-5
 SOFTMAX_MODELS = ["gpt_oss", "gemma2", "gemma3", "qwen3", "qwen3_next", "deepseek_v3"]
@@ -210,3 +216,32 @@ def test_the_sink_summary_states_the_gated_and_learned_sinks(tiny_variants, runs
     sinks = [1 - a[0, :, list(summary.rows)].double().numpy().sum(-1) for a in hf]
     assert summary.learned_weight == pytest.approx(np.mean(sinks), abs=1e-5)
     assert summary.gated_weight is None
+
+
+@pytest.mark.parametrize(("name", "layer"), [("qwen3_next", 1), ("deepseek_v3", 0), ("gpt_oss", 1)])
+def test_value_weighting_is_what_each_head_writes_from_each_key(tiny_variants, runs, name, layer):
+    """The value-weighted pattern equals one built from transformers' own eager attention:
+    ``A[i, j] ||(g_i ⊙ v_j) W_O||`` renormalised, with Qwen3-Next's output gate per query and
+    dimension, DeepSeek-V3's latent layer's own values (d_v 16 against d_head 8), and gpt-oss's
+    rows (their learned sink moves nothing). A gated layer's norms are per pair, so they
+    differ from query to query."""
+    run, model = runs[name], tiny_variants.model(name)
+    ids = ids_of(run)
+    pairs = gated_norms(model, ids, run.extras.gates)
+    weighting = value_weighting(run, value_norms(model, ids), size=8, pairs=pairs)
+    whole = slice(None)
+    got = np.stack(
+        [
+            run.window(layer, h, whole, whole) * weighting.scale(layer, h, whole, whole)
+            for h in range(run.facts.n_heads)
+        ]
+    )
+    want = hf_value_weighted(tiny_variants.path(name), ids, layer)
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+    if name == "qwen3_next":
+        assert set(pairs) == {1}  # the gated softmax layer; layer 0 is linear
+        spread = pairs[1][:, 5:, 0].std(axis=1) / pairs[1][:, 5:, 0].mean(axis=1)
+        assert spread.min() > 0.01  # key 0's norm changes with the query's gate
+        assert weighting.norms[0].max() == 0.0  # the linear layer is never weighted
+    else:
+        assert pairs == {}

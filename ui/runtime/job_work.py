@@ -27,7 +27,7 @@ from models.capture.run import AttentionRun, capture
 from models.capture.sinks import SinkSummary, measured_sink
 from models.capture.spans import span_weights
 from models.capture.views import strongest_sink
-from models.capture.weighted import ValueWeighting, value_norms, value_weighting
+from models.capture.weighted import ValueWeighting, gated_norms, value_norms, value_weighting
 from models.capture.word_split import split_words
 from models.capture.words import Words, unit_range
 from models.circuits.findings import (
@@ -409,11 +409,13 @@ def _curve(
 
 def weighting_of(model: ModelHandle, run: AttentionRun, progress: Progress) -> ValueWeighting:
     """``run``'s value weighting, with the value norms the capture kept, or else from one pass
-    over the value hooks."""
+    over the value hooks (and a gated layer's norms per query and key from its gates)."""
+    ids = torch.tensor([run.token_ids])
     norms = getattr(run.store, "value_norms", None)
     if norms is None:
-        norms = value_norms(model, torch.tensor([run.token_ids]))
-    return value_weighting(run, norms, THUMB, progress)
+        norms = value_norms(model, ids)
+    pairs = gated_norms(model, ids, run.extras.gates) if run.extras is not None else {}
+    return value_weighting(run, norms, THUMB, progress, pairs=pairs)
 
 
 @register(WeightingKey, lambda key: key.run.spec)

@@ -253,6 +253,8 @@ def weighting_toggle(view: ExplorerView, run: AttentionRun, key: RunKey) -> Valu
     )
     if not on:
         return None
+    for note in weighting_notes(run):
+        st.caption(note)
     try:
         found = job_view.run_job(
             WeightingKey(key),
@@ -264,6 +266,28 @@ def weighting_toggle(view: ExplorerView, run: AttentionRun, key: RunKey) -> Valu
         session.show_error(err)
         return None
     return None if found is job_view.MISSING else found
+
+
+def weighting_notes(run: AttentionRun) -> list[str]:
+    """What value weighting means on a run's variant layers: a gate makes what a head writes
+    from key j depend on the query too; a linear layer has no weights to weight."""
+    extras, said = run.extras, list[str]()
+    if extras is None:
+        return said
+    if extras.gates:
+        layers = ", ".join(str(layer) for layer in sorted(extras.gates))
+        said.append(
+            f"Gated layers ({layers}): each weight A[i, j] times ||(g_i ⊙ v_j) W_O||, what the "
+            "head writes from key j through its output gate g_i at query i, computed for every "
+            "pair of query and key."
+        )
+    linear = [str(layer) for layer, v in enumerate(extras.layers) if not v.softmax]
+    if linear:
+        said.append(
+            f"Linear-attention layers ({', '.join(linear)}) have no softmax weights: they "
+            "keep their signed mixing matrix, unweighted."
+        )
+    return said
 
 
 def grid(view: ExplorerView, run: AttentionRun, key: RunKey, weighted: bool) -> None:
