@@ -178,3 +178,20 @@ def test_pasted_text_is_kept_and_the_cost_is_stated_before_running(bundled):
     said = texts(at)
     assert "Reads 128 tokens once with the full cache, then each of 9 policy" in said
     assert f"up to {human_bytes(cost.peak_bytes)} of memory" in said
+
+
+def test_generate_states_its_price_for_the_settings(bundled):
+    """The Generate button names how many tokens it writes and what that costs, priced like
+    every other start button (:func:`models.generate.cost.generation_estimate` for the prompt
+    as the model reads it); longer outputs cost more; a prompt that leaves no room for them
+    gets no price (the page says why once pressed)."""
+    at = open_page(PAGE, "bundled", **{Sidebar.PROMPT: PROMPT})
+    at.number_input(key=Generate.MAX_NEW).set_value(8).run()
+    label = at.button(key=Generate.GO).proto.label
+    assert re.fullmatch(r"Generate \(up to 8 tokens, about \d+ s\)", label), label
+    n_prompt = int(tokenize(bundled, PROMPT)[0].shape[1])
+    assert n_prompt + 8 <= CONFIG["n_positions"]
+    at.number_input(key=Generate.MAX_NEW).set_value(100).run()
+    assert "up to 100 tokens" in at.button(key=Generate.GO).proto.label
+    at.number_input(key=Generate.MAX_NEW).set_value(CONFIG["n_positions"]).run()
+    assert at.button(key=Generate.GO).proto.label == "Generate"  # no room after the prompt

@@ -6,6 +6,7 @@ the panel is redrawn (every 0.3 s), and its 128-token context leaves no room for
 So the server (:mod:`tests.e2e.held_serve`) holds the work at its first streamed words until the
 page has shown them: the panel is seen while the model is still writing, on any machine."""
 
+import re
 from urllib.parse import quote
 
 import pytest
@@ -58,7 +59,9 @@ def test_the_text_streams_onto_the_page_and_the_step_is_drawn(browser, tmp_path)
         box.press("Enter")
         settle(page)
         page.evaluate(WATCH_JS)
-        page.get_by_role("button", name="Generate", exact=True).click()
+        priced = re.compile(rf"^Generate \(up to {N_NEW} tokens, about")
+        go = page.get_by_role("button", name=priced)
+        go.click()  # priced with the new setting
         try:  # the model waits at its first words until the panel has shown them
             page.wait_for_function("() => window.__streamed.length > 0", timeout=180_000)
         finally:

@@ -15,10 +15,18 @@ from typing import Any
 
 import streamlit as st
 
+from models.cost import Cost
 from models.errors import UserError
 from models.generate import Generation
 from models.generate.cost import generation_estimate
-from models.generate.settings import DECODINGS, MAX_NEW_TOKENS, chat_text, check, prepare_prompt
+from models.generate.settings import (
+    DECODINGS,
+    MAX_NEW_TOKENS,
+    GenerationSettings,
+    chat_text,
+    check,
+    prepare_prompt,
+)
 from models.model.handle import ModelHandle
 from ui import session
 from ui.keys import Generate
@@ -151,7 +159,7 @@ def settings_form(model: ModelHandle) -> None:
     spec = session.allowed_spec(model)
     b = st.container(horizontal=True)
     b.button(
-        "Generate",
+        "Generate" + price(model, spec, gs.effective(current_state().settings, template)),
         key=Generate.GO,
         type="primary",
         on_click=_on_generate,
@@ -163,6 +171,34 @@ def settings_form(model: ModelHandle) -> None:
         on_click=_on_generate,
         args=(template, spec, True),
     )
+
+
+def estimate(model: ModelHandle, n_prompt: int, n_new: int) -> Cost:
+    """What writing ``n_new`` tokens after an ``n_prompt``-token prompt costs on ``model``."""
+    return generation_estimate(
+        model.facts,
+        n_prompt,
+        n_new,
+        model.spec.device,
+        model.spec.torch_dtype.itemsize,
+        int(getattr(model.tokenizer, "vocab_size", 50_000) or 50_000),
+    )
+
+
+def price(model: ModelHandle, spec: AllowedSpec, settings: GenerationSettings) -> str:
+    """`` (up to 32 tokens, about 2 s)``: what Generate will cost with these settings (as the
+    request will hold them), at this server's rate for generation ("" while the prompt cannot
+    be written after)."""
+    prompt = session.current_prompt()
+    try:
+        n_prompt = prepare_prompt(model, prompt, settings.chat).n_full
+        check(model, settings, n_prompt)
+    except UserError:
+        return ""
+    n_new = settings.max_new_tokens
+    cost = estimate(model, n_prompt, n_new)
+    seconds = job_view.expected_seconds(GenerationKey(spec, prompt, settings), cost)
+    return f" (up to {n_new:,} tokens, {job_view.about(seconds)})"
 
 
 def templated(model: ModelHandle, chat: bool) -> None:
@@ -204,14 +240,7 @@ def generation(model: ModelHandle) -> tuple[GenerationKey, Generation] | None:
         prompt = prepare_prompt(model, request.prompt, request.settings.chat)
         check(model, request.settings, prompt.n_full)
         facts, n_new = model.facts, request.settings.max_new_tokens
-        estimate = generation_estimate(
-            facts,
-            prompt.n_full,
-            n_new,
-            model.spec.device,
-            model.spec.torch_dtype.itemsize,
-            int(getattr(model.tokenizer, "vocab_size", 50_000) or 50_000),
-        )
+        cost = estimate(model, prompt.n_full, n_new)
         partial = Partial()  # the work writes the text so far here; the progress panel shows it
         found = job_view.run_job(
             key,
@@ -220,7 +249,7 @@ def generation(model: ModelHandle) -> tuple[GenerationKey, Generation] | None:
             lambda progress: job_work.streamed_generation(
                 model, request.prompt, request.settings, progress, partial
             ),
-            cost=estimate,
+            cost=cost,
             partial=partial,
         )
     except UserError as err:
