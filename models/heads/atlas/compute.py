@@ -67,10 +67,11 @@ CORPUS_SCORES: tuple[MetricName, ...] = (
     "distance",
 )
 # share of the progress bar each step fills
-# Fixed seconds per layer of each extra pass over a text: the hooks read every head's peaks,
-# moments and top-loading tokens in Python (SmolLM2, 24 texts of about 160 tokens: 0.77 s a
-# layer on two cores shared with other work, about a fifth of that on quiet ones).
-PASS_LAYER_S = {"cpu": 0.15, "cuda": 0.01}
+# Fixed seconds per text and layer of each extra pass: the hooks read every head's peaks,
+# moments and top-loading tokens in Python. Measured by ``python -m benchmarks.estimates``:
+# about 2 ms a text and layer on the bundled model and on SmolLM2 (24 texts of about 100 and
+# 160 tokens), beyond the passes' arithmetic; a GPU launches the same hooks from Python.
+PASS_LAYER_S = {"cpu": 0.003, "cuda": 0.003}
 STEPS = {"repeated": 0.1, "corpus": 0.35, "weights": 0.1, "first": 0.25, "second": 0.2}
 
 
@@ -291,8 +292,8 @@ def atlas_estimate(
 ) -> Cost:
     """The cost of :func:`compute_atlas` on texts of ``sizes`` tokens (each already cut),
     before it runs: the steps' own estimates, two more forward passes per text with the hooks
-    that read peaks and moments (:data:`PASS_LAYER_S` a layer, fixed), and the moments' d x d
-    products per token."""
+    that read peaks and moments (:data:`PASS_LAYER_S` a text and layer, fixed), and the
+    moments' d x d products per token."""
     facts, device = model.facts, device_of(model.spec.device)
     seq_len, batch, _ = repeated
     steps = (
