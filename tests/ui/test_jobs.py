@@ -156,11 +156,26 @@ def test_estimates_follow_what_this_machine_measured():
     assert pool.throughput.seconds("RunKey", Cost(flops=RATE)) == pytest.approx(3.4)
     # fixed seconds scale with the rest: a machine twice as slow is slow at everything
     assert pool.throughput.seconds("RunKey", Cost(overhead_s=1.0)) == pytest.approx(3.4)
-    assert pool.throughput.seconds("Other", Cost(flops=RATE)) == pytest.approx(1.0)  # own kind
     job = pool.submit("k", "x", lambda progress: 1, cost=Cost(flops=5 * RATE))
-    assert job.estimate_s == pytest.approx(5.0)
+    assert job.estimate_s == pytest.approx(5 * 3.4)  # not run yet: the others' factor
     job.future.result(10)
     assert pool.throughput.seconds("str", Cost(flops=5 * RATE)) < 1.0  # it took far less
+
+
+def test_a_kind_not_run_yet_borrows_the_median_of_the_others():
+    """Before a kind has run, its arithmetic is scaled by the median factor of the kinds this
+    machine has run (the machine's speed shows in all of them) and its fixed seconds are
+    kept; once it has run, its own factor scales both."""
+    pool = pool_of()
+    assert pool.throughput.seconds("AtlasKey", Cost(flops=RATE)) == pytest.approx(1.0)
+    for kind, took in (("RunKey", 0.5), ("ScoresKey", 0.25), ("ImportanceKey", 4.0)):
+        pool.throughput.record(kind, Cost(flops=RATE), took)  # each assumed 1 s
+    assert pool.throughput.seconds("AtlasKey", Cost(flops=2 * RATE)) == pytest.approx(1.0)
+    assert pool.throughput.seconds("RunKey", Cost(flops=2 * RATE)) == pytest.approx(1.0)
+    fixed = Cost(flops=2 * RATE, overhead_s=3.0)
+    assert pool.throughput.seconds("AtlasKey", fixed) == pytest.approx(1.0 + 3.0)
+    pool.throughput.record("AtlasKey", Cost(flops=RATE), 3.0)
+    assert pool.throughput.seconds("AtlasKey", Cost(flops=2 * RATE)) == pytest.approx(6.0)
 
 
 def test_small_jobs_do_not_teach_the_rate():

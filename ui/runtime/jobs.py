@@ -28,6 +28,7 @@ model's worker there; a cluster that stops answering leaves the work to this pro
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 import traceback
@@ -93,6 +94,14 @@ class Throughput:
     Jobs estimated under :data:`MIN_LEARN_S` teach nothing: their time is mostly overhead no
     estimate models (a model's 30 layers of Python for a 6-token prompt), and a factor learnt
     from them would refuse every ordinary request after them as too slow.
+
+    A kind this machine has not run yet borrows the median factor of the kinds it has run for
+    its arithmetic (``flops``; its fixed seconds stay as estimated): the assumed rate is one
+    figure for every CPU, and how far this machine's arithmetic is from it shows in every kind
+    alike (measured by ``python -m benchmarks.estimates``: on SmolLM2 the atlas, corpus scores,
+    ablation and capture ran 2.4-4.1x faster than assumed on a 2-core AMD EPYC), so the first
+    atlas after a few captures is priced from them. Fixed seconds (Python per generated token,
+    hooks per layer) do not follow a matmul rate, so they are not scaled by another kind's.
     """
 
     def __init__(self) -> None:
@@ -102,7 +111,11 @@ class Throughput:
     def seconds(self, kind: str, cost: Cost) -> float:
         """Seconds ``cost`` should take for a job of ``kind`` on this machine."""
         with self._lock:
-            return cost.seconds() * self._factors.get(kind, 1.0)
+            factor = self._factors.get(kind)
+            if factor is not None:
+                return cost.seconds() * factor
+            borrowed = statistics.median(self._factors.values()) if self._factors else 1.0
+            return (cost.seconds() - cost.overhead_s) * borrowed + cost.overhead_s
 
     def record(self, kind: str, cost: Cost, seconds: float) -> None:
         """Learn from a finished job of ``kind`` that took ``seconds``."""
