@@ -27,6 +27,9 @@ from models.circuits.findings import attribution_findings, weight_findings
 from models.circuits.loadings import dla_loadings, path_loadings
 from models.circuits.patching import baseline, head_effects, position_effects
 from models.circuits.paths import path_patching
+from models.circuits.why import split
+from models.circuits.why_effects import part_effects
+from models.circuits.why_keep import keep
 from models.classroom.real import layer_activations
 from models.generate import generate
 from models.generate.settings import GenerationSettings
@@ -77,6 +80,8 @@ from ui.runtime.job_keys import (
     SweepKey,
     WeightingKey,
     WeightsKey,
+    WhyEffectsKey,
+    WhyKey,
 )
 from ui.runtime.jobs import JobPool, Partial, RunHere
 from ui.runtime.policy import admit
@@ -128,6 +133,8 @@ def keys(bundled):
         "span": SpanKey(run, "all", Head(2, 1), (3, 9), "from", True, True),
         "rollout": RolloutKey(run, (3, 9), "to", True),
         "compare": CompareKey(run, RunKey(spec, PROMPT_B, None), True),
+        "why": (why := WhyKey(run, Head(2, 1))),
+        "why effects": WhyEffectsKey(why, 9, 4),
     }
 
 
@@ -184,6 +191,8 @@ def direct(model, name: str, inputs):
         ),
         "rollout": lambda: rollout_weights(run, word_units(), "to", words()),
         "compare": lambda: head_divergence(run, run_b, words(), words_of(run_b)),
+        "why": lambda: kept(),
+        "why effects": lambda: tuple(part_effects(model, kept(), split(kept(), 9, 4), 5)),
     }
     run_b = capture(model, PROMPT_B)
 
@@ -195,6 +204,9 @@ def direct(model, name: str, inputs):
 
     def word_units() -> slice:
         return words().covering(slice(3, 9))  # the span's tokens as the words over them
+
+    def kept():
+        return keep(model, torch.tensor([run.token_ids]), Head(2, 1))
 
     def weighting_of_run():
         return value_weighting(run, value_norms(model, torch.tensor([run.token_ids])), THUMB)
@@ -282,6 +294,8 @@ KINDS = [
     "span",
     "rollout",
     "compare",
+    "why",
+    "why effects",
 ]
 
 
@@ -296,7 +310,7 @@ def test_every_kind_listed_here_is_registered_and_nothing_else():
         "LossSweepKey", "KernelKey", "LayerKey", "EvictionKey",
         "GenerationKey", "CorpusScoresKey", "AtlasKey",
         "ImportanceKey", "CurveKey", "WeightingKey", "HeadMarksKey", "SinkKey", "SinkSummaryKey",
-        "PrecisionKey", "SpanKey", "RolloutKey", "CompareKey",
+        "PrecisionKey", "SpanKey", "RolloutKey", "CompareKey", "WhyKey", "WhyEffectsKey",
     }  # fmt: skip
     assert registered == listed
 

@@ -40,6 +40,9 @@ from models.circuits.loadings import Loadings, dla_loadings, path_loadings
 from models.circuits.patching import Baseline, baseline, head_effects, position_effects
 from models.circuits.paths import PathResult, path_patching
 from models.circuits.task import prepare
+from models.circuits.why import split
+from models.circuits.why_effects import PartEffect, part_effects
+from models.circuits.why_keep import KeptHead, keep
 from models.classroom.real import LayerActivations, layer_activations
 from models.generate import Generation, Step, generate
 from models.generate.settings import GenerationSettings
@@ -94,6 +97,8 @@ from ui.runtime.job_keys import (
     SweepKey,
     WeightingKey,
     WeightsKey,
+    WhyEffectsKey,
+    WhyKey,
 )
 from ui.runtime.jobs import Partial, RunHere
 from ui.runtime.policy import AllowedSpec
@@ -484,6 +489,32 @@ def rollout_of(
     return rollout_weights(
         run, slice(units.start, units.stop), key.direction, words, progress=progress
     )
+
+
+TOP_EFFECTS = 5  # the parts of a cell "why here" removes one at a time
+
+
+@register(WhyKey, lambda key: key.run.spec)
+def _why(
+    model: ModelHandle, key: WhyKey, resolve: Resolve, progress: Progress, _p: Partial
+) -> KeptHead:
+    """Head ``key.head``'s queries and keys kept as parts on the run's tokens (one pass)."""
+    run = resolve(key.run)
+    return keep(model, torch.tensor([run.token_ids]), key.head, progress)
+
+
+def effects_of(model: ModelHandle, kept: KeptHead, key: WhyEffectsKey) -> tuple[PartEffect, ...]:
+    """What removing each of the top parts of ``key``'s cell does, the norm scales free."""
+    return tuple(part_effects(model, kept, split(kept, key.query, key.key), TOP_EFFECTS))
+
+
+@register(WhyEffectsKey, lambda key: key.why.run.spec)
+def _why_effects(
+    model: ModelHandle, key: WhyEffectsKey, resolve: Resolve, progress: Progress, _p: Partial
+) -> tuple[PartEffect, ...]:
+    kept = resolve(key.why)
+    progress(0.0, "removing the top parts with the scales free")
+    return effects_of(model, kept, key)
 
 
 @register(SpanKey, lambda key: key.run.spec)

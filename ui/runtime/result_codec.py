@@ -131,6 +131,12 @@ def _is_array_type(kind: Any) -> bool:
     return kind is np.ndarray or getattr(kind, "array_type", None) is np.ndarray
 
 
+def _is_tensor_type(kind: Any) -> bool:
+    """``torch.Tensor``, or a jaxtyping annotation of one (``Float[torch.Tensor, "pos d"]``)."""
+    kind = getattr(kind, "array_type", kind)
+    return getattr(kind, "__module__", "") == "torch" and getattr(kind, "__name__", "") == "Tensor"
+
+
 def _decode(tree: Any, kind: Any, arrays: list[np.ndarray]) -> object:
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if kind is Any or kind is object:
@@ -157,7 +163,7 @@ def _decode(tree: Any, kind: Any, arrays: list[np.ndarray]) -> object:
         return _array(tree, arrays)
     if kind is bytes:
         return _array(tree, arrays, _BYTES).tobytes()
-    if getattr(kind, "__module__", "") == "torch" and getattr(kind, "__name__", "") == "Tensor":
+    if _is_tensor_type(kind):
         import torch
 
         return torch.from_numpy(np.array(_array(tree, arrays)))

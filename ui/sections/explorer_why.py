@@ -17,7 +17,7 @@ import torch
 from models.capture.run import AttentionRun
 from models.circuits.why import PartPair, WhySplit, split
 from models.circuits.why_bands import BandSplit, band_split
-from models.circuits.why_effects import PartEffect, part_effects, part_effects_cost
+from models.circuits.why_effects import PartEffect, part_effects_cost
 from models.circuits.why_keep import KeptHead, keep, keep_cost
 from models.circuits.why_rows import pair_map, row_split
 from models.errors import UserError
@@ -26,7 +26,7 @@ from models.model.variants.sinks import SINK_KEY
 from models.progress import Progress
 from ui import session
 from ui.keys import Explorer, Session
-from ui.runtime import server
+from ui.runtime import job_work, server
 from ui.runtime.job_keys import RunKey, WhyEffectsKey, WhyKey
 from ui.runtime.jobs import Work
 from ui.sections.explorer_detail import Shown
@@ -39,7 +39,7 @@ from ui.widgets.component_messages import positions
 from viz import why_figures
 
 HEATMAP_CLICK = positions("query", "key")  # the shape the canvas heatmap sends a click in
-TOP_EFFECTS = 5
+TOP_EFFECTS = job_work.TOP_EFFECTS
 ROW_PAIRS = 5
 MAP_CELLS = 256  # the pair map shows at most this many queries and keys (the detail window)
 
@@ -93,25 +93,23 @@ def on_open_head(run_key: RunKey, head: Head) -> None:
     update(run_key, lambda view, _shape, _run: replace(view, head=head))
 
 
-def keep_work(key: WhyKey, token_ids: tuple[int, ...]) -> Work[KeptHead]:
+def keep_work(key: WhyKey, run: AttentionRun) -> Work[KeptHead]:
     """The job keeping head ``key.head``'s parts on the run's tokens."""
 
     def work(progress: Progress) -> KeptHead:
         model = server.current().models.get(key.run.spec)
-        return keep(model, torch.tensor([token_ids]), key.head, progress)
+        return keep(model, torch.tensor([run.token_ids]), key.head, progress)
 
     return work
 
 
-def effects_work(
-    key: WhyEffectsKey, kept: KeptHead, cell: WhySplit
-) -> Work[tuple[PartEffect, ...]]:
+def effects_work(key: WhyEffectsKey, kept: KeptHead) -> Work[tuple[PartEffect, ...]]:
     """The job removing the top parts with the norm scales free (one resumed pass)."""
 
     def work(progress: Progress) -> tuple[PartEffect, ...]:
         model = server.current().models.get(key.why.run.spec)
         progress(0.0, "removing the top parts with the scales free")
-        return tuple(part_effects(model, kept, cell, TOP_EFFECTS))
+        return job_work.effects_of(model, kept, key)
 
     return work
 
@@ -146,7 +144,7 @@ def kept_head(run: AttentionRun, run_key: RunKey, head: Head) -> KeptHead | None
         key,
         f"Keeping the parts of head {head}'s queries and keys on {run.n_tokens:,} tokens "
         f"(one pass, {plan.forward_passes:g} forward)",
-        keep_work(key, run.token_ids),
+        keep_work(key, run),
         cost=plan.cost,
     )
     return None if found is job_view.MISSING else found
@@ -185,7 +183,7 @@ def effects_section(run_key: RunKey, kept: KeptHead, cell: WhySplit) -> None:
     found = job_view.run_job(
         key,
         f"Removing the top {TOP_EFFECTS} parts of head {kept.head}'s score with the norms free",
-        effects_work(key, kept, cell),
+        effects_work(key, kept),
         cost=part_effects_cost(model, kept, TOP_EFFECTS),
     )
     if found is job_view.MISSING:
