@@ -91,7 +91,7 @@ def matrix_html(
         for x in row:
             style = cell_css + (";" + _shade(x, lo, hi) if shade or math.isinf(x) else "")
             cells.append(f'<td style="{style}">{format_value(float(x), decimals)}</td>')
-        label_cell = f'<th style="{head_css}">{html.escape(str(label))}</th>'
+        label_cell = _label_cell(str(label), head_css, compact)
         rows.append(f"<tr>{label_cell}{''.join(cells)}</tr>")
     caption = (
         (
@@ -106,6 +106,19 @@ def matrix_html(
         f'<div style="overflow-x:auto"><table class="classroom-matrix" style="{_TABLE_CSS}">'
         f'{caption}<tr><th style="{head_css}"></th>{head}</tr>{"".join(rows)}</table></div>'
     )
+
+
+ROW_LABEL_CHARS = 12  # a compact table's row label beyond this is cut; its title holds it all
+
+
+def _label_cell(label: str, css: str, compact: bool) -> str:
+    """A row's label cell: in a compact table a long label (a long token) is cut to
+    :data:`ROW_LABEL_CHARS` characters with "…", the whole label in its tooltip, so the
+    numbers keep the table's width."""
+    if compact and len(label) > ROW_LABEL_CHARS:
+        shown = label[: ROW_LABEL_CHARS - 1] + "…"
+        return f'<th style="{css}" title="{html.escape(label)}">{html.escape(shown)}</th>'
+    return f'<th style="{css}">{html.escape(label)}</th>'
 
 
 def labels(prefix: str, n: int, start: int = 0) -> list[str]:

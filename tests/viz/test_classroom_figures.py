@@ -81,3 +81,16 @@ def test_a_heading_wider_than_its_table_stays_on_one_line():
 
     text = matrix_html(np.eye(2), ["q1", "q2"], ["k1", "k2"], title="A = softmax(S / √2)")
     assert "white-space:nowrap" in text.split("<caption", 1)[1].split(">", 1)[0]
+
+
+def test_a_compact_tables_long_row_label_is_cut_with_the_whole_in_its_tooltip():
+    """A real head's tables label rows with their tokens; a long one (a 4-digit position and a
+    long token) would take the table's width from its numbers, so a compact table cuts it to
+    12 characters and keeps the whole, escaped, in the cell's title."""
+    long, short = "(1999) ␣moving_<average>", "(3) ␣the"
+    text = matrix_html(np.zeros((2, 1)), [long, short], ["d1"], compact=True)
+    assert '<th style="' in text and "(1999) ␣mov…" in text
+    assert 'title="(1999) ␣moving_&lt;average&gt;"' in text
+    assert f">{short}</th>" in text and "moving_&lt;average&gt;</th>" not in text
+    wide = matrix_html(np.zeros((2, 1)), [long, short], ["d1"])  # a teaching table: whole
+    assert "(1999) ␣moving_&lt;average&gt;</th>" in wide and "title=" not in wide

@@ -291,15 +291,20 @@ def real_model(view: ClassroomView) -> ModelFacts | None:
     toks = [f"({i}) {t}" for i, t in enumerate(acts.tokens)][start:stop]
     s, dims = check.steps, min(SHOWN_DIMS, facts.d_head)
     few = min(4, dims)
-    c = list(st.columns(3))
+    # K and V share Q's rows, so only Q carries the tokens: the three fit a third of a
+    # 1,280-px page each with the sidebar open (measured: with every table labelled and three
+    # decimals, two of the four columns showed)
+    c = list(st.columns([4, 3, 3]))
     for col, name, mat in zip(c, ("Q", "K", "V"), (s.q, s.k, s.v), strict=True):
         with col:
             show(
                 mat[start:stop, :few],
-                toks,
+                toks if name == "Q" else [""] * len(toks),
                 labels("d", few),
-                decimals=3,
-                title=f"{name} (first {few} of {facts.d_head} dims)",
+                decimals=2,
+                title=f"{name} (first {few} of {facts.d_head} dims)"
+                if name == "Q"
+                else f"{name} (same rows, first {few})",
                 compact=True,
             )
     masked = " with the causal mask" if facts.causal else ""
