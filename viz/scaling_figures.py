@@ -224,6 +224,11 @@ def extremes_figure(
     return fig
 
 
+# The synthetic charts sit two to a row: a legend beside the plot took about 40 % of a
+# chart's width at 1,280 px and pushed its d_k labels sideways; below the x axis it takes none.
+UNDER_PLOT = dict(orientation="h", x=0, xanchor="left", y=-0.22, yanchor="top")
+
+
 def variance_figure(panel: SyntheticPanel) -> go.Figure:
     """Measured ``Var(q . k)`` against ``d_k``, raw and divided by ``sqrt(d_k)``, log-log."""
     d = panel.d_ks.astype(float)
@@ -247,7 +252,7 @@ def variance_figure(panel: SyntheticPanel) -> go.Figure:
     )
     fig.update_xaxes(type="log", title_text="d_k", tickvals=d, ticktext=[str(int(v)) for v in d])
     fig.update_yaxes(type="log", title_text="variance of the logit")
-    fig.update_layout(height=360, margin=dict(l=40, r=20, t=30, b=40))
+    fig.update_layout(height=400, margin=dict(l=40, r=20, t=30, b=40), legend=UNDER_PLOT)
     return fig
 
 
@@ -269,5 +274,5 @@ def max_weight_figure(panel: SyntheticPanel) -> go.Figure:
     )
     fig.update_xaxes(type="log", title_text="d_k", tickvals=d, ticktext=[str(int(v)) for v in d])
     fig.update_yaxes(range=[0, 1.02], title_text="mean max weight")
-    fig.update_layout(height=360, margin=dict(l=40, r=20, t=30, b=40))
+    fig.update_layout(height=400, margin=dict(l=40, r=20, t=30, b=40), legend=UNDER_PLOT)
     return fig

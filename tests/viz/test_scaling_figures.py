@@ -65,6 +65,8 @@ def test_synthetic_figures_show_measured_values():
     np.testing.assert_allclose(var.data[0].y, [16, 32])
     top = figs.max_weight_figure(panel)
     np.testing.assert_allclose(top.data[2].y, 1 / 8)
+    for fig in (var, top):  # two to a row: the legend below the axis, not beside the plot
+        assert fig.layout.legend.orientation == "h" and fig.layout.legend.y < 0
 
 
 def test_panel_titles_hold_no_markup_plotly_would_print_literally():
