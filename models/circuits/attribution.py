@@ -79,7 +79,9 @@ class Attribution:
         )
 
     def parts(self) -> list[tuple[str, str, float]]:
-        """``(group, part, value)`` rows: embeddings, heads summed per layer, biases, MLPs."""
+        """``(group, part, value)`` rows: embeddings, heads summed per layer, biases, MLPs. A
+        bias the model does not have (exactly 0: SmolLM2 has none) is left out, as a bar of
+        nothing would only crowd the chart; the rows still add up to :attr:`total`."""
         rows = [("embeddings", "token embeddings", self.embed)]
         if self.pos_embed is not None:
             rows.append(("embeddings", "position embeddings", self.pos_embed))
@@ -88,8 +90,10 @@ class Attribution:
             if self.attn_bias[layer] != 0.0:
                 rows.append(("biases", f"attention bias {layer}", float(self.attn_bias[layer])))
             rows.append(("MLPs", f"MLP {layer}", float(self.mlps[layer])))
-        rows.append(("biases", "final norm bias", self.norm_bias))
-        rows.append(("biases", "unembedding bias", self.unembed_bias))
+        if self.norm_bias != 0.0:
+            rows.append(("biases", "final norm bias", self.norm_bias))
+        if self.unembed_bias != 0.0:
+            rows.append(("biases", "unembedding bias", self.unembed_bias))
         return rows
 
 

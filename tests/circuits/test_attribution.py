@@ -86,3 +86,21 @@ def test_a_heads_share_matches_plain_transformers(bundled):
     assert dla.logit_diff == pytest.approx(
         float(logits[setup.answer_id] - logits[setup.wrong_id]), abs=1e-4
     )
+
+
+def test_a_bias_free_model_shows_no_bias_parts(smollm2):
+    """SmolLM2 has no biases: its parts are embeddings, heads and MLPs only (no bars of zero),
+    and they still add up to the logit difference; the bundled GPT-2 keeps its biases."""
+    setup = prepare(smollm2, copying_task(smollm2))
+    dla = baseline(smollm2, setup).attribution
+    groups = {group for group, _, _ in dla.parts()}
+    assert groups == {"embeddings", "heads", "MLPs"}
+    assert sum(value for _, _, value in dla.parts()) == pytest.approx(dla.total, abs=1e-9)
+    assert dla.total == pytest.approx(dla.logit_diff, abs=1e-3)
+
+
+def test_the_bundled_model_keeps_the_biases_it_has(bundled):
+    """GPT-2 has attention and final-norm biases, and its unembedding has none."""
+    dla = baseline(bundled, prepare(bundled, copying_task(bundled))).attribution
+    names = {name for _, name, _ in dla.parts()}
+    assert {"final norm bias", "attention bias 0"} <= names and "unembedding bias" not in names
