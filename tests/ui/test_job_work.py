@@ -13,13 +13,13 @@ import torch
 
 from models.attention.check import check_kernel
 from models.capture.compare import head_divergence
-from models.capture.overview import THUMB
+from models.capture.overview import OVERVIEW, THUMB
 from models.capture.precision import pattern_difference
 from models.capture.rollout import rollout_weights
 from models.capture.run import capture
 from models.capture.sinks import measured_sink
 from models.capture.spans import span_weights
-from models.capture.views import strongest_sink
+from models.capture.views import head_overview, strongest_sink
 from models.capture.weighted import value_norms, value_weighting
 from models.capture.word_split import split_words
 from models.circuits import copying_task, prepare
@@ -67,6 +67,7 @@ from ui.runtime.job_keys import (
     LayerKey,
     LogitsKey,
     LossSweepKey,
+    OverviewKey,
     PathKey,
     PathLoadingsKey,
     PositionPatchKey,
@@ -87,6 +88,7 @@ from ui.runtime.jobs import JobPool, Partial, RunHere
 from ui.runtime.policy import admit
 from ui.runtime.result_codec import decode_result, encode
 from ui.runtime.settings import Settings
+from viz.thumbnails import data_uri, pooled_png
 
 PROMPT = "def add(a, b):\n    return a + b\n\nprint(add(1, 2))\n"
 PROMPT_B = "def add(a, c):\n    return a + c\n\nprint(add(1, 2))\n"  # one name swapped
@@ -135,6 +137,7 @@ def keys(bundled):
         "compare": CompareKey(run, RunKey(spec, PROMPT_B, None), True),
         "why": (why := WhyKey(run, Head(2, 1))),
         "why effects": WhyEffectsKey(why, 9, 4),
+        "overview": OverviewKey(run, Head(2, 1), True),
     }
 
 
@@ -193,6 +196,9 @@ def direct(model, name: str, inputs):
         "compare": lambda: head_divergence(run, run_b, words(), words_of(run_b)),
         "why": lambda: kept(),
         "why effects": lambda: tuple(part_effects(model, kept(), split(kept(), 9, 4), 5)),
+        "overview": lambda: data_uri(
+            pooled_png(head_overview(run, 2, 1, OVERVIEW, weighting_of_run()), OVERVIEW, True)
+        ),
     }
     run_b = capture(model, PROMPT_B)
 
@@ -296,6 +302,7 @@ KINDS = [
     "compare",
     "why",
     "why effects",
+    "overview",
 ]
 
 
@@ -311,6 +318,7 @@ def test_every_kind_listed_here_is_registered_and_nothing_else():
         "GenerationKey", "CorpusScoresKey", "AtlasKey",
         "ImportanceKey", "CurveKey", "WeightingKey", "HeadMarksKey", "SinkKey", "SinkSummaryKey",
         "PrecisionKey", "SpanKey", "RolloutKey", "CompareKey", "WhyKey", "WhyEffectsKey",
+        "OverviewKey",
     }  # fmt: skip
     assert registered == listed
 

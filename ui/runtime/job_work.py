@@ -20,13 +20,13 @@ import torch
 
 from models.attention.check import KernelReport, check_kernel
 from models.capture.compare import Comparison, head_divergence
-from models.capture.overview import THUMB
+from models.capture.overview import OVERVIEW, THUMB
 from models.capture.precision import PatternDifference, pattern_difference
 from models.capture.rollout import rollout_weights
 from models.capture.run import AttentionRun, capture
 from models.capture.sinks import SinkSummary, measured_sink
 from models.capture.spans import span_weights
-from models.capture.views import strongest_sink
+from models.capture.views import head_overview, pooled_signed, strongest_sink
 from models.capture.weighted import ValueWeighting, gated_norms, value_norms, value_weighting
 from models.capture.word_split import split_words
 from models.capture.words import Words, unit_range
@@ -84,6 +84,7 @@ from ui.runtime.job_keys import (
     LayerKey,
     LogitsKey,
     LossSweepKey,
+    OverviewKey,
     PathKey,
     PathLoadingsKey,
     PositionPatchKey,
@@ -103,6 +104,7 @@ from ui.runtime.job_keys import (
 from ui.runtime.jobs import Partial, RunHere
 from ui.runtime.policy import AllowedSpec
 from ui.runtime.store import JobKey
+from viz.thumbnails import data_uri, pooled_png, signed_pngs
 
 R = TypeVar("R")
 
@@ -489,6 +491,25 @@ def rollout_of(
     return rollout_weights(
         run, slice(units.start, units.stop), key.direction, words, progress=progress
     )
+
+
+def overview_of(run: AttentionRun, head: Head, weighting: ValueWeighting | None) -> str:
+    """Head ``head``'s whole pattern max-pooled to at most :data:`OVERVIEW` pixels, as a PNG
+    data URI (a linear-attention layer's signed mixing matrix on the signed scale, never
+    value-weighted)."""
+    if run.signed(head.layer):
+        signed = pooled_signed(run, head.layer, OVERVIEW)[head.index : head.index + 1]
+        return data_uri(signed_pngs(signed, OVERVIEW)[0])
+    pooled = head_overview(run, head.layer, head.index, OVERVIEW, weighting)
+    return data_uri(pooled_png(pooled, OVERVIEW, normalise=True))
+
+
+@register(OverviewKey, lambda key: key.run.spec)
+def _overview(
+    model: ModelHandle, key: OverviewKey, resolve: Resolve, _progress: Progress, _p: Partial
+) -> str:
+    weighting = resolve(WeightingKey(key.run)) if key.weighted else None
+    return overview_of(resolve(key.run), key.head, weighting)
 
 
 TOP_EFFECTS = 5  # the parts of a cell "why here" removes one at a time

@@ -17,7 +17,6 @@ from models.capture.precision import (
 )
 from models.capture.run import AttentionRun
 from models.capture.views import (
-    head_overview,
     overview_cost,
     pooled_layer,
     pooled_signed,
@@ -46,7 +45,7 @@ from ui.runtime.job_keys import (
 )
 from ui.runtime.jobs import Work
 from ui.widgets import job_view
-from viz.thumbnails import PIXEL_BYTES, data_uri, pooled_png, pooled_pngs, signed_pngs
+from viz.thumbnails import PIXEL_BYTES, data_uri, pooled_pngs, signed_pngs
 
 MARK_WORDS = {"I": "induction", "P": "previous token", "S": "sink (first token)"}
 MARKS_NOTE = (
@@ -155,14 +154,7 @@ def overview_png(key: RunKey, head: Head, weighted: bool) -> str | job_view.Pend
     ``MISSING`` while it runs."""
 
     def work(progress: Progress) -> str:
-        run = _run(key)
-        if run.signed(head.layer):
-            signed = pooled_signed(run, head.layer, OVERVIEW)[head.index : head.index + 1]
-            return data_uri(signed_pngs(signed, OVERVIEW)[0])
-        pooled = head_overview(
-            run, head.layer, head.index, OVERVIEW, weighting(key) if weighted else None
-        )
-        return data_uri(pooled_png(pooled, OVERVIEW, normalise=True))
+        return job_work.overview_of(_run(key), head, weighting(key) if weighted else None)
 
     return job_view.run_job(
         OverviewKey(key, head, weighted),
