@@ -112,6 +112,17 @@ def bundled_passage() -> str:
     return found[0].read_text(encoding="utf-8")
 
 
+def model_passage(model: ModelHandle) -> str:
+    """The text the eviction experiment reads by default: the model's own bundled corpus, one
+    passage after another (held-out Python source for the bundled GPT-2, which was trained on
+    Python; the English passages for every other model)."""
+    from models.heads.finding.corpus import model_corpus
+
+    if model.spec.kind != "bundled":
+        return bundled_passage()
+    return "\n\n".join(model_corpus(model).texts)
+
+
 def positions_note(model: ModelHandle) -> str:
     if rope_shift(model) is not None:
         return (

@@ -13,8 +13,9 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from models.generate import GenerationSettings, generate
-from models.generate.sweep import bundled_passage
+from models.generate.sweep import bundled_passage, model_passage
 from models.head import Head
+from models.heads.finding.corpus import default_corpus
 from models.model.forward import tokenize
 from models.model.spec import BUNDLED_DIR
 from tests.app.helpers import (
@@ -150,11 +151,16 @@ def test_full_budget_eviction_equals_plain_perplexity(bundled):
     table = next(t.value for t in at.dataframe if "policy" in t.value.columns)
     assert list(table["budget"]) == [128, 16, 32, 16, 32]
     full = float(table["perplexity"].iloc[0])
-    ids = tokenize(bundled, bundled_passage(), 1024)[0]
+    passage = model_passage(bundled)  # held-out Python: the bundled model's own kind of text
+    assert "def " in passage and passage.startswith(default_corpus(bundled).texts[0])
+    ids = tokenize(bundled, passage, 1024)[0]
     eager = AutoModelForCausalLM.from_pretrained(BUNDLED_DIR, attn_implementation="eager").eval()
     with torch.no_grad():
         plain = float(torch.exp(eager(ids, labels=ids).loss))
     assert full == pytest.approx(plain, rel=1e-4)
+    english = tokenize(bundled, bundled_passage(), 1024)[0]
+    with torch.no_grad():
+        assert full < float(torch.exp(eager(english, labels=english).loss)) / 4
     said = texts(at)
     assert f"experiment's own pass gives {full:.4f}" in said
     assert f"plain forward pass with labels gives {plain:.4f}" in said

@@ -12,9 +12,9 @@ from models.generate.policies import POLICIES, POLICY_NAMES
 from models.generate.sweep import (
     EvictionResult,
     EvictionSettings,
-    bundled_passage,
     estimate,
     eviction_against_plain,
+    model_passage,
     sink_verdict,
 )
 from models.model.forward import tokenize
@@ -31,7 +31,7 @@ from ui.widgets import job_view
 from viz.generate_figures import eviction_figure
 
 SOURCE_LABELS = {
-    "passage": "The bundled English passage",
+    "passage": "The bundled passage",
     "prompt": "The sidebar's prompt",
     "pasted": "Text I paste",
 }
@@ -86,6 +86,8 @@ def eviction_controls(model: ModelHandle, choice: gs.EvictionChoice, n_tokens: i
         key=Generate.EVICT_SOURCE,
         on_change=_on_eviction,
         format_func=SOURCE_LABELS.__getitem__,
+        help="The bundled passage is text like the model's own: held-out Python source for "
+        "the bundled GPT-2 (trained on Python), English passages for every other model.",
     )
     c[1].multiselect(
         "Cache budgets (keys each token may see)",
@@ -114,9 +116,9 @@ def eviction_controls(model: ModelHandle, choice: gs.EvictionChoice, n_tokens: i
         st.text_area("Your text", key=Generate.EVICT_TEXT, height=120, on_change=_on_eviction)
 
 
-def chosen_text(choice: gs.EvictionChoice) -> str:
+def chosen_text(model: ModelHandle, choice: gs.EvictionChoice) -> str:
     if choice.source == "passage":
-        return bundled_passage()
+        return model_passage(model)
     return session.current_prompt() if choice.source == "prompt" else choice.pasted
 
 
@@ -130,7 +132,7 @@ def eviction_section(model: ModelHandle) -> None:
         return
     state = current_state()
     choice = state.eviction
-    text = chosen_text(choice)
+    text = chosen_text(model, choice)
     n: int | None = None
     problem: UserError | None = None
     if text.strip():

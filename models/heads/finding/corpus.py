@@ -367,12 +367,18 @@ def default_corpus(model: Any) -> Corpus:
     return english()
 
 
-def bundled_corpus_with_key(model: Any, key: str) -> Corpus | None:
-    """The model's bundled corpus, or its first passages, whose :attr:`Corpus.key` is ``key``;
-    None for any other corpus (an upload, the sidebar's prompt). Built once per model."""
+def model_corpus(model: Any) -> Corpus:
+    """:func:`default_corpus` of ``model``, built once per model and kept in its memo."""
     found: Corpus | None = model.memo.get("bundled_corpus")
     if found is None:
         found = model.memo["bundled_corpus"] = default_corpus(model)
+    return found
+
+
+def bundled_corpus_with_key(model: Any, key: str) -> Corpus | None:
+    """The model's bundled corpus, or its first passages, whose :attr:`Corpus.key` is ``key``;
+    None for any other corpus (an upload, the sidebar's prompt). Built once per model."""
+    found = model_corpus(model)
     if not key.startswith(f"{found.name}:"):
         return None
     digest = hashlib.sha256()  # the key of every prefix in one pass over the texts
