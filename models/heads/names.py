@@ -113,7 +113,7 @@ _COLUMNS: dict[str, tuple[str, str]] = {
     "learned_sink": (
         "Learned sink: weight",
         "Mean weight a query puts on the head's learned sink, which is no token (gpt-oss): what "
-        "its row over the keys lacks of 1. Empty for heads without one.",
+        "its row over the keys lacks of 1. None (greyed) for heads without one.",
     ),
     "sink_logit": (
         "Learned sink: logit",
@@ -123,8 +123,8 @@ _COLUMNS: dict[str, tuple[str, str]] = {
     "window_edge": (
         "Window edge: weight",
         "Sliding-window layers: mean weight a query puts on the oldest key its window still "
-        "sees (queries the window cuts). High = attention the window cut short. Empty on "
-        "global layers.",
+        "sees (queries the window cuts). High = attention the window cut short. None "
+        "(greyed) on global layers, which have no window.",
     ),
     "previous_token_repeated": (
         "Previous token (random tokens)",
