@@ -68,9 +68,10 @@ CORPUS_SCORES: tuple[MetricName, ...] = (
 )
 # share of the progress bar each step fills
 # Fixed seconds per text and layer of each extra pass: the hooks read every head's peaks,
-# moments and top-loading tokens in Python. Measured by ``python -m benchmarks.estimates``:
-# about 2 ms a text and layer on the bundled model and on SmolLM2 (24 texts of about 100 and
-# 160 tokens), beyond the passes' arithmetic; a GPU launches the same hooks from Python.
+# moments and top-loading tokens in Python. Measured with the passes timed alone: about 2 ms
+# a text and layer on the bundled model and on SmolLM2 (24 texts of about 100 and 160 tokens),
+# beyond the passes' arithmetic (``python -m benchmarks.estimates`` checks the whole atlas);
+# a GPU launches the same hooks from Python.
 PASS_LAYER_S = {"cpu": 0.003, "cuda": 0.003}
 STEPS = {"repeated": 0.1, "corpus": 0.35, "weights": 0.1, "first": 0.25, "second": 0.2}
 
