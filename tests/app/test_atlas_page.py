@@ -144,6 +144,7 @@ def test_ablation_importance_joins_the_map_when_asked(bundled):
     xs = numbers(figure.data[0].x)
     np.testing.assert_allclose(xs[6], want.spreads["zero"].mean[1, 2], atol=1e-6)
     assert "ablation importance on 4 texts" in texts(at)
+    assert "ablation importance not measured" not in texts(at)  # replaced, not added to
 
 
 def test_direct_logit_attribution_comes_from_the_circuits_task_this_session_ran(bundled):

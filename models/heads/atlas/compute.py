@@ -160,7 +160,7 @@ def with_importance(atlas: Atlas, importance: CorpusImportance) -> Atlas:
     note = (
         f"ablation importance on {importance.n_texts} text{'s' if importance.n_texts != 1 else ''}"
     )
-    return replace(atlas, measures=measures, notes=(*atlas.notes, note))
+    return replace(atlas, measures=measures, notes=_noted(atlas.notes, "ablation importance", note))
 
 
 def with_dla(atlas: Atlas, dla: np.ndarray, task: str) -> Atlas:
@@ -169,9 +169,16 @@ def with_dla(atlas: Atlas, dla: np.ndarray, task: str) -> Atlas:
     measures = dict(atlas.measures)
     values = np.asarray(dla, dtype=np.float64)
     measures["direct_logit"] = _measure(values, None, "direct_logit", atlas.layers)
+    note = f"direct logit attribution on {task}"
     return replace(
-        atlas, measures=measures, notes=(*atlas.notes, f"direct logit attribution on {task}")
+        atlas, measures=measures, notes=_noted(atlas.notes, "direct logit attribution", note)
     )
+
+
+def _noted(notes: tuple[str, ...], subject: str, note: str) -> tuple[str, ...]:
+    """``notes`` with ``note`` in place of what they said of ``subject`` before (its "not
+    measured", or an earlier measurement's note)."""
+    return (*(n for n in notes if not n.startswith(subject)), note)
 
 
 def _weights(model: ModelHandle, progress: Progress) -> tuple[dict[MetricName, np.ndarray], str]:

@@ -10,7 +10,7 @@ import torch
 from models.capture.run import capture
 from models.head import Head
 from models.heads.atlas.card import head_card
-from models.heads.atlas.compute import atlas_estimate, compute_atlas, moments_bytes
+from models.heads.atlas.compute import atlas_estimate, compute_atlas, moments_bytes, with_dla
 from models.heads.atlas.metrics import METRIC_NAMES
 from models.heads.finding.corpus import Corpus
 from models.heads.finding.corpus_scores import score_corpus
@@ -180,3 +180,20 @@ def test_shared_key_heads_of_smollm2(smollm2):
     np.testing.assert_allclose(
         atlas.lowrank["key"].variance[5, 1], (s[:4] ** 2 / (x.shape[0] - 1)).numpy(), rtol=1e-5
     )
+
+
+def test_a_measure_joining_later_replaces_its_not_measured_note(atlas):
+    """Ablation importance and DLA join a finished atlas; its notes then say what they were
+    measured on, and no longer that they were not measured (the page showed both)."""
+    assert "ablation importance not measured" in atlas.notes
+    assert "direct logit attribution not measured" in atlas.notes
+    shape = (atlas.facts.n_layers, atlas.facts.n_heads)
+    dla = with_dla(atlas, np.ones(shape), "the copying task")
+    assert "direct logit attribution on the copying task" in dla.notes
+    assert not [n for n in dla.notes if n.endswith("not measured") and "logit" in n]
+    assert "ablation importance not measured" in dla.notes
+    again = with_dla(dla, np.zeros(shape), "IOI")  # a later task replaces the earlier one
+    assert [n for n in again.notes if n.startswith("direct logit")] == [
+        "direct logit attribution on IOI"
+    ]
+    assert len(again.notes) == len(atlas.notes)
