@@ -178,6 +178,17 @@ def test_a_kind_not_run_yet_borrows_the_median_of_the_others():
     assert pool.throughput.seconds("AtlasKey", Cost(flops=2 * RATE)) == pytest.approx(6.0)
 
 
+def test_a_kind_estimated_in_fixed_seconds_lends_no_rate():
+    """Reading a corpus is estimated as fixed seconds and may take a hundredth of them: its
+    factor is its own, never lent to the arithmetic of kinds not yet run."""
+    pool = pool_of()
+    pool.throughput.record("CorpusKey", Cost(overhead_s=3.0), 0.03)  # factor 0.01
+    assert pool.throughput.seconds("CorpusKey", Cost(overhead_s=3.0)) == pytest.approx(0.03)
+    assert pool.throughput.seconds("ImportanceKey", Cost(flops=RATE)) == pytest.approx(1.0)
+    pool.throughput.record("RunKey", Cost(flops=RATE), 0.5)
+    assert pool.throughput.seconds("ImportanceKey", Cost(flops=RATE)) == pytest.approx(0.5)
+
+
 def test_small_jobs_do_not_teach_the_rate():
     pool = pool_of()
     # a 6-token SmolLM2 prompt: 2e9 FLOPs (0.05 s assumed) in 6 s of hooks and Python

@@ -101,11 +101,15 @@ class Throughput:
     alike (measured by ``python -m benchmarks.estimates``: on SmolLM2 the atlas, corpus scores,
     ablation and capture ran 2.4-4.1x faster than assumed on a 2-core AMD EPYC), so the first
     atlas after a few captures is priced from them. Fixed seconds (Python per generated token,
-    hooks per layer) do not follow a matmul rate, so they are not scaled by another kind's.
+    hooks per layer) do not follow a matmul rate, so they are not scaled by another kind's; and
+    only kinds whose estimate is mostly arithmetic are lent from (reading the English corpus is
+    estimated as a few fixed seconds and takes a few milliseconds: lent, its factor priced a
+    24-text ablation on SmolLM2 at about 5 s).
     """
 
     def __init__(self) -> None:
         self._factors: dict[str, float] = {}
+        self._arithmetic: set[str] = set()  # kinds whose factor is lent to kinds not yet run
         self._lock = threading.Lock()
 
     def seconds(self, kind: str, cost: Cost) -> float:
@@ -114,7 +118,8 @@ class Throughput:
             factor = self._factors.get(kind)
             if factor is not None:
                 return cost.seconds() * factor
-            borrowed = statistics.median(self._factors.values()) if self._factors else 1.0
+            lent = [self._factors[k] for k in self._arithmetic]
+            borrowed = statistics.median(lent) if lent else 1.0
             return (cost.seconds() - cost.overhead_s) * borrowed + cost.overhead_s
 
     def record(self, kind: str, cost: Cost, seconds: float) -> None:
@@ -125,6 +130,8 @@ class Throughput:
         with self._lock:
             old, measured = self._factors.get(kind), seconds / assumed
             self._factors[kind] = measured if old is None else 0.3 * old + 0.7 * measured
+            if cost.overhead_s <= assumed / 2:  # mostly arithmetic: the machine's rate shows
+                self._arithmetic.add(kind)
 
 
 class Partial:
