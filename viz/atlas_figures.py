@@ -153,8 +153,10 @@ def atlas_scatter(
         yaxis={"title": words[y], "range": list(ranges[1]) if ranges else None},
         height=520,
         margin={"l": 10, "r": 10, "t": 60, "b": 10},
+        # a click selects a head (its card opens); Streamlit turns click selection off when
+        # the drag mode is lasso or box select, so dragging zooms instead
         clickmode="event+select",
-        dragmode="lasso",
+        dragmode="zoom",
     )
     return fig
 

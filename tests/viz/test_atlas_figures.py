@@ -100,3 +100,12 @@ def test_labels_and_flags_are_escaped():
 def test_an_unknown_column_is_refused():
     with pytest.raises(ValueError, match="no column"):
         atlas_scatter(table(), "entropy", "nothing")
+
+
+def test_a_click_can_select_a_head():
+    """Streamlit's chart sets click selection off whenever the drag mode is lasso or box
+    select; the atlas's card opens on a click, so the map keeps click selection and zooms on a
+    drag (the Chromium test clicks a point)."""
+    fig = atlas_scatter(table(), "ov_copying", "sink")
+    assert fig.layout.clickmode == "event+select"
+    assert fig.layout.dragmode not in ("lasso", "select")
