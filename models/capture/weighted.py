@@ -60,24 +60,38 @@ if TYPE_CHECKING:
     from models.capture.run import AttentionRun
 
 
-def value_norms(model: ModelHandle, ids: TokenIds) -> NormStack:
+def layer_values(
+    model: ModelHandle, ids: TokenIds, layers: list[int] | None = None
+) -> dict[int, Float[torch.Tensor, "pos head_index d_head"]]:
+    """Each of ``layers``' values (:func:`values_of`) from one pass over ``ids``; every layer
+    with a softmax pattern when None."""
+    if layers is None:
+        variants = layer_variants(model)
+        layers = [layer for layer in range(model.facts.n_layers) if variants[layer].softmax]
+    acts = run_hooks(model, ids, [v_hook(layer) for layer in layers])
+    return {layer: values_of(model, layer, acts[v_hook(layer)]) for layer in layers}
+
+
+def value_norms(
+    model: ModelHandle,
+    ids: TokenIds,
+    values: dict[int, torch.Tensor] | None = None,
+) -> NormStack:
     """``||v_j W_O^h||`` for every layer, query head and key position of ``ids``.
 
     Args:
         model: the loaded model.
         ids: ``1 pos`` token ids.
+        values: :func:`layer_values` of ``ids`` when already read (else one pass reads them).
 
     Returns:
         ``layer head_index key_pos`` float32 (``v`` includes the value bias; ``b_O`` is not part
         of any one key's share and is left out).
     """
     facts = model.facts
-    variants = layer_variants(model)
-    read = [layer for layer in range(facts.n_layers) if variants[layer].softmax]
-    acts = run_hooks(model, ids, [v_hook(layer) for layer in read])
+    values = layer_values(model, ids) if values is None else values
     out = np.zeros((facts.n_layers, facts.n_heads, int(ids.shape[1])), np.float32)
-    for layer in read:
-        v = values_of(model, layer, acts[v_hook(layer)])
+    for layer, v in values.items():
         # ||v W_O||^2 = v (W_O W_O^T) v^T: d_head x d_head per head instead of a d_model vector
         # per position, so long prompts need no pos x head x d_model buffer
         gram = output_gram(model, layer)
@@ -109,7 +123,10 @@ PairNorms = Float[np.ndarray, "head_index query_pos key_pos"]
 
 
 def gated_norms(
-    model: ModelHandle, ids: TokenIds, gates: dict[int, np.ndarray]
+    model: ModelHandle,
+    ids: TokenIds,
+    gates: dict[int, np.ndarray],
+    values: dict[int, torch.Tensor] | None = None,
 ) -> dict[int, PairNorms]:
     """``N[i, j] = ||(g_i ⊙ v_j) W_O^h||`` of every head of every gated layer.
 
@@ -121,16 +138,17 @@ def gated_norms(
         model: the loaded model.
         ids: ``1 pos`` token ids.
         gates: layer -> ``head_index query_pos d_head`` ``sigmoid(g)`` (the run's extras).
+        values: :func:`layer_values` of ``ids`` when already read (else one pass reads them).
 
     Returns:
         layer -> ``head_index query_pos key_pos`` float32 norms (``b_O`` left out).
     """
     if not gates:
         return {}
-    acts = run_hooks(model, ids, [v_hook(layer) for layer in gates])
+    values = layer_values(model, ids, list(gates)) if values is None else values
     found = {}
     for layer, gate in gates.items():
-        v = values_of(model, layer, acts[v_hook(layer)])  # pos head_index d_head
+        v = values[layer]  # pos head_index d_head
         eigen, basis = torch.linalg.eigh(output_gram(model, layer))  # float64
         factor = (basis * eigen.clamp_min(0.0).sqrt()[:, None, :]).float()  # head d_head d_head
         g = torch.tensor(np.asarray(gate), dtype=torch.float32)  # head_index query_pos d_head

@@ -27,7 +27,13 @@ from models.capture.run import AttentionRun, capture
 from models.capture.sinks import SinkSummary, measured_sink
 from models.capture.spans import span_weights
 from models.capture.views import head_overview, pooled_signed, strongest_sink
-from models.capture.weighted import ValueWeighting, gated_norms, value_norms, value_weighting
+from models.capture.weighted import (
+    ValueWeighting,
+    gated_norms,
+    layer_values,
+    value_norms,
+    value_weighting,
+)
 from models.capture.word_split import split_words
 from models.capture.words import Words, unit_range
 from models.circuits.findings import (
@@ -419,9 +425,11 @@ def weighting_of(model: ModelHandle, run: AttentionRun, progress: Progress) -> V
     over the value hooks (and a gated layer's norms per query and key from its gates)."""
     ids = torch.tensor([run.token_ids])
     norms = getattr(run.store, "value_norms", None)
+    gates = run.extras.gates if run.extras is not None else {}
+    values = layer_values(model, ids) if norms is None or gates else None  # one pass for both
     if norms is None:
-        norms = value_norms(model, ids)
-    pairs = gated_norms(model, ids, run.extras.gates) if run.extras is not None else {}
+        norms = value_norms(model, ids, values)
+    pairs = gated_norms(model, ids, gates, values)
     return value_weighting(run, norms, THUMB, progress, pairs=pairs)
 
 
