@@ -65,6 +65,8 @@ def test_the_map_takes_its_axes_and_head_from_the_link(bundled):
     assert "Entropy" in quantities and "OV copying" in quantities
     samples = cards[1].value
     assert samples["Open"].str.contains("layer=2").all() and len(samples) == 4
+    fires = next(m.value for m in at.markdown if m.value.startswith("**Where it fires**"))
+    assert fires.lower().count("first key left out") == 1  # the rule said once
     labels = {el.proto.label for el in at.get("download_button")}
     assert "Download the atlas (CSV)" in labels
 

@@ -10,7 +10,6 @@ from models.head import Head
 from models.heads.atlas.card import HeadCard, MetricLine, SpaceView, head_card
 from models.heads.atlas.compute import Atlas
 from models.heads.atlas.lowrank import SPACES
-from models.heads.atlas.metrics import METRICS
 from ui import session
 from ui.text import md
 
@@ -108,7 +107,7 @@ def card(atlas: Atlas, head: Head) -> None:
     twins(found)
     st.markdown(
         "**Where it fires**: texts sampled across the deciles of its activation (its "
-        f"strongest weight in a text, the first key left out: {md(METRICS['activation'].help)})"
+        "strongest weight in each text, the first key left out)"
     )
     samples(atlas, found)
     st.markdown(
