@@ -45,7 +45,9 @@ DIVERGENCE_RULE = (
     "the two have in common. Rows are compared on the aligned keys: an aligned key keeps its "
     "weight, and the weights on all unaligned keys are added into one 'unaligned' bin, so both "
     "rows still sum to 1. Unaligned queries are not compared. In a causal model the rows before "
-    "the first difference see the same tokens in A and B: they are the same rows and count 0."
+    "the first difference see the same tokens in A and B: they are the same rows and count 0. "
+    "A linear-attention layer has no attention rows (its mixing matrix is signed): its heads "
+    "are not compared."
 )
 
 
@@ -97,10 +99,11 @@ class Comparison:
 
 def ranking_table(divergence: Float[np.ndarray, "layer head_index"]) -> pd.DataFrame:
     """Heads sorted by divergence, largest first: columns ``head`` (``L.H``), ``layer``,
-    ``index``, ``divergence``."""
+    ``index``, ``divergence``; heads not compared (NaN: linear-attention layers) left out."""
     n_heads = divergence.shape[1]
     flat = np.asarray(divergence, dtype=np.float64).ravel()
     order = np.argsort(-flat, kind="stable")
+    order = order[np.isfinite(flat[order])]
     heads = [Head(int(i) // n_heads, int(i) % n_heads) for i in order]
     return pd.DataFrame(
         {
@@ -294,4 +297,8 @@ def head_divergence(
                     run_a, run_b, alignment, layer, band, words_a, words_b
                 ).sum(axis=-1)
             progress((layer + 1) / n_layers, f"layer {layer + 1} of {n_layers}")
-    return Comparison(alignment, totals / max(1, alignment.n_aligned), words_a is not None)
+    divergence = totals / max(1, alignment.n_aligned)
+    for layer in range(run_a.facts.n_layers):
+        if run_a.signed(layer):  # no softmax rows to compare: NaN, never a 0 that reads "same"
+            divergence[layer] = np.nan
+    return Comparison(alignment, divergence, words_a is not None)

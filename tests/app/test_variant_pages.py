@@ -230,6 +230,24 @@ def test_a_linear_layers_grid_and_strip_are_signed(allowed):
     assert not component_data(at, "atlas_token_strip")["shaded"]["signed"]
 
 
+def test_compare_mode_leaves_a_linear_layer_out_and_says_so(allowed):
+    """Compare mode on Qwen3-Next: the linear layer's heads have no softmax rows, so they are
+    empty slots in the divergence grid and absent from the ranking (never a 0 that would read
+    "unchanged"), and opening one says why; the softmax layer is compared as usual."""
+    at = opened_on(allowed["qwen3_next"])
+    at.selectbox(key=Explorer.HEAD).set_value(1).run()
+    at.segmented_control(key=Explorer.MODE).set_value("compare").run()
+    at.text_area(key=Explorer.PROMPT_B).set_value(PROMPT.replace("model", "house")).run()
+    assert not at.exception
+    cells = component_data(at, "atlas_head_grid")["cells"]
+    n_heads = AutoConfig.from_pretrained(allowed["qwen3_next"]).num_attention_heads
+    assert [c["id"] for c in cells if "none" in c] == [f"0.{h}" for h in range(n_heads)]
+    assert all(float(c["title"].split()[-2]) >= 0 for c in cells if "none" not in c)
+    assert any("Layer 0 is linear attention" in i.value for i in at.info)
+    ranked = at.dataframe[0].value
+    assert not ranked.empty and set(ranked["L.H"].str.split(".").str[0]) == {"1"}
+
+
 def test_the_head_table_has_each_heads_sink_logit_and_window_edge(allowed):
     """gpt-oss on the Head finder: the table's sink logits are the model's own ``sinks``
     parameters, and the learned-sink and window-edge columns are filled (edge: the sliding

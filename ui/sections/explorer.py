@@ -375,6 +375,12 @@ def compare(view: ExplorerView, run: AttentionRun, key: RunKey, words: Words | N
     compare_section.overview(view, comparison, key, compare_key)
     view = current_view()
     st.subheader(f"Head {view.head}: A, B and A − B")
+    if run.signed(view.head.layer):
+        st.info(
+            f"Layer {view.head.layer} is linear attention, not a softmax: it has no attention "
+            "rows to compare. Pick a head of another layer in the grid."
+        )
+        return
     pair = Pair(run, run_b, key, comparison.alignment, words, words_b)
     mean = float(comparison.divergence[view.head.layer, view.head.index])
     figures = compare_detail.head_view(view, pair, mean, compare_key)

@@ -223,14 +223,19 @@ def on_table_select(run_key: RunKey, key: CompareKey) -> None:
 
 def cells(divergence: np.ndarray, small: bool) -> list[dict[str, str]]:
     """The grid's cells: each head's divergence written on its colour (0 white, darkest the
-    largest divergence but never below :data:`DIVERGENCE_FLOOR`, so rounding noise stays pale)."""
+    largest divergence but never below :data:`DIVERGENCE_FLOOR`, so rounding noise stays pale);
+    a head not compared (NaN: a linear-attention layer) is an empty slot."""
     values = np.nan_to_num(np.asarray(divergence, dtype=np.float64))
     shades = np.clip(values / divergence_scale(values), 0.0, 1.0).ravel()
     colours = sample_colorscale(DIVERGENCE_COLOURS, shades.tolist())
     n_heads = values.shape[1]
     out = []
+    missing = ~np.isfinite(np.asarray(divergence, dtype=np.float64)).ravel()
     for i, (value, shade, colour) in enumerate(zip(values.ravel(), shades, colours, strict=True)):
         head = Head(i // n_heads, i % n_heads)
+        if missing[i]:
+            out.append({"id": str(head), "none": f"head {head}: linear attention, not compared"})
+            continue
         out.append(
             {
                 "id": str(head),

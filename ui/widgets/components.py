@@ -76,7 +76,8 @@ def head_grid(
     (a data URI), or None when the browser already shows these pictures (only the selection is
     sent then). A cell without ``src`` is drawn as its ``text`` on a ``fill`` colour in ``ink``
     (the divergence grid), with ``title`` as its tooltip; a picture's ``badge`` (a few letters)
-    is drawn in its corner. ``kind`` names the grid in the page
+    is drawn in its corner; a cell with ``none`` (its tooltip) is an empty slot, for a layer
+    with fewer heads than the widest. ``kind`` names the grid in the page
     (``data-kind``). The selected head is outlined at once in the browser and scrolled into
     view. A grid drawn afresh without pictures calls ``on_missing`` (then reruns), which must
     make the next run send them. ``layers`` gives each layer's row a ``mark`` under its number

@@ -1,5 +1,6 @@
 // The head grid: one button per head (a thumbnail of its pattern, or a number on its colour),
-// the selected head outlined and scrolled into view. A click sends `clicked` (the head, L.H);
+// the selected head outlined and scrolled into view; a cell with `none` (a layer with fewer
+// heads than the widest) is an empty slot. A click sends `clicked` (the head, L.H);
 // a grid drawn afresh without its pictures sends `missing`.
 
 export default function(component) {
@@ -29,6 +30,11 @@ export default function(component) {
           const mark = document.createElement('small'); mark.className = 'kind';
           mark.textContent = about.mark; row.appendChild(mark); row.title = about.title;
         }
+      }
+      if (cell.none) {  // a layer with fewer heads than the widest: an empty slot, no button
+        const d = document.createElement('div'); d.className = 'none'; d.title = cell.none;
+        root.appendChild(d);
+        return;
       }
       const b = document.createElement('button');
       b.title = cell.title || ('head ' + cell.id); b.dataset.head = cell.id;
