@@ -161,6 +161,8 @@ def _caption_html(caption: Caption) -> str:
 
 
 def _grid_cell(picture: bytes | str, layer: int, head: int, selected: bool, mark: Mark) -> str:
+    if not picture:  # a layer with fewer heads than the widest ends in empty cells
+        return "<td></td>"
     letters, words = mark
     name = f"head {layer}.{head}" + (f": {words}" if words else "")
     image = (
@@ -215,7 +217,8 @@ def view_html(
     Args:
         caption: what the view shows.
         grid: ``layer x head`` PNG pictures (bytes or data URIs), e.g. from
-            :func:`viz.thumbnails.pooled_png`.
+            :func:`viz.thumbnails.pooled_png`; an empty one stands for a head the layer does
+            not have (its row is shorter than the widest).
         heatmap: the chosen head's heatmap of a detail window (at most
             :data:`MAX_HEATMAP_CELLS` cells), e.g. from :func:`viz.heatmap.head_heatmap`.
         strip: the token strip.
@@ -287,7 +290,7 @@ def export_size(
         tokens: the token strip's labels.
         caption: the caption.
     """
-    pictures = sum(len(png_uri(p)) + 90 for row in grid for p in row)
+    pictures = sum(len(png_uri(p)) + 90 for row in grid for p in row if p)
     label_bytes = sum(len(html.escape(x).encode("utf-8")) + 3 for x in labels)
     strip = sum(2 * len(html.escape(t).encode("utf-8")) + STRIP_BYTES for t in tokens)
     text = len(

@@ -99,6 +99,21 @@ class AttentionRun:
         """What layer ``layer`` computes: ``softmax``, ``sliding`` or ``linear``."""
         return "softmax" if self.extras is None else self.extras.kind(layer)
 
+    def heads_in(self, layer: int) -> int:
+        """How many heads layer ``layer`` has: a linear-attention layer counts its value heads
+        (each with its own mixing matrix), which may outnumber the softmax layers' heads."""
+        return self.facts.n_heads if self.extras is None else self.extras.layers[layer].n_heads
+
+    @property
+    def layer_heads(self) -> tuple[int, ...]:
+        """Each layer's head count (see :meth:`heads_in`)."""
+        return tuple(self.heads_in(layer) for layer in range(self.facts.n_layers))
+
+    @property
+    def grid_heads(self) -> int:
+        """Heads of the widest layer: a head grid's columns."""
+        return max(self.facts.n_heads, *self.layer_heads)
+
     def softmax_layers(self) -> list[int]:
         """The layers with a softmax pattern (every layer but linear-attention ones)."""
         n = self.facts.n_layers

@@ -64,7 +64,7 @@ def scoped_weights(
     one = slice(token, token + 1)
     rows, cols = (one, slice(None)) if direction == "from" else (slice(None), one)
     if scope != "all" and run.signed(layer):
-        shown = [head] if scope == "head" else list(range(run.facts.n_heads))
+        shown = [head] if scope == "head" else list(range(run.heads_in(layer)))
         weights = np.mean(
             [run.drawn(layer, h, rows, cols).astype(np.float64) for h in shown], axis=0
         )
@@ -144,9 +144,9 @@ def pooled_layer(
 
 
 def pooled_signed(run: AttentionRun, layer: int, size: int) -> Float[np.ndarray, "head pix pix"]:
-    """Pictures of a linear-attention layer's signed mixing matrices (one per head of the
-    grid), masked cells NaN: each block shows its entry of largest magnitude, sign kept."""
-    heads = range(run.facts.n_heads)
+    """Pictures of a linear-attention layer's signed mixing matrices (one per value head),
+    masked cells NaN: each block shows its entry of largest magnitude, sign kept."""
+    heads = range(run.heads_in(layer))
     every = slice(None)
 
     def read(rows: slice, sign: float) -> np.ndarray:
@@ -274,9 +274,11 @@ def strongest_key(
 
     ``skip_first`` leaves key 0 out: it is usually a sink the view shows anyway.
     """
-    row = np.array(
-        run.window(layer, head, slice(query, query + 1), slice(None))[0], dtype=np.float64
-    )
+    one = slice(query, query + 1)
+    if run.signed(layer):  # a mixing matrix: the key with the largest share, either sign
+        row = np.abs(np.array(run.drawn(layer, head, one, slice(None))[0], dtype=np.float64))
+    else:
+        row = np.array(run.window(layer, head, one, slice(None))[0], dtype=np.float64)
     if skip_first and row.size > 1:
         row[0] = -np.inf
     return int(np.argmax(np.where(np.isfinite(row), row, -np.inf)))

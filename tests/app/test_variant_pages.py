@@ -208,13 +208,16 @@ def test_a_linear_layers_grid_and_strip_are_signed(allowed):
     n = detail_heatmap(at)["n_rows"]
     ids = AutoTokenizer.from_pretrained(path)(PROMPT, return_tensors="pt").input_ids[:, :n]
     want = mixing_inside_transformers(path, ids).numpy()
-    cells = {c["id"]: c["src"] for c in component_data(at, "atlas_head_grid")["cells"]}
+    cells = {
+        c["id"]: c["src"] for c in component_data(at, "atlas_head_grid")["cells"] if "src" in c
+    }
     blue, white, red = (5, 48, 97), (247, 247, 247), (103, 0, 31)  # RdBu_r: -1, 0, +1
     for head, m in enumerate(want):
         strongest = m.flat[np.abs(m).argmax()]
         colours = picture_colours(cells[f"0.{head}"])
         assert (red if strongest > 0 else blue) in colours and white in colours, head
-    for head in range(want.shape[0]):
+    n_softmax = AutoConfig.from_pretrained(path).num_attention_heads
+    for head in range(n_softmax):
         assert not any(r > b + 20 for r, _, b in picture_colours(cells[f"1.{head}"]))
     strip = component_data(at, "atlas_token_strip")["shaded"]
     head, query = at.selectbox(key=Explorer.HEAD).value, at.selectbox(key=Explorer.TOKEN).value
@@ -228,6 +231,43 @@ def test_a_linear_layers_grid_and_strip_are_signed(allowed):
     at.selectbox(key=Explorer.LAYER).set_value(1).run()
     assert not at.selectbox(key=Explorer.SCALE).disabled
     assert not component_data(at, "atlas_token_strip")["shaded"]["signed"]
+
+
+def test_a_linear_layers_extra_value_heads_each_have_a_cell_and_a_view(allowed):
+    """Qwen3-Next's linear layer has more value heads (8, each with its own mixing matrix) than
+    its softmax layer has heads (4), as the real models do (32 against 16). The grid is as
+    wide as the widest layer, the softmax row ends in empty slots, and a head past the softmax
+    layers' count opens its own matrix, equal to transformers' delta rule."""
+    at = opened_on(allowed["qwen3_next"])
+    path = allowed["qwen3_next"]
+    config = AutoConfig.from_pretrained(path)
+    n_v, n_softmax = config.linear_num_value_heads, config.num_attention_heads
+    assert n_v > n_softmax
+    grid = component_data(at, "atlas_head_grid")
+    assert grid["n_heads"] == n_v and len(grid["cells"]) == 2 * n_v
+    by_id = {c["id"]: c for c in grid["cells"]}
+    assert all("src" in by_id[f"0.{h}"] for h in range(n_v))
+    assert all("src" in by_id[f"1.{h}"] for h in range(n_softmax))
+    assert all(
+        by_id[f"1.{h}"] == {"id": f"1.{h}", "none": f"layer 1 has {n_softmax} heads"}
+        for h in range(n_softmax, n_v)
+    )
+    assert at.selectbox(key=Explorer.HEAD).options == [str(h) for h in range(n_v)]
+
+    at.selectbox(key=Explorer.HEAD).set_value(n_v - 1).run()
+    assert not at.exception
+    drawn = detail_heatmap(at)
+    n = drawn["n_rows"]
+    ids = AutoTokenizer.from_pretrained(path)(PROMPT, return_tensors="pt").input_ids[:, :n]
+    want = mixing_inside_transformers(path, ids)[n_v - 1].numpy()
+    lower = np.tril(np.ones((n, n), dtype=bool))
+    np.testing.assert_allclose(drawn["values"][lower], want[lower], atol=1e-5, rtol=1e-4)
+
+    at.selectbox(key=Explorer.LAYER).set_value(1).run()  # a softmax layer: 4 heads only
+    assert not at.exception
+    assert at.selectbox(key=Explorer.HEAD).value == n_softmax - 1
+    assert at.selectbox(key=Explorer.HEAD).options == [str(h) for h in range(n_softmax)]
+    assert abs(np.nansum(detail_heatmap(at)["values"], axis=1) - 1).max() < 1e-4
 
 
 def test_compare_mode_leaves_a_linear_layer_out_and_says_so(allowed):

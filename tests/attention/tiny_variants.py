@@ -118,7 +118,7 @@ def _qwen3_next(vocab: int) -> Any:
         linear_key_head_dim=8,
         linear_value_head_dim=8,
         linear_num_key_heads=2,
-        linear_num_value_heads=4,
+        linear_num_value_heads=8,
         num_experts=2,
         num_experts_per_tok=1,
         moe_intermediate_size=32,

@@ -17,7 +17,7 @@ from ui.runtime.job_keys import RunKey
 from ui.runtime.policy import admit
 from ui.runtime.settings import Settings
 from ui.sections import explorer, explorer_compare, explorer_detail, explorer_strip, generate_steps
-from ui.state.explorer import ExplorerView
+from ui.state.explorer import ExplorerView, RunShape
 from ui.state.generate import GenerateState
 from ui.widgets import components
 from ui.widgets.component_messages import checked, head_id, position
@@ -79,7 +79,9 @@ def callbacks(key: RunKey):
         (Explorer.DIVERGENCE_GRID, "clicked"): lambda: explorer_compare.on_grid_click(key),
         (Explorer.TOKENS, "clicked"): lambda: explorer_strip.on_click(key, False),
         (Explorer.TOKENS, "span"): lambda: explorer_strip.on_span(key, False),
-        (Explorer.OVERVIEW, "picked"): lambda: explorer_detail.on_overview_pick(key, 7, 3, 4),
+        (Explorer.OVERVIEW, "picked"): lambda: explorer_detail.on_overview_pick(
+            RunShape(3, 4, 7, key)
+        ),
         (Generate.OUTPUT, "clicked"): lambda: generate_steps._on_output_click(5),
         (Generate.STRIP, "clicked"): lambda: generate_steps._on_strip_click(3, 5),
     }

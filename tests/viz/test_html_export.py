@@ -109,3 +109,17 @@ def test_pictures_must_be_png():
     assert png_uri(b"\x89PNG").startswith("data:image/png;base64,")
     with pytest.raises(ValueError):
         png_uri("http://example.com/x.png")
+
+
+def test_a_shorter_layer_ends_in_empty_cells():
+    """A layer with fewer heads than the widest (a softmax layer beside a linear-attention layer
+    with more value heads) writes empty cells where it has no head, and the size estimate
+    still holds."""
+    caption, grid, fig, strip, labels = synthetic(40, 16, layers=2, heads=4)
+    grid[1] = [*grid[1][:2], "", ""]
+    html = view_html(caption, grid, fig, strip)
+    assert html.count('alt="head 1.') == 2 and html.count('alt="head 0.') == 4
+    assert "<td></td><td></td></tr>" in html
+    estimate = export_size(grid, 16 * 16, labels, strip.tokens, caption)
+    size = len(html.encode("utf-8"))
+    assert abs(estimate - size) / size < 0.05

@@ -212,7 +212,11 @@ def selectors(
         "Layer", range(facts.n_layers), key=Explorer.LAYER, on_change=on_selectors, args=args
     )
     c[1].selectbox(
-        "Head", range(facts.n_heads), key=Explorer.HEAD, on_change=on_selectors, args=args
+        "Head",
+        range(run.heads_in(view.head.layer)),
+        key=Explorer.HEAD,
+        on_change=on_selectors,
+        args=args,
     )
     if starts is None:
         seed_widgets({Explorer.TOKEN: options[unit_of(view.query, words)]})
@@ -315,7 +319,7 @@ def grid(view: ExplorerView, run: AttentionRun, key: RunKey, weighted: bool) -> 
     if ss.get(Explorer.GRID_SHOWN) != shown:  # the pictures off the wire (and unbuilt)
         cells = results.marked(results.thumbnails(key, weighted), found)
     keep(Explorer.GRID_SHOWN, shown)
-    n_heads = run.facts.n_heads
+    n_heads = run.grid_heads
     cell = 72 if n_heads <= 6 else 52 if n_heads <= 12 else 36
     components.head_grid(
         cells,
@@ -360,7 +364,7 @@ def single(view: ExplorerView, run: AttentionRun, key: RunKey, words: Words | No
         shown.heatmap,
         list(words.labels) if words is not None else list(run.tokens),
         weighting is not None,
-        run.facts.n_heads,
+        run.grid_heads,
         run.facts.name,
     )
 

@@ -167,7 +167,7 @@ def difference_picker(view: ExplorerView, pair: Pair, compare: CompareKey) -> bo
         (rows.start, rows.stop),
         (cols.start, cols.stop),
         Explorer.OVERVIEW,
-        lambda: detail.on_overview_pick(pair.key_a, n, shape.n_layers, shape.n_heads),
+        lambda: detail.on_overview_pick(shape),
         size=OVERVIEW,
         caption=f"Where A and B differ: this head's |A − B| over the whole prompt ({n:,} × "
         f"{n:,} of A's positions), max-pooled; darkest = {found.top:.3g}. Click to "

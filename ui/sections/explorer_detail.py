@@ -57,12 +57,11 @@ def on_colour() -> None:
     )
 
 
-def on_overview_pick(key: RunKey, n_tokens: int, n_layers: int, n_heads: int) -> None:
+def on_overview_pick(shape: RunShape) -> None:
     picked = components.picked_positions(Explorer.OVERVIEW, "picked")
     if not picked:
         return
     q0, q1, k0, k1 = (int(picked[name]) for name in ("q0", "q1", "k0", "k1"))
-    shape = RunShape(n_layers, n_heads, n_tokens, key)
     save(state.pick_overview(current_view(), shape, q0, q1, k0, k1))
 
 
@@ -320,7 +319,7 @@ def overview_picker(view: ExplorerView, key: RunKey, shape: RunShape, weighted: 
         (rows.start, rows.stop),
         (cols.start, cols.stop),
         Explorer.OVERVIEW,
-        lambda: on_overview_pick(key, n, shape.n_layers, shape.n_heads),
+        lambda: on_overview_pick(shape),
         size=OVERVIEW,
         caption=f"Whole pattern, {n:,} × {n:,}, max-pooled. Click to centre the detail "
         "window, drag to choose its rows and keys.",
@@ -333,7 +332,8 @@ def whole_csv(key: RunKey, head: Head, words: bool = False) -> str:
     run = server.current().results.get(key)
     if run is None:
         return "The prompt's patterns are no longer held by the server; open the view again.\n"
-    pattern = run.pattern(head.layer, head.index)
+    every = slice(None)
+    pattern = run.drawn(head.layer, head.index, every, every)  # a linear layer: its M
     causal = run.facts.causal
     if not words:
         return pattern_csv(masked(pattern, causal), run.tokens)

@@ -136,7 +136,7 @@ def build(request: ExportRequest) -> str:
             "<!DOCTYPE html><p>The prompt's patterns are no longer held by the server; "
             "open the view again and download once more.</p>"
         )
-    grid = results.grid_pictures(request.key, request.weighted, run.facts.n_heads)
+    grid = results.grid_pictures(request.key, request.weighted, run.grid_heads)
     return view_html(
         caption(request, run.facts.name), grid, found[0], found[1], marks=marks(request.key)
     )

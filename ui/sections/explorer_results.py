@@ -96,11 +96,14 @@ def weighting(key: RunKey) -> ValueWeighting | None:
 
 def thumbnails(key: RunKey, weighted: bool) -> list[dict[str, str]]:
     """Every head's max-pooled pattern as a PNG data URI, ``{"id": "L.H", "src": ...}``; a
-    linear-attention layer's signed mixing matrix on the signed scale (never value-weighted)."""
+    linear-attention layer's signed mixing matrix on the signed scale (never value-weighted).
+    Each layer fills :attr:`AttentionRun.grid_heads` cells: a layer with fewer heads than the
+    widest ends in cells with no picture, ``{"id": "L.H", "none": why}``."""
 
     def build() -> list[dict[str, str]]:
         run, weights = _run(key), weighting(key) if weighted else None
         cells = []
+        width = run.grid_heads
         for layer in range(run.facts.n_layers):
             if run.signed(layer):
                 pictures = signed_pngs(pooled_signed(run, layer, THUMB), THUMB)
@@ -113,6 +116,10 @@ def thumbnails(key: RunKey, weighted: bool) -> list[dict[str, str]]:
                 pictures = pooled_pngs(pooled, THUMB, normalise=True)
             cells += [
                 {"id": str(Head(layer, h)), "src": data_uri(png)} for h, png in enumerate(pictures)
+            ]
+            none = f"layer {layer} has {len(pictures)} heads"
+            cells += [
+                {"id": str(Head(layer, h)), "none": none} for h in range(len(pictures), width)
             ]
         return cells
 
@@ -196,7 +203,7 @@ def words_of(key: RunKey) -> Words:
 
 def grid_pictures(key: RunKey, weighted: bool, n_heads: int) -> list[list[str]]:
     """The grid's pictures as ``layer x head`` data URIs (what an exported view holds)."""
-    cells = [cell["src"] for cell in thumbnails(key, weighted)]
+    cells = [cell.get("src", "") for cell in thumbnails(key, weighted)]
     return [cells[i : i + n_heads] for i in range(0, len(cells), n_heads)]
 
 

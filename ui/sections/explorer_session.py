@@ -24,7 +24,9 @@ from ui.text import md
 
 
 def shape_of(run: AttentionRun, key: RunKey) -> RunShape:
-    return RunShape(run.facts.n_layers, run.facts.n_heads, run.n_tokens, run_id=key)
+    heads = run.layer_heads
+    uneven = len(set(heads)) > 1
+    return RunShape(run.facts.n_layers, run.grid_heads, run.n_tokens, key, heads if uneven else ())
 
 
 def strongest(run: AttentionRun) -> state.Strongest:

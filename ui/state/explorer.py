@@ -42,12 +42,19 @@ Strongest = Callable[[Head, int], int]
 @dataclass(frozen=True)
 class RunShape:
     """What the view must fit: the model's layers and heads, the prompt's tokens, and which
-    prompt it is (a new ``run_id`` is a new prompt)."""
+    prompt it is (a new ``run_id`` is a new prompt). ``n_heads`` is the widest layer's head
+    count; ``layer_heads`` each layer's, where they differ (a linear-attention layer may have
+    more value heads than the softmax layers have heads)."""
 
     n_layers: int
     n_heads: int
     n_tokens: int
     run_id: object = None
+    layer_heads: tuple[int, ...] = ()
+
+    def heads_in(self, layer: int) -> int:
+        """How many heads layer ``layer`` has."""
+        return self.layer_heads[layer] if self.layer_heads else self.n_heads
 
     @property
     def long(self) -> bool:
@@ -133,7 +140,7 @@ def clamp(view: ExplorerView, shape: RunShape) -> tuple[ExplorerView, list[str]]
         return fixed
 
     layer = fit("layer", view.head.layer, shape.n_layers)
-    index = fit("head", view.head.index, shape.n_heads)
+    index = fit("head", view.head.index, shape.heads_in(layer))
     token = None if view.token is None else fit("token", view.token, shape.n_tokens)
     last = shape.last_start
     span = view.span if view.span is not None and view.span[1] <= shape.n_tokens else None
