@@ -282,8 +282,18 @@ def preflight(spec: ModelSpec, source: str) -> int | None:
 
 
 def boot(spec: ModelSpec, source: str) -> LoadedModel:
-    """Load the weights through TransformerLens and describe the model (no checks first)."""
+    """Load the weights through TransformerLens and describe the model (no checks first).
+
+    Raises:
+        ModelLoadError: a layer is neither attention nor a linear-attention layer (a
+            state-space mixer), which no view could read.
+    """
+    from models.model.variants.mixers import refusal
+
     bridge = _boot(spec, source)
+    refused = refusal(bridge, spec.label)
+    if refused is not None:
+        raise ModelLoadError(refused)
     return LoadedModel(
         spec=spec, bridge=bridge, facts=facts_from_bridge(bridge, spec.label), source=source
     )

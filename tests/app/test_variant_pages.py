@@ -24,7 +24,7 @@ from tests.app.helpers import (
     strip_weights,
     texts,
 )
-from tests.attention.tiny_variants import build_variants
+from tests.attention.tiny_variants import build_mamba2, build_variants
 from tests.model.variant_reference import (
     eager,
     hf_attentions,
@@ -92,6 +92,20 @@ def test_differential_attention_is_refused_in_one_line(allowed):
     said = texts(at)
     assert "DiffLlama" in said
     assert "Still showing the last model that loaded" in said
+
+
+def test_a_state_space_model_is_refused_in_one_line(tmp_path, monkeypatch):
+    """Mamba-2 (every layer a state-space mixer): refused at load in one line naming the
+    architecture and the layer, the last model kept; it used to load, then fail at the first
+    prompt with a KeyError on the missing attention pattern."""
+    path = build_mamba2(tmp_path)
+    monkeypatch.setenv("ATLAS_MODEL_ROOTS", str(tmp_path))
+    at = opened_on(path)
+    assert not at.exception
+    said = texts(at)
+    assert "Mamba2ForCausalLM: layer 0 is a state-space mixer" in said
+    assert "Still showing the last model that loaded" in said
+    assert str(tmp_path) not in said  # named inside the allowed folder, never resolved
 
 
 def test_a_learned_sink_is_stated_and_closes_the_row(allowed):

@@ -163,6 +163,26 @@ VARIANTS: dict[str, tuple[Callable[[int], Any], str]] = {
 }
 
 
+def build_mamba2(out: Path) -> Path:
+    """A tiny Mamba-2 (every layer a state-space mixer, no attention) under ``out/mamba2``: the
+    app refuses it at load."""
+    tokenizer = small_tokenizer()
+    config = transformers.Mamba2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_heads=4,
+        head_dim=16,
+        state_size=8,
+        n_groups=1,
+        expand=2,
+        conv_kernel=4,
+        chunk_size=16,
+    )
+    torch.manual_seed(0)
+    return save(causal_lm(config), tokenizer, out / "mamba2")
+
+
 def causal_lm(config: Any) -> torch.nn.Module:
     """The causal-LM class transformers registers for ``config``."""
     return transformers.AutoModelForCausalLM.from_config(config)

@@ -26,16 +26,17 @@ from models.model.forward import (
     scores_hook,
     tokenize,
 )
-from models.model.loading import load
+from models.model.loading import bridge_of, load
 from models.model.spec import ModelSpec
 from models.model.variants import all_plain, layer_variants
 from models.model.variants.gates import mean_gate
 from models.model.variants.latent import split_scores
 from models.model.variants.layers import hf_modules_by_layer, layer_sink_logits
 from models.model.variants.linear import l2norm, mixing_matrix
+from models.model.variants.mixers import first_unread
 from models.model.variants.sinks import full_row_entropy, sink_weights, with_sink_column
 from models.model.variants.windows import capped, edge_weight, window_edge
-from tests.attention.tiny_variants import PROMPT, WINDOW
+from tests.attention.tiny_variants import PROMPT, WINDOW, build_mamba2
 from tests.model.variant_reference import (
     delta_rule_inside_transformers,
     eager,
@@ -238,3 +239,18 @@ def test_differential_attention_is_refused_in_one_line_naming_it(tiny_variants):
     assert "\n" not in text and len(text) < 300
     assert "DiffLlamaForCausalLM" in text and "differential attention" in text
     assert "Available architectures" not in text and "GPT2LMHeadModel" not in text
+
+
+def test_a_state_space_layer_is_refused_at_load_and_attention_layers_are_not(
+    tiny_variants, tmp_path
+):
+    """Mamba-2's blocks hold a ``mixer`` and no attention: loading raises one line naming the
+    architecture and the layer. Qwen3-Next (a Gated DeltaNet layer and a softmax layer) and
+    gpt-oss load as before."""
+    path = build_mamba2(tmp_path)
+    with pytest.raises(ModelLoadError) as refused:
+        load(ModelSpec(str(path)))
+    said = str(refused.value)
+    assert said.startswith("Mamba2ForCausalLM: layer 0 is a state-space mixer") and "\n" not in said
+    for name in ("qwen3_next", "gpt_oss"):
+        assert first_unread(bridge_of(tiny_variants.model(name))) is None

@@ -13,7 +13,9 @@
 - :mod:`models.model.variants.latent` -- multi-head latent attention: content and RoPE parts of
   each score, the cached latent;
 - :mod:`models.model.variants.differential` -- differential attention, which the bridge cannot
-  read: the words for its refusal.
+  read: the words for its refusal;
+- :mod:`models.model.variants.mixers` -- layers that are not attention (state-space mixers):
+  which block holds one, and the words for the refusal at load.
 """
 
 from models.model.variants.layers import AttentionKind, LayerVariant, all_plain, layer_variants
