@@ -124,6 +124,9 @@ class HeadAtlas(StrEnum):
     MAP = "headatlas_map"
     SECOND = "headatlas_second"
     SECOND_MAP = "headatlas_second_map"
+    PICTURES = "headatlas_pictures"  # the map's hover pictures (one component per map)
+    SECOND_PICTURES = "headatlas_second_pictures"
+    PICTURES_SENT = "headatlas_pictures_sent"  # map key -> the pictures the browser holds
     URL = "headatlas_url"
     DOWNLOAD_CSV = "headatlas_download_csv"
     DOWNLOAD_ZIP = "headatlas_download_zip"

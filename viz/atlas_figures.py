@@ -11,6 +11,7 @@ subtitle.
 From :data:`WEBGL_FROM` points on, the trace is WebGL (``scattergl``): a 7B model's thousand-odd
 heads, or several models side by side, stay responsive; :func:`shared_ranges` gives two figures
 the same axes so that a head that moved between two models can be read off by position.
+:func:`head_pictures` draws each head's small picture for the map's hover.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from viz.colours import colour_bar
+from viz.thumbnails import data_uri, pooled_pngs
 
 WEBGL_FROM = 500
+PICTURE_PX = 128  # a hover picture's edge (blocks scaled up without smoothing)
 SIZE_RANGE = (6.0, 18.0)  # marker diameters in px, smallest to largest value
 FLAGGED, PLAIN = "diamond", "circle"
 
@@ -176,3 +179,15 @@ def _hover(words: Mapping[str, str], x: str, y: str, colour: str | None, size: s
         lines.append(f"{words[size]} %{{customdata[3]}}")
     lines.append("%{customdata[4]}")
     return "<br>".join(lines) + "<extra></extra>"
+
+
+def head_pictures(pictures: np.ndarray) -> dict[str, str]:
+    """``L.H`` -> PNG data URI of each head's pooled pattern (``layer head pix pix``, NaN where
+    masked), each scaled to its own strongest weight as the explorer's grid draws them; a head
+    with no picture (all NaN: a layer with no softmax pattern) is left out."""
+    n_layers, n_heads, side, _ = pictures.shape
+    flat = np.asarray(pictures, dtype=np.float32).reshape(n_layers * n_heads, side, side)
+    drawn = ~np.isnan(flat).all(axis=(1, 2))
+    pngs = pooled_pngs(flat[drawn], PICTURE_PX) if drawn.any() else []
+    names = [f"{i // n_heads}.{i % n_heads}" for i in np.flatnonzero(drawn)]
+    return {name: data_uri(png) for name, png in zip(names, pngs, strict=True)}

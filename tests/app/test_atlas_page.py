@@ -1,13 +1,15 @@
 """AppTest: the Head atlas page on the bundled model, a few short texts."""
 
 import base64
+import io
 
 import numpy as np
 import plotly.io
+from PIL import Image
 from streamlit.testing.v1 import AppTest
 
 from models.head import Head
-from tests.app.helpers import APP, operator_settings, texts
+from tests.app.helpers import APP, component_data, operator_settings, texts
 from ui.keys import HeadAtlas, Sidebar
 from ui.state.atlas import AtlasView
 
@@ -77,6 +79,23 @@ def test_changing_an_axis_keeps_the_head(bundled):
     assert not at.exception
     view = at.session_state[HeadAtlas.VIEW]
     assert view.x == "activation" and view.head == Head(1, 3)
+
+
+def test_each_points_picture_is_sent_once_with_the_map(bundled):
+    """The map's hover pictures: one per head, each the head's pooled pattern on the longest
+    text (decoded here: its masked cells are the grey the grid uses, above the diagonal), sent
+    with the first drawing and not again when only an axis changes."""
+    at = open_atlas()
+    sent = component_data(at, "atlas_map_pictures")
+    assert sent["chart"] == HeadAtlas.MAP and "tokens), max-pooled" in sent["caption"]
+    assert sorted(sent["pictures"]) == sorted(f"{l}.{h}" for l in range(3) for h in range(4))
+    png = base64.b64decode(sent["pictures"]["0.0"].split(",", 1)[1])
+    pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+    assert pixels.shape == (128, 128, 3)
+    assert tuple(pixels[0, -1]) != tuple(pixels[-1, 0])  # masked corner against a weight
+    at.selectbox(key=HeadAtlas.X).set_value("activation").run()
+    again = component_data(at, "atlas_map_pictures")
+    assert again["pictures"] is None and again["id"] == sent["id"]
 
 
 def test_no_card_until_a_head_is_picked(bundled):

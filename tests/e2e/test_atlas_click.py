@@ -1,8 +1,10 @@
-"""The head atlas in Chromium: a click on a head's point opens its card.
+"""The head atlas in Chromium: resting the pointer on a head's point shows its picture beside
+the pointer, and a click on the point opens its card.
 
 AppTest sets a chart's selection directly, so it cannot see what the browser does with a click:
 Streamlit's chart turns click selection off when the figure's drag mode is lasso or box select,
-and then a click reached nobody."""
+and then a click reached nobody. Nor can it see the hover picture, which the browser draws from
+the chart's own hover events."""
 
 import re
 
@@ -14,6 +16,7 @@ pytestmark = pytest.mark.e2e
 
 POINT = ".scatterlayer .trace .points path.point"
 CARD = re.compile(r"^Head \d+\.\d+$")  # the card's heading, "Head 1.2"
+PICTURE = "#atlas-map-picture"  # the hover picture beside the pointer
 
 
 def test_a_click_on_a_head_opens_its_card(browser):
@@ -31,9 +34,21 @@ def test_a_click_on_a_head_opens_its_card(browser):
         point.scroll_into_view_if_needed()
         box = point.bounding_box()
         assert box is not None
-        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+        picture = page.locator(PICTURE)
+        assert picture.count() == 0 or not picture.is_visible()
+        page.mouse.move(x - 40, y - 40)
+        page.mouse.move(x, y, steps=5)  # rest on the point: its picture follows the pointer
+        picture.wait_for(state="visible", timeout=10_000)
+        head = picture.get_attribute("data-head") or ""
+        assert re.fullmatch(r"\d+\.\d+", head)
+        src = picture.locator("img").get_attribute("src") or ""
+        assert src.startswith("data:image/png;base64,") and f"head {head}:" in picture.inner_text()
+        shown = picture.bounding_box()
+        assert shown is not None and shown["width"] >= 128 and shown["x"] > x  # beside it
+        page.mouse.click(x, y)
         card = page.get_by_role("heading", name=CARD).first
         card.wait_for(timeout=60_000)
         settle(page)
-        assert CARD.match((card.text_content() or "").strip())
+        assert (card.text_content() or "").strip() == f"Head {head}"  # the point pictured
         page.close()

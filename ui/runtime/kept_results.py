@@ -37,7 +37,7 @@ from ui.runtime.store import JobKey
 R = TypeVar("R")
 
 KEEP_AFTER_S = 5.0
-FORMAT = "2"  # bump when a kept type changes shape: old files are then never read
+FORMAT = "3"  # bump when a kept type changes shape: old files are then never read
 TREE = "tree"
 log = logging.getLogger(__name__)
 

@@ -3,6 +3,7 @@ second model beside the first, and the downloads."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import streamlit as st
@@ -49,7 +50,7 @@ from ui.state.circuits import CircuitsState
 from ui.text import md
 from ui.widgets import components, job_view
 from ui.widgets.job_view import Pending
-from viz.atlas_figures import atlas_scatter, shared_ranges
+from viz.atlas_figures import atlas_scatter, head_pictures, shared_ranges
 
 OPTIONAL = (None, *METRIC_NAMES)
 BUDGET_ALL = 10**9  # the ablation reads every token of the atlas's texts
@@ -212,6 +213,31 @@ def scatter(atlas: Atlas, view: AtlasView, key: str, ranges: Any = None) -> None
         selection_mode="points",
         width="stretch",
     )
+    pictures(atlas, key)
+
+
+def pictures(atlas: Atlas, chart: str) -> None:
+    """Each head's picture beside the pointer on the map ``chart``; sent only when the browser
+    does not hold this atlas's pictures yet."""
+    sent = dict(st.session_state.get(HeadAtlas.PICTURES_SENT, {}))
+    digest = hashlib.blake2b(atlas.pictures.tobytes(), digest_size=8).hexdigest()
+    map_id = f"{chart}:{atlas.facts.name}:{digest}"
+    tokens = len(atlas.tokens[atlas.pictured]) if atlas.tokens else 0
+    components.map_pictures(
+        head_pictures(atlas.pictures) if sent.get(chart) != map_id else None,
+        map_id,
+        chart,
+        f"its pattern on text {atlas.pictured + 1} ({tokens} tokens), max-pooled",
+        HeadAtlas.PICTURES if chart == HeadAtlas.MAP else HeadAtlas.SECOND_PICTURES,
+        lambda: _pictures_missing(chart),
+    )
+    keep(HeadAtlas.PICTURES_SENT, {**sent, chart: map_id})
+
+
+def _pictures_missing(chart: str) -> None:
+    """The browser lost a map's pictures (a page drawn afresh): send them on the next run."""
+    sent = dict(st.session_state.get(HeadAtlas.PICTURES_SENT, {}))
+    keep(HeadAtlas.PICTURES_SENT, {**sent, chart: None})
 
 
 def _picked(key: str) -> None:

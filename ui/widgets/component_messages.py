@@ -58,6 +58,7 @@ SENDS: dict[str, dict[str, Check]] = {
     "head_grid": {"clicked": head_id, "missing": flag},
     "token_strip": {"clicked": position, "span": positions("start", "stop")},
     "overview": {"picked": positions("q0", "q1", "k0", "k1")},
+    "map_pictures": {"missing": flag},
     "heatmap": {"clicked": positions("query", "key")},
 }
 

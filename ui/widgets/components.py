@@ -23,6 +23,7 @@ _head_grid = component("atlas_head_grid", "head_grid")
 _token_strip = component("atlas_token_strip", "token_strip")
 _url_sync = component("atlas_url_sync", "url_sync", css=False)
 _overview = component("atlas_overview", "overview")
+_map_pictures = component("atlas_map_pictures", "map_pictures", css=False)
 _mounted: dict[str, str] = {}  # widget key -> the component mounted under it
 
 
@@ -197,3 +198,24 @@ def sync_url(query: dict[str, str], key: str = "atlas_url") -> None:
     puts back the query string the rerun started with, so those writes show one rerun late.
     """
     _url_sync(data={"query": query}, key=key)
+
+
+def map_pictures(
+    pictures: dict[str, str] | None,
+    map_id: str,
+    chart: str,
+    caption: str,
+    key: str,
+    on_missing: Callable[[], None],
+) -> None:
+    """A picture per point of the plotly chart drawn under the key ``chart``, shown beside the
+    pointer while it rests on the point (``customdata[0]`` names the point, ``L.H``), with
+    ``caption`` under it. ``pictures`` (point -> PNG data URI) may be None when the browser
+    holds this map's (``map_id``) already; a component drawn afresh without them calls
+    ``on_missing`` (then reruns), which must make the next run send them."""
+    mounted(key, "map_pictures")
+    _map_pictures(
+        data={"pictures": pictures, "id": map_id, "chart": chart, "caption": caption},
+        key=key,
+        on_missing_change=on_missing,
+    )

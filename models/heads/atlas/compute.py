@@ -37,6 +37,7 @@ from models.heads.atlas.metrics import (
 )
 from models.heads.atlas.passes import first_pass, second_pass
 from models.heads.atlas.peaks import Peaks
+from models.heads.atlas.pictures import PICTURE, picture_text
 from models.heads.cost import forward_peak_bytes
 from models.heads.finding.corpus import Corpus
 from models.heads.finding.corpus_scores import CorpusScores, score_corpus, score_estimate
@@ -91,6 +92,9 @@ class Atlas:
         peaks: where each head peaks on each text (its activation).
         lowrank: the four spaces' principal components and top-loading tokens.
         notes: how things were computed, and what was not.
+        pictures: ``layer head_index pixel pixel`` each head's pattern on text
+            ``pictured`` (the longest), max-pooled (:mod:`models.heads.atlas.pictures`).
+        pictured: which text the pictures show.
     """
 
     facts: ModelFacts
@@ -106,6 +110,8 @@ class Atlas:
     peaks: Peaks
     lowrank: dict[Space, LowRank]
     notes: tuple[str, ...]
+    pictures: np.ndarray
+    pictured: int
 
     @property
     def n_texts(self) -> int:
@@ -231,7 +237,7 @@ def compute_atlas(
     scores = score_corpus(model, corpus.texts, max_tokens, part(progress, at[1], STEPS["corpus"]))
     exact, weight_note = _weights(model, part(progress, at[2], STEPS["weights"]))
     encoded = [tokenize(model, text, max_tokens)[0] for text in corpus.texts]
-    peaks, moments = first_pass(model, encoded, part(progress, at[3], STEPS["first"]))
+    peaks, moments, pictures = first_pass(model, encoded, part(progress, at[3], STEPS["first"]))
     lowrank = _lowrank(model, encoded, moments, part(progress, at[4], STEPS["second"]))
     spreads: dict[MetricName, Spread] = {
         "induction": repeated_spread(rep),
@@ -259,6 +265,8 @@ def compute_atlas(
         peaks=peaks,
         lowrank=lowrank,
         notes=_notes(scores, _repeated_note(seq_len, batch), weight_note, importance, dla),
+        pictures=pictures,
+        pictured=picture_text([int(ids.shape[1]) for ids in encoded]) if encoded else 0,
     )
 
 
@@ -313,7 +321,9 @@ def atlas_estimate(
     flops = sum(2 * facts.forward_flops(n) + 2 * 2 * vectors * n for n in sizes)
     n_max = max(sizes, default=1)
     pass_peak = forward_peak_bytes(facts, facts.d_vocab, n_max) + moments_bytes(facts)
+    pass_peak += 2 * 4 * facts.n_heads * n_max * n_max  # a layer's pictures: a copy, padded
     held = 8 * len(sizes) * facts.n_total_heads * 20  # peaks, kept rows, per-text scores
+    held += 4 * facts.n_total_heads * PICTURE**2
     passes = Cost(
         flops=flops,
         peak_bytes=pass_peak,

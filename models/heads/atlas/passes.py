@@ -1,7 +1,8 @@
 """The atlas's two passes over the corpus, each reading what it needs inside the model's hooks.
 
 Nothing per token outlives its layer: the first pass folds every layer's pattern into the heads'
-peaks (:mod:`models.heads.atlas.peaks`) and its q, k, v and output vectors into running moments
+peaks (:mod:`models.heads.atlas.peaks`) and, on one text, their small pictures
+(:mod:`models.heads.atlas.pictures`), and its q, k, v and output vectors into running moments
 (:mod:`models.heads.atlas.lowrank`); the second, once the principal components are known, folds
 the same vectors into each component's top-loading tokens. Position 0 is left out of both.
 """
@@ -10,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import torch
 from jaxtyping import Float
 
 from models.heads.atlas.lowrank import SPACES, Components, Moments, Space, TopLoadings
 from models.heads.atlas.peaks import Peaks
+from models.heads.atlas.pictures import picture_text, pooled
 from models.model.forward import k_hook, pattern_hook, q_hook, run_with_hooks, v_hook, z_hook
 from models.model.handle import ModelHandle
 from models.model.weights import output_projection
@@ -93,9 +96,9 @@ def _each_text(
 
 def first_pass(
     model: ModelHandle, encoded: Sequence[TokenIds], progress: Progress
-) -> tuple[Peaks, dict[Space, list[Moments]]]:
-    """Every head's peak on every text, and the moments of its four spaces (one list entry
-    per layer)."""
+) -> tuple[Peaks, dict[Space, list[Moments]], Float[np.ndarray, "layer head_index pix pix"]]:
+    """Every head's peak on every text, the moments of its four spaces (one list entry per
+    layer), and every head's picture on the longest text (:mod:`models.heads.atlas.pictures`)."""
     facts = model.facts
     peaks = Peaks.empty(len(encoded), facts.n_layers, facts.n_heads)
     moments = {
@@ -103,11 +106,15 @@ def first_pass(
         for space in SPACES
     }
     vectors = _vector_hooks(model, lambda space, layer, x: moments[space][layer].add(x))
+    pictured = picture_text([int(ids.shape[1]) for ids in encoded]) if encoded else -1
+    pictures: list[np.ndarray | None] = [None] * facts.n_layers
 
     def hooks_of(text: int) -> list[tuple[str, ReadHook]]:
         def peak_hook(layer: int) -> ReadHook:
             def hook(pattern: torch.Tensor, hook: object = None) -> None:
                 peaks.record(text, layer, pattern[0].detach().cpu())
+                if text == pictured:
+                    pictures[layer] = pooled(pattern[0], facts.causal)
 
             return hook
 
@@ -115,7 +122,20 @@ def first_pass(
         return patterns + vectors
 
     _each_text(model, encoded, hooks_of, progress, "peaks and moments")
-    return peaks, moments
+    return peaks, moments, _stacked(pictures, facts.n_heads)
+
+
+def _stacked(
+    pictures: Sequence[np.ndarray | None], n_heads: int
+) -> Float[np.ndarray, "layer head_index pix pix"]:
+    """The layers' pictures as one array; a layer that drew none (no softmax pattern, or no
+    text long enough) is NaN."""
+    side = max((p.shape[-1] for p in pictures if p is not None), default=1)
+    out = np.full((len(pictures), n_heads, side, side), np.nan, dtype=np.float32)
+    for layer, found in enumerate(pictures):
+        if found is not None and found.shape[-1] == side:
+            out[layer] = found
+    return out
 
 
 def second_pass(

@@ -12,6 +12,7 @@ from models.head import Head
 from models.heads.atlas.card import head_card
 from models.heads.atlas.compute import atlas_estimate, compute_atlas, moments_bytes, with_dla
 from models.heads.atlas.metrics import METRIC_NAMES
+from models.heads.atlas.pictures import PICTURE, pooled
 from models.heads.finding.corpus import Corpus
 from models.heads.finding.corpus_scores import score_corpus
 from models.heads.finding.induction import measure_repeated
@@ -197,3 +198,41 @@ def test_a_measure_joining_later_replaces_its_not_measured_note(atlas):
         "direct logit attribution on IOI"
     ]
     assert len(again.notes) == len(atlas.notes)
+
+
+def block_max(pattern: np.ndarray, side: int, causal: bool) -> np.ndarray:
+    """Max over each block of a ``... q k`` pattern by loops (NaN where no key is visible)."""
+    n = pattern.shape[-1]
+    block = -(-n // side)
+    pixels = -(-n // block)
+    out = np.full((*pattern.shape[:-2], pixels, pixels), np.nan)
+    for i in range(pixels):
+        for j in range(pixels):
+            q = np.arange(i * block, min((i + 1) * block, n))[:, None]
+            k = np.arange(j * block, min((j + 1) * block, n))[None, :]
+            seen = (k <= q) if causal else np.ones((q.size, k.size), dtype=bool)
+            if seen.any():
+                cell = pattern[..., q, k]
+                out[..., i, j] = np.where(seen, cell, -np.inf).max(axis=(-2, -1))
+    return out
+
+
+def test_each_heads_picture_is_its_pattern_on_the_longest_text(bundled, atlas):
+    """The map's pictures: every head's captured pattern on the longest text, masked where a
+    query cannot see, max-pooled to at most 32 pixels."""
+    longest = int(np.argmax([len(t) for t in atlas.tokens]))
+    assert atlas.pictured == longest
+    pattern = capture(bundled, TEXTS[longest]).patterns.astype(np.float64)
+    want = block_max(pattern, PICTURE, causal=True)
+    assert atlas.pictures.shape == want.shape == (*pattern.shape[:2], *want.shape[-2:])
+    np.testing.assert_allclose(atlas.pictures, want, atol=1e-6)  # NaN where NaN
+
+
+@pytest.mark.parametrize(("n", "causal"), [(70, True), (100, False), (32, True)])
+def test_a_picture_pools_blocks_of_the_pattern(n, causal):
+    rng = np.random.default_rng(n)
+    weights = rng.random((3, n, n))
+    got = pooled(torch.from_numpy(weights), causal)
+    want = block_max(weights.astype(np.float32).astype(np.float64), PICTURE, causal)
+    assert got.shape == want.shape and got.shape[-1] <= PICTURE
+    np.testing.assert_allclose(got, want, atol=1e-7)
