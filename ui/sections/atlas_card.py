@@ -11,7 +11,7 @@ from models.heads.atlas.card import HeadCard, MetricLine, SpaceView, head_card
 from models.heads.atlas.compute import Atlas
 from models.heads.atlas.lowrank import SPACES
 from ui import session
-from ui.text import md
+from ui.text import code, md
 
 SPACE_WORDS = {
     "query": "Queries (what a token asks for)",
@@ -85,7 +85,7 @@ def space(view: SpaceView) -> None:
         st.caption(f"Shared key/value head {view.owner} (its query heads share these vectors).")
     for comp in view.components:
         ends = [
-            " ".join(f"`{md(load.token.strip() or '␣')}`" for load in loads)
+            " ".join(code(load.token.strip() or "␣") for load in loads)
             for loads in (comp.positive, comp.negative)
         ]
         st.markdown(

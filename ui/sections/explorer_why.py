@@ -33,7 +33,7 @@ from ui.sections.explorer_detail import Shown
 from ui.sections.explorer_session import current_view, save, update
 from ui.state import explorer as state
 from ui.state.explorer import ExplorerView
-from ui.text import md
+from ui.text import code, md
 from ui.widgets import components, job_view
 from ui.widgets.component_messages import positions
 from viz import why_figures
@@ -121,7 +121,7 @@ def on_ask(head: Head) -> None:
 def ask(view: ExplorerView, run: AttentionRun, cell: Cell) -> None:
     """The key input and the *Why here?* button."""
     c = st.columns([2, 2, 1])
-    c[0].markdown(f"**Query** {cell.query} `{md(run.tokens[cell.query])}` (chosen above)")
+    c[0].markdown(f"**Query** {cell.query} {code(run.tokens[cell.query])} (chosen above)")
     c[1].number_input(
         "Key position",
         min_value=0,
