@@ -74,3 +74,5 @@ def test_the_strip_shows_where_a_late_query_attends(page, mount):
     assert visible_in(page, ".toks", token(query))
     page.evaluate(SHADOW + ".querySelector('.toknav button[data-go=focus]').click()")
     assert visible_in(page, ".toks", token(far))
+    label = page.evaluate(SHADOW + ".querySelector('.toknav button[data-go=focus]').textContent")
+    assert label == f"Go to the strongest weight after the first token ({far})"  # 0 is larger

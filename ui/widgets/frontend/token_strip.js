@@ -157,7 +157,7 @@ export default function(component) {
   nav.style.display = focus && chosen && focus !== chosen ? '' : 'none';
   if (focus && chosen) {
     goSel.textContent = `Go to the selected token (${chosen.dataset.pos})`;
-    goFocus.textContent = `Go to the strongest weight (${at})`;
+    goFocus.textContent = `Go to the strongest weight after the first token (${at})`;
     goSel.onclick = () => reveal(chosen);
     goFocus.onclick = () => reveal(focus);
   }
