@@ -38,7 +38,8 @@ def step_series_figure(
 
     Args:
         sink: ``step layer head_index`` attention on position 0.
-        prompt_share: ``step layer head_index`` attention on the prompt.
+        prompt_share: ``step layer head_index`` attention on the prompt, position 0 included
+            (so the sink's series is part of it, and the prompt's and output's add up to 1).
         labels: the generated token of each step (hover).
         head: also draw this ``(layer, head)`` dotted.
         title: figure title (escaped here).
@@ -50,7 +51,7 @@ def step_series_figure(
     rest = 1.0 - prompt_share
     series = {
         "sink": ("attention on position 0 (sink)", sink),
-        "prompt": ("share on the prompt", prompt_share),
+        "prompt": ("share on the prompt (position 0 included)", prompt_share),
         "output": (
             "share on the model's own output",
             rest if learned_sink is None else rest - learned_sink,

@@ -18,9 +18,11 @@ def test_step_series_plots_means_and_the_output_share():
     fig = step_series_figure(sink, prompt, ["<b>", "x"], head=(0, 1))
     means = {trace.name: list(trace.y) for trace in fig.data}
     assert np.allclose(means["attention on position 0 (sink), mean of all heads"], [0.3, 0.2])
-    assert np.allclose(means["share on the prompt, mean of all heads"], [0.8, 0.6])
+    assert np.allclose(
+        means["share on the prompt (position 0 included), mean of all heads"], [0.8, 0.6]
+    )
     assert np.allclose(means["share on the model's own output, mean of all heads"], [0.2, 0.4])
-    assert np.allclose(means["share on the prompt, head 0.1"], [0.6, 0.7])
+    assert np.allclose(means["share on the prompt (position 0 included), head 0.1"], [0.6, 0.7])
     assert list(fig.data[0].text) == ["&lt;b&gt;", "x"]
 
 

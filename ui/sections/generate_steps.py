@@ -173,7 +173,8 @@ def step_detail(gen: Generation, step: int, head: Head) -> None:
     st.html(legend_html(row))
     sink, share = float(row[0]), float(row[: gen.n_prompt].sum())
     st.caption(
-        f"Head {head}: {sink:.1%} on position 0, {share:.1%} on the prompt, "
+        f"Head {head}: {sink:.1%} on position 0, {share:.1%} on the prompt (position 0 "
+        "included), "
         f"{1 - share:.1%} on its own output."
     )
 
@@ -200,7 +201,7 @@ def over_the_steps(gen: Generation, step: int, head: Head) -> None:
     mean = float(gen.sink.mean())
     st.caption(
         f"Sink mass: {mean:.1%} of all attention, over every head and step, lands on "
-        f"position 0 (“{md(gen.tokens[0])}”); on the prompt: "
+        f"position 0 (“{md(gen.tokens[0])}”); on the prompt, position 0 included: "
         f"{float(gen.prompt_share.mean()):.1%}"
         + (
             f"; on the heads' learned sinks, which are no token: "
