@@ -139,3 +139,10 @@ def test_empty_prompt_gives_a_message_not_a_traceback():
     at = open_with_state("minilm", prompt="   ", corpus="prompt")
     assert not at.exception
     assert "prompt is empty" in texts(at)
+
+
+def test_pruning_says_what_its_switch_does_while_it_is_off(bundled):
+    at = open_with_state("bundled", texts=4, ablate=False)
+    assert not at.exception and not at.toggle(key=Heads.ABLATE).value
+    assert "Turn it on to rank every head by its importance" in texts(at)
+    assert not any(c.value.startswith("next-token cross-entropy") for c in at.caption)

@@ -159,6 +159,10 @@ def measure(model: ModelHandle, corpus: Corpus, cap: int) -> Measured | None:
         key=Heads.ABLATE,
         on_change=_importance_changed,
     ):
+        st.caption(
+            "Turn it on to rank every head by its importance, draw the pruning curve and "
+            "build a pruned checkpoint."
+        )
         return None
     work = "Ranking every head" if ranking in ("gradient", "first_order") else "Ablating every head"
     found = job_view.run_job(
