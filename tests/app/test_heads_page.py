@@ -1,5 +1,6 @@
 """AppTest: the head finder page over a corpus, on the shipped models."""
 
+import re
 from urllib.parse import parse_qs, urlparse
 
 import numpy as np
@@ -106,6 +107,13 @@ def test_build_and_download_a_pruned_checkpoint(bundled, tmp_path, monkeypatch):
     monkeypatch.setenv("ATLAS_CACHE", str(tmp_path))
     at = open_with_state("bundled", texts=4, budget=256, prune_k=2)
     assert not at.exception
+    label = at.button(key=Heads.EXPORT).label
+    size = float(
+        re.search(r"float32: about ([\d,]+) MB, and as much again for its zip", label)[1].replace(
+            ",", ""
+        )
+    )
+    assert abs(size - 4 * bundled.facts.n_params / 1024**2) <= 2  # the checkpoint's float32
     at.button(key=Heads.EXPORT).click().run()
     assert not at.exception
     said = texts(at)

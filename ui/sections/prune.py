@@ -335,7 +335,7 @@ def export(model: ModelHandle, measured: Measured, order: list[Head]) -> None:
     estimate, disk = export_estimate(model, measured.tasks, dtype)
     st.button(
         f"Build the pruned checkpoint ({len(heads)} head{'s' if len(heads) != 1 else ''},"
-        f" {dtype}, about {disk / 1024**2:,.0f} MB on disk)",
+        f" {dtype}: about {disk / 2 / 1024**2:,.0f} MB, and as much again for its zip)",
         key=Heads.EXPORT,
         on_click=keep,
         args=(Heads.EXPORT_REQUEST, key),
