@@ -70,7 +70,14 @@ class Cost:
         return Cost(self.flops * n, self.peak_bytes, self.overhead_s * n, self.device)
 
     def describe(self, flops_per_s: float | None = None) -> str:
-        """``about 2 s, at most 40 MB`` in words."""
+        """``about 2 s, at most 40 MB`` in words (whole seconds, as the start buttons say them:
+        ``under 1 s`` below one)."""
         seconds = self.seconds(flops_per_s)
-        when = f"about {seconds:.3g} s" if seconds < 90 else f"about {seconds / 60:.0f} min"
+        when = (
+            "under 1 s"
+            if seconds < 1
+            else f"about {seconds:.0f} s"
+            if seconds < 90
+            else f"about {seconds / 60:.0f} min"
+        )
         return f"{when}, at most {self.peak_bytes / 2**20:,.0f} MB"

@@ -11,6 +11,7 @@ from models.circuits.cost import (
     path_cost,
     weights_cost,
 )
+from models.cost import Cost
 
 
 def test_atp_passes(bundled):
@@ -23,7 +24,20 @@ def test_atp_passes(bundled):
     assert dropped.seconds > plain.seconds and dropped.peak_bytes > plain.peak_bytes
     assert atp_cost(bundled, 96).peak_bytes > atp_cost(bundled, 24).peak_bytes
     assert "2 forward + 1 backward passes" in plain.describe()
-    assert forward_cost(bundled, 24).describe().startswith("1 forward pass, about")
+    assert forward_cost(bundled, 24).describe().startswith("1 forward pass, under 1 s")
+
+
+@pytest.mark.parametrize(
+    ("flops", "said"),
+    [
+        (0.0623e12, "under 1 s"),
+        (2.4e12, "about 2 s"),
+        (89e12, "about 89 s"),
+        (600e12, "about 10 min"),
+    ],
+)
+def test_a_cost_is_said_in_whole_seconds_as_the_buttons_say_it(flops, said):
+    assert Cost(flops=flops, peak_bytes=3 * 2**20).describe(1e12) == f"{said}, at most 3 MB"
 
 
 def test_patching_and_path_passes(bundled, smollm2):
