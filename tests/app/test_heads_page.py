@@ -1,5 +1,6 @@
 """AppTest: the head finder page over a corpus, on the shipped models."""
 
+import json
 import re
 from urllib.parse import parse_qs, urlparse
 
@@ -154,3 +155,15 @@ def test_pruning_says_what_its_switch_does_while_it_is_off(bundled):
     assert not at.exception and not at.toggle(key=Heads.ABLATE).value
     assert "Turn it on to rank every head by its importance" in texts(at)
     assert not any(c.value.startswith("next-token cross-entropy") for c in at.caption)
+
+
+def test_the_examples_table_fits_the_page_at_1280_px(bundled):
+    """Every column of "Where a head fires" has its width set, and together they fit the 818 px
+    the main column has at 1,280 px with the sidebar open (measured in Chromium), borders
+    included, so no token or context is cut and nothing scrolls sideways."""
+    at = open_with_state("bundled", texts=4)
+    columns = json.loads(at.dataframe[-1].proto.columns)
+    columns.pop("_index")  # hidden
+    assert list(columns) == ["weight", "text", "query", "key", "context", "open"]
+    widths = [c["width"] for c in columns.values()]
+    assert all(isinstance(w, int) for w in widths) and sum(widths) + 2 * len(widths) <= 818

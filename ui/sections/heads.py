@@ -314,10 +314,10 @@ def show_table(table: pd.DataFrame, has_importance: bool) -> None:
 
 # The examples table's columns in pixels: at 1,280 px the "large" preset cut the context, and
 # "medium" for the query and key pushed it out of view.
-WIDTHS = {"query": 110, "key": 80, "context": 430}
+WIDTHS = {"open": 70, "weight": 64, "text": 44, "query": 110, "key": 104, "context": 400}
 
 
-def context(tokens: tuple[str, ...], query: int, key: int, width: int = 8) -> str:
+def context(tokens: tuple[str, ...], query: int, key: int, width: int = 6) -> str:
     """Tokens before the query, the key in [brackets] and the query in «guillemets»; a key far
     back is shown with its neighbours, then ``…``, then the tokens before the query."""
     if query < 0:
@@ -402,12 +402,17 @@ def top_examples(corpus: Corpus, scores: CorpusScores) -> None:
                 k: st.column_config.Column(k.capitalize(), help=v, width=WIDTHS.get(k, "small"))
                 for k, v in help_.items()
             },
-            "weight": st.column_config.NumberColumn("Weight", help=help_["weight"], format="%.3f"),
+            "weight": st.column_config.NumberColumn(
+                "Weight", help=help_["weight"], format="%.3f", width=WIDTHS["weight"]
+            ),
             "context": st.column_config.Column(
                 "Context", help=help_["context"], width=WIDTHS["context"]
             ),
             "open": st.column_config.LinkColumn(
-                "Explorer", display_text="open ↗", help="This text in the explorer, at this head"
+                "Explorer",
+                display_text="open ↗",
+                help="This text in the explorer, at this head",
+                width=WIDTHS["open"],
             ),
         },
     )
