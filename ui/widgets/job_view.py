@@ -261,8 +261,9 @@ def run_job(
 
 
 def _result(job: Job[R], label: str, wait_s: float) -> R:
-    """The job's result within ``wait_s`` seconds; light work, slowed by a busy server, gets up to
-    :data:`LIGHT_WAIT_S` more under a spinner, so the page still draws in one run (streaming
+    """The job's result within ``wait_s`` seconds; light work (under ``jobs.LIGHT_S`` expected)
+    that runs past it gets up to :data:`LIGHT_WAIT_S` more under a spinner that names it, so
+    the page still draws in one run (streaming
     work shows its panel instead: what it has so far beats a spinner).
 
     Raises:
@@ -274,7 +275,7 @@ def _result(job: Job[R], label: str, wait_s: float) -> R:
     except FutureTimeout:
         if not job.light or job.partial is not None:
             raise
-    with st.spinner(f"{md(label)} (the server is busy)…"):
+    with st.spinner(f"{md(label)}…"):  # light work a little over the wait: not a busy server
         return job.future.result(timeout=LIGHT_WAIT_S)
 
 
