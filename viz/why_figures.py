@@ -27,6 +27,7 @@ DIVERGING = SIGNED
 OTHER = "other"
 TOP = 12
 MARGIN = {"l": 10, "r": 10, "t": 50, "b": 10}
+TOP_AXIS_MARGIN = 100  # px above a plot whose x axis is on top: title, axis name, tick labels
 
 
 def _order(totals: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
@@ -93,12 +94,18 @@ def pairs_matrix(cell: WhySplit, top: int = TOP) -> go.Figure:
             hovertemplate="%{customdata}<br>%{z:.4f}<extra></extra>",
         )
     )
-    fig.update_layout(
-        title=_cell_title(cell, "Pairs"),
-        height=160 + 28 * len(rows),
+    fig.update_layout(  # the key axis sits on top: the title goes above its labels and name
+        title={
+            "text": _cell_title(cell, "Pairs"),
+            "y": 1.0,
+            "yref": "container",
+            "yanchor": "top",
+            "pad": {"t": 8},
+        },
+        height=210 + 28 * len(rows),
         xaxis={"title": "key-side part", "type": "category", "side": "top"},
         yaxis={"title": "query-side part", "type": "category", "autorange": "reversed"},
-        margin=MARGIN,
+        margin={**MARGIN, "t": TOP_AXIS_MARGIN},
     )
     return fig
 

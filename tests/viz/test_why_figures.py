@@ -93,3 +93,11 @@ def test_effect_bars_leave_a_gap_where_free_was_not_computed():
     frozen, free = effect_bars(effects).data
     assert list(frozen.y) == [2.0, -1.0]
     assert free.y[0] == 1.5 and np.isnan(free.y[1])
+
+
+def test_the_pairs_title_sits_above_the_key_axis_on_top():
+    """The key axis is drawn on top of the pairs matrix: its labels and name take the top
+    margin's lower part, so the title is pinned to the figure's top edge with room below."""
+    layout = why_view(cell(), None).pairs.layout
+    assert layout.xaxis.side == "top" and layout.margin.t >= 90
+    assert (layout.title.yref, layout.title.y, layout.title.yanchor) == ("container", 1.0, "top")
