@@ -40,6 +40,17 @@ SCALE_TICKS = (0.0001, 0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0)
 TICK_GAP = 0.05  # least distance between two colour-bar labels, as a share of the bar
 
 
+def position_ticks(
+    text: Sequence[str], positions: Sequence[int] | None = None, count: int = 5
+) -> dict[str, list[str]]:
+    """Ticks at ``count`` evenly spaced entries of a category axis whose categories are
+    ``text``, each written as its position (``positions[i]``, by default ``i``): the full
+    ``(i) token`` labels of a long prompt would overlap."""
+    at = np.unique(np.linspace(0, len(text) - 1, count).round().astype(int))
+    where = range(len(text)) if positions is None else positions
+    return {"tickvals": [text[i] for i in at], "ticktext": [str(where[i]) for i in at]}
+
+
 def masked(
     pattern: np.ndarray,
     causal: bool,

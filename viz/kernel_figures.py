@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from viz.colours import SIGNED, colour_bar
-from viz.heatmap import COLORSCALE, masked, safe_labels, score_grid
+from viz.heatmap import COLORSCALE, masked, position_ticks, safe_labels, score_grid
 
 PANEL_PX = 300  # each panel's height; its width follows (square cells)
 
@@ -21,7 +21,7 @@ PANEL_PX = 300  # each panel's height; its width follows (square cells)
 def short_bar(title: str, **options: object) -> dict:
     """A narrow colour bar for a panel of three, its short title written across on top (a
     one-letter title read sideways turns into a glyph: "Δ" looked like "◁")."""
-    bar = colour_bar(title, len=0.9, thickness=12, **options)
+    bar = colour_bar(title, **{"len": 0.9, "thickness": 12, **options})
     bar["title"] = {"text": title, "side": "top"}
     return bar
 
@@ -82,11 +82,10 @@ def pattern_comparison(
     fig = make_subplots(
         rows=1,
         cols=3,
-        horizontal_spacing=0.16,  # room for the weight bar between panels 2 and 3, any width
+        horizontal_spacing=0.04,  # both colour bars stack at the right: the panels take the rest
         subplot_titles=("model (hook_pattern)", "kernel (rebuilt from LSE)", "kernel − model"),
     )
     hover = "query %{y}<br>key %{x}<br>"
-    bar_x = fig.layout.xaxis2.domain[1] + 0.01  # the weight bar sits between panels 2 and 3
     for col, z in ((1, model_pattern), (2, kernel_pattern)):
         fig.add_trace(
             go.Heatmap(
@@ -98,7 +97,7 @@ def pattern_comparison(
                 zmax=1.0,
                 hovertemplate=hover + "weight %{z:.6f}<extra></extra>",
                 hoverongaps=False,
-                colorbar=short_bar("weight", x=bar_x),
+                colorbar=short_bar("weight", x=1.02, y=0.78, len=0.44),
                 showscale=col == 2,
             ),
             1,
@@ -115,15 +114,18 @@ def pattern_comparison(
             zmax=span,
             hovertemplate=hover + "difference %{z:.3e}<extra></extra>",
             hoverongaps=False,
-            colorbar=short_bar("Δ", tickformat=".1e", x=1.01),
+            colorbar=short_bar("Δ", tickformat=".1e", x=1.02, y=0.2, len=0.4),
         ),
         1,
         3,
     )
     n = len(labels)
-    fig.update_xaxes(type="category", tickangle=-60, side="bottom", showticklabels=n <= 60)
+    # Up to 60 positions every label shows; past that, five positions by number, so a long
+    # prompt's panels still say where the rows and keys are.
+    ticks = {} if n <= 60 else position_ticks(text)
+    fig.update_xaxes(type="category", tickangle=-60 if n <= 60 else 0, side="bottom", **ticks)
     fig.update_yaxes(type="category", autorange="reversed", showticklabels=False)
-    fig.update_yaxes(showticklabels=n <= 60, row=1, col=1)
+    fig.update_yaxes(showticklabels=True, row=1, col=1, **ticks)
     for col in (1, 2, 3):  # square cells: three square panels side by side, not tall strips
         suffix = "" if col == 1 else str(col)
         fig.update_yaxes(scaleanchor=f"x{suffix}", constrain="domain", row=1, col=col)

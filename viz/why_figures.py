@@ -22,6 +22,7 @@ from models.circuits.why_bands import BandSplit
 from models.circuits.why_effects import PartEffect
 from models.circuits.why_rows import PairMap
 from viz.colours import NEGATIVE, POSITIVE, SIGNED, colour_bar
+from viz.heatmap import position_ticks
 
 DIVERGING = SIGNED
 OTHER = "other"
@@ -195,15 +196,22 @@ def effect_bars(effects: Sequence[PartEffect]) -> go.Figure:
     return fig
 
 
-def pair_map_figure(mapped: PairMap, tokens: Sequence[str]) -> go.Figure:
-    """One pair's share of every logit of the head, on the pattern's own axes."""
-    labels = [html.escape(f"({i}) {tok}", quote=True) for i, tok in enumerate(tokens)]
+def pair_map_figure(mapped: PairMap, tokens: Sequence[str], rows: range, cols: range) -> go.Figure:
+    """One pair's share of the head's logits over a window of the pattern: ``mapped.values``
+    holds queries ``rows`` by keys ``cols``, each axis labelled ``(i) token`` at its own
+    positions (past 64 of them, five ticks by position number)."""
+
+    def axis(positions: range) -> tuple[list[str], dict[str, list[str]]]:
+        names = [html.escape(f"({i}) {tokens[i]}", quote=True) for i in positions]
+        return names, {} if len(names) <= 64 else position_ticks(names, positions)
+
+    (y, y_ticks), (x, x_ticks) = axis(rows), axis(cols)
     span = _scale(mapped.values)
     fig = go.Figure(
         go.Heatmap(
             z=mapped.values,
-            x=labels,
-            y=labels,
+            x=x,
+            y=y,
             colorscale=DIVERGING,
             zmin=-span,
             zmax=span,
@@ -218,11 +226,10 @@ def pair_map_figure(mapped: PairMap, tokens: Sequence[str]) -> go.Figure:
             f"the query, head {mapped.head}"
         ),
         height=560,
-        xaxis={"title": "key", "type": "category", "showticklabels": len(labels) <= 64},
-        yaxis={"title": "query", "type": "category", "autorange": "reversed",
-               "showticklabels": len(labels) <= 64},
+        xaxis={"title": "key", "type": "category", **x_ticks},
+        yaxis={"title": "query", "type": "category", "autorange": "reversed", **y_ticks},
         margin=MARGIN,
-    )  # fmt: skip
+    )
     return fig
 
 

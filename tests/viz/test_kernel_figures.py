@@ -38,14 +38,27 @@ def test_error_grid_uses_scientific_hover_and_zero_floor():
     assert error_grid(np.zeros((1, 2)), title="zeros").data[0].zmax > 0
 
 
-def test_the_weight_bar_has_room_between_the_panels_and_titles_read_across():
-    """The weight bar between panels 2 and 3 needs its bar, ticks and title (about 60 px): at
-    least 0.14 of a plot 1,000 px wide is free there, whatever the column's width leaves; the
-    bars' titles are written across on top, so "Δ" is not turned into a glyph."""
+def test_the_colour_bars_stack_at_the_right_and_the_panels_take_the_rest():
+    """Both colour bars sit right of the third panel, one above the other (neither over a
+    panel), so the three square panels share almost the whole width; the bars' titles are
+    written across on top, so "Δ" is not turned into a glyph."""
     p = np.tril(np.full((4, 4), 0.25))
     fig = pattern_comparison(p, p, [str(i) for i in range(4)], causal=True, title="t")
-    gap = fig.layout.xaxis3.domain[0] - fig.layout.xaxis2.domain[1]
-    assert gap >= 0.14
+    widths = [fig.layout[f"xaxis{s}"].domain for s in ("", "2", "3")]
+    assert all(hi - lo >= 0.29 for lo, hi in widths)
     bars = [trace.colorbar for trace in fig.data if trace.showscale is not False]
+    assert all(bar.x > widths[2][1] for bar in bars)
+    (top, bottom) = sorted(bars, key=lambda bar: -bar.y)
+    assert top.y - top.len / 2 > bottom.y + bottom.len / 2  # no overlap
     assert [bar.title.side for bar in bars] == ["top", "top"]
     assert {bar.title.text for bar in bars} == {"weight", "Δ"}
+
+
+def test_a_long_prompts_panels_number_five_positions():
+    n = 512
+    p = np.tril(np.full((n, n), 1.0 / n))
+    labels = [f"({i}) t{i}" for i in range(n)]
+    fig = pattern_comparison(p, p, labels, causal=True, title="t")
+    assert list(fig.layout.xaxis.ticktext) == ["0", "128", "256", "383", "511"]
+    assert list(fig.layout.xaxis.tickvals) == [labels[i] for i in (0, 128, 256, 383, 511)]
+    assert list(fig.layout.yaxis.ticktext) == list(fig.layout.xaxis.ticktext)

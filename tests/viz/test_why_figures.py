@@ -9,8 +9,9 @@ import pytest
 from models.circuits.why import WhySplit
 from models.circuits.why_bands import BandSplit
 from models.circuits.why_effects import PartEffect
+from models.circuits.why_rows import PairMap
 from models.head import Head
-from viz.why_figures import OTHER, band_bars, effect_bars, pooled, why_view
+from viz.why_figures import OTHER, band_bars, effect_bars, pair_map_figure, pooled, why_view
 
 PAIRS = np.array(
     [
@@ -101,3 +102,22 @@ def test_the_pairs_title_sits_above_the_key_axis_on_top():
     layout = why_view(cell(), None).pairs.layout
     assert layout.xaxis.side == "top" and layout.margin.t >= 90
     assert (layout.title.yref, layout.title.y, layout.title.yanchor) == ("container", 1.0, "top")
+
+
+def test_the_pair_map_labels_each_axis_with_its_own_positions():
+    """A window of a long prompt: queries 1,940-2,000 against keys 1,900-2,000. Each axis holds
+    its own ``(i) token`` categories (the key axis is not the query axis), and past 64 of them
+    five ticks give the positions by number."""
+    tokens = [f"t{i}" for i in range(2001)]
+    rows, cols = range(1940, 2001), range(1900, 2001)
+    values = np.arange(len(rows) * len(cols), dtype=float).reshape(len(rows), len(cols))
+    mapped = PairMap(Head(3, 6), "1.2", "embed", values, values.mean(axis=1))
+    fig = pair_map_figure(mapped, tokens, rows, cols)
+    heat = fig.data[0]
+    assert list(heat.y) == [f"({i}) t{i}" for i in rows]
+    assert list(heat.x) == [f"({i}) t{i}" for i in cols]
+    assert fig.layout.yaxis.tickvals is None  # 61 rows: every label shown
+    assert list(fig.layout.xaxis.ticktext) == ["1900", "1925", "1950", "1975", "2000"]
+    assert list(fig.layout.xaxis.tickvals) == [
+        f"({i}) t{i}" for i in (1900, 1925, 1950, 1975, 2000)
+    ]

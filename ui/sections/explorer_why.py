@@ -252,10 +252,7 @@ def map_section(kept: KeptHead, cell: WhySplit, rows: range, cols: range) -> Non
         values=mapped.values[r.start : r.stop, c.start : c.stop],
         per_query=mapped.per_query[r.start : r.stop],
     )
-    labels = list(kept.tokens)
-    figure = why_figures.pair_map_figure(window, labels[r.start : r.stop])
-    figure.update_xaxes(ticktext=[f"({i}) {labels[i]}" for i in c], tickvals=list(range(len(c))))
-    st.plotly_chart(figure, width="stretch")
+    st.plotly_chart(why_figures.pair_map_figure(window, kept.tokens, r, c), width="stretch")
 
 
 def why_panel(
