@@ -45,7 +45,9 @@ DIVERGENCE_RULE = (
     "the two have in common. Rows are compared on the aligned keys: an aligned key keeps its "
     "weight, and the weights on all unaligned keys are added into one 'unaligned' bin, so both "
     "rows still sum to 1. Unaligned queries are not compared. In a causal model the rows before "
-    "the first difference see the same tokens in A and B: they are the same rows and count 0. "
+    "the first difference see the same tokens in A and B: they are the same rows and count 0."
+)
+LINEAR_RULE = (
     "A linear-attention layer has no attention rows (its mixing matrix is signed): its heads "
     "are not compared."
 )
@@ -262,7 +264,8 @@ def head_divergence(
     words_b: Words | None = None,
     progress: Progress = quiet,
 ) -> Comparison:
-    """Every head's divergence between two runs of the same model (see :data:`DIVERGENCE_RULE`).
+    """Every head's divergence between two runs of the same model (see :data:`DIVERGENCE_RULE`
+    and, for a model with linear-attention layers, :data:`LINEAR_RULE`).
 
     The prompts are aligned here (the alignment is part of the result). Runs that keep q, k and
     LSE are compared by :func:`models.capture.compare_fused.fused_divergence`, at matrix-product

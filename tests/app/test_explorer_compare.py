@@ -68,6 +68,7 @@ def test_the_divergence_table_is_head_divergence_of_the_two_runs(bundled):
         assert value == pytest.approx(want.divergence[layer, head], abs=1e-9)
     said = texts(at)
     assert "Equal lengths (17 tokens)" in said and "Jensen–Shannon" in said
+    assert "linear-attention" not in said  # GPT-2 has none: the rule does not mention them
     assert list(shown.values()) == sorted(shown.values(), reverse=True)  # ranked
 
 

@@ -298,6 +298,7 @@ def test_compare_mode_leaves_a_linear_layer_out_and_says_so(allowed):
     assert [c["id"] for c in cells if "none" in c] == [f"0.{h}" for h in range(n_heads)]
     assert all(float(c["title"].split()[-2]) >= 0 for c in cells if "none" not in c)
     assert any("Layer 0 is linear attention" in i.value for i in at.info)
+    assert "its heads are not compared" in texts(at)
     ranked = at.dataframe[0].value
     assert not ranked.empty and set(ranked["L.H"].str.split(".").str[0]) == {"1"}
 

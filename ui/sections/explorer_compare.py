@@ -21,6 +21,7 @@ from plotly.colors import sample_colorscale
 from models.capture.alignment import Alignment, check_cost
 from models.capture.compare import (
     DIVERGENCE_RULE,
+    LINEAR_RULE,
     Comparison,
     alignment_pairs,
     divergence_csv,
@@ -315,7 +316,8 @@ def overview(
     with right:
         st.subheader("Ranked")
         table(view, comparison, run_key, key)
-    st.caption(md(DIVERGENCE_RULE))
+    linear = bool(np.isnan(comparison.divergence).all(axis=1).any())  # a layer left out
+    st.caption(md(DIVERGENCE_RULE + (" " + LINEAR_RULE if linear else "")))
 
 
 def prepare(
