@@ -15,11 +15,16 @@ one process and one after the other:
   of the divergence step alone against its estimate (sampled every 5 ms after ``malloc_trim``).
 
 Once, after the repeats: the same comparison in word space (``words_compare_s``, the word splits
-included). The process keeps freed blocks as the app's server does
-(:mod:`models.model.allocator`). The machine's CPU, its kind and its matmul rates are measured
-first (:mod:`benchmarks.machine`). The last line printed is one JSON object.
+included). With ``--browser N``: the page itself in Debian's Chromium against a real server on
+loopback, opened in compare mode on the two prompts, then ``N`` clicks on heads of its divergence
+grid (the first included), each timed from the click event to the first frame that shows that
+head's A, B and A − B heading with the run finished (``browser_click_s``, the page's clock) and
+as the driver sees it (``browser_click_driver_s``). The process keeps freed blocks as the app's
+server does (:mod:`models.model.allocator`). The machine's CPU, its kind and its matmul rates
+are measured first (:mod:`benchmarks.machine`). The last line printed is one JSON object.
 
     python -m benchmarks.compare_prompts [--model smollm2] [--tokens 2048] [--dtype bfloat16]
+        [--browser 12]
 """
 
 from __future__ import annotations
@@ -30,13 +35,15 @@ import gc
 import json
 import os
 import statistics
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from benchmarks.app_speed import bare_forward, bare_model
+from benchmarks.app_speed import IDLE, bare_forward, bare_model, save_prompt
+from benchmarks.browser import CHROMIUM, FLAGS, app_server
 from benchmarks.machine import describe, line
 from models.capture.compare import alignment_pairs, head_divergence
 from models.capture.compare_cost import compare_cost
@@ -112,6 +119,86 @@ def prompts_to_ranking(model, text_a: str, text_b: str) -> dict:
     }
 
 
+GRID_HEAD = ".grid[data-kind='divergence'] button[data-head='{head}']"
+COMPARE_TITLE = "Head {head}: A, B and A − B"
+# Armed before a click: from the click event (the page's clock) to the first frame in which the
+# head's A, B and A − B heading is shown and the run has finished. Resolves to milliseconds.
+COMPARE_SETTLED_JS = """(title) => {
+  let t0 = null;
+  document.addEventListener('click', () => { t0 = performance.now(); },
+                            {capture: true, once: true});
+  const app = document.querySelector('[data-testid=stApp]');
+  window.__settled = new Promise((resolve) => {
+    const tick = () => {
+      if (t0 !== null) {
+        const heading = [...document.querySelectorAll('h3')].some(
+          (h) => h.textContent.trim() === title);
+        if (heading && app.getAttribute('data-test-script-state') === 'notRunning') {
+          resolve(performance.now() - t0);
+          return;
+        }
+      }
+      requestAnimationFrame(tick);
+    };
+    requestAnimationFrame(tick);
+  });
+}"""
+
+
+def browser_clicks(spec: ModelSpec, text_a: str, text_b: str, shape: tuple[int, int], n: int):
+    """Clicks on ``n`` heads of compare mode's divergence grid in Chromium (see the module
+    docstring): ``{"in_page": [...], "driver": [...]}`` in seconds, or why it could not run."""
+    if not Path(CHROMIUM).exists():
+        return f"skipped: no {CHROMIUM}"
+    from urllib.parse import urlencode
+
+    from playwright.sync_api import sync_playwright
+
+    n_layers, n_heads = shape
+    query = {
+        "model": spec.name,
+        "dtype": spec.dtype,
+        "pid": save_prompt(text_a),
+        "mode": "compare",
+        "bid": save_prompt(text_b),
+        "layer": 0,
+        "head": 0,
+    }
+    times: dict[str, list[float]] = {"in_page": [], "driver": []}
+    log = Path(tempfile.gettempdir()) / "compare-speed-server.log"
+    with app_server(log, ATLAS_JOB_WAIT_S="3600") as (base, _), sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1600})
+        page.goto(f"{base}/?{urlencode(query)}")
+        start = page.get_by_role("button", name="Compare every head")
+        grid = GRID_HEAD.format(head="0.0")
+        deadline = time.monotonic() + 1800
+        while not page.locator(grid).count() and time.monotonic() < deadline:
+            if start.count():
+                start.first.click()
+            time.sleep(1.0)
+        page.wait_for_selector(grid, timeout=60_000)
+        page.wait_for_selector(IDLE, timeout=900_000)
+        time.sleep(1.0)  # the first click comes once the page has finished drawing
+        for i in range(n):
+            head = f"{(i * 7 + 3) % n_layers}.{(i * 5 + 1) % n_heads}"
+            title = COMPARE_TITLE.format(head=head)
+            page.evaluate(COMPARE_SETTLED_JS, title)
+            began = time.perf_counter()
+            page.locator(GRID_HEAD.format(head=head)).click()
+            times["in_page"].append(page.evaluate("() => window.__settled") / 1000)
+            page.wait_for_selector(IDLE)
+            times["driver"].append(time.perf_counter() - began)
+            print(
+                f"browser: {head} settled after {times['in_page'][-1]:.3f} s in the page, "
+                f"{times['driver'][-1]:.2f} s for the driver",
+                flush=True,
+            )
+            time.sleep(0.5)
+        browser.close()
+    return times
+
+
 def median(rows: list[dict], key: str) -> float:
     return statistics.median(row[key] for row in rows)
 
@@ -123,6 +210,9 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-words", action="store_true", help="skip the word-space compare")
+    parser.add_argument(
+        "--browser", type=int, default=0, metavar="N", help="time N head clicks in Chromium"
+    )
     args = parser.parse_args()
     keep_freed_blocks()  # as the app's server does: both sides of the ratio run with it
     machine = describe(dtypes=tuple(dict.fromkeys(("float32", args.dtype))))
@@ -161,6 +251,11 @@ def main() -> None:
         ]
         word_result = head_divergence(run_a, run_b, *words)
         word_s = time.perf_counter() - start
+    clicks = (
+        browser_clicks(spec, text_a, text_b, (model.facts.n_layers, model.facts.n_heads), n)
+        if (n := args.browser)
+        else None
+    )
     top = last["table"].head(5)
     total, floor = median(rows, "prompts_to_ranking_s"), statistics.median(forward)
     report = {
@@ -182,6 +277,8 @@ def main() -> None:
         "alignment": result.alignment.describe(),
         "words_compare_s": word_s,
         "word_alignment": None if args.no_words else word_result.alignment.describe("words"),
+        "browser_click_s": clicks["in_page"] if isinstance(clicks, dict) else clicks,
+        "browser_click_driver_s": clicks["driver"] if isinstance(clicks, dict) else None,
         "top_heads": [
             [h, round(float(v), 5)] for h, v in zip(top["head"], top["divergence"], strict=True)
         ],
