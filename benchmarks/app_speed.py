@@ -62,7 +62,7 @@ os.environ.setdefault("ATLAS_JOB_WAIT_S", "3600")  # AppTest waits for the captu
 import numpy as np
 import torch
 
-from benchmarks.browser import CHROMIUM, FLAGS, app_server
+from benchmarks.browser import CHROMIUM, FLAGS, app_server, settled_js
 from benchmarks.machine import describe
 from models.model.allocator import keep_freed_blocks
 from models.model.hardware import low_precision, matmul_rates
@@ -236,11 +236,12 @@ def save_prompt(prompt: str) -> str:
     return store.PromptStore(cache / "prompts").save(prompt)
 
 
-# Armed in the page before a click: from the click event (captured first, in the page's own
-# clock) to the first animation frame in which the head's heading is shown, its heatmap painted
-# and the run finished. Resolves to milliseconds.
-SETTLED_JS = """([head, title]) => {
-  const find = (root) => {
+# Armed in the page before a click: until the head's heading is shown and its heatmap painted
+# for it (the canvas may be drawn anew, so it is looked for again until it is there).
+SETTLED_JS = settled_js(
+    "shows(title) && painted()",
+    args="[head, title]",
+    setup="""const find = (root) => {
     const here = root.querySelector('.hm canvas');
     if (here) return here;
     for (const el of root.querySelectorAll('*')) {
@@ -249,26 +250,13 @@ SETTLED_JS = """([head, title]) => {
     }
     return null;
   };
-  let canvas = find(document), t0 = null;
-  document.addEventListener('click', () => { t0 = performance.now(); },
-                            {capture: true, once: true});
-  const app = document.querySelector('[data-testid=stApp]');
-  window.__settled = new Promise((resolve) => {
-    const tick = () => {
-      if (t0 !== null) {
-        if (!canvas || !canvas.isConnected) canvas = find(document);
-        const heading = [...document.querySelectorAll('h3')].some(
-          (h) => h.textContent.trim() === title);
-        const painted = canvas !== null
-          && (canvas.getAttribute('aria-label') || '').startsWith('Head ' + head + ':');
-        const idle = app.getAttribute('data-test-script-state') === 'notRunning';
-        if (heading && painted && idle) { resolve(performance.now() - t0); return; }
-      }
-      requestAnimationFrame(tick);
-    };
-    requestAnimationFrame(tick);
-  });
-}"""
+  let canvas = find(document);
+  const painted = () => {
+    if (!canvas || !canvas.isConnected) canvas = find(document);
+    return canvas !== null
+      && (canvas.getAttribute('aria-label') || '').startsWith('Head ' + head + ':');
+  };""",
+)
 
 
 def browser_clicks(

@@ -4,7 +4,9 @@
   off the network and quiet;
 - :func:`app_server`: ``python -m ui.serve`` (what ``make run`` starts) on a free loopback port,
   yielding its address once its health check answers, stopped on the way out (a test may name
-  a module of its own that starts the same server).
+  a module of its own that starts the same server);
+- :func:`settled_js`: the script a benchmark arms in the page before a click, which times the
+  click by the page's own clock until what it shows has settled.
 """
 
 from __future__ import annotations
@@ -81,3 +83,36 @@ def app_server(log: Path, module: str = "ui.serve", **env: str) -> Iterator[tupl
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+def settled_js(ready: str, args: str = "title", setup: str = "") -> str:
+    """A function for ``page.evaluate(script, argument)``: from the next click event (captured
+    first, in the page's own clock) to the first animation frame in which ``ready`` holds and
+    the app's run has finished, ``window.__settled`` resolves to the milliseconds it took.
+
+    Args:
+        ready: a JavaScript expression over ``args``, ``setup``'s names and ``shows(title)``
+            (whether an ``h3`` heading reads ``title``).
+        args: the function's parameter (``title``, or a pattern such as ``[head, title]``).
+        setup: statements run once when the script is armed.
+    """
+    return f"""({args}) => {{
+  {setup}
+  let t0 = null;
+  document.addEventListener('click', () => {{ t0 = performance.now(); }},
+                            {{capture: true, once: true}});
+  const app = document.querySelector('[data-testid=stApp]');
+  const shows = (text) => [...document.querySelectorAll('h3')].some(
+    (h) => h.textContent.trim() === text);
+  window.__settled = new Promise((resolve) => {{
+    const tick = () => {{
+      if (t0 !== null && ({ready})
+          && app.getAttribute('data-test-script-state') === 'notRunning') {{
+        resolve(performance.now() - t0);
+        return;
+      }}
+      requestAnimationFrame(tick);
+    }};
+    requestAnimationFrame(tick);
+  }});
+}}"""

@@ -43,7 +43,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from benchmarks.app_speed import IDLE, bare_forward, bare_model, save_prompt
-from benchmarks.browser import CHROMIUM, FLAGS, app_server
+from benchmarks.browser import CHROMIUM, FLAGS, app_server, settled_js
 from benchmarks.machine import describe, line
 from models.capture.compare import alignment_pairs, head_divergence
 from models.capture.compare_cost import compare_cost
@@ -121,28 +121,8 @@ def prompts_to_ranking(model, text_a: str, text_b: str) -> dict:
 
 GRID_HEAD = ".grid[data-kind='divergence'] button[data-head='{head}']"
 COMPARE_TITLE = "Head {head}: A, B and A − B"
-# Armed before a click: from the click event (the page's clock) to the first frame in which the
-# head's A, B and A − B heading is shown and the run has finished. Resolves to milliseconds.
-COMPARE_SETTLED_JS = """(title) => {
-  let t0 = null;
-  document.addEventListener('click', () => { t0 = performance.now(); },
-                            {capture: true, once: true});
-  const app = document.querySelector('[data-testid=stApp]');
-  window.__settled = new Promise((resolve) => {
-    const tick = () => {
-      if (t0 !== null) {
-        const heading = [...document.querySelectorAll('h3')].some(
-          (h) => h.textContent.trim() === title);
-        if (heading && app.getAttribute('data-test-script-state') === 'notRunning') {
-          resolve(performance.now() - t0);
-          return;
-        }
-      }
-      requestAnimationFrame(tick);
-    };
-    requestAnimationFrame(tick);
-  });
-}"""
+# Armed before a click: until the head's A, B and A - B heading is shown (the run finished).
+COMPARE_SETTLED_JS = settled_js("shows(title)")
 
 
 def browser_clicks(spec: ModelSpec, text_a: str, text_b: str, shape: tuple[int, int], n: int):
