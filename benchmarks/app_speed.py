@@ -62,7 +62,7 @@ os.environ.setdefault("ATLAS_JOB_WAIT_S", "3600")  # AppTest waits for the captu
 import numpy as np
 import torch
 
-from benchmarks.browser import CHROMIUM, FLAGS, app_server, settled_js
+from benchmarks.browser import CHROMIUM, app_page, settled_js
 from benchmarks.machine import describe
 from models.model.allocator import keep_freed_blocks
 from models.model.hardware import low_precision, matmul_rates
@@ -269,13 +269,9 @@ def browser_clicks(
     see it (adds their polling). A string saying why when it cannot run."""
     if not Path(CHROMIUM).exists():
         return f"skipped: no {CHROMIUM}"
-    from playwright.sync_api import sync_playwright
-
     times: dict[str, list[float]] = {"in_page": [], "driver": []}
     log = Path(tempfile.gettempdir()) / "app-speed-server.log"
-    with app_server(log, ATLAS_JOB_WAIT_S="3600") as (base, _), sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1600})
+    with app_page(log) as (base, page):
         page.goto(f"{base}/?{MODEL_PARAM}={spec.name}&{PROMPT_ID_PARAM}={save_prompt(prompt)}")
         note("browser: page opened, waiting for the grid")
         page.wait_for_selector("button[data-head]", timeout=900_000)
@@ -310,7 +306,6 @@ def browser_clicks(
                 f"{times['driver'][-1]:.2f} s for the driver"
             )
             time.sleep(0.5)
-        browser.close()
     return times
 
 

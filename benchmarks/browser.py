@@ -5,6 +5,8 @@
 - :func:`app_server`: ``python -m ui.serve`` (what ``make run`` starts) on a free loopback port,
   yielding its address once its health check answers, stopped on the way out (a test may name
   a module of its own that starts the same server);
+- :func:`app_page`: that server with a Chromium page beside it, as the benchmarks that time
+  clicks use them;
 - :func:`settled_js`: the script a benchmark arms in the page before a click, which times the
   click by the page's own clock until what it shows has settled.
 """
@@ -20,6 +22,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -83,6 +86,20 @@ def app_server(log: Path, module: str = "ui.serve", **env: str) -> Iterator[tupl
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+@contextlib.contextmanager
+def app_page(log: Path, **env: str) -> Iterator[tuple[str, Any]]:
+    """:func:`app_server` (``env`` set, every job waited for in the page) and a Chromium page
+    of 1,400 x 1,600 px beside it; yields ``(url, page)``, both closed on the way out."""
+    from playwright.sync_api import sync_playwright
+
+    with app_server(log, ATLAS_JOB_WAIT_S="3600", **env) as (base, _), sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            yield base, browser.new_page(viewport={"width": 1400, "height": 1600})
+        finally:
+            browser.close()
 
 
 def settled_js(ready: str, args: str = "title", setup: str = "") -> str:

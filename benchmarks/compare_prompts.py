@@ -43,7 +43,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from benchmarks.app_speed import IDLE, bare_forward, bare_model, save_prompt
-from benchmarks.browser import CHROMIUM, FLAGS, app_server, settled_js
+from benchmarks.browser import CHROMIUM, app_page, settled_js
 from benchmarks.machine import describe, line
 from models.capture.compare import alignment_pairs, head_divergence
 from models.capture.compare_cost import compare_cost
@@ -132,8 +132,6 @@ def browser_clicks(spec: ModelSpec, text_a: str, text_b: str, shape: tuple[int, 
         return f"skipped: no {CHROMIUM}"
     from urllib.parse import urlencode
 
-    from playwright.sync_api import sync_playwright
-
     n_layers, n_heads = shape
     query = {
         "model": spec.name,
@@ -146,9 +144,7 @@ def browser_clicks(spec: ModelSpec, text_a: str, text_b: str, shape: tuple[int, 
     }
     times: dict[str, list[float]] = {"in_page": [], "driver": []}
     log = Path(tempfile.gettempdir()) / "compare-speed-server.log"
-    with app_server(log, ATLAS_JOB_WAIT_S="3600") as (base, _), sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1600})
+    with app_page(log) as (base, page):
         page.goto(f"{base}/?{urlencode(query)}")
         start = page.get_by_role("button", name="Compare every head")
         grid = GRID_HEAD.format(head="0.0")
@@ -175,7 +171,6 @@ def browser_clicks(spec: ModelSpec, text_a: str, text_b: str, shape: tuple[int, 
                 flush=True,
             )
             time.sleep(0.5)
-        browser.close()
     return times
 
 
