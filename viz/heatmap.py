@@ -331,33 +331,6 @@ def heatmap_figure(data: HeatmapData) -> go.Figure:
     return fig
 
 
-def square_cells(fig: go.Figure, plot_px: int) -> go.Figure:
-    """Draw ``fig``'s cells square, in a plot about ``plot_px`` tall: a window shown in a
-    narrow column keeps its shape (rows by columns) instead of stretching into a tall strip,
-    whatever the column's width. The cells start at the plot's top, right under the key
-    labels, and so does the colour bar: a bar as tall as the plot never reaches up into the
-    labels, whatever height the column's width leaves the cells."""
-    margin = fig.layout.margin
-    fig.update_layout(height=plot_px + (margin.t or 0) + (margin.b or 0))
-    fig.update_xaxes(constrain="domain")
-    fig.update_yaxes(scaleanchor="x", scaleratio=1, constrain="domain", constraintoward="top")
-    fig.update_traces(colorbar={"y": 1.0, "yanchor": "top"}, selector={"type": "heatmap"})
-    return fig
-
-
-BAR_ROOM = 100  # px right of the cells: a colour bar with its tick labels and side title
-
-
-def side_by_side(*figs: go.Figure) -> tuple[go.Figure, ...]:
-    """Heatmaps drawn in equal columns, one colour scale for all: the last shows the colour bar,
-    and every one keeps the same room on its right for it, so that each plot is as wide as the
-    others and equal windows get equal cells."""
-    for i, fig in enumerate(figs):
-        fig.update_traces(showscale=i == len(figs) - 1, selector={"type": "heatmap"})
-        fig.update_layout(margin={"r": BAR_ROOM})
-    return figs
-
-
 @functools.cache
 def colour_table(n: int = LEVELS, colorscale: str = COLORSCALE) -> list[list[int]]:
     """``n`` RGB colours evenly spaced along ``colorscale``, as plotly interpolates it."""

@@ -101,11 +101,22 @@ def component_data(at: AppTest, name: str) -> dict:
 def detail_heatmap(at: AppTest) -> dict:
     """The explorer's detail heatmap as the browser gets it, its bytes decoded: ``values``
     (``query key`` float32 weights, NaN masked) and ``levels`` (uint8 colour indices)."""
-    data = dict(component_data(at, "atlas_heatmap"))
-    shape = (data["n_rows"], data["n_cols"])
-    data["values"] = np.frombuffer(base64.b64decode(data["values"]), "<f4").reshape(shape)
-    data["levels"] = np.frombuffer(base64.b64decode(data["levels"]), np.uint8).reshape(shape)
-    return data
+    found = heatmaps(at)
+    assert found, "no atlas_heatmap on the page"
+    return found[0]
+
+
+def heatmaps(at: AppTest) -> list[dict]:
+    """Every canvas heatmap on the page, in page order, decoded as :func:`detail_heatmap`
+    decodes the first (compare mode draws three: A, B and A − B)."""
+    found = []
+    for data in component_data_all(at, "atlas_heatmap"):
+        data = dict(data)
+        shape = (data["n_rows"], data["n_cols"])
+        data["values"] = np.frombuffer(base64.b64decode(data["values"]), "<f4").reshape(shape)
+        data["levels"] = np.frombuffer(base64.b64decode(data["levels"]), np.uint8).reshape(shape)
+        found.append(data)
+    return found
 
 
 def has_heatmap(at: AppTest) -> bool:

@@ -5,7 +5,6 @@ Numbers shown are checked against computations done here: the divergence table a
 captured token pattern.
 """
 
-import json
 import re
 from dataclasses import replace
 
@@ -22,6 +21,7 @@ from models.head import Head
 from tests.app.helpers import (
     component_data,
     detail_heatmap,
+    heatmaps,
     open_app,
     opened,
     shown,
@@ -40,21 +40,6 @@ B = "the dog sat on the mat because it was warm"
 def table(at) -> dict[str, float]:
     frame = at.dataframe[0].value
     return dict(zip(frame["L.H"], frame["divergence"], strict=True))
-
-
-def plot(at, key) -> dict:
-    found = [c for c in at.get("plotly_chart") if c.proto.id.endswith(str(key))]
-    assert found, f"no chart {key}"
-    return json.loads(found[0].proto.spec)
-
-
-def values(array) -> np.ndarray:
-    import base64
-
-    if isinstance(array, dict):
-        flat = np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"])
-        return flat.reshape([int(x) for x in str(array["shape"]).split(",")]).astype(float)
-    return np.array(array, dtype=float)
 
 
 def test_the_divergence_table_is_head_divergence_of_the_two_runs(bundled):
@@ -76,7 +61,7 @@ def test_a_prompt_against_itself_diverges_nowhere():
     at = open_app(model="bundled", prompt=A, mode="compare", b=A)
     assert not at.exception
     assert set(table(at).values()) == {0.0}
-    diff = values(plot(at, Explorer.HEATMAP_DIFF)["data"][0]["z"])
+    diff = heatmaps(at)[2]["values"]  # A, B, then A − B
     assert np.nanmax(np.abs(diff)) == 0.0
 
 
@@ -114,7 +99,7 @@ def test_prompts_of_different_lengths_state_what_is_unaligned():
     assert not at.exception
     said = texts(at)
     assert "unaligned: A none; B " in said and "Unaligned in A: nothing; in B: “" in said
-    keys = plot(at, Explorer.HEATMAP_DIFF)["data"][0]["x"]
+    keys = heatmaps(at)[2]["cols"]
     assert any(k.startswith("[unaligned: A none; B ") for k in keys)
 
 
@@ -147,7 +132,7 @@ def test_a_renamed_function_aligns_like_a_diff_and_the_grid_states_its_scale(bun
     cells = {c["id"]: c for c in component_data(at, "atlas_head_grid")["cells"]}
     for name, cell in cells.items():
         assert cell["text"] == divergence_text(float(shown[name]), compact=False)
-    keys = plot(at, Explorer.HEATMAP_DIFF)["data"][0]["x"]
+    keys = heatmaps(at)[2]["cols"]
     assert "[unaligned: A 6–8, 45–47; B 6–7, 44–45]" in keys
     assert "(9) (" not in keys and "(9) ( / (8) (" in keys  # A's 9 stands for B's 8
 
@@ -192,7 +177,7 @@ def test_the_word_view_merges_pieces_and_rows_still_sum_to_one(bundled):
 def test_the_word_view_applies_to_compare_mode(bundled):
     at = open_app(model="bundled", prompt=A, mode="compare", b=B, words=1)
     assert not at.exception
-    keys = plot(at, Explorer.HEATMAP_DIFF)["data"][0]["x"]
+    keys = heatmaps(at)[2]["cols"]
     assert "(2) cat / (2) dog" in keys  # whole words, not the pieces c + at
     assert "Alignment (words)" in texts(at)
 

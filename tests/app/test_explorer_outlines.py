@@ -6,19 +6,15 @@ The expected positions come from Hugging Face eager attention on the same token 
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
 from models.capture.run import capture
-from tests.app.helpers import component_data, detail_heatmap, open_app
+from tests.app.helpers import component_data, detail_heatmap, heatmaps, open_app
 from ui.keys import Explorer
-from ui.sections.explorer_compare_detail import HALF_PLOT_PX
 from ui.widgets.components import strongest
-from viz.heatmap import BAR_ROOM
 
 PROMPT = "def area(w, h):\n    return w * h\n\ndef area(w, h):\n    return w * h\n"
 LAYER, HEAD, TOKEN = 1, 2, 6
@@ -89,20 +85,17 @@ def test_compare_outlines_the_key_column_in_every_heatmap():
     )
     at.radio(key=Explorer.DIRECTION).set_value("to").run()
     assert not at.exception
-    for key in (Explorer.HEATMAP_A, Explorer.HEATMAP_B, Explorer.HEATMAP_DIFF):
-        found = [c for c in at.get("plotly_chart") if c.proto.id.endswith(str(key))]
-        fig = json.loads(found[0].proto.spec)
-        n_rows = len(fig["data"][0]["y"])
-        (box,) = [s for s in fig["layout"]["shapes"] if s["type"] == "rect"]
-        col = int(box["x0"] + 0.5)
-        assert box["x1"] == col + 0.5 and fig["data"][0]["x"][col].startswith(f"({TOKEN}) ")
-        assert (box["y0"], box["y1"]) == (-0.5, n_rows - 0.5)
+    drawn = heatmaps(at)
+    assert len(drawn) == 3  # A, B and A − B, on the page's canvas
+    for data in drawn:
+        col = data["selected_col"]
+        assert data["selected"] is None and data["cols"][col].startswith(f"({TOKEN}) ")
 
 
-def test_compare_heatmaps_keep_square_cells_in_their_half_width_columns():
-    """A, B and A − B of a 120-token window each sit in half the page: drawn with square
-    cells in a plot about as tall as such a column is wide, never a tall strip; A and B keep
-    the same room for one colour bar (B's), so that their plots, and cells, are equal."""
+def test_compare_draws_a_b_and_their_difference_on_one_window():
+    """A and B on one colour scale, A − B on the signed scale from minus to plus its largest
+    difference, all three over the same window and labels; the numbers are the
+    two runs' weights and their difference."""
     long_a = PROMPT * 4
     at = open_app(
         model="bundled",
@@ -113,23 +106,17 @@ def test_compare_heatmaps_keep_square_cells_in_their_half_width_columns():
         head=HEAD,
     )
     assert not at.exception
-    drawn = {}
-    for key in (Explorer.HEATMAP_A, Explorer.HEATMAP_B, Explorer.HEATMAP_DIFF):
-        found = [c for c in at.get("plotly_chart") if c.proto.id.endswith(str(key))]
-        drawn[key] = fig = json.loads(found[0].proto.spec)
-        layout = fig["layout"]
-        assert layout["yaxis"]["scaleanchor"] == "x" and layout["yaxis"]["scaleratio"] == 1
-        margin = layout["margin"]
-        assert layout["height"] - margin["t"] - margin["b"] == HALF_PLOT_PX
-        assert margin["r"] >= BAR_ROOM  # the colour bar's room, shown or not
-    a, b, diff = (drawn[k] for k in (Explorer.HEATMAP_A, Explorer.HEATMAP_B, Explorer.HEATMAP_DIFF))
-    for key in ("margin", "height"):
-        assert a["layout"][key] == b["layout"][key] == diff["layout"][key]
-    assert a["layout"]["xaxis"].get("domain", [0, 1]) == b["layout"]["xaxis"].get("domain", [0, 1])
-    assert a["data"][0]["y"] == b["data"][0]["y"] and a["data"][0]["x"] == b["data"][0]["x"]
-    assert [fig["data"][0].get("showscale", True) for fig in (a, b, diff)] == [False, True, True]
-    assert b["data"][0]["colorbar"]["title"] == {"text": "weight in B", "side": "right"}
-    for fig in (b, diff):  # the cells and their bar start at the plot's top, under the labels
-        assert fig["layout"]["yaxis"]["constraintoward"] == "top"
-        bar = fig["data"][0]["colorbar"]
-        assert (bar["y"], bar["yanchor"]) == (1, "top")
+    a, b, diff = heatmaps(at)
+    assert a["rows"] == b["rows"] == diff["rows"] and a["cols"] == b["cols"] == diff["cols"]
+    assert a["ticks"] == b["ticks"] and a["colours"] == b["colours"]
+    assert (a["value_name"], b["value_name"], diff["value_name"]) == (
+        "weight in A",
+        "weight in B",
+        "A − B",
+    )
+    assert diff["colours"][0] != a["colours"][0]  # the signed scale: blue below 0
+    seen = np.isfinite(a["values"]) & np.isfinite(b["values"])
+    np.testing.assert_allclose(diff["values"][seen], (a["values"] - b["values"])[seen], atol=1e-6)
+    top = float(np.nanmax(np.abs(diff["values"])))  # the default range keeps key 0 in
+    ticks = {text: share for share, text in diff["ticks"]}
+    assert ticks["0"] == 0.5 and abs(float(diff["ticks"][-1][1]) - top) <= 5e-3 * top

@@ -9,7 +9,7 @@ from models.head import Head
 from viz import colours
 from viz.circuit_graph import circuit_graph_figure
 from viz.circuits_figures import head_grid
-from viz.compare_figures import difference_heatmap
+from viz.heatmap import heatmap_data, heatmap_figure
 from viz.why_figures import _bars
 
 
@@ -45,7 +45,9 @@ def test_every_signed_figure_draws_positive_red_and_negative_blue():
     values = np.array([[-0.5, 0.2], [0.1, 0.9]])
     graph = CircuitGraph(2, 2, (Edge(Head(0, 0), Head(1, 1), "q", 0.4),), values, "patching")
     scales = {
-        "A − B": difference_heatmap(values, ["a", "b"], ["a", "b"], title="t").data[0].colorscale,
+        "A − B": heatmap_figure(heatmap_data(values, ["a", "b"], causal=False, signed=True))
+        .data[0]
+        .colorscale,
         "patching": head_grid(values, title="t", value_name="patch effect").data[0].colorscale,
         "DLA": head_grid(values, title="t", value_name="DLA").data[0].colorscale,
         "graph nodes": circuit_graph_figure(graph, title="t").data[-1].marker.colorscale,

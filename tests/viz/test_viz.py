@@ -5,18 +5,16 @@ import numpy as np
 import pytest
 
 from viz.circuits_figures import head_grid
-from viz.compare_figures import difference_heatmap, divergence_grid
+from viz.compare_figures import divergence_grid
 from viz.export import pattern_csv
 from viz.generate_figures import step_grid_figure
 from viz.heatmap import (
-    BAR_ROOM,
     canvas_data,
     colour_axis,
     head_heatmap,
     heatmap_data,
     heatmap_figure,
     masked,
-    side_by_side,
 )
 from viz.kernel_figures import error_grid
 from viz.thumbnails import pooled_png
@@ -217,7 +215,6 @@ def test_every_colour_bar_is_titled_on_its_side():
     figures = [
         head_heatmap(np.eye(3), ["a", "b", "c"], causal=True, value_name="value-weighted weight"),
         divergence_grid(np.abs(grid), title="t"),
-        difference_heatmap(grid, ["a", "b"], ["a", "b"], title="t"),
         head_grid(grid, title="t", value_name="patch effect"),
         step_grid_figure(np.abs(grid), title="t", value_name="sink"),
         error_grid(np.abs(grid), title="t"),
@@ -225,17 +222,3 @@ def test_every_colour_bar_is_titled_on_its_side():
     for fig in figures:
         (bar,) = colour_bars(fig)
         assert bar["title"]["side"] == "right" and bar["title"]["text"]
-
-
-def test_side_by_side_heatmaps_keep_equal_plots_and_one_colour_bar():
-    """A and B: only the last shows the shared colour bar, and both keep the same room for
-    it, so equal windows get equal plots (the layouts differ in nothing else)."""
-    labels = ["(0) a", "(1) b", "(2) c"]
-    a, b = (
-        head_heatmap(np.eye(3) * w, labels, causal=True, value_name=name)
-        for w, name in ((1.0, "weight in A"), (0.5, "weight in B"))
-    )
-    side_by_side(a, b)
-    assert [len(colour_bars(fig)) for fig in (a, b)] == [0, 1]
-    assert a.layout.margin.r == b.layout.margin.r == BAR_ROOM
-    assert a.to_dict()["layout"] == b.to_dict()["layout"]

@@ -9,9 +9,9 @@ overview, the jump button and a click in A's strip move all three heatmaps toget
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
-import plotly.graph_objects as go
 import streamlit as st
 
 from models.capture.alignment import Side, aligned_labels
@@ -35,18 +35,21 @@ from ui.state import explorer as state
 from ui.state.explorer import ExplorerView, unit_of
 from ui.text import md
 from ui.widgets import components, job_view
-from viz.compare_figures import difference_heatmap
-from viz.heatmap import head_heatmap, side_by_side, square_cells
+from ui.widgets.canvas_heatmap import canvas_heatmap
+from viz.heatmap import HeatmapData, canvas_data, heatmap_data, signed_axis
 from viz.token_view import legend_html
 
-HALF_PLOT_PX = 300  # a plot in half the page's width is about as wide as this
+DIFFERENCE = "A − B"  # what a cell of the difference holds
 
 
 @dataclass(frozen=True)
 class Figures:
-    a: go.Figure
-    b: go.Figure
-    difference: go.Figure
+    """The three heatmaps of the window, as data the page's canvas draws (and an export's
+    plotly figure is built from)."""
+
+    a: HeatmapData
+    b: HeatmapData
+    difference: HeatmapData
     selected: int | None  # aligned index of the selected query
     top: float  # the difference scale runs from -top to +top
 
@@ -65,14 +68,6 @@ def largest(values: np.ndarray, cols: range, skip_first: bool) -> float:
     part = values[:, 1:] if skip_first and cols.start == 0 and values.shape[1] > 1 else values
     finite = part[np.isfinite(part)]
     return float(finite.max()) if finite.size and finite.max() > 0 else 1.0
-
-
-def outline(fig: go.Figure, row: int | None, col: int | None, n_rows: int, n_cols: int) -> None:
-    """Outline the selected token's row (as a query) or column (as a key), as the explorer's
-    heatmap does."""
-    x0, x1 = (-0.5, n_cols - 0.5) if col is None else (col - 0.5, col + 0.5)
-    y0, y1 = (-0.5, n_rows - 0.5) if row is None else (row - 0.5, row + 0.5)
-    fig.add_shape(type="rect", x0=x0, x1=x1, y0=y0, y1=y1, line={"color": "#e4572e", "width": 2})
 
 
 def figures(view: ExplorerView, pair: Pair) -> Figures | None:
@@ -106,36 +101,24 @@ def figures(view: ExplorerView, pair: Pair) -> Figures | None:
         else max(largest(a, cols, view.skip_first), largest(b, cols, view.skip_first))
     )
     labels, offset = row_labels + key_labels, len(row_labels)
-    col_ids = [offset + c for c in cols]
-    shown = [
-        head_heatmap(
-            values,
-            labels,
-            causal=False,
-            title="",
-            zmax=top,
-            selected=row,
-            selected_key=None if col is None else offset + col,
-            rows=slice(rows.start, rows.stop),
-            cols=col_ids,
-            scale=view.scale,
-            value_name=f"weight in {side}",
-        )
-        for values, side in ((a, "A"), (b, "B"))
-    ]
-    spread = largest(np.abs(diff), cols, view.skip_first)
-    fig = difference_heatmap(
-        diff, [row_labels[i] for i in rows], [key_labels[j] for j in cols], title="", zmax=spread
+    window = partial(  # the same window, labels and outlines for all three
+        heatmap_data,
+        labels=labels,
+        causal=False,
+        selected=row,
+        selected_key=None if col is None else offset + col,
+        rows=slice(rows.start, rows.stop),
+        cols=[offset + c for c in cols],
     )
-    if row is not None and row in rows:
-        outline(fig, row - rows.start, None, len(rows), len(cols))
-    if col is not None and col in cols:
-        outline(fig, None, col - cols.start, len(rows), len(cols))
-    for each in (*shown, fig):  # each in half the page's width
-        square_cells(each, HALF_PLOT_PX)
-    side_by_side(*shown)  # A and B share B's colour bar
-    side_by_side(fig)  # A − B, under A, as wide as A
-    return Figures(shown[0], shown[1], fig, selected, spread)
+    a_data, b_data = (
+        window(values, zmax=top, scale=view.scale, value_name=f"weight in {side}")
+        for values, side in ((a, "A"), (b, "B"))
+    )
+    spread = largest(np.abs(diff), cols, view.skip_first)
+    signed = window(diff, signed=True)  # its colours then run over ±spread (key 0 aside)
+    axis = signed_axis(np.array([spread]), DIFFERENCE)
+    difference = replace(signed, axis=axis, value_name=DIFFERENCE)
+    return Figures(a_data, b_data, difference, selected, spread)
 
 
 def on_jump_difference(key: RunKey, query: int, column: int) -> None:
@@ -217,19 +200,26 @@ def head_view(view: ExplorerView, pair: Pair, mean: float, compare: CompareKey) 
         )
         strips(view, pair, None, mean)
         return None
-    for column, title, fig, key in zip(
+    name = f"compare_L{view.head.layer}_H{view.head.index}"
+    for column, side, data, key in zip(
         st.columns(2),
-        ("Prompt A", "Prompt B"),
+        ("A", "B"),
         (found.a, found.b),
         (Explorer.HEATMAP_A, Explorer.HEATMAP_B),
         strict=True,
     ):
-        column.markdown(f"**{title}**")
-        column.plotly_chart(fig, width="stretch", key=key)
+        column.markdown(f"**Prompt {side}**")
+        with column:
+            canvas_heatmap(canvas_data(data), key, f"{name}_{side}", f"Head {view.head}: {side}")
     left, right = st.columns(2)
     with left:
         st.markdown("**A − B**")
-        st.plotly_chart(found.difference, width="stretch", key=Explorer.HEATMAP_DIFF)
+        canvas_heatmap(
+            canvas_data(found.difference),
+            Explorer.HEATMAP_DIFF,
+            f"{name}_A-B",
+            f"Head {view.head}: A − B",
+        )
         range_note = " without key 0" if view.skip_first else ""
         st.caption(
             f"Red where A attends more, blue where B does, white where they agree; the "

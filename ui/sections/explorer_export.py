@@ -106,7 +106,7 @@ def figure_and_strip(request: ExportRequest) -> tuple[go.Figure, Strip] | None:
         if found is None:
             return None
         weights = strip.attention_weights(replace(view, scope="head", span=None), run, None, words)
-        return found.difference, Strip(names, weights, selected, view.direction)
+        return heatmap_figure(found.difference), Strip(names, weights, selected, view.direction)
     weighting = results.weighting(key) if request.weighted else None
     shown = detail.detail_heatmap(view, run, key, weighting, words)
     rolled = None
