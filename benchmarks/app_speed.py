@@ -62,7 +62,7 @@ os.environ.setdefault("ATLAS_JOB_WAIT_S", "3600")  # AppTest waits for the captu
 import numpy as np
 import torch
 
-from benchmarks.browser import CHROMIUM, app_page, settled_js
+from benchmarks.browser import CANVASES_JS, CHROMIUM, app_page, settled_js
 from benchmarks.machine import describe
 from models.model.allocator import keep_freed_blocks
 from models.model.hardware import low_precision, matmul_rates
@@ -237,26 +237,8 @@ def save_prompt(prompt: str) -> str:
 
 
 # Armed in the page before a click: until the head's heading is shown and its heatmap painted
-# for it (the canvas may be drawn anew, so it is looked for again until it is there).
-SETTLED_JS = settled_js(
-    "shows(title) && painted()",
-    args="[head, title]",
-    setup="""const find = (root) => {
-    const here = root.querySelector('.hm canvas');
-    if (here) return here;
-    for (const el of root.querySelectorAll('*')) {
-      const inner = el.shadowRoot && find(el.shadowRoot);
-      if (inner) return inner;
-    }
-    return null;
-  };
-  let canvas = find(document);
-  const painted = () => {
-    if (!canvas || !canvas.isConnected) canvas = find(document);
-    return canvas !== null
-      && (canvas.getAttribute('aria-label') || '').startsWith('Head ' + head + ':');
-  };""",
-)
+# for it (the canvas may be drawn anew, so it is looked for on every frame).
+SETTLED_JS = settled_js("shows(title) && painted(head) >= 1", "[head, title]", CANVASES_JS)
 
 
 def browser_clicks(

@@ -102,6 +102,17 @@ def app_page(log: Path, **env: str) -> Iterator[tuple[str, Any]]:
             browser.close()
 
 
+# Every ``.hm canvas`` of the page (the heatmaps the page paints), looked for inside the
+# components' shadow roots too; for a ``settled_js`` setup.
+CANVASES_JS = """const canvases = (root = document) => [
+    ...root.querySelectorAll('.hm canvas'),
+    ...[...root.querySelectorAll('*')].flatMap(
+      (el) => (el.shadowRoot ? canvases(el.shadowRoot) : [])),
+  ];
+  const painted = (head) => canvases().filter(
+    (c) => (c.getAttribute('aria-label') || '').startsWith('Head ' + head + ':')).length;"""
+
+
 def settled_js(ready: str, args: str = "title", setup: str = "") -> str:
     """A function for ``page.evaluate(script, argument)``: from the next click event (captured
     first, in the page's own clock) to the first animation frame in which ``ready`` holds and

@@ -18,10 +18,11 @@ Once, after the repeats: the same comparison in word space (``words_compare_s``,
 included). With ``--browser N``: the page itself in Debian's Chromium against a real server on
 loopback, opened in compare mode on the two prompts, then ``N`` clicks on heads of its divergence
 grid (the first included), each timed from the click event to the first frame that shows that
-head's A, B and A − B heading with the run finished (``browser_click_s``, the page's clock) and
-as the driver sees it (``browser_click_driver_s``). The process keeps freed blocks as the app's
-server does (:mod:`models.model.allocator`). The machine's CPU, its kind and its matmul rates
-are measured first (:mod:`benchmarks.machine`). The last line printed is one JSON object.
+head's A, B and A − B heading and its three heatmaps painted, with the run finished
+(``browser_click_s``, the page's clock) and as the driver sees it (``browser_click_driver_s``).
+The process keeps freed blocks as the app's server does (:mod:`models.model.allocator`). The
+machine's CPU, its kind and its matmul rates are measured first (:mod:`benchmarks.machine`). The
+last line printed is one JSON object.
 
     python -m benchmarks.compare_prompts [--model smollm2] [--tokens 2048] [--dtype bfloat16]
         [--browser 12]
@@ -43,7 +44,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from benchmarks.app_speed import IDLE, bare_forward, bare_model, save_prompt
-from benchmarks.browser import CHROMIUM, app_page, settled_js
+from benchmarks.browser import CANVASES_JS, CHROMIUM, app_page, settled_js
 from benchmarks.machine import describe, line
 from models.capture.compare import alignment_pairs, head_divergence
 from models.capture.compare_cost import compare_cost
@@ -121,8 +122,9 @@ def prompts_to_ranking(model, text_a: str, text_b: str) -> dict:
 
 GRID_HEAD = ".grid[data-kind='divergence'] button[data-head='{head}']"
 COMPARE_TITLE = "Head {head}: A, B and A − B"
-# Armed before a click: until the head's A, B and A - B heading is shown (the run finished).
-COMPARE_SETTLED_JS = settled_js("shows(title)")
+# Armed before a click: until the head's A, B and A - B heading is shown and its three
+# heatmaps are painted for it (the run finished).
+COMPARE_SETTLED_JS = settled_js("shows(title) && painted(head) >= 3", "[head, title]", CANVASES_JS)
 
 
 def browser_clicks(spec: ModelSpec, text_a: str, text_b: str, shape: tuple[int, int], n: int):
@@ -159,7 +161,7 @@ def browser_clicks(spec: ModelSpec, text_a: str, text_b: str, shape: tuple[int, 
         for i in range(n):
             head = f"{(i * 7 + 3) % n_layers}.{(i * 5 + 1) % n_heads}"
             title = COMPARE_TITLE.format(head=head)
-            page.evaluate(COMPARE_SETTLED_JS, title)
+            page.evaluate(COMPARE_SETTLED_JS, [head, title])
             began = time.perf_counter()
             page.locator(GRID_HEAD.format(head=head)).click()
             times["in_page"].append(page.evaluate("() => window.__settled") / 1000)
